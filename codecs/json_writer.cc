@@ -1,0 +1,263 @@
+#include "codecs/json_writer.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+namespace infergate::codecs {
+namespace {
+
+constexpr char kHex[] = "0123456789ABCDEF";
+
+// 0: write as is; otherwise the escape letter ('u' for \u00XX).
+constexpr char escapeFor(unsigned char c) {
+  switch (c) {
+    case '"':
+      return '"';
+    case '\\':
+      return '\\';
+    case '\b':
+      return 'b';
+    case '\f':
+      return 'f';
+    case '\n':
+      return 'n';
+    case '\r':
+      return 'r';
+    case '\t':
+      return 't';
+    default:
+      return c < 0x20 ? 'u' : 0;
+  }
+}
+
+struct EscapeTable {
+  char e[256];
+  constexpr EscapeTable() : e() {
+    for (int i = 0; i < 256; ++i) e[i] = escapeFor(static_cast<unsigned char>(i));
+  }
+};
+constexpr EscapeTable kEscapes;
+
+char* writeExponent(char* p, int k) {
+  if (k < 0) {
+    *p++ = '-';
+    k = -k;
+  }
+  if (k >= 100) {
+    *p++ = static_cast<char>('0' + k / 100);
+    k %= 100;
+    *p++ = static_cast<char>('0' + k / 10);
+    *p++ = static_cast<char>('0' + k % 10);
+  } else if (k >= 10) {
+    *p++ = static_cast<char>('0' + k / 10);
+    *p++ = static_cast<char>('0' + k % 10);
+  } else {
+    *p++ = static_cast<char>('0' + k);
+  }
+  return p;
+}
+
+}  // namespace
+
+void appendJsonString(std::string& out, std::string_view value) {
+  out.push_back('"');
+  size_t start = 0;
+  for (size_t i = 0; i < value.size(); ++i) {
+    char esc = kEscapes.e[static_cast<unsigned char>(value[i])];
+    if (esc == 0) continue;
+    out.append(value.data() + start, i - start);
+    out.push_back('\\');
+    out.push_back(esc);
+    if (esc == 'u') {
+      unsigned char c = static_cast<unsigned char>(value[i]);
+      out.append("00");
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xf]);
+    }
+    start = i + 1;
+  }
+  out.append(value.data() + start, value.size() - start);
+  out.push_back('"');
+}
+
+void appendJsonInt(std::string& out, int64_t value) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof(buf), value);
+  out.append(buf, r.ptr);
+}
+
+void appendJsonUint(std::string& out, uint64_t value) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof(buf), value);
+  out.append(buf, r.ptr);
+}
+
+char* writeJsonDouble(char* p, double value) {
+  if (std::isnan(value)) {
+    std::memcpy(p, "NaN", 3);
+    return p + 3;
+  }
+  if (std::isinf(value)) {
+    if (value < 0) {
+      std::memcpy(p, "-Infinity", 9);
+      return p + 9;
+    }
+    std::memcpy(p, "Infinity", 8);
+    return p + 8;
+  }
+  if (value == 0) {
+    if (std::signbit(value)) {
+      std::memcpy(p, "-0.0", 4);
+      return p + 4;
+    }
+    std::memcpy(p, "0.0", 3);
+    return p + 3;
+  }
+  if (value < 0) {
+    *p++ = '-';
+    value = -value;
+  }
+  // Shortest round-trip digits, as d.ddddde[+-]XX; re-laid out as rapidjson's Prettify.
+  char sci[32];
+  auto r = std::to_chars(sci, sci + sizeof(sci), value, std::chars_format::scientific);
+  char digits[20];
+  int length = 0;
+  const char* s = sci;
+  for (; s < r.ptr && *s != 'e'; ++s) {
+    if (*s != '.') digits[length++] = *s;
+  }
+  int exp10 = 0;
+  std::from_chars(s + 1 + (s[1] == '+' ? 1 : 0), r.ptr, exp10);
+  // value = 0.digits * 10^kk, i.e. digits * 10^k with k = kk - length.
+  const int kk = exp10 + 1;
+  const int k = kk - length;
+  if (k >= 0 && kk <= 21) {  // 1234e7 -> 12340000000.0
+    std::memcpy(p, digits, length);
+    p += length;
+    for (int i = length; i < kk; ++i) *p++ = '0';
+    *p++ = '.';
+    *p++ = '0';
+    return p;
+  }
+  if (kk > 0 && kk <= 21) {  // 1234e-2 -> 12.34
+    std::memcpy(p, digits, kk);
+    p += kk;
+    *p++ = '.';
+    std::memcpy(p, digits + kk, length - kk);
+    return p + (length - kk);
+  }
+  if (kk > -6 && kk <= 0) {  // 1234e-6 -> 0.001234
+    *p++ = '0';
+    *p++ = '.';
+    for (int i = kk; i < 0; ++i) *p++ = '0';
+    std::memcpy(p, digits, length);
+    return p + length;
+  }
+  if (length == 1) {  // 1e30
+    *p++ = digits[0];
+    *p++ = 'e';
+    return writeExponent(p, kk - 1);
+  }
+  *p++ = digits[0];  // 1234e30 -> 1.234e33
+  *p++ = '.';
+  std::memcpy(p, digits + 1, length - 1);
+  p += length - 1;
+  *p++ = 'e';
+  return writeExponent(p, kk - 1);
+}
+
+void appendJsonDouble(std::string& out, double value) {
+  char buf[kMaxJsonNumberChars];
+  char* end = writeJsonDouble(buf, value);
+  out.append(buf, end);
+}
+
+void JsonWriter::separate() {
+  if (after_key_) {
+    after_key_ = false;
+    return;
+  }
+  if (!has_element_.empty()) {
+    if (has_element_.back()) out_.push_back(',');
+    has_element_.back() = true;
+  }
+}
+
+JsonWriter& JsonWriter::beginObject() {
+  separate();
+  out_.push_back('{');
+  has_element_.push_back(false);
+  return *this;
+}
+
+JsonWriter& JsonWriter::endObject() {
+  out_.push_back('}');
+  has_element_.pop_back();
+  return *this;
+}
+
+JsonWriter& JsonWriter::beginArray() {
+  separate();
+  out_.push_back('[');
+  has_element_.push_back(false);
+  return *this;
+}
+
+JsonWriter& JsonWriter::endArray() {
+  out_.push_back(']');
+  has_element_.pop_back();
+  return *this;
+}
+
+JsonWriter& JsonWriter::key(std::string_view name) {
+  separate();
+  appendJsonString(out_, name);
+  out_.push_back(':');
+  after_key_ = true;
+  return *this;
+}
+
+JsonWriter& JsonWriter::string(std::string_view value) {
+  separate();
+  appendJsonString(out_, value);
+  return *this;
+}
+
+JsonWriter& JsonWriter::boolean(bool value) {
+  separate();
+  out_.append(value ? "true" : "false");
+  return *this;
+}
+
+JsonWriter& JsonWriter::int64(int64_t value) {
+  separate();
+  appendJsonInt(out_, value);
+  return *this;
+}
+
+JsonWriter& JsonWriter::uint64(uint64_t value) {
+  separate();
+  appendJsonUint(out_, value);
+  return *this;
+}
+
+JsonWriter& JsonWriter::dbl(double value) {
+  separate();
+  appendJsonDouble(out_, value);
+  return *this;
+}
+
+JsonWriter& JsonWriter::null() {
+  separate();
+  out_.append("null");
+  return *this;
+}
+
+JsonWriter& JsonWriter::raw(std::string_view json) {
+  separate();
+  out_.append(json);
+  return *this;
+}
+
+}  // namespace infergate::codecs

@@ -1,0 +1,72 @@
+#include "codecs/json_writer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace infergate::codecs {
+namespace {
+
+std::string dbl(double v) {
+  std::string out;
+  appendJsonDouble(out, v);
+  return out;
+}
+
+TEST(JsonWriter, WritesDoublesInRapidjsonLayout) {
+  EXPECT_EQ(dbl(1.0), "1.0");
+  EXPECT_EQ(dbl(-2.0), "-2.0");
+  EXPECT_EQ(dbl(0.0), "0.0");
+  EXPECT_EQ(dbl(-0.0), "-0.0");
+  EXPECT_EQ(dbl(0.5), "0.5");
+  EXPECT_EQ(dbl(12.34), "12.34");
+  EXPECT_EQ(dbl(0.001234), "0.001234");
+  EXPECT_EQ(dbl(1e-7), "1e-7");
+  EXPECT_EQ(dbl(1.5e-7), "1.5e-7");
+  EXPECT_EQ(dbl(1e20), "100000000000000000000.0");
+  EXPECT_EQ(dbl(1e21), "1e21");
+  EXPECT_EQ(dbl(1.234e30), "1.234e30");
+  EXPECT_EQ(dbl(1e300), "1e300");
+  EXPECT_EQ(dbl(static_cast<double>(0.1f)), "0.10000000149011612");
+}
+
+TEST(JsonWriter, WritesNonFiniteAsTritonLiterals) {
+  EXPECT_EQ(dbl(std::numeric_limits<double>::quiet_NaN()), "NaN");
+  EXPECT_EQ(dbl(std::numeric_limits<double>::infinity()), "Infinity");
+  EXPECT_EQ(dbl(-std::numeric_limits<double>::infinity()), "-Infinity");
+}
+
+TEST(JsonWriter, DoublesRoundTripExactly) {
+  const double samples[] = {0.1, 1.0 / 3, 123456789.125, 5e-324, 1.7976931348623157e308,
+                            2.2250738585072014e-308, 9007199254740993.0, 1e-6, 1e-5};
+  for (double v : samples) {
+    std::string s = dbl(v);
+    EXPECT_EQ(std::strtod(s.c_str(), nullptr), v) << s;
+  }
+}
+
+TEST(JsonWriter, EscapesLikeTriton) {
+  std::string out;
+  appendJsonString(out, std::string_view("a\"b\\c\n\t\x01" "\x7f" "\xff/", 11));
+  EXPECT_EQ(out, std::string("\"a\\\"b\\\\c\\n\\t\\u0001") + "\x7f" "\xff/\"");
+}
+
+TEST(JsonWriter, WritesExactIntegers) {
+  std::string out;
+  appendJsonInt(out, std::numeric_limits<int64_t>::min());
+  out.push_back(' ');
+  appendJsonUint(out, std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(out, "-9223372036854775808 18446744073709551615");
+}
+
+TEST(JsonWriter, InsertsCommasBetweenElements) {
+  std::string out;
+  JsonWriter w(out);
+  w.beginObject().key("a").int64(1).key("b").beginArray().string("x").boolean(true).null()
+      .endArray().key("c").beginObject().endObject().key("d").dbl(2).endObject();
+  EXPECT_EQ(out, R"({"a":1,"b":["x",true,null],"c":{},"d":2.0})");
+}
+
+}  // namespace
+}  // namespace infergate::codecs

@@ -1,0 +1,23 @@
+#pragma once
+
+// Size and shape limits every decoder enforces. The defaults are Triton's: 64 MiB for
+// the JSON header, each JSON-decoded tensor and a decompressed body
+// (--http-max-input-size), and 2 GiB - 1 for binary bodies and gRPC messages.
+// Past a limit the error is RESOURCE_EXHAUSTED (HTTP 413), naming the limit.
+
+#include <cstdint>
+
+namespace infergate::codecs {
+
+inline constexpr uint64_t kMiB = 1024 * 1024;
+
+struct DecodeLimits {
+  uint64_t max_json_bytes = 64 * kMiB;             // the JSON text of one body
+  uint64_t max_tensor_bytes = 64 * kMiB;           // one tensor decoded from JSON data
+  uint64_t max_decompressed_bytes = 64 * kMiB;     // an inflated gzip/deflate body
+  uint64_t max_binary_body_bytes = 0x7fffffffULL;  // a binary-extension body / gRPC message
+  uint32_t max_json_depth = 100;                   // nesting of `data` arrays
+  uint32_t max_tensors = 65536;                    // inputs or outputs in one message
+};
+
+}  // namespace infergate::codecs

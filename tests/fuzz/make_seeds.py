@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+"""Writes the seed corpora of the fuzz drivers (corpus/<fuzzer>/seed_*).
+
+Seeds are small valid (and a few nearly valid) inputs built by hand from PROTOCOL.md, so
+that each fuzzer starts inside its decoder's interesting paths. Deterministic: rerunning
+rewrites the same bytes. Findings that libFuzzer adds later sit beside them and are
+replayed by ctest the same way.
+"""
+import gzip
+import os
+import struct
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(fuzzer, name, data):
+    folder = os.path.join(HERE, "corpus", fuzzer)
+    os.makedirs(folder, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(folder, "seed_" + name), "wb") as f:
+        f.write(data)
+
+
+# ---- protobuf wire writer (proto3) -------------------------------------------------
+def varint(v):
+    if v < 0:
+        v += 1 << 64
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def field_varint(num, v):
+    return varint(num << 3) + varint(v)
+
+
+def field_bytes(num, data):
+    if isinstance(data, str):
+        data = data.encode()
+    return varint(num << 3 | 2) + varint(len(data)) + data
+
+
+def param(key, kind, value):
+    # InferParameter: bool_param=1 int64_param=2 string_param=3 double_param=4 uint64_param=5
+    if kind == "bool":
+        p = field_varint(1, int(value))
+    elif kind == "int64":
+        p = field_varint(2, value)
+    elif kind == "string":
+        p = field_bytes(3, value)
+    elif kind == "double":
+        p = varint(4 << 3 | 1) + struct.pack("<d", value)
+    else:
+        p = field_varint(5, value)
+    return field_bytes(1, key) + field_bytes(2, p)
+
+
+def tensor(name, datatype, shape, params=b"", contents=b""):
+    packed = b"".join(varint(d) for d in shape)
+    msg = field_bytes(1, name) + field_bytes(2, datatype) + field_bytes(3, packed)
+    msg += params
+    if contents:
+        msg += field_bytes(5, contents)
+    return msg
+
+
+def int32s(values):
+    return b"".join(struct.pack("<i", v) for v in values)
+
+
+def bytes_elements(elements):
+    return b"".join(struct.pack("<I", len(e)) + e for e in elements)
+
+
+# ---- JSON requests -----------------------------------------------------------------
+simple_json = ('{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[%s]},'
+               '{"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[%s]}],'
+               '"outputs":[{"name":"OUTPUT0"},{"name":"OUTPUT1","parameters":{"binary_data":true}}]}'
+               % (",".join(str(i) for i in range(16)), ",".join("1" for _ in range(16))))
+write("json_request", "simple", simple_json)
+write("json_request", "all_types",
+      '{"id":"x","parameters":{"sequence_id":"s-1","sequence_start":true,"priority":3,"c":1.5},'
+      '"inputs":[{"name":"b","shape":[2],"datatype":"BOOL","data":[true,false]},'
+      '{"name":"u","shape":[2],"datatype":"UINT64","data":[18446744073709551615,0]},'
+      '{"name":"i","shape":[2,1],"datatype":"INT8","data":[[-1],[2]]},'
+      '{"name":"f","shape":[3],"datatype":"FP32","data":[NaN,-Infinity,0.5]},'
+      '{"name":"d","shape":[1],"datatype":"FP64","data":[1e300]},'
+      '{"name":"s","shape":[2],"datatype":"BYTES","data":["a\\u0000b","\\"q\\""]},'
+      '{"data":[7],"name":"late","shape":[1],"datatype":"UINT16"}]}')
+write("json_request", "shm",
+      '{"inputs":[{"name":"S","shape":[4],"datatype":"FP32","parameters":{"shared_memory_region":"r",'
+      '"shared_memory_byte_size":16,"shared_memory_offset":0}}],"outputs":[{"name":"o","parameters":'
+      '{"shared_memory_region":"r2","shared_memory_byte_size":16}},{"name":"c","parameters":{"classification":2}}]}')
+write("json_request", "bad_nesting", '{"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[[[[1]]]]}]}')
+
+# ---- JSON responses ----------------------------------------------------------------
+write("json_response", "simple",
+      '{"model_name":"simple","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"INT32",'
+      '"shape":[1,2],"data":[1,2]},{"name":"OUTPUT1","datatype":"FP32","shape":[2],"data":[0.10000000149011612,NaN]}]}')
+write("json_response", "params_shm",
+      '{"id":"7","model_name":"m","model_version":"2","parameters":{"triton_final_response":true,"n":3},'
+      '"outputs":[{"name":"s","datatype":"BYTES","shape":[1],"data":["x"]},{"name":"o","datatype":"INT8","shape":[4]}]}')
+
+# ---- binary-extension bodies: u32 header length (0xffffffff = none), then the body ----
+header = ('{"inputs":[{"name":"A","shape":[1,4],"datatype":"INT32","parameters":{"binary_data_size":16}},'
+          '{"name":"S","shape":[2],"datatype":"FP32","parameters":{"shared_memory_region":"s","shared_memory_byte_size":8}},'
+          '{"name":"T","shape":[2],"datatype":"BYTES","parameters":{"binary_data_size":10}}],'
+          '"outputs":[{"name":"OUT","parameters":{"binary_data":true}}]}').encode()
+blobs = int32s([1, 2, 3, 4]) + bytes_elements([b"ab", b""])
+write("binary_tensor", "worked_example", struct.pack("<I", len(header)) + header + blobs)
+write("binary_tensor", "json_only", struct.pack("<I", 0xFFFFFFFF) + simple_json.encode())
+write("binary_tensor", "trailing", struct.pack("<I", len(header)) + header + blobs + b"zz")
+
+# ---- protobuf ModelInferRequest / ModelInferResponse ---------------------------------
+req = field_bytes(1, "simple") + field_bytes(2, "1") + field_bytes(3, "req-1")
+req += field_bytes(4, param("priority", "uint64", 1))
+req += field_bytes(4, param("sequence_id", "int64", 42))
+req += field_bytes(4, param("sequence_start", "bool", True))
+req += field_bytes(4, param("triton_enable_empty_final_response", "bool", False))
+req += field_bytes(5, tensor("INPUT0", "INT32", [1, 16]))
+req += field_bytes(5, tensor("INPUT1", "INT32", [1, 16]))
+req += field_bytes(6, field_bytes(1, "OUTPUT0"))
+req += field_bytes(7, int32s(range(16))) + field_bytes(7, int32s([1] * 16))
+write("protobuf_request", "simple", req)
+
+shm_params = (field_bytes(4, param("shared_memory_region", "string", "region0")) +
+              field_bytes(4, param("shared_memory_byte_size", "int64", 16)))
+req2 = field_bytes(1, "m")
+req2 += field_bytes(5, tensor("A", "FP32", [4], shm_params))
+req2 += field_bytes(5, tensor("T", "BYTES", [2]))
+req2 += field_bytes(7, bytes_elements([b"ab", b""]))
+write("protobuf_request", "shm_and_raw", req2)
+
+typed = field_bytes(1, "m")
+typed += field_bytes(5, tensor("I", "INT64", [2], contents=field_bytes(3, varint(5) + varint(-7))))
+typed += field_bytes(5, tensor("F", "FP32", [1], contents=varint(6 << 3 | 2) + varint(4) + struct.pack("<f", 2.5)))
+typed += field_bytes(5, tensor("S", "BYTES", [1], contents=field_bytes(8, b"hello")))
+write("protobuf_request", "typed_contents", typed)
+
+resp = field_bytes(1, "simple") + field_bytes(2, "1") + field_bytes(3, "req-1")
+resp += field_bytes(5, tensor("OUTPUT0", "INT32", [1, 2]))
+resp += field_bytes(5, tensor("OUTPUT1", "FP32", [1]))
+resp += field_bytes(6, int32s([3, 4])) + field_bytes(6, struct.pack("<f", 1.0))
+write("protobuf_response", "simple", resp)
+resp2 = field_bytes(1, "kserve") + field_bytes(5, tensor("out", "INT32", [2], contents=field_bytes(2, varint(1) + varint(2))))
+write("protobuf_response", "typed", resp2)
+
+# ---- BYTES tensors and compressed bodies ---------------------------------------------
+write("bytes_tensor", "two", bytes_elements([b"ab", b""]))
+write("bytes_tensor", "truncated", struct.pack("<I", 9) + b"abc")
+write("compression", "gzip", gzip.compress(simple_json.encode(), mtime=0))
+write("compression", "zlib", zlib.compress(header + blobs))
