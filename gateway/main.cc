@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gateway/transcode_command.h"
+#include "shm/cuda_probe.h"
 
 namespace {
 
@@ -24,7 +25,10 @@ int main(int argc, char** argv) {
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "version" || args[0] == "--version") {
-    std::cout << "infergate " << INFERGATE_VERSION << "\n";
+    infergate::shm::CudaStatus cuda = infergate::shm::probeCuda();
+    std::cout << "infergate " << INFERGATE_VERSION << "\n"
+              << "cuda: " << (cuda.compiled_in ? "built in" : "not built in") << "; "
+              << cuda.detail << "\n";
     return 0;
   }
   if (args[0] == "transcode") {
