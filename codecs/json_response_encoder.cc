@@ -11,6 +11,15 @@ bool wantsBinaryOutput(const InferRequest& request, std::string_view output) {
   return request.binary_data_output.value_or(false);
 }
 
+Status appendJsonTensorData(std::string& out, DataType datatype, const Buffer& data,
+                            std::string_view tensor) {
+  return json_internal::appendTensorData(out, datatype, data, tensor);
+}
+
+void appendJsonParamValue(std::string& out, const ParamValue& value) {
+  json_internal::appendParamValue(out, value);
+}
+
 std::string encodeJsonError(std::string_view message) {
   std::string out = "{\"error\":";
   appendJsonString(out, message);

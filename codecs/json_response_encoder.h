@@ -23,6 +23,13 @@ class JsonResponseEncoder {
 // Whether `output` is sent binary for `request` (the rule above).
 bool wantsBinaryOutput(const InferRequest& request, std::string_view output);
 
+// Appends a tensor's data as a flat JSON array (FP16/BF16: INVALID_ARGUMENT), and a
+// parameter value, in the writer's layout; for bodies built outside the /infer encoder
+// (the generate extension).
+Status appendJsonTensorData(std::string& out, DataType datatype, const Buffer& data,
+                            std::string_view tensor);
+void appendJsonParamValue(std::string& out, const ParamValue& value);
+
 // `{"error":"<message>"}`, compact, as every error body of Triton and the gateway.
 std::string encodeJsonError(std::string_view message);
 

@@ -1,20 +1,75 @@
 // infergate: a sidecar gateway for KServe v2 / Triton inference servers.
 
+#include <sys/resource.h>
+
+#include <csignal>
+#include <fstream>
 #include <iostream>
 #include <string_view>
 #include <vector>
 
+#include "config/config_loader.h"
+#include "config/validate_command.h"
+#include "gateway/gateway_server.h"
 #include "gateway/transcode_command.h"
 #include "shm/cuda_probe.h"
 
 namespace {
 
 constexpr std::string_view kUsage =
-    "usage: infergate <command> [options]\n"
-    "commands:\n"
-    "  transcode   convert an inference body between JSON, binary-tensor and protobuf\n"
-    "  version     print the version\n"
-    "Run 'infergate <command> --help' for a command's options.\n";
+    "usage: infergate --config FILE [--ready-file PATH]   run the gateway\n"
+    "       infergate validate FILE                       check a configuration\n"
+    "       infergate transcode ...                       convert an inference body\n"
+    "       infergate version\n"
+    "On start the gateway prints one JSON line with every bound address, e.g.\n"
+    "  {\"event\":\"ready\",\"pid\":7,\"http\":\"127.0.0.1:8000\",\"grpc\":\"127.0.0.1:8001\",...}\n"
+    "and writes the same line to --ready-file once every listener accepts. SIGTERM or\n"
+    "SIGINT drains: not ready, no new connections, requests in flight finish (10 s).\n";
+
+// Sockets are the gateway's currency: use every descriptor the hard limit allows.
+void raiseFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+int runGateway(std::string_view config_path, std::string_view ready_file) {
+  auto config = infergate::config::loadConfigFile(std::string(config_path));
+  if (!config.ok()) {
+    std::cerr << "infergate: " << infergate::codecs::messageOf(config.status()) << "\n";
+    return 1;
+  }
+  raiseFileLimit();
+  // Signals are taken synchronously by this thread; every other thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  infergate::gateway::GatewayServer server(std::move(*config));
+  infergate::codecs::Status started = server.start();
+  if (!started.ok()) {
+    std::cerr << "infergate: cannot start: " << infergate::codecs::messageOf(started) << "\n";
+    server.shutdown(std::chrono::milliseconds(0));
+    return 1;
+  }
+  std::string line = server.readyLine();
+  std::cout << line << std::endl;
+  if (!ready_file.empty()) {
+    std::string tmp = std::string(ready_file) + ".tmp";
+    { std::ofstream(tmp) << line << "\n"; }
+    std::rename(tmp.c_str(), std::string(ready_file).c_str());  // appears whole, at once
+  }
+  int signal = 0;
+  sigwait(&signals, &signal);
+  std::cerr << "infergate: signal " << signal << ", draining\n";
+  server.shutdown(std::chrono::seconds(10));
+  return 0;
+}
 
 }  // namespace
 
@@ -31,9 +86,26 @@ int main(int argc, char** argv) {
               << cuda.detail << "\n";
     return 0;
   }
+  std::span<const std::string_view> rest(args.begin() + 1, args.end());
   if (args[0] == "transcode") {
-    std::span<const std::string_view> rest(args.begin() + 1, args.end());
     return infergate::gateway::runTranscodeCommand(rest, std::cin, std::cout, std::cerr);
+  }
+  if (args[0] == "validate") {
+    return infergate::config::runValidateCommand(rest, std::cout, std::cerr);
+  }
+  if (args[0] == "--config") {
+    std::string_view config, ready_file;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == "--config" && i + 1 < args.size()) {
+        config = args[++i];
+      } else if (args[i] == "--ready-file" && i + 1 < args.size()) {
+        ready_file = args[++i];
+      } else {
+        std::cerr << "infergate: unknown or incomplete option '" << args[i] << "'\n" << kUsage;
+        return 2;
+      }
+    }
+    return runGateway(config, ready_file);
   }
   std::cerr << "infergate: unknown command '" << args[0] << "'\n" << kUsage;
   return 2;

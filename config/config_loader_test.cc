@@ -1,0 +1,601 @@
+#include "config/config_loader.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "codecs/text.h"
+
+namespace infergate::config {
+namespace {
+
+using Kind = ListenAddress::Kind;
+using Protocol = UpstreamConfig::Protocol;
+using codecs::StatusOr;
+
+StatusOr<GatewayConfig> parse(std::string_view yaml) { return parseConfig(yaml, "test.yaml"); }
+
+std::vector<std::string> errorLines(std::string_view yaml) {
+  auto r = parse(yaml);
+  EXPECT_FALSE(r.ok()) << "expected errors in:\n" << yaml;
+  if (r.ok()) return {};
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<std::string> lines;
+  for (std::string_view line : codecs::splitOn(codecs::messageOf(r.status()), '\n')) {
+    lines.emplace_back(line);
+  }
+  return lines;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  return out;
+}
+
+// The file has exactly one error: it starts with `prefix` ("test.yaml:L:C: key: ") and
+// its message contains `fragment`.
+void expectOnlyError(std::string_view yaml, std::string_view prefix, std::string_view fragment) {
+  std::vector<std::string> lines = errorLines(yaml);
+  ASSERT_EQ(lines.size(), 1u) << joined(lines);
+  EXPECT_EQ(lines[0].substr(0, prefix.size()), prefix) << lines[0];
+  EXPECT_NE(lines[0].find(fragment), std::string::npos)
+      << lines[0] << "\nexpected to contain: " << fragment;
+}
+
+// The rest of a valid file, for tests about listeners: starts on line 3.
+constexpr std::string_view kUpstreamAndRoute = R"(upstreams: [{ name: demo, protocol: builtin }]
+routes: [{ match: { model: "*" }, upstream: demo }]
+)";
+
+std::string withListeners(std::string_view two_lines) {
+  return std::string(two_lines) + std::string(kUpstreamAndRoute);
+}
+
+// ---- valid files -----------------------------------------------------------------------
+
+TEST(ConfigLoader, LoadsTheExampleWithExactValues) {
+  auto r = parse(R"(listeners:
+  http:    { address: "0.0.0.0:8000" }
+  grpc:    { address: "0.0.0.0:8001" }
+  metrics: { address: "0.0.0.0:8002" }
+workers: 0
+limits:
+  max_header_bytes: 65536
+  max_header_count: 100
+  max_input_bytes: 67108864
+  max_binary_body_bytes: 2147483647
+  max_grpc_message_bytes: 2147483647
+  header_timeout_ms: 10000
+  body_timeout_ms: 60000
+  idle_timeout_ms: 300000
+  max_connections: 10000
+upstreams:
+  - name: demo
+    protocol: builtin
+    models: []
+routes:
+  - match: { model: "*" }
+    upstream: demo
+)");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const GatewayConfig& c = *r;
+  EXPECT_EQ(c.source, "test.yaml");
+  ASSERT_TRUE(c.http && c.grpc && c.metrics);
+  EXPECT_EQ(c.http->address.kind, Kind::kTcp);
+  EXPECT_EQ(c.http->address.host, "0.0.0.0");
+  EXPECT_EQ(c.http->address.port, 8000);
+  EXPECT_EQ(c.http->address.text, "0.0.0.0:8000");
+  EXPECT_EQ(formatLocation(c.http->address.where), "test.yaml:2:23");
+  EXPECT_EQ(formatLocation(c.http->where), "test.yaml:2:12");
+  EXPECT_EQ(c.grpc->address.port, 8001);
+  EXPECT_EQ(c.metrics->address.port, 8002);
+  EXPECT_EQ(c.workers, 0u);
+  EXPECT_EQ(c.limits.max_header_bytes, 65536u);
+  EXPECT_EQ(c.limits.max_header_count, 100u);
+  EXPECT_EQ(c.limits.max_input_bytes, 67108864u);
+  EXPECT_EQ(c.limits.max_binary_body_bytes, 2147483647u);
+  EXPECT_EQ(c.limits.max_grpc_message_bytes, 2147483647u);
+  EXPECT_EQ(c.limits.header_timeout_ms, 10000u);
+  EXPECT_EQ(c.limits.body_timeout_ms, 60000u);
+  EXPECT_EQ(c.limits.idle_timeout_ms, 300000u);
+  EXPECT_EQ(c.limits.max_connections, 10000u);
+  ASSERT_EQ(c.upstreams.size(), 1u);
+  EXPECT_EQ(c.upstreams[0].name, "demo");
+  EXPECT_EQ(c.upstreams[0].protocol, Protocol::kBuiltin);
+  EXPECT_TRUE(c.upstreams[0].models.empty());
+  EXPECT_EQ(formatLocation(c.upstreams[0].where), "test.yaml:17:5");
+  ASSERT_EQ(c.routes.size(), 1u);
+  EXPECT_EQ(c.routes[0].model, "*");
+  EXPECT_TRUE(c.routes[0].isCatchAll());
+  EXPECT_EQ(c.routes[0].upstream, "demo");
+  EXPECT_EQ(formatLocation(c.routes[0].where), "test.yaml:21:5");
+}
+
+TEST(ConfigLoader, OmittedKeysTakeTheirDefaults) {
+  auto r = parse(R"(listeners:
+  grpc: { address: "127.0.0.1:8001" }
+upstreams:
+  - { name: demo, protocol: builtin }
+routes:
+  - { match: { model: "*" }, upstream: demo }
+)");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->http.has_value());
+  EXPECT_TRUE(r->grpc.has_value());
+  EXPECT_FALSE(r->metrics.has_value());
+  EXPECT_EQ(r->workers, 0u);
+  LimitsConfig defaults;
+  EXPECT_EQ(r->limits.max_header_bytes, defaults.max_header_bytes);
+  EXPECT_EQ(r->limits.max_header_count, 100u);
+  EXPECT_EQ(r->limits.max_input_bytes, 64u * 1024 * 1024);
+  EXPECT_EQ(r->limits.max_binary_body_bytes, 2147483647u);
+  EXPECT_EQ(r->limits.max_grpc_message_bytes, 2147483647u);
+  EXPECT_EQ(r->limits.header_timeout_ms, 10000u);
+  EXPECT_EQ(r->limits.body_timeout_ms, 60000u);
+  EXPECT_EQ(r->limits.idle_timeout_ms, 300000u);
+  EXPECT_EQ(r->limits.max_connections, 10000u);
+  EXPECT_TRUE(r->upstreams[0].models.empty());
+}
+
+TEST(ConfigLoader, ReadsSomeLimitsAndKeepsTheOthers) {
+  auto r = parse(R"(listeners: { http: { address: "localhost:0" } }
+workers: 4
+limits: { max_header_count: 50, idle_timeout_ms: 0x10, max_input_bytes: 1048576 }
+upstreams: [{ name: demo, protocol: builtin, models: [simple, identity_fp32, 7] }]
+routes: [{ match: { model: "*" }, upstream: demo }]
+)");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->workers, 4u);
+  EXPECT_EQ(r->limits.max_header_count, 50u);
+  EXPECT_EQ(r->limits.idle_timeout_ms, 16u);
+  EXPECT_EQ(r->limits.max_input_bytes, 1048576u);
+  EXPECT_EQ(r->limits.max_header_bytes, 65536u);
+  EXPECT_EQ(r->upstreams[0].models, (std::vector<std::string>{"simple", "identity_fp32", "7"}));
+  EXPECT_EQ(r->http->address.host, "localhost");
+}
+
+TEST(ConfigLoader, AcceptsExactModelRoutesBeforeTheCatchAll) {
+  auto r = parse(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams:
+  - { name: a, protocol: builtin, models: [simple] }
+  - { name: b, protocol: builtin }
+routes:
+  - { match: { model: simple }, upstream: a }
+  - { match: { model: "*" }, upstream: b }
+)");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->routes.size(), 2u);
+  EXPECT_EQ(r->routes[0].model, "simple");
+  EXPECT_FALSE(r->routes[0].isCatchAll());
+  EXPECT_EQ(r->routes[1].upstream, "b");
+}
+
+TEST(ConfigLoader, ReadsIpv6UnixAndPortZeroAddresses) {
+  auto r = parse(withListeners(R"(listeners: { http: { address: "[::1]:0" }, metrics: { address: "unix:/run/ig/metrics.sock" },
+  grpc: { address: "[fe80::1%eth0]:8001" } }
+)"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->http->address.kind, Kind::kTcp);
+  EXPECT_EQ(r->http->address.host, "::1");
+  EXPECT_EQ(r->http->address.port, 0);
+  EXPECT_EQ(r->http->address.text, "[::1]:0");
+  EXPECT_EQ(r->grpc->address.host, "fe80::1%eth0");
+  EXPECT_EQ(r->grpc->address.port, 8001);
+  EXPECT_EQ(r->metrics->address.kind, Kind::kUnix);
+  EXPECT_EQ(r->metrics->address.path, "/run/ig/metrics.sock");
+}
+
+TEST(ConfigLoader, TwoListenersOnPortZeroDoNotClash) {
+  auto r = parse(withListeners(R"(listeners: { http: { address: "127.0.0.1:0" },
+  grpc: { address: "127.0.0.1:0" } }
+)"));
+  EXPECT_TRUE(r.ok()) << r.status();
+}
+
+TEST(ConfigLoader, UnquotedAddressesAndCommentsAreFine) {
+  auto r = parse(R"(# a comment
+listeners:
+  http: { address: 0.0.0.0:8000 }   # plain scalar
+upstreams: [{ name: demo, protocol: builtin }]
+routes: [{ match: { model: '*' }, upstream: demo }]
+)");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->http->address.port, 8000);
+}
+
+// ---- errors, one class per test -------------------------------------------------------
+
+TEST(ConfigLoader, RejectsUnknownKeyNamingTheAllowedOnes) {
+  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+limits:
+  max_header_byte: 100
+upstreams: [{ name: demo, protocol: builtin }]
+routes: [{ match: { model: "*" }, upstream: demo }]
+)",
+                  "test.yaml:3:3: limits.max_header_byte: ",
+                  "unknown key \"max_header_byte\" (allowed: max_header_bytes, "
+                  "max_header_count, max_input_bytes,");
+}
+
+TEST(ConfigLoader, RejectsUnknownTopLevelKey) {
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+shm: { allowed_key_prefixes: [x] }
+)"),
+                  "test.yaml:2:1: shm: ",
+                  "unknown key \"shm\" (allowed: listeners, workers, limits, upstreams, routes)");
+}
+
+TEST(ConfigLoader, RejectsAStringWhereAnIntegerGoes) {
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+workers: "4"
+)"),
+                  "test.yaml:2:10: workers: ", "expected an integer, got a string");
+}
+
+TEST(ConfigLoader, RejectsOtherWrongTypes) {
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+limits: { body_timeout_ms: 1.5 }
+)"),
+                  "test.yaml:2:28: limits.body_timeout_ms: ", "expected an integer, got a float");
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+limits: [1, 2]
+)"),
+                  "test.yaml:2:9: limits: ", "expected a mapping, got a sequence");
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+workers: true
+)"),
+                  "test.yaml:2:10: workers: ", "expected an integer, got a boolean");
+  expectOnlyError(withListeners(R"(listeners: { http: { address: { host: x } } }
+workers: 1
+)"),
+                  "test.yaml:1:31: listeners.http.address: ", "expected a string, got a mapping");
+  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: { name: demo, protocol: builtin }
+routes: [{ match: { model: "*" }, upstream: demo }]
+)",
+                  "test.yaml:2:12: upstreams: ", "expected a sequence, got a mapping");
+}
+
+TEST(ConfigLoader, AnEmptyValueIsReportedAtItsKey) {
+  expectOnlyError(withListeners(R"(listeners:
+  http:
+)"),
+                  "test.yaml:2:3: listeners.http: ", "expected a mapping, got null");
+}
+
+TEST(ConfigLoader, RejectsNegativeNumbers) {
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+workers: -1
+)"),
+                  "test.yaml:2:10: workers: ", "must not be negative");
+}
+
+TEST(ConfigLoader, RejectsOutOfRangeNumbers) {
+  std::vector<std::string> lines = errorLines(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+limits: { max_header_count: 70000, max_binary_body_bytes: 2147483648, header_timeout_ms: 0, max_input_bytes: 99999999999999999999999 }
+)"));
+  ASSERT_EQ(lines.size(), 4u) << joined(lines);
+  EXPECT_EQ(lines[0], "test.yaml:2:29: limits.max_header_count: must be between 1 and 65535, got 70000");
+  EXPECT_EQ(lines[1], "test.yaml:2:59: limits.max_binary_body_bytes: must be between 1 and "
+                      "2147483647, got 2147483648");
+  EXPECT_EQ(lines[2], "test.yaml:2:90: limits.header_timeout_ms: must be between 1 and "
+                      "86400000, got 0");
+  EXPECT_EQ(lines[3].substr(0, 50), "test.yaml:2:110: limits.max_input_bytes: must be b");
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+workers: 5000
+)"),
+                  "test.yaml:2:10: workers: ", "must be between 0 and 1024, got 5000");
+}
+
+TEST(ConfigLoader, RejectsAnAddressWithoutPort) {
+  expectOnlyError(withListeners(R"(listeners:
+  http: { address: "0.0.0.0" }
+)"),
+                  "test.yaml:2:20: listeners.http.address: ", "missing port in \"0.0.0.0\"");
+}
+
+TEST(ConfigLoader, RejectsAPortOver65535) {
+  expectOnlyError(withListeners(R"(listeners:
+  http: { address: "0.0.0.0:70000" }
+)"),
+                  "test.yaml:2:20: listeners.http.address: ",
+                  "port 70000 is out of range (0-65535)");
+}
+
+TEST(ConfigLoader, RejectsEmptyAndOverlongUnixPaths) {
+  expectOnlyError(withListeners(R"(listeners:
+  http: { address: "unix:" }
+)"),
+                  "test.yaml:2:20: listeners.http.address: ", "unix socket path is empty");
+  std::string long_path = "/" + std::string(107, 'a');  // 108 bytes: one too many
+  expectOnlyError(withListeners("listeners:\n  http: { address: \"unix:" + long_path + "\" }\n"),
+                  "test.yaml:2:20: listeners.http.address: ",
+                  "unix socket path is 108 bytes long; at most 107 fit in sockaddr_un");
+  std::string fits = "/" + std::string(106, 'a');
+  EXPECT_TRUE(parse(withListeners("listeners:\n  http: { address: \"unix:" + fits + "\" }\n")).ok());
+}
+
+TEST(ConfigLoader, RejectsOtherBadAddresses) {
+  expectOnlyError(withListeners(R"(listeners:
+  http: { address: "::1:8000" }
+)"),
+                  "test.yaml:2:20: listeners.http.address: ",
+                  "an IPv6 address needs brackets: \"[::1]:8000\"");
+  expectOnlyError(withListeners(R"(listeners:
+  http: { address: "300.1.1.1:80" }
+)"),
+                  "test.yaml:2:20: listeners.http.address: ", "not a valid IPv4 address");
+  expectOnlyError(withListeners(R"(listeners:
+  http: { address: ":8000" }
+)"),
+                  "test.yaml:2:20: listeners.http.address: ", "missing host");
+  expectOnlyError(withListeners(R"(listeners:
+  http: { }
+)"),
+                  "test.yaml:2:9: listeners.http.address: ",
+                  "missing required key \"address\"");
+}
+
+TEST(ConfigLoader, RejectsDuplicateUpstreamNames) {
+  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams:
+  - name: demo
+    protocol: builtin
+  - name: demo
+    protocol: builtin
+routes: [{ match: { model: "*" }, upstream: demo }]
+)",
+                  "test.yaml:5:11: upstreams[1].name: ",
+                  "duplicate upstream name \"demo\" (first defined at test.yaml:3:11)");
+}
+
+TEST(ConfigLoader, RejectsBadUpstreamNamesAndModels) {
+  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: "my upstream", protocol: builtin }]
+routes: [{ match: { model: "*" }, upstream: "my upstream" }]
+)",
+                  "test.yaml:2:21: upstreams[0].name: ",
+                  "upstream name \"my upstream\" must be non-empty letters, digits");
+  std::vector<std::string> lines = errorLines(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: t, protocol: http, models: [a, ""] }]
+routes: [{ match: { model: "*" }, upstream: t }]
+)");
+  ASSERT_EQ(lines.size(), 3u) << joined(lines);
+  EXPECT_EQ(lines[0].substr(0, 57), "test.yaml:2:34: upstreams[0].protocol: protocol \"http\" is");
+  EXPECT_EQ(lines[1], "test.yaml:2:48: upstreams[0].models: models applies to builtin "
+                      "upstreams only");
+  EXPECT_EQ(lines[2], "test.yaml:2:52: upstreams[0].models[1]: a model name must not be empty");
+}
+
+TEST(ConfigLoader, RejectsARouteToAMissingUpstream) {
+  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: demo, protocol: builtin }]
+routes:
+  - match: { model: "*" }
+    upstream: triton
+)",
+                  "test.yaml:5:15: routes[0].upstream: ",
+                  "upstream \"triton\" is not defined (defined: demo)");
+}
+
+TEST(ConfigLoader, RejectsARouteAfterTheCatchAll) {
+  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: demo, protocol: builtin }]
+routes:
+  - match: { model: "*" }
+    upstream: demo
+  - match: { model: simple }
+    upstream: demo
+)",
+                  "test.yaml:6:21: routes[1].match.model: ",
+                  "unreachable route: comes after the catch-all routes[0] at test.yaml:4:5");
+}
+
+TEST(ConfigLoader, RejectsARouteShadowedByTheSameModel) {
+  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: demo, protocol: builtin }]
+routes:
+  - { match: { model: simple }, upstream: demo }
+  - { match: { model: simple }, upstream: demo }
+)",
+                  "test.yaml:5:23: routes[1].match.model: ",
+                  "unreachable route: model \"simple\" is already matched by routes[0]");
+}
+
+TEST(ConfigLoader, RejectsPrefixWildcardsForNow) {
+  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: demo, protocol: builtin }]
+routes: [{ match: { model: "llm-*" }, upstream: demo }]
+)",
+                  "test.yaml:3:28: routes[0].match.model: ", "'*' matches only on its own");
+}
+
+TEST(ConfigLoader, RejectsAFileWithNoHttpOrGrpcListener) {
+  expectOnlyError(withListeners(R"(listeners:
+  metrics: { address: "127.0.0.1:8002" }
+)"),
+                  "test.yaml:2:3: listeners: ",
+                  "no listener: at least one of listeners.http and listeners.grpc is required");
+  expectOnlyError(R"(workers: 2
+upstreams: [{ name: demo, protocol: builtin }]
+routes: [{ match: { model: "*" }, upstream: demo }]
+)",
+                  "test.yaml:1:1: listeners: ", "no listener");
+}
+
+TEST(ConfigLoader, RejectsAFileWithNoRoute) {
+  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: demo, protocol: builtin }]
+routes: []
+)",
+                  "test.yaml:3:9: routes: ", "no route: at least one route is required");
+  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: demo, protocol: builtin }]
+)",
+                  "test.yaml:1:1: routes: ", "no route");
+}
+
+TEST(ConfigLoader, RejectsDuplicateListenerAddresses) {
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "0.0.0.0:8000" },
+  grpc: { address: "0.0.0.0:8000" } }
+)"),
+                  "test.yaml:2:20: listeners.grpc.address: ",
+                  "address \"0.0.0.0:8000\" clashes with listeners.http (\"0.0.0.0:8000\" at "
+                  "test.yaml:1:31)");
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "0.0.0.0:8000" },
+  metrics: { address: "127.0.0.1:8000" } }
+)"),
+                  "test.yaml:2:23: listeners.metrics.address: ", "clashes with listeners.http");
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "unix:/tmp/ig.sock" },
+  grpc: { address: "unix:/tmp/ig.sock" } }
+)"),
+                  "test.yaml:2:20: listeners.grpc.address: ", "clashes with listeners.http");
+}
+
+TEST(ConfigLoader, ReportsYamlSyntaxErrorsWithTheParsersLine) {
+  expectOnlyError(R"(listeners:
+  http: { address: "127.0.0.1:8000"
+upstreams: []
+)",
+                  "test.yaml:3:1: ", "YAML syntax error: end of map flow not found");
+  expectOnlyError("listeners:\n  http:\n    address: x\n   bad: 1\n", "test.yaml:4:4: ",
+                  "YAML syntax error: end of map not found");
+  expectOnlyError("routes: [{ match: { model: * } }]\n", "test.yaml:1:",
+                  "YAML syntax error: ");
+}
+
+TEST(ConfigLoader, RejectsUnsupportedAndUnknownProtocols) {
+  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: triton, protocol: grpc }]
+routes: [{ match: { model: "*" }, upstream: triton }]
+)",
+                  "test.yaml:2:39: upstreams[0].protocol: ",
+                  "protocol \"grpc\" is not supported yet");
+  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: triton, protocol: tcp }]
+routes: [{ match: { model: "*" }, upstream: triton }]
+)",
+                  "test.yaml:2:39: upstreams[0].protocol: ",
+                  "unknown protocol \"tcp\" (allowed: builtin, grpc, http)");
+  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: triton }]
+routes: [{ match: { model: "*" }, upstream: triton }]
+)",
+                  "test.yaml:2:13: upstreams[0].protocol: ",
+                  "missing required key \"protocol\" (one of builtin, grpc, http)");
+}
+
+TEST(ConfigLoader, RejectsARepeatedKey) {
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+listeners: { grpc: { address: "127.0.0.1:8001" } }
+)"),
+                  "test.yaml:2:1: listeners: ", "duplicate key \"listeners\" (first given at line 1)");
+}
+
+TEST(ConfigLoader, RejectsEmptyAndNonMappingFiles) {
+  expectOnlyError("", "test.yaml:1:1: ", "the configuration is empty");
+  expectOnlyError("# only a comment\n", "test.yaml:1:1: ", "the configuration is empty");
+  expectOnlyError("- a\n- b\n", "test.yaml:1:1: ",
+                  "expected a mapping at the top level, got a sequence");
+  std::string two_docs = withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+workers: 1
+)") + "---\nworkers: 2\n";
+  expectOnlyError(two_docs, "test.yaml:6:1: ", "a second YAML document");
+}
+
+TEST(ConfigLoader, ReportsEveryErrorTogetherInFileOrder) {
+  std::vector<std::string> lines = errorLines(R"(listeners:
+  http: { address: "0.0.0.0:99999" }
+  metrics: { adress: "0.0.0.0:8002" }
+workers: "many"
+upstreams:
+  - { name: demo, protocol: builtin, models: [simple, simple] }
+  - { name: demo, protocol: builtin }
+routes:
+  - { match: { model: "*" }, upstream: demo }
+  - { match: { model: simple }, upstream: nowhere }
+)");
+  ASSERT_EQ(lines.size(), 8u) << joined(lines);
+  EXPECT_EQ(lines[0], "test.yaml:2:20: listeners.http.address: port 99999 is out of range (0-65535)");
+  EXPECT_EQ(lines[1], "test.yaml:3:12: listeners.metrics.address: missing required key "
+                      "\"address\" (e.g. \"0.0.0.0:8000\")");
+  EXPECT_EQ(lines[2].substr(0, 58), "test.yaml:3:14: listeners.metrics.adress: unknown key \"adr");
+  EXPECT_EQ(lines[3], "test.yaml:4:10: workers: expected an integer, got a string");
+  EXPECT_EQ(lines[4], "test.yaml:6:55: upstreams[0].models[1]: model \"simple\" is listed twice");
+  EXPECT_EQ(lines[5].substr(0, 52), "test.yaml:7:13: upstreams[1].name: duplicate upstrea");
+  EXPECT_EQ(lines[6].substr(0, 60), "test.yaml:10:23: routes[1].match.model: unreachable route: c");
+  EXPECT_EQ(lines[7], "test.yaml:10:43: routes[1].upstream: upstream \"nowhere\" is not "
+                      "defined (defined: demo, demo)");
+}
+
+TEST(ConfigLoader, KeyPathsCountEntriesAsWritten) {
+  // routes[0] is dropped (no upstream); the next one is still called routes[1].
+  std::vector<std::string> lines = errorLines(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: demo, protocol: builtin }]
+routes:
+  - { match: { model: a } }
+  - { match: { model: b }, upstream: gone }
+)");
+  ASSERT_EQ(lines.size(), 2u) << joined(lines);
+  EXPECT_EQ(lines[0].substr(0, 36), "test.yaml:4:5: routes[0].upstream: m");
+  EXPECT_EQ(lines[1].substr(0, 36), "test.yaml:5:38: routes[1].upstream: ");
+}
+
+TEST(ConfigLoader, SurvivesDeepNesting) {
+  std::string deep = "listeners: " + std::string(10000, '[');
+  auto r = parse(deep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// ---- files ----------------------------------------------------------------------------
+
+TEST(ConfigLoader, LoadConfigFileReportsAMissingFile) {
+  auto r = loadConfigFile("/nonexistent/infergate.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(codecs::messageOf(r.status()),
+            "cannot read /nonexistent/infergate.yaml: No such file or directory");
+}
+
+TEST(ConfigLoader, LoadConfigFileReportsADirectory) {
+  auto r = loadConfigFile("/");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(codecs::messageOf(r.status()).find("cannot read /: "), std::string_view::npos);
+}
+
+TEST(ConfigLoader, LoadConfigFileNamesTheFileInErrors) {
+  std::string path = ::testing::TempDir() + "config_loader_test_bad.yaml";
+  {
+    std::ofstream f(path);
+    f << "listeners:\n  http: { address: \"127.0.0.1\" }\n" << kUpstreamAndRoute;
+  }
+  auto r = loadConfigFile(path);
+  std::remove(path.c_str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(codecs::messageOf(r.status()).substr(0, path.size() + 5), path + ":2:20");
+}
+
+TEST(ConfigLoader, LoadsTheDemoExample) {
+  auto r = loadConfigFile(INFERGATE_SOURCE_DIR "/deploy/examples/demo.yaml");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->http && r->grpc && r->metrics);
+  EXPECT_EQ(r->http->address.host, "127.0.0.1");
+  EXPECT_EQ(r->http->address.port, 8000);
+  EXPECT_EQ(r->grpc->address.port, 8001);
+  EXPECT_EQ(r->metrics->address.port, 8002);
+  ASSERT_EQ(r->upstreams.size(), 1u);
+  EXPECT_EQ(r->upstreams[0].name, "demo");
+  EXPECT_EQ(r->upstreams[0].protocol, Protocol::kBuiltin);
+  ASSERT_EQ(r->routes.size(), 1u);
+  EXPECT_TRUE(r->routes[0].isCatchAll());
+  EXPECT_EQ(r->routes[0].upstream, "demo");
+}
+
+}  // namespace
+}  // namespace infergate::config

@@ -1,0 +1,118 @@
+#include "config/listen_address.h"
+
+#include <gtest/gtest.h>
+
+namespace infergate::config {
+namespace {
+
+using Kind = ListenAddress::Kind;
+
+ListenAddress parsed(std::string_view text) {
+  auto r = parseListenAddress(text);
+  EXPECT_TRUE(r.ok()) << text << ": " << r.status();
+  return r.ok() ? *r : ListenAddress{};
+}
+
+void expectRejected(std::string_view text, std::string_view fragment) {
+  auto r = parseListenAddress(text);
+  ASSERT_FALSE(r.ok()) << text;
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(codecs::messageOf(r.status()).find(fragment), std::string_view::npos)
+      << text << ": " << codecs::messageOf(r.status()) << "\nexpected: " << fragment;
+}
+
+TEST(ListenAddress, ParsesIpv4HostAndPort) {
+  ListenAddress a = parsed("0.0.0.0:8000");
+  EXPECT_EQ(a.kind, Kind::kTcp);
+  EXPECT_EQ(a.host, "0.0.0.0");
+  EXPECT_EQ(a.port, 8000);
+  EXPECT_EQ(a.text, "0.0.0.0:8000");
+  EXPECT_EQ(parsed("127.0.0.1:65535").port, 65535);
+  EXPECT_EQ(parsed("127.0.0.1:0").port, 0);
+}
+
+TEST(ListenAddress, ParsesBracketedIpv6) {
+  ListenAddress a = parsed("[::]:8001");
+  EXPECT_EQ(a.host, "::");
+  EXPECT_EQ(a.port, 8001);
+  EXPECT_EQ(parsed("[2001:db8::1]:443").host, "2001:db8::1");
+  EXPECT_EQ(parsed("[::ffff:10.0.0.1]:80").host, "::ffff:10.0.0.1");
+  EXPECT_EQ(parsed("[fe80::1%eth0]:80").host, "fe80::1%eth0");
+}
+
+TEST(ListenAddress, ParsesHostNames) {
+  EXPECT_EQ(parsed("localhost:8000").host, "localhost");
+  EXPECT_EQ(parsed("triton-0.triton.default.svc:8001").host, "triton-0.triton.default.svc");
+}
+
+TEST(ListenAddress, ParsesUnixPaths) {
+  ListenAddress a = parsed("unix:/run/infergate/http.sock");
+  EXPECT_EQ(a.kind, Kind::kUnix);
+  EXPECT_EQ(a.path, "/run/infergate/http.sock");
+  EXPECT_EQ(parsed("unix:relative.sock").path, "relative.sock");
+  EXPECT_EQ(parsed("unix:/" + std::string(kMaxUnixPathBytes - 1, 'x')).path.size(),
+            kMaxUnixPathBytes);
+}
+
+TEST(ListenAddress, RejectsMissingParts) {
+  expectRejected("", "the address is empty");
+  expectRejected("0.0.0.0", "missing port in \"0.0.0.0\" (expected host:port");
+  expectRejected("0.0.0.0:", "missing port");
+  expectRejected("[::1]", "missing port");
+  expectRejected(":8000", "missing host in \":8000\"");
+  expectRejected("[]:80", "empty IPv6 address");
+  expectRejected("unix:", "unix socket path is empty");
+}
+
+TEST(ListenAddress, RejectsBadPorts) {
+  expectRejected("0.0.0.0:65536", "port 65536 is out of range (0-65535)");
+  expectRejected("0.0.0.0:99999999999999999999", "out of range");
+  expectRejected("0.0.0.0:http", "port \"http\" is not a number");
+  expectRejected("0.0.0.0:-1", "port \"-1\" is not a number");
+  expectRejected("0.0.0.0: 80", "is not a number");
+}
+
+TEST(ListenAddress, RejectsBadHosts) {
+  expectRejected("::1:8000", "an IPv6 address needs brackets: \"[::1]:8000\"");
+  expectRejected("[::1:8000", "missing ']'");
+  expectRejected("[::1]8000", "expected ':' and a port after ']'");
+  expectRejected("[1.2.3.4]:80", "not a valid IPv6 address");
+  expectRejected("[fe80::1%]:80", "bad IPv6 zone");
+  expectRejected("256.0.0.1:80", "\"256.0.0.1\" is not a valid IPv4 address");
+  expectRejected("1.2.3:80", "not a valid IPv4 address");
+  expectRejected("bad_host:80", "not a valid host name");
+  expectRejected("-bad:80", "not a valid host name");
+  expectRejected("a..b:80", "not a valid host name");
+  expectRejected("*:80", "not a valid host name");
+  expectRejected(std::string(64, 'a') + ":80", "not a valid host name");
+}
+
+TEST(ListenAddress, RejectsUnixPathsThatDoNotFit) {
+  expectRejected("unix:/" + std::string(kMaxUnixPathBytes, 'x'),
+                 "unix socket path is 108 bytes long; at most 107 fit in sockaddr_un");
+  expectRejected(std::string("unix:/a\0b", 9), "contains a NUL byte");
+}
+
+TEST(ListenAddress, ClashesOnTheSamePortWhenHostsOverlap) {
+  auto clash = [](std::string_view a, std::string_view b) {
+    return listenAddressesClash(parsed(a), parsed(b));
+  };
+  EXPECT_TRUE(clash("0.0.0.0:8000", "0.0.0.0:8000"));
+  EXPECT_TRUE(clash("0.0.0.0:8000", "127.0.0.1:8000"));
+  EXPECT_TRUE(clash("127.0.0.1:8000", "0.0.0.0:8000"));
+  EXPECT_TRUE(clash("0.0.0.0:8000", "localhost:8000"));
+  EXPECT_TRUE(clash("[::]:8000", "127.0.0.1:8000"));
+  EXPECT_TRUE(clash("[::]:8000", "[::1]:8000"));
+  EXPECT_TRUE(clash("LOCALHOST:8000", "localhost:8000"));
+  EXPECT_TRUE(clash("unix:/tmp/a.sock", "unix:/tmp/a.sock"));
+
+  EXPECT_FALSE(clash("0.0.0.0:8000", "0.0.0.0:8001"));
+  EXPECT_FALSE(clash("127.0.0.1:8000", "127.0.0.2:8000"));
+  EXPECT_FALSE(clash("0.0.0.0:8000", "[::1]:8000"));
+  EXPECT_FALSE(clash("0.0.0.0:0", "0.0.0.0:0"));
+  EXPECT_FALSE(clash("unix:/tmp/a.sock", "unix:/tmp/b.sock"));
+  EXPECT_FALSE(clash("unix:/tmp/a.sock", "0.0.0.0:8000"));
+}
+
+}  // namespace
+}  // namespace infergate::config

@@ -1,0 +1,150 @@
+#include "gateway/frontends/grpc_frontend.h"
+
+#include <grpc/compression.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include "codecs/protobuf_wire.h"
+#include "gateway/frontends/grpc_frontend_internal.h"
+
+namespace infergate::gateway::frontends {
+namespace grpc_detail {
+
+Shared::Shared(std::shared_ptr<builtin::ModelRepository> repository_in,
+               std::shared_ptr<SettingsStore> settings_in, ServerInfo info_in,
+               std::shared_ptr<ServerHealth> health_in, http::WorkerPool& pool_in,
+               GrpcFrontendOptions options_in)
+    : repository(std::move(repository_in)),
+      settings(std::move(settings_in)),
+      info(std::move(info_in)),
+      health(std::move(health_in)),
+      pool(pool_in),
+      options(std::move(options_in)),
+      decoder(options.limits) {}
+
+http::EventLoop& Shared::nextLoop() {
+  size_t i = next_loop.fetch_add(1, std::memory_order_relaxed);
+  return pool.loop(i % pool.size());
+}
+
+::grpc::Status Shared::checkRestricted(const ::grpc::CallbackServerContext& context,
+                                       std::string_view category) const {
+  auto it = options.restricted.find(category);
+  if (it == options.restricted.end()) return ::grpc::Status::OK;
+  const std::string header = "triton-grpc-protocol-" + it->second.first;
+  const auto& metadata = context.client_metadata();
+  auto found = metadata.find(::grpc::string_ref(header));
+  if (found != metadata.end() &&
+      std::string_view(found->second.data(), found->second.size()) == it->second.second) {
+    return ::grpc::Status::OK;
+  }
+  return ::grpc::Status(::grpc::StatusCode::UNAVAILABLE,
+                        "This protocol is restricted, expecting header '" + header + "'");
+}
+
+codecs::Status refuseSharedMemory(const codecs::InferRequest& request) {
+  auto refuse = [](std::string_view what, const std::string& tensor, const std::string& region) {
+    return codecs::invalidArgument(
+        what, " '", tensor, "' refers to shared-memory region '", region,
+        "', but client shared memory is disabled: enable shared memory in the gateway's "
+        "configuration");
+  };
+  for (const codecs::InferInput& in : request.inputs) {
+    if (in.shared_memory) return refuse("input", in.name, in.shared_memory->region);
+  }
+  for (const codecs::RequestedOutput& out : request.outputs) {
+    if (out.shared_memory) return refuse("output", out.name, out.shared_memory->region);
+  }
+  return absl::OkStatus();
+}
+
+std::string peekRequestId(const codecs::Buffer& message) {
+  std::string id;
+  codecs::Status walked = codecs::forEachField(
+      message.span(), [&](codecs::FieldTag tag, codecs::WireReader& reader) -> codecs::Status {
+        if (tag.number != 3 || tag.type != codecs::WireType::kLen) return reader.skip(tag);
+        INFERGATE_ASSIGN_OR_RETURN(auto bytes, reader.readLengthDelimited());
+        id.assign(codecs::asChars(bytes));
+        return absl::OkStatus();
+      });
+  (void)walked;  // best effort: the id read before a malformed field is kept
+  return id;
+}
+
+}  // namespace grpc_detail
+
+namespace {
+
+// "127.0.0.1:0" + 40123 -> "127.0.0.1:40123"; unix addresses unchanged.
+std::string boundAddress(const std::string& address, int port) {
+  if (address.rfind("unix:", 0) == 0 || address.rfind("unix-abstract:", 0) == 0) return address;
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return address + ":" + std::to_string(port);
+  return address.substr(0, colon + 1) + std::to_string(port);
+}
+
+}  // namespace
+
+GrpcFrontend::GrpcFrontend(std::shared_ptr<builtin::ModelRepository> repository,
+                           std::shared_ptr<SettingsStore> settings, ServerInfo info,
+                           std::shared_ptr<ServerHealth> health, http::WorkerPool& pool,
+                           GrpcFrontendOptions options)
+    : shared_(std::make_shared<grpc_detail::Shared>(std::move(repository), std::move(settings),
+                                                    std::move(info), std::move(health), pool,
+                                                    std::move(options))),
+      service_(std::make_unique<grpc_detail::InferenceService>(shared_)),
+      health_service_(std::make_unique<grpc_detail::HealthService>(shared_)) {}
+
+GrpcFrontend::~GrpcFrontend() { shutdown(std::chrono::milliseconds(0)); }
+
+codecs::StatusOr<std::string> GrpcFrontend::start(std::string address) {
+  if (started_) return absl::FailedPreconditionError("the gRPC frontend is already started");
+  const GrpcFrontendOptions& o = shared_->options;
+  ::grpc::ServerBuilder builder;
+  auto credentials = o.credentials ? o.credentials : ::grpc::InsecureServerCredentials();
+  int selected_port = 0;
+  builder.AddListeningPort(address, credentials, &selected_port);
+  builder.RegisterService(service_.get());
+  builder.RegisterService(health_service_.get());
+  builder.SetMaxReceiveMessageSize(o.max_receive_message_bytes);
+  builder.SetMaxSendMessageSize(o.max_send_message_bytes);
+  // Clients may compress requests with gzip or deflate (grpc decompresses them); replies
+  // are not compressed unless the client asks, as Triton's default.
+  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, true);
+  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, true);
+  // A second process on the same port must fail to bind, not share it silently.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, o.keepalive_time_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, o.keepalive_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+                             o.keepalive_permit_without_calls ? 1 : 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, o.http2_max_pings_without_data);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             o.http2_min_recv_ping_interval_without_data_ms);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, o.http2_max_ping_strikes);
+
+  server_ = builder.BuildAndStart();
+  const bool is_unix = address.rfind("unix", 0) == 0;
+  if (server_ == nullptr || (!is_unix && selected_port == 0)) {
+    if (server_ != nullptr) {
+      server_->Shutdown();
+      server_->Wait();
+      server_.reset();
+    }
+    return absl::UnavailableError(codecs::strCat("gRPC frontend cannot listen on ", address));
+  }
+  started_ = true;
+  port_ = is_unix ? 0 : selected_port;
+  return boundAddress(address, port_);
+}
+
+void GrpcFrontend::shutdown(std::chrono::milliseconds grace) {
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  // Calls still running at the deadline are cancelled; Shutdown returns once every
+  // reactor has finished (their loops must still run), Wait once grpc's threads are done.
+  server_->Shutdown(std::chrono::system_clock::now() + grace);
+  server_->Wait();
+}
+
+}  // namespace infergate::gateway::frontends

@@ -1,0 +1,113 @@
+#pragma once
+
+// The gRPC surface of Triton (PROTOCOL.md section 11): all 20 RPCs of
+// inference.GRPCInferenceService and grpc.health.v1.Health/Check, served by the builtin
+// models on the grpc++ callback API.
+//
+//   ModelInfer, ModelStreamInfer   raw grpc::ByteBuffer in and out (the generated
+//                                  WithRawCallbackMethod_* helpers): the codecs decode
+//                                  and encode the wire format without copying tensors
+//                                  (grpc_infer_reactors.cc)
+//   the other 18 + Health/Check    generated typed messages, answered on grpc's thread
+//                                  with the context's default reactor; none of them
+//                                  blocks (grpc_admin_rpcs.cc)
+//
+// Inference runs on the WorkerPool's event loops (one loop per call, round robin): the
+// repository's Execution is played there by runExecution, and the reactor of a call
+// touches its state, and calls StartRead / StartWrite / Finish, only from that loop. grpc
+// callbacks post to the loop; the reactor is deleted on the loop too (OnDone posts it),
+// after every task that names it. Hence the pool must be running from start() until
+// shutdown() has returned.
+//
+// Behaviour (PROTOCOL 11.4-11.6): client shared memory is off (register / unregister
+// UNIMPLEMENTED, status empty, a request naming a region INVALID_ARGUMENT); ModelInfer
+// refuses decoupled models (UNIMPLEMENTED); ModelStreamInfer carries any number of
+// requests for any models, answers non-decoupled requests in request order and decoupled
+// ones as produced, reports errors in-band unless the stream's metadata has
+// `triton_grpc_error: true` (then the first error ends the stream with its status), and
+// ends with OK once the client half-closed and every request completed. Client
+// cancellation and deadlines stop the timers of the call's executions.
+//
+// Threads: the constructor, start(), port() and shutdown() from one owning thread.
+
+#include <chrono>
+#include <climits>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "codecs/limits.h"
+#include "codecs/status.h"
+#include "gateway/http/worker_pool.h"
+#include "gateway/server_info.h"
+#include "gateway/settings_store.h"
+#include "gateway/upstream/builtin/repository.h"
+
+namespace grpc {
+class Server;
+class ServerCredentials;
+}  // namespace grpc
+
+namespace infergate::gateway::frontends {
+
+struct GrpcFrontendOptions {
+  // Null: plaintext. tls/ builds TLS / mTLS credentials.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  int max_receive_message_bytes = INT_MAX;  // Triton: INT32_MAX both ways
+  int max_send_message_bytes = INT_MAX;
+  codecs::DecodeLimits limits;
+  // Keepalive, Triton's defaults (PROTOCOL.md section 1).
+  int keepalive_time_ms = 7200000;
+  int keepalive_timeout_ms = 20000;
+  bool keepalive_permit_without_calls = false;
+  int http2_max_pings_without_data = 2;
+  int http2_min_recv_ping_interval_without_data_ms = 300000;
+  int http2_max_ping_strikes = 2;
+  // A stream stops reading while this many of its requests are in flight.
+  size_t max_stream_requests_in_flight = 1024;
+  // Triton's --grpc-restricted-protocol: category ("health", "metadata", "inference",
+  // "shared-memory", "model-config", "model-repository", "statistics", "trace",
+  // "logging") -> {key, value}; a call of that category must carry metadata
+  // "triton-grpc-protocol-<key>: <value>", else UNAVAILABLE "This protocol is restricted,
+  // expecting header 'triton-grpc-protocol-<key>'".
+  std::map<std::string, std::pair<std::string, std::string>, std::less<>> restricted;
+};
+
+namespace grpc_detail {
+struct Shared;
+class InferenceService;
+class HealthService;
+}  // namespace grpc_detail
+
+class GrpcFrontend {
+ public:
+  GrpcFrontend(std::shared_ptr<builtin::ModelRepository> repository,
+               std::shared_ptr<SettingsStore> settings, ServerInfo info,
+               std::shared_ptr<ServerHealth> health, http::WorkerPool& pool,
+               GrpcFrontendOptions options);
+  ~GrpcFrontend();  // shutdown(0) if still running
+  GrpcFrontend(const GrpcFrontend&) = delete;
+  GrpcFrontend& operator=(const GrpcFrontend&) = delete;
+
+  // Listens on "host:port" (port 0: any free one), "[v6]:port" or "unix:/path" and
+  // serves. Returns the bound address ("127.0.0.1:40123"; unix addresses as given).
+  // Errors: FAILED_PRECONDITION when already started; UNAVAILABLE when grpc cannot bind.
+  codecs::StatusOr<std::string> start(std::string address);
+  // The bound TCP port; 0 before start() and for unix sockets.
+  int port() const { return port_; }
+  // Stops accepting calls, lets calls in flight finish for `grace`, then cancels the rest
+  // and waits until every reactor is done. Idempotent.
+  void shutdown(std::chrono::milliseconds grace);
+
+ private:
+  std::shared_ptr<grpc_detail::Shared> shared_;
+  std::unique_ptr<grpc_detail::InferenceService> service_;
+  std::unique_ptr<grpc_detail::HealthService> health_service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace infergate::gateway::frontends

@@ -1,0 +1,144 @@
+#pragma once
+
+// Pieces of the gRPC frontend shared by its three .cc files; not a public header.
+//
+//   grpc_frontend.cc        GrpcFrontend (server build, start, shutdown), Shared helpers
+//   grpc_admin_rpcs.cc      the 18 typed RPCs and Health/Check
+//   grpc_infer_reactors.cc  ModelInfer (unary) and ModelStreamInfer (bidi) reactors
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <memory>
+#include <string_view>
+
+#include "codecs/protobuf_request_decoder.h"
+#include "codecs/protobuf_response_encoder.h"
+#include "gateway/frontends/grpc_frontend.h"
+#include "grpc_service.grpc.pb.h"
+#include "health.grpc.pb.h"
+
+namespace infergate::gateway::frontends::grpc_detail {
+
+// Everything a call needs; lives as long as the GrpcFrontend (calls hold a reference).
+struct Shared {
+  Shared(std::shared_ptr<builtin::ModelRepository> repository,
+         std::shared_ptr<SettingsStore> settings, ServerInfo info,
+         std::shared_ptr<ServerHealth> health, http::WorkerPool& pool,
+         GrpcFrontendOptions options);
+
+  // The loop for a new call (round robin). Any thread.
+  http::EventLoop& nextLoop();
+  // OK, or UNAVAILABLE when `category` is restricted and the call lacks its header.
+  ::grpc::Status checkRestricted(const ::grpc::CallbackServerContext& context,
+                                 std::string_view category) const;
+
+  std::shared_ptr<builtin::ModelRepository> repository;
+  std::shared_ptr<SettingsStore> settings;
+  ServerInfo info;
+  std::shared_ptr<ServerHealth> health;
+  http::WorkerPool& pool;
+  GrpcFrontendOptions options;
+  codecs::ProtobufRequestDecoder decoder;
+  codecs::ProtobufResponseEncoder encoder;
+  std::atomic<size_t> next_loop{0};
+};
+
+// INVALID_ARGUMENT when an input or output names a shared-memory region: client shared
+// memory is disabled in this frontend.
+codecs::Status refuseSharedMemory(const codecs::InferRequest& request);
+
+// The `id` field of a serialized ModelInferRequest, best effort ("" when unreadable), for
+// the in-band error of a request that did not decode.
+std::string peekRequestId(const codecs::Buffer& message);
+
+// The generated service with ModelInfer and ModelStreamInfer raw (grpc::ByteBuffer) and
+// the other 18 typed, all on the callback API. Built from the plain Service: wrapping the
+// generated CallbackService does not compile with grpc 1.51's codegen, whose typed and raw
+// ModelStreamInfer(CallbackServerContext*) differ only in their return type.
+using svc = inference::GRPCInferenceService;
+using InferenceServiceBase =
+    svc::WithRawCallbackMethod_ModelInfer<svc::WithRawCallbackMethod_ModelStreamInfer<
+    svc::WithCallbackMethod_ServerLive<svc::WithCallbackMethod_ServerReady<
+    svc::WithCallbackMethod_ModelReady<svc::WithCallbackMethod_ServerMetadata<
+    svc::WithCallbackMethod_ModelMetadata<svc::WithCallbackMethod_ModelConfig<
+    svc::WithCallbackMethod_ModelStatistics<svc::WithCallbackMethod_RepositoryIndex<
+    svc::WithCallbackMethod_RepositoryModelLoad<svc::WithCallbackMethod_RepositoryModelUnload<
+    svc::WithCallbackMethod_SystemSharedMemoryStatus<
+    svc::WithCallbackMethod_SystemSharedMemoryRegister<
+    svc::WithCallbackMethod_SystemSharedMemoryUnregister<
+    svc::WithCallbackMethod_CudaSharedMemoryStatus<
+    svc::WithCallbackMethod_CudaSharedMemoryRegister<
+    svc::WithCallbackMethod_CudaSharedMemoryUnregister<svc::WithCallbackMethod_TraceSetting<
+    svc::WithCallbackMethod_LogSettings<svc::Service>>>>>>>>>>>>>>>>>>>>;
+
+class InferenceService final : public InferenceServiceBase {
+ public:
+  explicit InferenceService(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
+
+  using Ctx = ::grpc::CallbackServerContext;
+  using Unary = ::grpc::ServerUnaryReactor;
+
+  // grpc_infer_reactors.cc
+  Unary* ModelInfer(Ctx* context, const ::grpc::ByteBuffer* request,
+                    ::grpc::ByteBuffer* response) override;
+  ::grpc::ServerBidiReactor<::grpc::ByteBuffer, ::grpc::ByteBuffer>* ModelStreamInfer(
+      Ctx* context) override;
+
+  // grpc_admin_rpcs.cc
+  Unary* ServerLive(Ctx*, const inference::ServerLiveRequest*,
+                    inference::ServerLiveResponse*) override;
+  Unary* ServerReady(Ctx*, const inference::ServerReadyRequest*,
+                     inference::ServerReadyResponse*) override;
+  Unary* ModelReady(Ctx*, const inference::ModelReadyRequest*,
+                    inference::ModelReadyResponse*) override;
+  Unary* ServerMetadata(Ctx*, const inference::ServerMetadataRequest*,
+                        inference::ServerMetadataResponse*) override;
+  Unary* ModelMetadata(Ctx*, const inference::ModelMetadataRequest*,
+                       inference::ModelMetadataResponse*) override;
+  Unary* ModelConfig(Ctx*, const inference::ModelConfigRequest*,
+                     inference::ModelConfigResponse*) override;
+  Unary* ModelStatistics(Ctx*, const inference::ModelStatisticsRequest*,
+                         inference::ModelStatisticsResponse*) override;
+  Unary* RepositoryIndex(Ctx*, const inference::RepositoryIndexRequest*,
+                         inference::RepositoryIndexResponse*) override;
+  Unary* RepositoryModelLoad(Ctx*, const inference::RepositoryModelLoadRequest*,
+                             inference::RepositoryModelLoadResponse*) override;
+  Unary* RepositoryModelUnload(Ctx*, const inference::RepositoryModelUnloadRequest*,
+                               inference::RepositoryModelUnloadResponse*) override;
+  Unary* SystemSharedMemoryStatus(Ctx*, const inference::SystemSharedMemoryStatusRequest*,
+                                  inference::SystemSharedMemoryStatusResponse*) override;
+  Unary* SystemSharedMemoryRegister(Ctx*, const inference::SystemSharedMemoryRegisterRequest*,
+                                    inference::SystemSharedMemoryRegisterResponse*) override;
+  Unary* SystemSharedMemoryUnregister(Ctx*,
+                                      const inference::SystemSharedMemoryUnregisterRequest*,
+                                      inference::SystemSharedMemoryUnregisterResponse*) override;
+  Unary* CudaSharedMemoryStatus(Ctx*, const inference::CudaSharedMemoryStatusRequest*,
+                                inference::CudaSharedMemoryStatusResponse*) override;
+  Unary* CudaSharedMemoryRegister(Ctx*, const inference::CudaSharedMemoryRegisterRequest*,
+                                  inference::CudaSharedMemoryRegisterResponse*) override;
+  Unary* CudaSharedMemoryUnregister(Ctx*, const inference::CudaSharedMemoryUnregisterRequest*,
+                                    inference::CudaSharedMemoryUnregisterResponse*) override;
+  Unary* TraceSetting(Ctx*, const inference::TraceSettingRequest*,
+                      inference::TraceSettingResponse*) override;
+  Unary* LogSettings(Ctx*, const inference::LogSettingsRequest*,
+                     inference::LogSettingsResponse*) override;
+
+ private:
+  std::shared_ptr<Shared> shared_;
+};
+
+class HealthService final : public ::grpc::health::v1::Health::CallbackService {
+ public:
+  explicit HealthService(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
+  // SERVING when the server is ready, NOT_SERVING otherwise; the service name is ignored.
+  // Watch is left to the generated default (UNIMPLEMENTED), as Triton.
+  ::grpc::ServerUnaryReactor* Check(::grpc::CallbackServerContext* context,
+                                    const ::grpc::health::v1::HealthCheckRequest* request,
+                                    ::grpc::health::v1::HealthCheckResponse* response) override;
+
+ private:
+  std::shared_ptr<Shared> shared_;
+};
+
+}  // namespace infergate::gateway::frontends::grpc_detail

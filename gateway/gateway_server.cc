@@ -1,0 +1,222 @@
+#include "gateway/gateway_server.h"
+
+#include <unistd.h>
+
+#include "codecs/json_writer.h"
+#include "gateway/frontends/grpc_frontend.h"
+#include "gateway/frontends/http_frontend.h"
+#include "gateway/frontends/http_routes.h"
+#include "gateway/http/http_server.h"
+#include "gateway/metrics.h"
+#include "gateway/server_info.h"
+#include "gateway/settings_store.h"
+#include "gateway/upstream/builtin/repository.h"
+#include "shm/cuda_probe.h"
+
+namespace infergate::gateway {
+namespace {
+
+http::ListenSpec listenSpecOf(const config::ListenAddress& address) {
+  if (address.kind == config::ListenAddress::Kind::kUnix) {
+    return http::ListenSpec::unixPath(address.path);
+  }
+  return http::ListenSpec::tcp(address.host, address.port);
+}
+
+std::string grpcTarget(const config::ListenAddress& address) {
+  if (address.kind == config::ListenAddress::Kind::kUnix) return "unix:" + address.path;
+  if (address.host.find(':') != std::string::npos) {
+    return codecs::strCat("[", address.host, "]:", address.port);
+  }
+  return codecs::strCat(address.host, ":", address.port);
+}
+
+std::string_view endpointName(frontends::HttpEndpoint e) {
+  using frontends::HttpEndpoint;
+  switch (e) {
+    case HttpEndpoint::kHealthLive: return "health_live";
+    case HttpEndpoint::kHealthReady: return "health_ready";
+    case HttpEndpoint::kServerMetadata: return "server_metadata";
+    case HttpEndpoint::kModelMetadata: return "model_metadata";
+    case HttpEndpoint::kModelReady: return "model_ready";
+    case HttpEndpoint::kModelInfer: return "infer";
+    case HttpEndpoint::kModelGenerate: return "generate";
+    case HttpEndpoint::kModelGenerateStream: return "generate_stream";
+    case HttpEndpoint::kModelConfig: return "model_config";
+    case HttpEndpoint::kModelStats:
+    case HttpEndpoint::kAllModelStats: return "statistics";
+    case HttpEndpoint::kModelTraceSetting:
+    case HttpEndpoint::kTraceSetting: return "trace";
+    case HttpEndpoint::kLogging: return "logging";
+    case HttpEndpoint::kRepositoryIndex:
+    case HttpEndpoint::kRepositoryLoad:
+    case HttpEndpoint::kRepositoryUnload: return "repository";
+    case HttpEndpoint::kSystemShmStatus:
+    case HttpEndpoint::kSystemShmRegister:
+    case HttpEndpoint::kSystemShmUnregister: return "system_shared_memory";
+    case HttpEndpoint::kCudaShmStatus:
+    case HttpEndpoint::kCudaShmRegister:
+    case HttpEndpoint::kCudaShmUnregister: return "cuda_shared_memory";
+    case HttpEndpoint::kNotFound: break;
+  }
+  return "not_found";
+}
+
+http::HttpLimits httpLimitsOf(const config::LimitsConfig& l) {
+  http::HttpLimits h;
+  h.max_header_bytes = l.max_header_bytes;
+  h.max_header_count = l.max_header_count;
+  h.max_body_bytes = l.max_binary_body_bytes;
+  h.header_timeout = std::chrono::milliseconds(l.header_timeout_ms);
+  h.body_timeout = std::chrono::milliseconds(l.body_timeout_ms);
+  h.idle_timeout = std::chrono::milliseconds(l.idle_timeout_ms);
+  return h;
+}
+
+}  // namespace
+
+struct GatewayServer::Impl {
+  config::GatewayConfig config;
+  std::unique_ptr<http::WorkerPool> pool;
+  std::shared_ptr<builtin::ModelRepository> repository;
+  std::shared_ptr<SettingsStore> settings;
+  std::shared_ptr<ServerHealth> health = std::make_shared<ServerHealth>();
+  std::shared_ptr<Metrics> metrics;
+  std::unique_ptr<frontends::HttpFrontend> http_frontend;
+  std::unique_ptr<http::HttpServer> http_server;
+  std::unique_ptr<http::HttpServer> metrics_server;
+  std::unique_ptr<frontends::GrpcFrontend> grpc_frontend;
+  std::string http_address, grpc_address, metrics_address;
+  bool started = false;
+
+  codecs::Status buildRepository() {
+    // This issue serves builtin models only; routing to grpc/http upstreams comes next.
+    const config::UpstreamConfig* builtin_upstream = nullptr;
+    for (const auto& u : config.upstreams) {
+      if (u.protocol != config::UpstreamConfig::Protocol::kBuiltin) {
+        return absl::UnimplementedError(codecs::strCat(
+            config::formatLocation(u.where), ": upstream '", u.name, "': protocol ",
+            config::protocolName(u.protocol),
+            " is not served yet by this build (only builtin upstreams are)"));
+      }
+      if (!builtin_upstream) builtin_upstream = &u;
+    }
+    if (!builtin_upstream) return absl::InvalidArgumentError("no builtin upstream configured");
+    INFERGATE_RETURN_IF_ERROR(builtin::ModelRepository::checkDemoNames(builtin_upstream->models));
+    repository = builtin::ModelRepository::createDemo(builtin_upstream->models);
+    return absl::OkStatus();
+  }
+
+  codecs::Status startHttp() {
+    frontends::HttpFrontendOptions options;
+    options.limits.max_json_bytes = config.limits.max_input_bytes;
+    options.limits.max_tensor_bytes = config.limits.max_input_bytes;
+    options.limits.max_decompressed_bytes = config.limits.max_input_bytes;
+    options.limits.max_binary_body_bytes = config.limits.max_binary_body_bytes;
+    http_frontend = std::make_unique<frontends::HttpFrontend>(repository, settings, ServerInfo{},
+                                                              health, options);
+    http_server = std::make_unique<http::HttpServer>(
+        *pool, httpLimitsOf(config.limits), config.limits.max_connections,
+        [front = http_frontend.get()](std::shared_ptr<http::HttpExchange> e) { front->handle(e); });
+    http_server->setObserver([m = metrics](const http::HttpRequest& r, int status,
+                                           std::chrono::nanoseconds elapsed) {
+      m->recordHttpRequest(endpointName(frontends::matchHttpRoute(r.method, r.path()).endpoint),
+                           status, elapsed);
+    });
+    INFERGATE_ASSIGN_OR_RETURN(http::BoundSockets bound,
+                               http_server->listen(listenSpecOf(config.http->address)));
+    http_address = bound.address;
+    return absl::OkStatus();
+  }
+
+  // GET /metrics (and /metrics/) -> the registry; any other GET -> 200 empty; other
+  // methods -> 405, as Triton's metrics port.
+  codecs::Status startMetrics() {
+    metrics_server = std::make_unique<http::HttpServer>(
+        *pool, httpLimitsOf(config.limits), 1024,
+        [m = metrics](std::shared_ptr<http::HttpExchange> e) {
+          const http::HttpRequest& r = e->request();
+          if (r.method != "GET") {
+            return e->respond(http::HttpResponse::jsonError(405, "Method Not Allowed"));
+          }
+          http::HttpResponse response;
+          if (r.path() == "/metrics" || r.path() == "/metrics/") {
+            response.header("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+            response.body.append(codecs::Buffer::fromString(m->serialize()));
+          }
+          e->respond(std::move(response));
+        });
+    INFERGATE_ASSIGN_OR_RETURN(http::BoundSockets bound,
+                               metrics_server->listen(listenSpecOf(config.metrics->address)));
+    metrics_address = bound.address;
+    return absl::OkStatus();
+  }
+
+  codecs::Status startGrpc() {
+    frontends::GrpcFrontendOptions options;
+    int max_message = static_cast<int>(
+        std::min<uint64_t>(config.limits.max_grpc_message_bytes, 0x7fffffff));
+    options.max_receive_message_bytes = max_message;
+    options.max_send_message_bytes = max_message;
+    options.limits.max_json_bytes = config.limits.max_input_bytes;
+    options.limits.max_tensor_bytes = config.limits.max_input_bytes;
+    options.limits.max_binary_body_bytes = config.limits.max_grpc_message_bytes;
+    grpc_frontend = std::make_unique<frontends::GrpcFrontend>(repository, settings, ServerInfo{},
+                                                              health, *pool, options);
+    INFERGATE_ASSIGN_OR_RETURN(grpc_address, grpc_frontend->start(grpcTarget(config.grpc->address)));
+    return absl::OkStatus();
+  }
+};
+
+GatewayServer::GatewayServer(config::GatewayConfig config) : impl_(std::make_unique<Impl>()) {
+  impl_->config = std::move(config);
+}
+
+GatewayServer::~GatewayServer() {
+  if (impl_->started) shutdown(std::chrono::milliseconds(0));
+}
+
+codecs::Status GatewayServer::start() {
+  Impl& s = *impl_;
+  INFERGATE_RETURN_IF_ERROR(s.buildRepository());
+  s.settings = std::make_shared<SettingsStore>(
+      [repository = s.repository](std::string_view model) -> codecs::Status {
+        auto found = repository->find(model, "");
+        return found.ok() ? absl::OkStatus() : found.status();
+      });
+  s.metrics = std::make_shared<Metrics>(shm::probeCuda().compiled_in);
+  s.pool = std::make_unique<http::WorkerPool>(s.config.workers);
+  if (s.config.http) INFERGATE_RETURN_IF_ERROR(s.startHttp());
+  if (s.config.metrics) INFERGATE_RETURN_IF_ERROR(s.startMetrics());
+  s.pool->start();
+  s.started = true;
+  if (s.http_server) s.http_server->start();
+  if (s.metrics_server) s.metrics_server->start();
+  if (s.config.grpc) INFERGATE_RETURN_IF_ERROR(s.startGrpc());
+  s.health->ready.store(true);
+  return absl::OkStatus();
+}
+
+std::string GatewayServer::readyLine() const {
+  std::string out;
+  codecs::JsonWriter w(out);
+  w.beginObject().key("event").string("ready").key("pid").int64(::getpid());
+  if (!impl_->http_address.empty()) w.key("http").string(impl_->http_address);
+  if (!impl_->grpc_address.empty()) w.key("grpc").string(impl_->grpc_address);
+  if (!impl_->metrics_address.empty()) w.key("metrics").string(impl_->metrics_address);
+  w.endObject();
+  return out;
+}
+
+void GatewayServer::shutdown(std::chrono::milliseconds grace) {
+  Impl& s = *impl_;
+  if (!s.started) return;
+  s.health->ready.store(false);
+  if (s.grpc_frontend) s.grpc_frontend->shutdown(grace);
+  if (s.http_server) s.http_server->shutdown(grace);
+  if (s.metrics_server) s.metrics_server->shutdown(std::chrono::milliseconds(0));
+  s.pool->stop();
+  s.started = false;
+}
+
+}  // namespace infergate::gateway

@@ -1,0 +1,94 @@
+#include "gateway/http/event_loop.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <thread>
+
+namespace infergate::gateway::http {
+
+EventLoop::EventLoop() {
+  event_config* cfg = event_config_new();
+  // One thread per base: no locking inside libevent.
+  event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
+  base_ = event_base_new_with_config(cfg);
+  event_config_free(cfg);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (!base_ || wake_fd_ < 0) {
+    // Construction happens at start-up, outside any request path; without a loop the
+    // process cannot serve, so this is fatal there.
+    throw std::runtime_error("cannot create an event loop (libevent or eventfd failed)");
+  }
+  wake_event_ = event_new(base_, wake_fd_, EV_READ | EV_PERSIST, &EventLoop::onWake, this);
+  event_add(wake_event_, nullptr);
+}
+
+EventLoop::~EventLoop() {
+  if (wake_event_) event_free(wake_event_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+  if (base_) event_base_free(base_);
+}
+
+void EventLoop::run() {
+  owner_ = std::this_thread::get_id();
+  event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY);
+  drain();  // tasks posted while stopping still run, so nothing waits forever on them
+}
+
+void EventLoop::stop() {
+  post([this] { event_base_loopexit(base_, nullptr); });
+}
+
+void EventLoop::post(std::function<void()> fn) {
+  bool was_empty;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    was_empty = tasks_.empty();
+    tasks_.push_back(std::move(fn));
+  }
+  if (was_empty) {
+    uint64_t one = 1;
+    ssize_t n = write(wake_fd_, &one, sizeof(one));
+    (void)n;  // EAGAIN means the counter is already non-zero: the loop will wake anyway
+  }
+}
+
+bool EventLoop::inLoopThread() const { return std::this_thread::get_id() == owner_; }
+
+void EventLoop::onWake(evutil_socket_t fd, short, void* arg) {
+  uint64_t count;
+  ssize_t n = read(fd, &count, sizeof(count));
+  (void)n;
+  static_cast<EventLoop*>(arg)->drain();
+}
+
+void EventLoop::drain() {
+  std::vector<std::function<void()>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tasks.swap(tasks_);
+  }
+  for (auto& task : tasks) task();
+}
+
+LoopTimer::LoopTimer(EventLoop& loop, std::function<void()> fn) : fn_(std::move(fn)) {
+  event_ = evtimer_new(loop.base(), &LoopTimer::onFire, this);
+}
+
+LoopTimer::~LoopTimer() {
+  if (event_) event_free(event_);
+}
+
+void LoopTimer::arm(std::chrono::milliseconds after) {
+  timeval tv{static_cast<time_t>(after.count() / 1000),
+             static_cast<suseconds_t>((after.count() % 1000) * 1000)};
+  evtimer_add(event_, &tv);
+}
+
+void LoopTimer::disarm() { evtimer_del(event_); }
+
+void LoopTimer::onFire(evutil_socket_t, short, void* arg) { static_cast<LoopTimer*>(arg)->fn_(); }
+
+}  // namespace infergate::gateway::http

@@ -1,0 +1,64 @@
+#pragma once
+
+// One libevent event_base driven by one thread. Everything that touches a connection runs
+// on its loop; work finished on other threads (grpc callbacks, upstream completions) comes
+// back with post(), which is the only member that is safe to call from any thread.
+
+#include <event2/event.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace infergate::gateway::http {
+
+class EventLoop {
+ public:
+  EventLoop();
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  event_base* base() { return base_; }
+
+  // Runs until stop(); call on the thread that owns the loop.
+  void run();
+  // Asks run() to return once pending callbacks ran; any thread.
+  void stop();
+  // Runs `fn` on the loop thread soon; any thread. Tasks run in the order posted.
+  void post(std::function<void()> fn);
+  bool inLoopThread() const;
+
+ private:
+  static void onWake(evutil_socket_t fd, short what, void* arg);
+  void drain();
+
+  event_base* base_ = nullptr;
+  int wake_fd_ = -1;  // eventfd
+  event* wake_event_ = nullptr;
+  std::mutex mutex_;
+  std::vector<std::function<void()>> tasks_;
+  std::thread::id owner_;
+};
+
+// A one-shot or re-armable timer on a loop; disarmed when destroyed. Loop thread only.
+class LoopTimer {
+ public:
+  LoopTimer(EventLoop& loop, std::function<void()> fn);
+  ~LoopTimer();
+  LoopTimer(const LoopTimer&) = delete;
+  LoopTimer& operator=(const LoopTimer&) = delete;
+
+  void arm(std::chrono::milliseconds after);
+  void disarm();
+
+ private:
+  static void onFire(evutil_socket_t, short, void* arg);
+  event* event_ = nullptr;
+  std::function<void()> fn_;
+};
+
+}  // namespace infergate::gateway::http

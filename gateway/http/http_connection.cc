@@ -1,0 +1,562 @@
+#include "gateway/http/http_connection.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "codecs/status.h"
+#include "codecs/text.h"
+
+namespace infergate::gateway::http {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+// Bodies at least this long (remaining) are read straight into their storage.
+constexpr size_t kDirectReadMin = 16 * 1024;
+// Spare bytes kept readable after every body so a JSON parser (simdjson) can run in place.
+constexpr size_t kBodyPadding = 64;
+constexpr size_t kMaxIov = 64;
+
+}  // namespace
+
+// Storage for request bodies, reused across the requests of one connection.
+struct HttpConnection::BodyStorage {
+  std::unique_ptr<uint8_t[]> bytes;
+  size_t capacity = 0;
+};
+
+void HttpExchange::respond(HttpResponse response) {
+  if (responded_) return;
+  responded_ = true;
+  response_ = std::move(response);
+  if (auto connection = connection_.lock()) connection->onExchangeResponded();
+}
+
+void HttpExchange::beginStream(HttpResponse head) {
+  if (responded_) return;
+  responded_ = true;
+  streaming_ = true;
+  response_ = std::move(head);
+  response_->body = codecs::BufferChain();
+  if (auto connection = connection_.lock()) connection->onExchangeResponded();
+}
+
+void HttpExchange::sendChunk(codecs::Buffer data) {
+  if (!streaming_ || stream_ended_ || data.empty()) return;
+  stream_chunks_.push_back(std::move(data));
+  if (auto connection = connection_.lock()) connection->onExchangeResponded();
+}
+
+void HttpExchange::endStream() {
+  if (!streaming_ || stream_ended_) return;
+  stream_ended_ = true;
+  if (auto connection = connection_.lock()) connection->onExchangeResponded();
+}
+
+void HttpExchange::cancel() {
+  if (done_) return;
+  cancelled_ = true;
+  if (on_cancel_) {
+    auto handler = std::move(on_cancel_);
+    handler();
+  }
+}
+
+HttpConnection::HttpConnection(EventLoop& loop, int fd, const HttpLimits& limits,
+                               const HttpHandler& handler,
+                               std::function<void(HttpConnection*)> on_closed,
+                               const ResponseObserver* observer)
+    : loop_(loop),
+      fd_(fd),
+      limits_(limits),
+      handler_(handler),
+      on_closed_(std::move(on_closed)),
+      observer_(observer && *observer ? observer : nullptr),
+      timer_(loop, [this] { onTimeout(); }) {
+  http_parser_init(&parser_, HTTP_REQUEST);
+  parser_.data = this;
+  read_buffer_.resize(kReadChunk);
+}
+
+HttpConnection::~HttpConnection() {
+  if (event_) event_free(event_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void HttpConnection::start() {
+  event_ = event_new(loop_.base(), fd_, EV_READ | EV_PERSIST, &HttpConnection::onSocketEvent,
+                     this);
+  event_add(event_, nullptr);
+  armTimer();
+}
+
+void HttpConnection::onSocketEvent(evutil_socket_t, short what, void* arg) {
+  auto* self = static_cast<HttpConnection*>(arg);
+  std::shared_ptr<HttpConnection> guard = self->shared_from_this();
+  if (what & EV_WRITE) self->onWritable();
+  if ((what & EV_READ) && !self->closed_) self->onReadable();
+}
+
+void HttpConnection::onReadable() {
+  std::shared_ptr<HttpConnection> self = shared_from_this();
+  for (int rounds = 0; rounds < 16 && !closed_ && reading_; ++rounds) {
+    if (read_state_ == ReadState::kBody && readIntoBody(self)) continue;
+    if (closed_) return;
+    ssize_t n = ::read(fd_, read_buffer_.data(), read_buffer_.size());
+    if (n > 0) {
+      parse(read_buffer_.data(), static_cast<size_t>(n));
+      if (static_cast<size_t>(n) < read_buffer_.size()) break;
+      continue;
+    }
+    if (n == 0) {  // the client closed: cancel what is in flight, as Triton does
+      close();
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) close();
+    break;
+  }
+}
+
+// A body with a known remaining length goes from the socket straight into its storage;
+// the parser then sees it in place and onBody recognises it without copying.
+bool HttpConnection::readIntoBody(std::shared_ptr<HttpConnection>&) {
+  if ((parser_.flags & F_CHUNKED) || !body_ || parser_.content_length < kDirectReadMin) {
+    return false;
+  }
+  size_t want = static_cast<size_t>(std::min<uint64_t>(parser_.content_length, 1 << 30));
+  uint8_t* dst = body_->bytes.get() + body_size_;
+  ssize_t n = ::read(fd_, dst, want);
+  if (n > 0) {
+    parse(reinterpret_cast<const char*>(dst), static_cast<size_t>(n));
+    return !closed_ && static_cast<size_t>(n) == want;
+  }
+  if (n == 0) {
+    close();
+  } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    close();
+  }
+  return false;
+}
+
+void HttpConnection::parse(const char* data, size_t size) {
+  if (read_state_ == ReadState::kError) return;
+  size_t parsed = http_parser_execute(&parser_, &parserSettings(), data, size);
+  if (closed_ || read_state_ == ReadState::kError) return;
+  if (parsed != size || HTTP_PARSER_ERRNO(&parser_) != HPE_OK) {
+    http_errno err = HTTP_PARSER_ERRNO(&parser_);
+    if (err == HPE_HEADER_OVERFLOW) {
+      failRequest(413, "request headers exceed the size limit");
+    } else {
+      failRequest(400, codecs::strCat("malformed HTTP request: ", http_errno_description(err)));
+    }
+  }
+}
+
+// Answers the request being parsed with an error and closes after writing it: the
+// stream's framing can no longer be trusted.
+void HttpConnection::failRequest(int status, std::string_view message) {
+  read_state_ = ReadState::kError;
+  reading_ = false;
+  auto exchange = current_ ? current_ : std::make_shared<HttpExchange>(weak_from_this(), loop_);
+  current_.reset();
+  exchange->keep_alive_ = false;
+  if (std::find(pending_.begin(), pending_.end(), exchange) == pending_.end()) {
+    pending_.push_back(exchange);
+  }
+  close_after_write_ = true;
+  exchange->respond(HttpResponse::jsonError(status, message));
+  updateInterest();
+}
+
+void HttpConnection::onExchangeResponded() {
+  if (closed_) return;
+  queueResponses();
+  flush();
+}
+
+// Serialises the responses at the head of the queue that are ready, in request order. A
+// streamed response holds the head of the line until it ends.
+void HttpConnection::queueResponses() {
+  while (!pending_.empty() && !closed_) {
+    HttpExchange& exchange = *pending_.front();
+    if (!exchange.response_) break;
+    bool keep_alive = exchange.keep_alive_ && !draining_;
+    if (observer_ && !(exchange.streaming_ && exchange.stream_head_written_)) {
+      (*observer_)(exchange.request_, exchange.response_->status,
+                   std::chrono::steady_clock::now() - exchange.read_at_);
+    }
+    if (exchange.streaming_) {
+      if (!queueStream(exchange)) break;
+    } else {
+      HttpResponse& response = *exchange.response_;
+      out_.push_back(codecs::Buffer::fromString(responseHead(exchange, response, keep_alive, false)));
+      if (!exchange.head_) {
+        for (const codecs::Buffer& segment : response.body.segments()) out_.push_back(segment);
+      }
+    }
+    exchange.response_.reset();  // the segments keep the bytes alive
+    exchange.done_ = true;
+    pending_.pop_front();
+    afterResponse(keep_alive);
+  }
+  updateInterest();
+}
+
+// Writes what a streamed exchange has so far; true once it has ended.
+bool HttpConnection::queueStream(HttpExchange& exchange) {
+  bool keep_alive = exchange.keep_alive_ && !draining_;
+  if (!exchange.stream_head_written_) {
+    out_.push_back(codecs::Buffer::fromString(responseHead(exchange, *exchange.response_, keep_alive, true)));
+    exchange.stream_head_written_ = true;
+  }
+  for (codecs::Buffer& chunk : exchange.stream_chunks_) {
+    char size[24];
+    int n = std::snprintf(size, sizeof(size), "%zx\r\n", chunk.size());
+    out_.push_back(codecs::Buffer::copyOf(std::string_view(size, static_cast<size_t>(n))));
+    out_.push_back(std::move(chunk));
+    out_.push_back(codecs::Buffer::borrowed("\r\n"));
+  }
+  exchange.stream_chunks_.clear();
+  if (!exchange.stream_ended_) return false;
+  out_.push_back(codecs::Buffer::borrowed("0\r\n\r\n"));
+  return true;
+}
+
+std::string HttpConnection::responseHead(const HttpExchange& exchange, const HttpResponse& response,
+                                         bool keep_alive, bool chunked) const {
+  std::string head = codecs::strCat("HTTP/1.1 ", response.status, " ",
+                                    reasonPhrase(response.status), "\r\n");
+  for (const auto& [name, value] : response.headers) {
+    head.append(name).append(": ").append(value).append("\r\n");
+  }
+  if (chunked) {
+    head.append("Transfer-Encoding: chunked\r\n");
+  } else {
+    head.append("Content-Length: ").append(std::to_string(response.body.size())).append("\r\n");
+  }
+  if (!keep_alive) {
+    head.append("Connection: close\r\n");
+  } else if (exchange.request_.http_minor == 0) {
+    head.append("Connection: keep-alive\r\n");
+  }
+  head.append("\r\n");
+  return head;
+}
+
+void HttpConnection::afterResponse(bool keep_alive) {
+  if (keep_alive) return;
+  close_after_write_ = true;
+  // Nothing after a closing response is answered.
+  auto later = std::move(pending_);
+  pending_.clear();
+  for (auto& exchange : later) exchange->cancel();
+  reading_ = false;
+}
+
+void HttpConnection::flush() {
+  while (!out_.empty()) {
+    iovec iov[kMaxIov];
+    size_t count = 0;
+    for (size_t i = 0; i < out_.size() && count < kMaxIov; ++i) {
+      const codecs::Buffer& b = out_[i];
+      size_t skip = i == 0 ? out_offset_ : 0;
+      iov[count].iov_base = const_cast<uint8_t*>(b.data() + skip);
+      iov[count].iov_len = b.size() - skip;
+      ++count;
+    }
+    ssize_t n = ::writev(fd_, iov, static_cast<int>(count));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      close();
+      return;
+    }
+    size_t written = static_cast<size_t>(n);
+    while (written > 0) {
+      size_t left = out_.front().size() - out_offset_;
+      if (written >= left) {
+        written -= left;
+        out_.erase(out_.begin());
+        out_offset_ = 0;
+      } else {
+        out_offset_ += written;
+        written = 0;
+      }
+    }
+  }
+  want_write_ = !out_.empty();
+  if (out_.empty() && close_after_write_ && pending_.empty()) {
+    ::shutdown(fd_, SHUT_WR);
+    close();
+    return;
+  }
+  if (out_.empty() && draining_ && pending_.empty() && !current_) {
+    close();
+    return;
+  }
+  updateInterest();
+  armTimer();
+}
+
+void HttpConnection::onWritable() { flush(); }
+
+void HttpConnection::updateInterest() {
+  if (closed_ || !event_) return;
+  bool read = reading_ && pending_.size() < limits_.max_pipelined;
+  short want = (read ? EV_READ : 0) | (want_write_ ? EV_WRITE : 0);
+  if (want == interest_) return;  // each change is an epoll_ctl: only when it changes
+  interest_ = want;
+  event_del(event_);
+  event_assign(event_, loop_.base(), fd_, want | EV_PERSIST, &HttpConnection::onSocketEvent, this);
+  if (want) event_add(event_, nullptr);
+}
+
+void HttpConnection::armTimer() {
+  if (closed_) return;
+  switch (read_state_) {
+    case ReadState::kHeaders:
+      timer_.arm(limits_.header_timeout);
+      return;
+    case ReadState::kBody:
+      timer_.arm(limits_.body_timeout);
+      return;
+    case ReadState::kIdle:
+      if (pending_.empty() && out_.empty()) {
+        timer_.arm(limits_.idle_timeout);
+      } else {
+        timer_.disarm();  // waiting on handlers: their own deadlines apply
+      }
+      return;
+    case ReadState::kError:
+      timer_.arm(limits_.body_timeout);  // bound the time spent writing the error
+      return;
+  }
+}
+
+void HttpConnection::onTimeout() {
+  std::shared_ptr<HttpConnection> self = shared_from_this();
+  if (read_state_ == ReadState::kHeaders || read_state_ == ReadState::kBody) {
+    failRequest(408, read_state_ == ReadState::kHeaders
+                         ? "timed out waiting for the request headers"
+                         : "timed out waiting for the request body");
+    return;
+  }
+  close();
+}
+
+void HttpConnection::closeWhenIdle() {
+  draining_ = true;
+  if (pending_.empty() && out_.empty() && read_state_ == ReadState::kIdle) close();
+}
+
+void HttpConnection::close() {
+  if (closed_) return;
+  closed_ = true;
+  std::shared_ptr<HttpConnection> self = shared_from_this();
+  timer_.disarm();
+  if (event_) event_del(event_);
+  if (current_) current_->cancel();
+  current_.reset();
+  auto pending = std::move(pending_);
+  pending_.clear();
+  for (auto& exchange : pending) exchange->cancel();
+  out_.clear();
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (on_closed_) on_closed_(this);
+}
+
+// ---- parser callbacks ----------------------------------------------------------------
+
+int HttpConnection::addHeaderBytes(size_t len) {
+  header_bytes_ += len;
+  if (header_bytes_ > limits_.max_header_bytes) {
+    failRequest(413, codecs::strCat("request headers exceed the limit of ",
+                                    limits_.max_header_bytes, " bytes"));
+    return -1;
+  }
+  return 0;
+}
+
+void HttpConnection::finishHeaderLine() {
+  if (!in_header_value_) return;
+  current_->request_.headers.add(std::move(header_field_),
+                                 std::string(codecs::trimAscii(header_value_)));
+  header_field_.clear();
+  header_value_.clear();
+  in_header_value_ = false;
+}
+
+int HttpConnection::onMessageBegin(http_parser* p) {
+  auto* c = static_cast<HttpConnection*>(p->data);
+  c->current_ = std::make_shared<HttpExchange>(c->weak_from_this(), c->loop_);
+  c->read_state_ = ReadState::kHeaders;
+  c->header_bytes_ = 0;
+  c->chunks_ = 0;
+  c->body_size_ = 0;
+  c->expect_continue_ = false;
+  c->in_header_value_ = false;
+  c->header_field_.clear();
+  c->header_value_.clear();
+  c->armTimer();
+  return 0;
+}
+
+int HttpConnection::onUrl(http_parser* p, const char* at, size_t len) {
+  auto* c = static_cast<HttpConnection*>(p->data);
+  if (c->addHeaderBytes(len)) return -1;
+  c->current_->request_.target.append(at, len);
+  return 0;
+}
+
+int HttpConnection::onHeaderField(http_parser* p, const char* at, size_t len) {
+  auto* c = static_cast<HttpConnection*>(p->data);
+  if (c->addHeaderBytes(len)) return -1;
+  if (c->in_header_value_) {
+    c->finishHeaderLine();
+    if (c->current_->request_.headers.size() >= c->limits_.max_header_count) {
+      c->failRequest(413, codecs::strCat("more than ", c->limits_.max_header_count,
+                                         " request headers"));
+      return -1;
+    }
+  }
+  c->header_field_.append(at, len);
+  return 0;
+}
+
+int HttpConnection::onHeaderValue(http_parser* p, const char* at, size_t len) {
+  auto* c = static_cast<HttpConnection*>(p->data);
+  if (c->addHeaderBytes(len)) return -1;
+  c->in_header_value_ = true;
+  c->header_value_.append(at, len);
+  return 0;
+}
+
+bool HttpConnection::reserveBody(uint64_t size) {
+  uint64_t need = size + kBodyPadding;
+  if (!body_ || body_.use_count() > 1) body_ = std::make_shared<BodyStorage>();
+  if (body_->capacity < need) {
+    auto bigger = std::unique_ptr<uint8_t[]>(new (std::nothrow) uint8_t[need]);
+    if (!bigger) return false;
+    if (body_size_) std::memcpy(bigger.get(), body_->bytes.get(), body_size_);
+    body_->bytes = std::move(bigger);
+    body_->capacity = need;
+  }
+  return true;
+}
+
+int HttpConnection::onHeadersComplete(http_parser* p) {
+  auto* c = static_cast<HttpConnection*>(p->data);
+  c->finishHeaderLine();
+  if (c->current_->request_.headers.size() > c->limits_.max_header_count) {
+    c->failRequest(413, codecs::strCat("more than ", c->limits_.max_header_count,
+                                       " request headers"));
+    return -1;
+  }
+  HttpRequest& request = c->current_->request_;
+  request.method = http_method_str(static_cast<http_method>(p->method));
+  request.http_minor = p->http_minor;
+  c->current_->head_ = p->method == HTTP_HEAD;
+  bool has_length = (p->flags & F_CONTENTLENGTH) != 0;
+  if (has_length && p->content_length > c->limits_.max_body_bytes) {
+    c->failRequest(413, codecs::strCat("request body of ", p->content_length,
+                                       " bytes exceeds the limit of ", c->limits_.max_body_bytes,
+                                       " bytes"));
+    return -1;
+  }
+  uint64_t initial = has_length ? p->content_length : 0;
+  if (!c->reserveBody(std::max<uint64_t>(initial, (p->flags & F_CHUNKED) ? 16 * 1024 : 0))) {
+    c->failRequest(413, "not enough memory for the request body");
+    return -1;
+  }
+  c->read_state_ = ReadState::kBody;
+  c->armTimer();
+  const std::string* expect = request.headers.find("Expect");
+  if (expect && codecs::equalsIgnoreCase(codecs::trimAscii(*expect), "100-continue") &&
+      (has_length ? p->content_length > 0 : true) && c->pending_.empty() && c->out_.empty()) {
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    c->out_.push_back(codecs::Buffer::borrowed(kContinue));
+    c->flush();
+  }
+  return 0;
+}
+
+int HttpConnection::onBody(http_parser* p, const char* at, size_t len) {
+  auto* c = static_cast<HttpConnection*>(p->data);
+  if (c->body_size_ + len > c->limits_.max_body_bytes) {
+    c->failRequest(413, codecs::strCat("request body exceeds the limit of ",
+                                       c->limits_.max_body_bytes, " bytes"));
+    return -1;
+  }
+  uint8_t* dst = c->body_->bytes.get() + c->body_size_;
+  if (reinterpret_cast<const uint8_t*>(at) != dst) {  // not read in place
+    if (c->body_size_ + len + kBodyPadding > c->body_->capacity) {
+      uint64_t grow = std::max<uint64_t>(c->body_->capacity * 2, c->body_size_ + len);
+      if (!c->reserveBody(std::min<uint64_t>(grow, c->limits_.max_body_bytes))) {
+        c->failRequest(413, "not enough memory for the request body");
+        return -1;
+      }
+      dst = c->body_->bytes.get() + c->body_size_;
+    }
+    std::memcpy(dst, at, len);
+  }
+  c->body_size_ += len;
+  return 0;
+}
+
+int HttpConnection::onChunkHeader(http_parser* p) {
+  auto* c = static_cast<HttpConnection*>(p->data);
+  if (p->content_length > 0 && ++c->chunks_ > c->limits_.max_chunks) {
+    c->failRequest(400, codecs::strCat("request body has more than ", c->limits_.max_chunks,
+                                       " chunks"));
+    return -1;
+  }
+  return 0;
+}
+
+int HttpConnection::onMessageComplete(http_parser* p) {
+  auto* c = static_cast<HttpConnection*>(p->data);
+  std::shared_ptr<HttpExchange> exchange = std::move(c->current_);
+  HttpRequest& request = exchange->request_;
+  auto storage = c->body_;
+  request.body = codecs::Buffer(std::shared_ptr<const void>(storage, storage->bytes.get()),
+                                storage->bytes.get(), static_cast<size_t>(c->body_size_));
+  request.body_readable = storage->capacity;
+  exchange->keep_alive_ = http_should_keep_alive(p) != 0;
+  exchange->read_at_ = std::chrono::steady_clock::now();
+  c->read_state_ = ReadState::kIdle;
+  c->pending_.push_back(exchange);
+  c->armTimer();
+  c->handler_(exchange);
+  if (c->closed_ || c->read_state_ == ReadState::kError) return -1;
+  c->updateInterest();
+  return 0;
+}
+
+const http_parser_settings& HttpConnection::parserSettings() {
+  static const http_parser_settings settings = [] {
+    http_parser_settings s;
+    http_parser_settings_init(&s);
+    s.on_message_begin = &HttpConnection::onMessageBegin;
+    s.on_url = &HttpConnection::onUrl;
+    s.on_header_field = &HttpConnection::onHeaderField;
+    s.on_header_value = &HttpConnection::onHeaderValue;
+    s.on_headers_complete = &HttpConnection::onHeadersComplete;
+    s.on_body = &HttpConnection::onBody;
+    s.on_chunk_header = &HttpConnection::onChunkHeader;
+    s.on_message_complete = &HttpConnection::onMessageComplete;
+    return s;
+  }();
+  return settings;
+}
+
+}  // namespace infergate::gateway::http

@@ -1,0 +1,191 @@
+#pragma once
+
+// The project's HTTP/1.1 server connection: one accepted socket on one event loop.
+//
+//   socket --read--> read buffer --http_parser--> HttpRequest --handler--> HttpExchange
+//          <-writev-- [status line + headers][body segments...] <--respond()--'
+//
+// Keep-alive; pipelined requests answered in order (a later response that is ready
+// first waits for the earlier ones); Content-Length and chunked request bodies (both
+// together, or any other Transfer-Encoding, are refused, as request smuggling guards);
+// Expect: 100-continue; limits on header bytes, header count, body size and chunk count;
+// header, body and idle timeouts. A body with a Content-Length is read straight from the
+// socket into its own storage (no intermediate copy), which is kept per connection and
+// reused by the next request once no Buffer refers to it.
+//
+// Threading: everything here runs on the connection's loop. HttpExchange::respond() must
+// be called on that loop (post to HttpExchange::loop() from other threads).
+// Lifetime: the connection owns itself through the server's connection set; exchanges
+// hold only a weak reference, so a response for a closed connection is dropped, and a
+// connection that closes with requests in flight calls their cancel handlers.
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <http_parser.h>
+
+#include "gateway/http/event_loop.h"
+#include "gateway/http/http_message.h"
+
+namespace infergate::gateway::http {
+
+struct HttpLimits {
+  size_t max_header_bytes = 64 * 1024;  // request line + header lines
+  size_t max_header_count = 100;
+  uint64_t max_body_bytes = 0x7fffffffULL;
+  uint32_t max_chunks = 65536;  // non-empty chunks of a chunked body (Triton's cap)
+  std::chrono::milliseconds header_timeout{10'000};
+  std::chrono::milliseconds body_timeout{60'000};
+  std::chrono::milliseconds idle_timeout{300'000};
+  size_t max_pipelined = 64;  // requests parsed ahead of their responses
+};
+
+class HttpConnection;
+
+class HttpExchange {
+ public:
+  HttpExchange(std::weak_ptr<HttpConnection> connection, EventLoop& loop)
+      : connection_(std::move(connection)), loop_(loop) {}
+
+  const HttpRequest& request() const { return request_; }
+  HttpRequest& mutableRequest() { return request_; }
+  EventLoop& loop() { return loop_; }
+
+  // Sends the response (after the responses of earlier pipelined requests). Loop thread;
+  // the first call wins, later ones are ignored. Dropped if the connection is gone.
+  void respond(HttpResponse response);
+  bool responded() const { return responded_; }
+  // Streams the response instead: `head`'s status and headers go out with
+  // Transfer-Encoding: chunked (its body is ignored), then each sendChunk() as one chunk,
+  // then endStream() ends it. Loop thread; counts as the response for responded().
+  void beginStream(HttpResponse head);
+  void sendChunk(codecs::Buffer data);
+  void endStream();
+  bool streaming() const { return streaming_; }
+
+  // True once the client went away before the response was written.
+  bool cancelled() const { return cancelled_; }
+  // Called on the loop thread if the connection closes before the response is written.
+  void setCancelHandler(std::function<void()> handler) { on_cancel_ = std::move(handler); }
+
+ private:
+  friend class HttpConnection;
+  void cancel();
+
+  std::weak_ptr<HttpConnection> connection_;
+  EventLoop& loop_;
+  HttpRequest request_;
+  std::optional<HttpResponse> response_;
+  bool responded_ = false;
+  bool cancelled_ = false;
+  bool done_ = false;  // fully handed to the connection's output
+  bool streaming_ = false;
+  bool stream_head_written_ = false;
+  bool stream_ended_ = false;
+  std::vector<codecs::Buffer> stream_chunks_;
+  bool keep_alive_ = true;
+  bool head_ = false;
+  std::chrono::steady_clock::time_point read_at_;
+  std::function<void()> on_cancel_;
+};
+
+using HttpHandler = std::function<void(std::shared_ptr<HttpExchange>)>;
+// Told of every response as it is queued for writing: the request, the status, and the
+// time since the request was read whole. Loop thread; must not block.
+using ResponseObserver =
+    std::function<void(const HttpRequest&, int status, std::chrono::nanoseconds elapsed)>;
+
+class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
+ public:
+  // Takes `fd` over (non-blocking, accepted). `on_closed` runs once when it closes.
+  HttpConnection(EventLoop& loop, int fd, const HttpLimits& limits, const HttpHandler& handler,
+                 std::function<void(HttpConnection*)> on_closed,
+                 const ResponseObserver* observer = nullptr);
+  ~HttpConnection();
+  HttpConnection(const HttpConnection&) = delete;
+  HttpConnection& operator=(const HttpConnection&) = delete;
+
+  void start();
+  // Closes now: pending exchanges are cancelled. Loop thread.
+  void close();
+  // Stops reading new requests and closes once the pending responses are written.
+  void closeWhenIdle();
+
+ private:
+  friend class HttpExchange;
+  struct BodyStorage;
+
+  static void onSocketEvent(evutil_socket_t fd, short what, void* arg);
+  void onReadable();
+  void onWritable();
+  bool readIntoBody(std::shared_ptr<HttpConnection>& self);
+  void parse(const char* data, size_t size);
+  void failRequest(int status, std::string_view message);
+  void onExchangeResponded();
+  void queueResponses();
+  bool queueStream(HttpExchange& exchange);
+  std::string responseHead(const HttpExchange& exchange, const HttpResponse& response,
+                           bool keep_alive, bool chunked) const;
+  void afterResponse(bool keep_alive);
+  void flush();
+  void updateInterest();
+  void armTimer();
+  void onTimeout();
+
+  // http_parser callbacks
+  static const http_parser_settings& parserSettings();
+  static int onMessageBegin(http_parser* p);
+  static int onUrl(http_parser* p, const char* at, size_t len);
+  static int onHeaderField(http_parser* p, const char* at, size_t len);
+  static int onHeaderValue(http_parser* p, const char* at, size_t len);
+  static int onHeadersComplete(http_parser* p);
+  static int onBody(http_parser* p, const char* at, size_t len);
+  static int onChunkHeader(http_parser* p);
+  static int onMessageComplete(http_parser* p);
+  int addHeaderBytes(size_t len);
+  void finishHeaderLine();
+  bool reserveBody(uint64_t size);
+
+  EventLoop& loop_;
+  int fd_;
+  const HttpLimits& limits_;
+  const HttpHandler& handler_;
+  std::function<void(HttpConnection*)> on_closed_;
+  const ResponseObserver* observer_;
+  event* event_ = nullptr;
+  LoopTimer timer_;
+  http_parser parser_;
+
+  enum class ReadState { kIdle, kHeaders, kBody, kError };
+  ReadState read_state_ = ReadState::kIdle;
+  std::vector<char> read_buffer_;
+
+  // The request being parsed.
+  std::shared_ptr<HttpExchange> current_;
+  std::string header_field_, header_value_;
+  bool in_header_value_ = false;
+  size_t header_bytes_ = 0;
+  uint32_t chunks_ = 0;
+  std::shared_ptr<BodyStorage> body_;
+  uint64_t body_size_ = 0;
+  bool expect_continue_ = false;
+
+  // Requests waiting for (or writing) their responses, oldest first.
+  std::deque<std::shared_ptr<HttpExchange>> pending_;
+  std::vector<codecs::Buffer> out_;  // segments not yet written
+  size_t out_offset_ = 0;            // bytes of out_.front() already written
+  bool close_after_write_ = false;
+  bool closed_ = false;
+  bool draining_ = false;
+  bool want_write_ = false;
+  bool reading_ = true;
+  short interest_ = EV_READ;  // the events event_ is registered for
+};
+
+}  // namespace infergate::gateway::http

@@ -1,0 +1,64 @@
+#pragma once
+
+// One HTTP/1.1 request as the connection layer hands it to a handler, and the response the
+// handler gives back. Plain values: no socket, no loop.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "codecs/buffer.h"
+
+namespace infergate::gateway::http {
+
+// Header names compare case-insensitively; values are kept as sent (trimmed).
+class HeaderList {
+ public:
+  void add(std::string name, std::string value) {
+    entries_.emplace_back(std::move(name), std::move(value));
+  }
+  // The first value of `name`, or nullptr.
+  const std::string* find(std::string_view name) const;
+  size_t size() const { return entries_.size(); }
+  auto begin() const { return entries_.begin(); }
+  auto end() const { return entries_.end(); }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> entries_;
+};
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ... as on the wire
+  std::string target;  // the raw request target, never percent-decoded
+  std::string_view path() const;   // target up to '?'
+  std::string_view query() const;  // after '?', or empty
+  int http_minor = 1;  // HTTP/1.x
+  HeaderList headers;
+  // The body, de-chunked. `body_readable` bytes may be read from body.data() (>= its size:
+  // the storage keeps spare room so JSON can be parsed in place).
+  codecs::Buffer body;
+  size_t body_readable = 0;
+};
+
+struct HttpResponse {
+  int status = 200;
+  // Content-Length and Connection are written by the connection layer; everything else
+  // (Content-Type, Inference-Header-Content-Length, ...) is the handler's.
+  std::vector<std::pair<std::string, std::string>> headers;
+  codecs::BufferChain body;
+
+  HttpResponse& header(std::string name, std::string value) {
+    headers.emplace_back(std::move(name), std::move(value));
+    return *this;
+  }
+  // A response with `{"error": message}` as Triton sends errors.
+  static HttpResponse jsonError(int status, std::string_view message);
+  static HttpResponse json(int status, std::string body);
+};
+
+// "OK", "Not Found", ... ("Unknown" for codes without a phrase).
+std::string_view reasonPhrase(int status);
+
+}  // namespace infergate::gateway::http

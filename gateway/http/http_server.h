@@ -1,0 +1,70 @@
+#pragma once
+
+// An HTTP/1.1 server on a WorkerPool: listening sockets on every loop, the connections
+// they accept, and graceful shutdown. The handler runs on the loop that owns the
+// connection (see HttpConnection).
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gateway/http/http_connection.h"
+#include "gateway/http/listen_socket.h"
+#include "gateway/http/worker_pool.h"
+
+namespace infergate::gateway::http {
+
+class HttpServer {
+ public:
+  HttpServer(WorkerPool& pool, HttpLimits limits, size_t max_connections, HttpHandler handler);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds `spec` (before start()); returns the bound address, e.g. "127.0.0.1:38211".
+  codecs::StatusOr<BoundSockets> listen(const ListenSpec& spec);
+  // Observes every response (metrics, access logs); set before start().
+  void setObserver(ResponseObserver observer) { observer_ = std::move(observer); }
+  // Starts accepting on every loop. The pool may already be running.
+  void start();
+  // Stops accepting, lets connections finish the requests they have (closing each when
+  // idle), and after `grace` closes whatever is left. Blocks; not on a loop thread.
+  void shutdown(std::chrono::milliseconds grace);
+
+  size_t connectionCount() const { return connections_.load(); }
+
+ private:
+  struct Worker;
+  struct Acceptor {
+    HttpServer* server;
+    Worker* worker;
+    int fd;
+    bool is_unix;
+    event* ev = nullptr;
+  };
+  struct Worker {
+    EventLoop* loop;
+    std::vector<std::unique_ptr<Acceptor>> acceptors;
+    std::unordered_map<HttpConnection*, std::shared_ptr<HttpConnection>> connections;
+  };
+
+  static void onAccept(evutil_socket_t fd, short, void* arg);
+  void accept(Acceptor& acceptor);
+  void runOnEveryLoop(const std::function<void(Worker&)>& fn);
+
+  WorkerPool& pool_;
+  HttpLimits limits_;
+  size_t max_connections_;
+  HttpHandler handler_;
+  ResponseObserver observer_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<int> listen_fds_;
+  std::atomic<size_t> connections_{0};
+  bool started_ = false;
+};
+
+}  // namespace infergate::gateway::http

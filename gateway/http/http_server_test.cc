@@ -1,0 +1,398 @@
+#include "gateway/http/http_server.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <future>
+
+namespace infergate::gateway::http {
+namespace {
+
+// A blocking test client on a raw socket, reading whole responses by Content-Length.
+class RawClient {
+ public:
+  explicit RawClient(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  explicit RawClient(const std::string& unix_path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, unix_path.c_str(), sizeof(a.sun_path) - 1);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  ~RawClient() { ::close(fd_); }
+
+  bool connected() const { return connected_; }
+  void send(std::string_view bytes) {
+    while (!bytes.empty()) {
+      ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return;
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+
+  struct Response {
+    int status = 0;
+    std::string head;
+    std::string body;
+    bool has(std::string_view header_line) const { return head.find(header_line) != std::string::npos; }
+  };
+
+  // Reads one response; status 0 if the connection closed first. Waits at most 10 s.
+  Response read() {
+    Response r;
+    size_t end;
+    while ((end = buffered_.find("\r\n\r\n")) == std::string::npos) {
+      if (!fill()) return r;
+    }
+    r.head = buffered_.substr(0, end + 4);
+    buffered_.erase(0, end + 4);
+    r.status = std::atoi(r.head.c_str() + 9);
+    size_t cl = r.head.find("Content-Length: ");
+    size_t length = cl == std::string::npos ? 0 : std::strtoul(r.head.c_str() + cl + 16, nullptr, 10);
+    while (buffered_.size() < length) {
+      if (!fill()) return Response{};
+    }
+    r.body = buffered_.substr(0, length);
+    buffered_.erase(0, length);
+    return r;
+  }
+
+  // Reads a chunked body's raw bytes up to and including the terminating chunk.
+  std::string readChunkedRaw() {
+    size_t end;
+    while ((end = buffered_.find("0\r\n\r\n")) == std::string::npos) {
+      if (!fill()) return {};
+    }
+    std::string out = buffered_.substr(0, end + 5);
+    buffered_.erase(0, end + 5);
+    return out;
+  }
+
+  // True when the server closed the connection (EOF) within 10 s.
+  bool closedByPeer() {
+    while (fill()) {
+    }
+    return eof_;
+  }
+
+ private:
+  bool fill() {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 10'000) <= 0) return false;
+    char buf[65536];
+    ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+    if (n <= 0) {
+      eof_ = true;
+      return false;
+    }
+    buffered_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+
+  int fd_ = -1;
+  bool connected_ = false;
+  bool eof_ = false;
+  std::string buffered_;
+};
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void startServer(HttpLimits limits = {}, size_t max_connections = 1000) {
+    server_ = std::make_unique<HttpServer>(pool_, limits, max_connections,
+                                           [this](std::shared_ptr<HttpExchange> e) { handle(e); });
+    auto bound = server_->listen(ListenSpec::tcp("127.0.0.1", 0));
+    ASSERT_TRUE(bound.ok()) << bound.status();
+    port_ = bound->port;
+    pool_.start();
+    server_->start();
+  }
+
+  void TearDown() override {
+    if (server_) server_->shutdown(std::chrono::milliseconds(200));
+    pool_.stop();
+  }
+
+  // Echo handler: the body back, with the method and target in headers. A target of
+  // /delay/<ms> answers after that long; /hold never answers (until cancelled).
+  void handle(const std::shared_ptr<HttpExchange>& e) {
+    const HttpRequest& req = e->request();
+    std::string target = req.target;
+    if (target == "/hold") {
+      e->setCancelHandler([this] { cancelled_.fetch_add(1); });
+      held_ = e;
+      held_flag_.store(true);
+      return;
+    }
+    if (target == "/stream") {
+      HttpResponse head;
+      head.header("Content-Type", "text/event-stream; charset=utf-8");
+      e->beginStream(std::move(head));
+      e->sendChunk(codecs::Buffer::copyOf("data: 1\n\n"));
+      e->loop().post([e] {
+        e->sendChunk(codecs::Buffer::copyOf("data: 2\n\n"));
+        e->endStream();
+      });
+      return;
+    }
+    HttpResponse r;
+    r.header("X-Method", req.method).header("X-Target", target);
+    r.header("X-Readable", std::to_string(req.body_readable >= req.body.size() + 64));
+    r.body.append(req.body);
+    if (target.rfind("/delay/", 0) == 0) {
+      int ms = std::atoi(target.c_str() + 7);
+      auto timer = std::make_shared<std::unique_ptr<LoopTimer>>();
+      *timer = std::make_unique<LoopTimer>(e->loop(), [e, r, timer]() mutable {
+        e->respond(std::move(r));
+        e->loop().post([timer] { timer->reset(); });
+      });
+      (*timer)->arm(std::chrono::milliseconds(ms));
+      return;
+    }
+    e->respond(std::move(r));
+  }
+
+  WorkerPool pool_{2};
+  std::unique_ptr<HttpServer> server_;
+  uint16_t port_ = 0;
+  std::atomic<int> cancelled_{0};
+  std::shared_ptr<HttpExchange> held_;  // loop thread only
+  std::atomic<bool> held_flag_{false};
+};
+
+TEST_F(HttpServerTest, AnswersKeepAliveRequestsOnOneConnection) {
+  startServer();
+  RawClient c(port_);
+  ASSERT_TRUE(c.connected());
+  for (int i = 0; i < 3; ++i) {
+    c.send("POST /v2/models/m/infer?x=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello");
+    auto r = c.read();
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, "hello");
+    EXPECT_TRUE(r.has("X-Target: /v2/models/m/infer?x=1\r\n"));
+    EXPECT_TRUE(r.has("X-Readable: 1\r\n"));  // padding for in-place JSON parsing
+    EXPECT_FALSE(r.has("Connection: close"));
+  }
+}
+
+TEST_F(HttpServerTest, AnswersPipelinedRequestsInOrderWhateverOrderTheyFinish) {
+  startServer();
+  RawClient c(port_);
+  c.send("GET /delay/150 HTTP/1.1\r\n\r\nGET /delay/1 HTTP/1.1\r\n\r\nGET /now HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(c.read().has("X-Target: /delay/150"));
+  EXPECT_TRUE(c.read().has("X-Target: /delay/1"));
+  EXPECT_TRUE(c.read().has("X-Target: /now"));
+}
+
+TEST_F(HttpServerTest, StreamsChunkedResponsesInOrderWithPipelining) {
+  startServer();
+  RawClient c(port_);
+  c.send("GET /stream HTTP/1.1\r\n\r\nGET /after HTTP/1.1\r\n\r\n");
+  std::string head_and_body;
+  // The head ends at the blank line; then the chunks.
+  auto raw = c.readChunkedRaw();
+  EXPECT_NE(raw.find("HTTP/1.1 200 OK\r\n"), std::string::npos);
+  EXPECT_NE(raw.find("Transfer-Encoding: chunked\r\n"), std::string::npos);
+  EXPECT_EQ(raw.find("Content-Length"), std::string::npos);
+  EXPECT_NE(raw.find("\r\n\r\n9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n0\r\n\r\n"), std::string::npos) << raw;
+  EXPECT_TRUE(c.read().has("X-Target: /after"));
+}
+
+TEST_F(HttpServerTest, DechunksChunkedBodies) {
+  startServer();
+  RawClient c(port_);
+  c.send("POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+  auto r = c.read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hello world");
+}
+
+TEST_F(HttpServerTest, RefusesTooManyChunks) {
+  HttpLimits limits;
+  limits.max_chunks = 3;
+  startServer(limits);
+  RawClient c(port_);
+  c.send("POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n1\r\nb\r\n1\r\nc\r\n1\r\nd\r\n0\r\n\r\n");
+  auto r = c.read();
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("more than 3 chunks"), std::string::npos);
+  EXPECT_TRUE(c.closedByPeer());
+}
+
+TEST_F(HttpServerTest, ReadsLargeBodiesWhole) {
+  startServer();
+  RawClient c(port_);
+  std::string body(8 << 20, '\0');
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i * 7);
+  c.send("POST /big HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  c.send(body);
+  auto r = c.read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.body == body);
+}
+
+TEST_F(HttpServerTest, SendsContinueBeforeTheBodyWhenAsked) {
+  startServer();
+  RawClient c(port_);
+  c.send("POST /e HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n");
+  auto interim = c.read();
+  EXPECT_EQ(interim.status, 100);
+  c.send("abc");
+  auto r = c.read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "abc");
+}
+
+TEST_F(HttpServerTest, RefusesBodiesOverTheLimitWith413AndCloses) {
+  HttpLimits limits;
+  limits.max_body_bytes = 10;
+  startServer(limits);
+  RawClient c(port_);
+  c.send("POST /x HTTP/1.1\r\nContent-Length: 11\r\n\r\n");
+  auto r = c.read();
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.body, R"({"error":"request body of 11 bytes exceeds the limit of 10 bytes"})");
+  EXPECT_TRUE(r.has("Connection: close"));
+  EXPECT_TRUE(c.closedByPeer());
+}
+
+TEST_F(HttpServerTest, RefusesTooManyOrTooLargeHeaders) {
+  HttpLimits limits;
+  limits.max_header_count = 3;
+  limits.max_header_bytes = 200;
+  startServer(limits);
+  {
+    RawClient c(port_);
+    c.send("GET / HTTP/1.1\r\na: 1\r\nb: 2\r\nc: 3\r\nd: 4\r\n\r\n");
+    auto r = c.read();
+    EXPECT_EQ(r.status, 413);
+    EXPECT_NE(r.body.find("more than 3 request headers"), std::string::npos);
+  }
+  {
+    RawClient c(port_);
+    c.send("GET / HTTP/1.1\r\nx: " + std::string(300, 'y') + "\r\n\r\n");
+    auto r = c.read();
+    EXPECT_EQ(r.status, 413);
+    EXPECT_NE(r.body.find("exceed the limit of 200 bytes"), std::string::npos);
+  }
+}
+
+TEST_F(HttpServerTest, AnswersGarbageWith400AndKeepsServing) {
+  startServer();
+  {
+    RawClient c(port_);
+    c.send(std::string("\x16\x03\x01\x02\x00 garbage\r\n\r\n", 17));
+    auto r = c.read();
+    EXPECT_EQ(r.status, 400);
+    EXPECT_NE(r.body.find("malformed HTTP request"), std::string::npos);
+    EXPECT_TRUE(c.closedByPeer());
+  }
+  RawClient ok(port_);
+  ok.send("GET /after HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(ok.read().status, 200);
+}
+
+TEST_F(HttpServerTest, RefusesContentLengthWithChunkedEncoding) {
+  startServer();
+  RawClient c(port_);
+  c.send("POST /s HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  EXPECT_EQ(c.read().status, 400);
+}
+
+TEST_F(HttpServerTest, TimesOutSlowHeadersWith408) {
+  HttpLimits limits;
+  limits.header_timeout = std::chrono::milliseconds(100);
+  startServer(limits);
+  RawClient c(port_);
+  c.send("GET / HTTP/1.1\r\nHost: slow");
+  auto r = c.read();
+  EXPECT_EQ(r.status, 408);
+  EXPECT_TRUE(c.closedByPeer());
+}
+
+TEST_F(HttpServerTest, ClosesIdleKeepAliveConnections) {
+  HttpLimits limits;
+  limits.idle_timeout = std::chrono::milliseconds(100);
+  startServer(limits);
+  RawClient c(port_);
+  c.send("GET / HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(c.read().status, 200);
+  EXPECT_TRUE(c.closedByPeer());
+}
+
+TEST_F(HttpServerTest, CancelsRequestsWhoseClientDisconnects) {
+  startServer();
+  {
+    RawClient c(port_);
+    c.send("POST /hold HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    for (int i = 0; i < 1000 && !held_flag_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (int i = 0; i < 1000 && cancelled_.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(cancelled_.load(), 1);
+  RawClient after(port_);
+  after.send("GET / HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(after.read().status, 200);
+}
+
+TEST_F(HttpServerTest, ClosesHttp10ConnectionsWithoutKeepAlive) {
+  startServer();
+  RawClient c(port_);
+  c.send("GET /old HTTP/1.0\r\n\r\n");
+  auto r = c.read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.has("Connection: close"));
+  EXPECT_TRUE(c.closedByPeer());
+}
+
+TEST_F(HttpServerTest, RefusesConnectionsOverTheCap) {
+  startServer({}, 1);
+  RawClient first(port_);
+  first.send("GET / HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(first.read().status, 200);
+  RawClient second(port_);
+  EXPECT_TRUE(second.closedByPeer());
+}
+
+TEST(HttpServerUnix, ServesOnAUnixSocket) {
+  WorkerPool pool(1);
+  HttpServer server(pool, {}, 10, [](std::shared_ptr<HttpExchange> e) {
+    e->respond(HttpResponse::json(200, R"({"ok":true})"));
+  });
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("infergate_test_" + std::to_string(::getpid()) + ".sock")).string();
+  auto bound = server.listen(ListenSpec::unixPath(path));
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  EXPECT_EQ(bound->address, "unix:" + path);
+  pool.start();
+  server.start();
+  {
+    RawClient c(path);
+    ASSERT_TRUE(c.connected());
+    c.send("GET /v2 HTTP/1.1\r\n\r\n");
+    auto r = c.read();
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, R"({"ok":true})");
+    EXPECT_TRUE(r.has("Content-Type: application/json\r\n"));
+  }
+  server.shutdown(std::chrono::milliseconds(100));
+  pool.stop();
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace infergate::gateway::http

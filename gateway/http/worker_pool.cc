@@ -1,0 +1,27 @@
+#include "gateway/http/worker_pool.h"
+
+namespace infergate::gateway::http {
+
+WorkerPool::WorkerPool(size_t count) {
+  if (count == 0) count = std::max(1u, std::thread::hardware_concurrency());
+  for (size_t i = 0; i < count; ++i) loops_.push_back(std::make_unique<EventLoop>());
+}
+
+WorkerPool::~WorkerPool() { stop(); }
+
+void WorkerPool::start() {
+  for (auto& loop : loops_) {
+    EventLoop* l = loop.get();
+    threads_.emplace_back([l] { l->run(); });
+  }
+}
+
+void WorkerPool::stop() {
+  for (auto& loop : loops_) loop->stop();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+}
+
+}  // namespace infergate::gateway::http
