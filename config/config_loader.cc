@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <sstream>
 
 #include "config/config_checks.h"
 #include "config/listen_address.h"
@@ -263,19 +266,60 @@ SourceLocation locateMark(std::string_view source, const YAML::Mark& mark) {
   return {std::string(source), mark.line + 1, mark.column + 1};
 }
 
+// Records where each document starts; ignores everything else.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts;
+
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// Anything after the first document. Not YAML::LoadAll: in yaml-cpp 0.7 a token that
+// cannot start a node (a stray ',') is never consumed, and LoadAll then appends empty
+// documents until memory runs out (jbeder/yaml-cpp#1040). Here at most three documents
+// are read; two starting at the same place are that stuck token, a syntax error (then
+// false: what YAML::Load returned is not what the file says).
+bool checkSingleDocument(std::string_view yaml_text, std::string_view source,
+                         ConfigErrors& errors) {
+  std::istringstream in{std::string(yaml_text)};
+  YAML::Parser parser(in);
+  DocumentStarts handler;
+  for (int i = 0; i < 3 && parser.HandleNextDocument(handler); ++i) {
+  }
+  const std::vector<YAML::Mark>& starts = handler.starts;
+  for (size_t i = 1; i < starts.size(); ++i) {
+    if (starts[i].pos == starts[i - 1].pos) {
+      errors.add(locateMark(source, starts[i]), "",
+                 "YAML syntax error: unexpected character (a stray ',' or the like)");
+      return false;
+    }
+  }
+  if (starts.size() > 1) {
+    errors.add(locateMark(source, starts[1]), "",
+               "a second YAML document (after '---') is not supported");
+  }
+  return true;
+}
+
 // The one place yaml-cpp runs: every exception it can throw ends here as an error.
 Status parseInto(std::string_view yaml_text, std::string_view source, ConfigErrors& errors,
                  GatewayConfig& out) {
   try {
-    std::vector<YAML::Node> documents = YAML::LoadAll(std::string(yaml_text));
-    if (documents.size() > 1) {
-      errors.add(locateMark(source, documents[1].Mark()), "",
-                 "a second YAML document (after '---') is not supported");
-    }
+    YAML::Node root = YAML::Load(std::string(yaml_text));
+    if (!checkSingleDocument(yaml_text, source, errors)) return errors.toStatus();
     Loader loader(source, errors);
-    if (loader.load(documents.empty() ? YAML::Node() : documents[0])) {
-      checkConfig(loader.config(), loader.marks(), errors);
-    }
+    if (loader.load(root)) checkConfig(loader.config(), loader.marks(), errors);
     out = loader.config();
   } catch (const YAML::Exception& e) {
     errors.add(locateMark(source, e.mark), "", strCat("YAML syntax error: ", e.msg));

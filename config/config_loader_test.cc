@@ -468,6 +468,16 @@ upstreams: []
                   "YAML syntax error: ");
 }
 
+TEST(ConfigLoader, ReportsAStrayCommaInsteadOfHanging) {
+  // yaml-cpp 0.7's LoadAll never returns on these (jbeder/yaml-cpp#1040).
+  expectOnlyError(",\n", "test.yaml:1:1: ", "YAML syntax error: unexpected character");
+  expectOnlyError(",listeners: {}\n", "test.yaml:1:1: ", "YAML syntax error");
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+workers: 1
+)") + ", oops\n",
+                  "test.yaml:5:1: ", "YAML syntax error: end of map not found");
+}
+
 TEST(ConfigLoader, RejectsUnsupportedAndUnknownProtocols) {
   expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
 upstreams: [{ name: triton, protocol: grpc }]
@@ -504,7 +514,7 @@ TEST(ConfigLoader, RejectsEmptyAndNonMappingFiles) {
   std::string two_docs = withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
 workers: 1
 )") + "---\nworkers: 2\n";
-  expectOnlyError(two_docs, "test.yaml:6:1: ", "a second YAML document");
+  expectOnlyError(two_docs, "test.yaml:5:1: ", "a second YAML document");
 }
 
 TEST(ConfigLoader, ReportsEveryErrorTogetherInFileOrder) {

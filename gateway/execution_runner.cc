@@ -1,5 +1,7 @@
 #include "gateway/execution_runner.h"
 
+#include <algorithm>
+#include <chrono>
 #include <unordered_map>
 #include <vector>
 
@@ -12,6 +14,11 @@ class Runner;
 // that when the loop stops (shutdown) the thread's exit destroys it and its timer, rather
 // than leaking a runner whose timer will never fire.
 thread_local std::unordered_map<Runner*, std::shared_ptr<Runner>> live_runners;
+
+// A long wait is taken in slices of this, so that a cancelled request (client gone,
+// deadline passed) lets go of its runner within one slice instead of at the end of a
+// model's delay (up to 60 s for the sleep model).
+constexpr std::chrono::milliseconds kCancelCheck{50};
 
 class Runner : public std::enable_shared_from_this<Runner> {
  public:
@@ -30,13 +37,14 @@ class Runner : public std::enable_shared_from_this<Runner> {
  private:
   // Emits every response that is due now, then arms the timer for the next one.
   void step() {
+    if (isCancelled()) return finish();
+    if (remaining_wait_.count() > 0) return wait(remaining_wait_);
     auto& responses = execution_.responses;
     while (next_ < responses.size()) {
       auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(responses[next_].delay);
       if (delay.count() > 0 && !waited_) {
         waited_ = true;
-        timer_.arm(delay);
-        return;
+        return wait(delay);
       }
       waited_ = false;
       if (isCancelled()) return finish();
@@ -49,13 +57,19 @@ class Runner : public std::enable_shared_from_this<Runner> {
     auto tail = std::chrono::duration_cast<std::chrono::milliseconds>(execution_.complete_after);
     if (tail.count() > 0 && !waited_) {
       waited_ = true;
-      timer_.arm(tail);
-      return;
+      return wait(tail);
     }
     if (!isCancelled()) {
       emit_(Emission{codecs::InferResponse{}, true, false, true});
     }
     finish();
+  }
+
+  // Waits `delay` in slices of kCancelCheck; step() resumes after the last slice.
+  void wait(std::chrono::milliseconds delay) {
+    std::chrono::milliseconds slice = std::min(delay, kCancelCheck);
+    remaining_wait_ = delay - slice;
+    timer_.arm(slice);
   }
 
   void fire() {
@@ -79,6 +93,7 @@ class Runner : public std::enable_shared_from_this<Runner> {
   http::LoopTimer timer_;
   size_t next_ = 0;
   bool waited_ = false;
+  std::chrono::milliseconds remaining_wait_{0};
 };
 
 }  // namespace
