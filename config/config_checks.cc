@@ -1,5 +1,6 @@
 #include "config/config_checks.h"
 
+#include <iterator>
 #include <string>
 
 #include "config/listen_address.h"

@@ -207,6 +207,19 @@ routes: [{ match: { model: '*' }, upstream: demo }]
   EXPECT_EQ(r->http->address.port, 8000);
 }
 
+TEST(ConfigLoader, FollowsAnchorsAndAliases) {
+  auto r = parse(R"(listeners:
+  http: &loopback { address: "127.0.0.1:8000" }
+upstreams:
+  - { name: &name demo, protocol: builtin }
+routes:
+  - { match: { model: "*" }, upstream: *name }
+)");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->routes[0].upstream, "demo");
+  EXPECT_EQ(r->http->address.port, 8000);
+}
+
 // ---- errors, one class per test -------------------------------------------------------
 
 TEST(ConfigLoader, RejectsUnknownKeyNamingTheAllowedOnes) {

@@ -1,6 +1,6 @@
 #include "config/yaml_reader.h"
 
-#include <limits>
+#include <charconv>
 
 #include "codecs/text.h"
 
