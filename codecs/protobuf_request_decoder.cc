@@ -28,15 +28,6 @@ struct PendingInput {
   std::vector<Bytes> contents;  // every occurrence of InferInputTensor.contents
 };
 
-Status pushCapped(std::vector<Bytes>& list, Bytes value, std::string_view what,
-                  const DecodeLimits& limits) {
-  if (list.size() >= limits.max_tensors) {
-    return resourceExhausted("request has more than ", limits.max_tensors, " ", what);
-  }
-  list.push_back(value);
-  return absl::OkStatus();
-}
-
 Status gatherTopLevel(Bytes message, const DecodeLimits& limits, Parameters& parameters,
                       TopLevel& top) {
   return forEachField(message, [&](FieldTag tag, WireReader& reader) -> Status {
@@ -55,11 +46,11 @@ Status gatherTopLevel(Bytes message, const DecodeLimits& limits, Parameters& par
       case kParameters:
         return decodeParameterEntry(value, "the request", "", parameters);
       case kInputs:
-        return pushCapped(top.inputs, value, "inputs", limits);
+        return pushCapped(top.inputs, value, "request", "inputs", limits);
       case kOutputs:
-        return pushCapped(top.outputs, value, "outputs", limits);
+        return pushCapped(top.outputs, value, "request", "outputs", limits);
       case kRawInputContents:
-        return pushCapped(top.raw, value, "raw_input_contents entries", limits);
+        return pushCapped(top.raw, value, "request", "raw_input_contents entries", limits);
       default:
         return absl::OkStatus();  // an unknown LEN field, already skipped
     }

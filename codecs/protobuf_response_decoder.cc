@@ -22,15 +22,6 @@ struct PendingOutput {
   std::vector<Bytes> contents;  // every occurrence of InferOutputTensor.contents
 };
 
-Status pushCapped(std::vector<Bytes>& list, Bytes value, std::string_view what,
-                  const DecodeLimits& limits) {
-  if (list.size() >= limits.max_tensors) {
-    return resourceExhausted("response has more than ", limits.max_tensors, " ", what);
-  }
-  list.push_back(value);
-  return absl::OkStatus();
-}
-
 Status gatherTopLevel(Bytes message, const DecodeLimits& limits, Parameters& parameters,
                       TopLevel& top) {
   return forEachField(message, [&](FieldTag tag, WireReader& reader) -> Status {
@@ -49,9 +40,9 @@ Status gatherTopLevel(Bytes message, const DecodeLimits& limits, Parameters& par
       case 4:
         return decodeParameterEntry(value, "the response", "", parameters);
       case 5:
-        return pushCapped(top.outputs, value, "outputs", limits);
+        return pushCapped(top.outputs, value, "response", "outputs", limits);
       case 6:
-        return pushCapped(top.raw, value, "raw_output_contents entries", limits);
+        return pushCapped(top.raw, value, "response", "raw_output_contents entries", limits);
       default:
         return absl::OkStatus();  // an unknown LEN field, already skipped
     }

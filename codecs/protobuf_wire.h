@@ -38,9 +38,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "codecs/buffer.h"
 #include "codecs/data_type.h"
+#include "codecs/limits.h"
 #include "codecs/parameters.h"
 #include "codecs/shape.h"
 #include "codecs/status.h"
@@ -150,6 +152,18 @@ BufferChain spliceChain(std::string glue, std::span<const ChainCut> cuts);
 // A map<string, InferParameter> holding more entries is RESOURCE_EXHAUSTED
 // (Parameters::set is linear, so an unbounded map would be quadratic to decode).
 inline constexpr size_t kMaxParametersPerMap = 1024;
+
+// Appends `value` to a repeated field's list unless it already holds limits.max_tensors
+// entries (RESOURCE_EXHAUSTED: "<message> has more than N <what>").
+inline Status pushCapped(std::vector<std::span<const uint8_t>>& list, std::span<const uint8_t> value,
+                         std::string_view message, std::string_view what,
+                         const DecodeLimits& limits) {
+  if (list.size() >= limits.max_tensors) {
+    return resourceExhausted(message, " has more than ", limits.max_tensors, " ", what);
+  }
+  list.push_back(value);
+  return absl::OkStatus();
+}
 // A shape of more dimensions is RESOURCE_EXHAUSTED (8 bytes per 1-byte wire dim).
 inline constexpr size_t kMaxShapeRank = 1024;
 
