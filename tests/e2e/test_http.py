@@ -334,6 +334,44 @@ class HttpE2E(unittest.TestCase):
         status, _, body = gw.request("GET", "/v2/logging")
         self.assertEqual(json.loads(body)["log_info"], True)
 
+    def test_model_trace_settings_and_logging_updates(self):
+        status, _, body = gw.request("POST", "/v2/models/simple/trace/setting",
+                                     json.dumps({"trace_level": ["TENSORS"]}).encode())
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["trace_level"], ["TENSORS"])
+        status, _, body = gw.request("GET", "/v2/models/nope/trace/setting")
+        self.assertEqual(status, 404, body)
+        status, _, body = gw.request("POST", "/v2/trace/setting",
+                                     json.dumps({"trace_level": ["OFF", "TENSORS"]}).encode())
+        self.assertEqual(status, 400, body)
+        status, _, body = gw.request("POST", "/v2/logging", json.dumps({"log_verbose_level": 2}).encode())
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["log_verbose_level"], 2)
+        status, _, body = gw.request("POST", "/v2/logging", json.dumps({"log_file": "/tmp/x"}).encode())
+        self.assertEqual(status, 501, body)
+        status, _, body = gw.request("POST", "/v2/logging", b"not json")
+        self.assertEqual(status, 400, body)
+
+    def test_cuda_shared_memory_endpoints(self):
+        status, _, body = gw.request("GET", "/v2/cudasharedmemory/status")
+        self.assertEqual((status, json.loads(body)), (200, []))
+        status, _, body = gw.request("GET", "/v2/cudasharedmemory/region/c/status")
+        self.assertEqual(status, 404, body)
+        status, _, body = gw.request("POST", "/v2/cudasharedmemory/region/c/register",
+                                     json.dumps({"raw_handle": {"b64": ""}, "device_id": 0,
+                                                 "byte_size": 8}).encode())
+        self.assertEqual(status, 501, body)
+        self.assertEqual(gw.request("POST", "/v2/systemsharedmemory/unregister", b"")[0], 501)
+
+    def test_repository_refuses_named_repositories_and_unknown_models(self):
+        status, _, body = gw.request("POST", "/v2/repository/other/models/simple/load", b"{}")
+        self.assertError(status, body, 501, "repository_name")
+        status, _, body = gw.request("POST", "/v2/repository/models/nope/load", b"{}")
+        self.assertEqual(status, 500, body)  # Triton's own code for an unknown model on load
+        status, _, body = gw.request("POST", "/v2/repository/models/simple/load",
+                                     json.dumps({"parameters": {"config": 7}}).encode())
+        self.assertEqual(status, 400, body)
+
     # ---- bad input ---------------------------------------------------------------
     def test_malformed_json_is_400_and_server_keeps_serving(self):
         status, _, body = gw.request("POST", "/v2/models/simple/infer", b'{"inputs":[')

@@ -1,0 +1,87 @@
+"""End-to-end: the infergate process itself: configuration errors refuse to start with
+file:line messages, `infergate validate`, Unix-socket listeners, the ready file, and a
+graceful drain on SIGTERM with a request in flight."""
+import http.client
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from harness import Gateway, binary
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost", timeout=30)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.path)
+
+
+class ProcessE2E(unittest.TestCase):
+    def test_validate_accepts_the_demo_config(self):
+        demo = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "examples", "demo.yaml")
+        out = subprocess.run([binary(), "validate", demo], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("OK", out.stdout)
+
+    def test_bad_config_refuses_to_start_naming_file_and_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bad.yaml")
+            with open(path, "w") as f:
+                f.write('listeners:\n  http: { address: "127.0.0.1:99999" }\n'
+                        'upstreams:\n  - name: demo\n    protocol: builtin\n'
+                        'routes:\n  - match: { model: "*" }\n    upstream: missing\n')
+            for args in (["validate", path], ["--config", path]):
+                out = subprocess.run([binary()] + args, capture_output=True, text=True, timeout=60)
+                self.assertNotEqual(out.returncode, 0)
+                self.assertIn(path + ":2:", out.stderr + out.stdout)
+                self.assertIn(path + ":8:", out.stderr + out.stdout)
+
+    def test_unix_socket_listener_and_ready_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            sock = os.path.join(d, "gw.sock")
+            config = ('listeners:\n  http: { address: "unix:%s" }\n'
+                      'upstreams:\n  - name: demo\n    protocol: builtin\n    models: [simple]\n'
+                      'routes:\n  - match: { model: "*" }\n    upstream: demo\n' % sock)
+            gw = Gateway(config=config).start()
+            try:
+                self.assertEqual(gw.addresses["http"], "unix:" + sock)
+                with open(gw.ready_file) as f:
+                    self.assertEqual(json.loads(f.read())["http"], "unix:" + sock)
+                conn = UnixHTTPConnection(sock)
+                conn.request("GET", "/v2/models/simple")
+                resp = conn.getresponse()
+                self.assertEqual(resp.status, 200)
+                self.assertEqual(json.loads(resp.read())["name"], "simple")
+                conn.request("GET", "/v2/models/identity_fp32")  # not served by this config
+                self.assertEqual(conn.getresponse().status, 404)
+            finally:
+                self.assertEqual(gw.stop(), 0)
+
+    def test_sigterm_drains_a_request_in_flight(self):
+        gw = Gateway().start()
+        result = {}
+
+        def slow():
+            body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "INT32",
+                                           "data": [300]}]}).encode()
+            result["status"] = gw.request("POST", "/v2/models/sleep/infer", body)[0]
+        t = threading.Thread(target=slow)
+        t.start()
+        time.sleep(0.1)
+        code = gw.stop()
+        t.join()
+        self.assertEqual(code, 0)
+        self.assertEqual(result.get("status"), 200)
+        self.assertFalse(gw.sanitizer_reports())
+
+
+if __name__ == "__main__":
+    unittest.main()
