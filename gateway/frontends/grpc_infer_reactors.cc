@@ -60,11 +60,22 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   ModelInferReactor(std::shared_ptr<Shared> shared, ByteBuffer* response)
       : shared_(std::move(shared)), loop_(shared_->nextLoop()), response_(response) {}
 
-  // grpc thread, before the reactor is returned: decode, then continue on the loop.
+  // grpc thread, before the reactor is returned: decode and run the model here (pure
+  // CPU, never blocking); a response due at once is finished right here, without a hop
+  // to the loop. Anything timed, and every error, continues on the loop.
   void start(const ::grpc::CallbackServerContext& context, const ByteBuffer& request) {
     ::grpc::Status restricted = shared_->checkRestricted(context, "inference");
     codecs::StatusOr<codecs::InferRequest> decoded =
         restricted.ok() ? decodeRequest(*shared_, request, nullptr) : fromGrpc(restricted);
+    if (decoded.ok() && refuseSharedMemory(*decoded).ok()) {
+      builtin::Execution execution = shared_->repository->infer(*decoded, /*streaming=*/false);
+      if (isImmediate(execution)) {
+        builtin::TimedResponse& only = execution.responses.front();
+        return onEmission(Emission{std::move(only.response), true, only.from_model, false});
+      }
+      loop_.post([this, execution = std::move(execution)]() mutable { play(std::move(execution)); });
+      return;
+    }
     loop_.post([this, decoded = std::move(decoded)]() mutable { run(std::move(decoded)); });
   }
 
@@ -83,13 +94,24 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     if (!request.ok()) return finish(grpcStatusFor(request.status()));
     codecs::Status shm = refuseSharedMemory(*request);
     if (!shm.ok()) return finish(grpcStatusFor(shm));
-    builtin::Execution execution = shared_->repository->infer(*request, /*streaming=*/false);
+    play(shared_->repository->infer(*request, /*streaming=*/false));
+  }
+
+  static bool isImmediate(const builtin::Execution& execution) {
+    return execution.responses.size() == 1 && execution.responses[0].delay.count() == 0 &&
+           execution.complete_after.count() == 0;
+  }
+
+  // Loop thread.
+  void play(builtin::Execution execution) {
+    if (cancelled_->load()) return;  // OnCancel's task finishes the call
     runExecution(loop_, std::move(execution), cancelled_,
                  [this](Emission emission) { onEmission(std::move(emission)); });
   }
 
+  // The loop thread, or grpc's thread on the immediate path.
   void onEmission(Emission emission) {
-    if (finished_) return;
+    if (finished_.load()) return;
     if (emission.empty) {  // not for a non-decoupled model; refuse rather than hang
       return finish(grpcStatusFor(codecs::internalError("the model completed without a response")));
     }
@@ -100,9 +122,9 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     finish(::grpc::Status::OK);
   }
 
+  // Once, from whichever thread gets there first (the immediate path or the loop).
   void finish(const ::grpc::Status& status) {
-    if (finished_) return;
-    finished_ = true;
+    if (finished_.exchange(true)) return;
     Finish(status);
   }
 
@@ -110,7 +132,7 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   http::EventLoop& loop_;
   ByteBuffer* response_;  // grpc's, valid until OnDone
   Flag cancelled_ = std::make_shared<std::atomic<bool>>(false);
-  bool finished_ = false;  // loop thread
+  std::atomic<bool> finished_{false};
 };
 
 // ---- ModelStreamInfer -----------------------------------------------------------------
