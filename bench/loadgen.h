@@ -101,6 +101,7 @@ class LatencyHistogram {
 // response's size, what was still outstanding when the window closed).
 struct Stats {
   LatencyHistogram latency;  // successful requests only, from intended send time
+  LatencyHistogram send_lag;  // open loop: how late each request went out
   uint64_t ok = 0;
   uint64_t errors = 0;
   std::map<std::string, uint64_t> error_kinds;  // "http_503", "grpc_UNAVAILABLE", "conn_reset"

@@ -357,6 +357,10 @@ void HttpLoadThread::onEvent(uint32_t index, uint32_t events) {
 
 void HttpLoadThread::send(uint32_t index, int64_t intended) {
   Conn& c = conns_[index];
+  if (open_loop_) {
+    int64_t now = nowNs();
+    if (timeline_.counts(now)) stats_.send_lag.record((now - intended) / 1000);
+  }
   c.intended = intended;
   c.written = 0;
   c.framing = Framing{};

@@ -43,10 +43,21 @@ Metrics::Metrics(bool cuda_built_in) : registry_(std::make_shared<prometheus::Re
 
 void Metrics::recordHttpRequest(std::string_view endpoint, int status,
                                 std::chrono::nanoseconds elapsed) {
-  std::string ep(endpoint);
-  http_requests_->Add({{"endpoint", ep}, {"code", std::to_string(status)}}).Increment();
-  http_duration_->Add({{"endpoint", ep}}, latencyBuckets())
-      .Observe(std::chrono::duration<double>(elapsed).count());
+  HttpSeries series;
+  {
+    std::lock_guard<std::mutex> lock(http_series_mutex_);
+    HttpKey key{endpoint.data(), status};
+    auto it = http_series_.find(key);
+    if (it == http_series_.end()) {
+      std::string ep(endpoint);
+      HttpSeries added{&http_requests_->Add({{"endpoint", ep}, {"code", std::to_string(status)}}),
+                       &http_duration_->Add({{"endpoint", ep}}, latencyBuckets())};
+      it = http_series_.emplace(key, added).first;
+    }
+    series = it->second;
+  }
+  series.requests->Increment();
+  series.duration->Observe(std::chrono::duration<double>(elapsed).count());
 }
 
 void Metrics::recordGrpcRequest(std::string_view method, std::string_view code,

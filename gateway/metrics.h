@@ -17,6 +17,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <mutex>
+#include <unordered_map>
 
 namespace infergate::gateway {
 
@@ -24,7 +26,8 @@ class Metrics {
  public:
   explicit Metrics(bool cuda_built_in);
 
-  // One finished HTTP request: by endpoint (the route kind), method and status code.
+  // One finished HTTP request: by endpoint (the route kind) and status code. `endpoint`
+  // must be a string with static storage (a literal): the series are cached by it.
   void recordHttpRequest(std::string_view endpoint, int status, std::chrono::nanoseconds elapsed);
   // One finished gRPC call: by method (e.g. "ModelInfer") and canonical code name.
   void recordGrpcRequest(std::string_view method, std::string_view code,
@@ -44,6 +47,26 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* grpc_requests_;
   prometheus::Family<prometheus::Histogram>* grpc_duration_;
   prometheus::Gauge* open_connections_;
+
+  // prometheus-cpp's Family::Add builds label maps and metric objects before it finds an
+  // existing series (about ten allocations): the series of each (endpoint, status) are
+  // looked up once and kept here.
+  struct HttpSeries {
+    prometheus::Counter* requests;
+    prometheus::Histogram* duration;
+  };
+  struct HttpKey {
+    const char* endpoint;
+    int status;
+    bool operator==(const HttpKey&) const = default;
+  };
+  struct HttpKeyHash {
+    size_t operator()(const HttpKey& k) const {
+      return std::hash<const void*>()(k.endpoint) * 31 + static_cast<size_t>(k.status);
+    }
+  };
+  std::mutex http_series_mutex_;
+  std::unordered_map<HttpKey, HttpSeries, HttpKeyHash> http_series_;
 };
 
 // Buckets for request latencies: 25 us to 30 s, roughly x2.5 per step.
