@@ -5,7 +5,6 @@
 #include "codecs/json_writer.h"
 #include "gateway/frontends/grpc_frontend.h"
 #include "gateway/frontends/http_frontend.h"
-#include "gateway/frontends/http_routes.h"
 #include "gateway/http/http_server.h"
 #include "gateway/metrics.h"
 #include "gateway/server_info.h"
@@ -29,37 +28,6 @@ std::string grpcTarget(const config::ListenAddress& address) {
     return codecs::strCat("[", address.host, "]:", address.port);
   }
   return codecs::strCat(address.host, ":", address.port);
-}
-
-std::string_view endpointName(frontends::HttpEndpoint e) {
-  using frontends::HttpEndpoint;
-  switch (e) {
-    case HttpEndpoint::kHealthLive: return "health_live";
-    case HttpEndpoint::kHealthReady: return "health_ready";
-    case HttpEndpoint::kServerMetadata: return "server_metadata";
-    case HttpEndpoint::kModelMetadata: return "model_metadata";
-    case HttpEndpoint::kModelReady: return "model_ready";
-    case HttpEndpoint::kModelInfer: return "infer";
-    case HttpEndpoint::kModelGenerate: return "generate";
-    case HttpEndpoint::kModelGenerateStream: return "generate_stream";
-    case HttpEndpoint::kModelConfig: return "model_config";
-    case HttpEndpoint::kModelStats:
-    case HttpEndpoint::kAllModelStats: return "statistics";
-    case HttpEndpoint::kModelTraceSetting:
-    case HttpEndpoint::kTraceSetting: return "trace";
-    case HttpEndpoint::kLogging: return "logging";
-    case HttpEndpoint::kRepositoryIndex:
-    case HttpEndpoint::kRepositoryLoad:
-    case HttpEndpoint::kRepositoryUnload: return "repository";
-    case HttpEndpoint::kSystemShmStatus:
-    case HttpEndpoint::kSystemShmRegister:
-    case HttpEndpoint::kSystemShmUnregister: return "system_shared_memory";
-    case HttpEndpoint::kCudaShmStatus:
-    case HttpEndpoint::kCudaShmRegister:
-    case HttpEndpoint::kCudaShmUnregister: return "cuda_shared_memory";
-    case HttpEndpoint::kNotFound: break;
-  }
-  return "not_found";
 }
 
 http::HttpLimits httpLimitsOf(const config::LimitsConfig& l) {
@@ -120,8 +88,7 @@ struct GatewayServer::Impl {
         [front = http_frontend.get()](std::shared_ptr<http::HttpExchange> e) { front->handle(e); });
     http_server->setObserver([m = metrics](const http::HttpRequest& r, int status,
                                            std::chrono::nanoseconds elapsed) {
-      m->recordHttpRequest(endpointName(frontends::matchHttpRoute(r.method, r.path()).endpoint),
-                           status, elapsed);
+      m->recordHttpRequest(r.tag.empty() ? std::string_view("unrouted") : r.tag, status, elapsed);
     });
     INFERGATE_ASSIGN_OR_RETURN(http::BoundSockets bound,
                                http_server->listen(listenSpecOf(config.http->address)));

@@ -42,22 +42,6 @@ http::EventLoop& Shared::nextLoop() {
                         "This protocol is restricted, expecting header '" + header + "'");
 }
 
-codecs::Status refuseSharedMemory(const codecs::InferRequest& request) {
-  auto refuse = [](std::string_view what, const std::string& tensor, const std::string& region) {
-    return codecs::invalidArgument(
-        what, " '", tensor, "' refers to shared-memory region '", region,
-        "', but client shared memory is disabled: enable shared memory in the gateway's "
-        "configuration");
-  };
-  for (const codecs::InferInput& in : request.inputs) {
-    if (in.shared_memory) return refuse("input", in.name, in.shared_memory->region);
-  }
-  for (const codecs::RequestedOutput& out : request.outputs) {
-    if (out.shared_memory) return refuse("output", out.name, out.shared_memory->region);
-  }
-  return absl::OkStatus();
-}
-
 std::string peekRequestId(const codecs::Buffer& message) {
   std::string id;
   codecs::Status walked = codecs::forEachField(

@@ -44,10 +44,6 @@ struct Shared {
   std::atomic<size_t> next_loop{0};
 };
 
-// INVALID_ARGUMENT when an input or output names a shared-memory region: client shared
-// memory is disabled in this frontend.
-codecs::Status refuseSharedMemory(const codecs::InferRequest& request);
-
 // The `id` field of a serialized ModelInferRequest, best effort ("" when unreadable), for
 // the in-band error of a request that did not decode.
 std::string peekRequestId(const codecs::Buffer& message);

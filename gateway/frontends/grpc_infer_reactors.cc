@@ -25,6 +25,7 @@
 #include "gateway/error_mapping.h"
 #include "gateway/execution_runner.h"
 #include "gateway/frontends/grpc_frontend_internal.h"
+#include "gateway/shared_memory_refusal.h"
 
 namespace infergate::gateway::frontends::grpc_detail {
 namespace {

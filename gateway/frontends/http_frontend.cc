@@ -19,12 +19,6 @@ HttpResponse emptyResponse(int status) {
   return r;
 }
 
-HttpResponse errorResponse(const codecs::Status& status) {
-  HttpResponse r = HttpResponse::jsonError(httpStatusFor(status), codecs::messageOf(status));
-  if (isRateLimit(status)) r.header("Retry-After", "1");
-  return r;
-}
-
 // Triton's 404 / 405 carry no Content-Type.
 HttpResponse bareError(int status, std::string_view message) {
   HttpResponse r;
@@ -34,6 +28,12 @@ HttpResponse bareError(int status, std::string_view message) {
 }
 
 }  // namespace
+
+HttpResponse errorResponse(const codecs::Status& status) {
+  HttpResponse r = HttpResponse::jsonError(httpStatusFor(status), codecs::messageOf(status));
+  if (isRateLimit(status)) r.header("Retry-After", "1");
+  return r;
+}
 
 HttpFrontend::HttpFrontend(std::shared_ptr<builtin::ModelRepository> repository,
                            std::shared_ptr<SettingsStore> settings, ServerInfo info,
@@ -46,8 +46,9 @@ HttpFrontend::HttpFrontend(std::shared_ptr<builtin::ModelRepository> repository,
       options_(options) {}
 
 void HttpFrontend::handle(const std::shared_ptr<HttpExchange>& exchange) {
-  const http::HttpRequest& request = exchange->request();
+  http::HttpRequest& request = exchange->mutableRequest();
   Route route{matchHttpRoute(request.method, request.path())};
+  request.tag = endpointName(route.match.endpoint);
   if (route.match.endpoint == HttpEndpoint::kNotFound) {
     exchange->respond(bareError(404, "Not Found"));
     return;

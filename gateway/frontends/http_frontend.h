@@ -24,6 +24,10 @@ struct HttpFrontendOptions {
                                 // Triton's --http-max-input-size; max_binary_body_bytes
 };
 
+// The error body and status of `status` (gateway/error_mapping), with Retry-After on a
+// rate limit: every HTTP error the frontend sends goes through here.
+http::HttpResponse errorResponse(const codecs::Status& status);
+
 class HttpFrontend {
  public:
   HttpFrontend(std::shared_ptr<builtin::ModelRepository> repository,

@@ -24,10 +24,6 @@ using http::HttpResponse;
 
 namespace {
 
-HttpResponse errorResponse(const codecs::Status& status) {
-  return HttpResponse::jsonError(httpStatusFor(status), codecs::messageOf(status));
-}
-
 template <typename T>
 void put(std::string& out, T v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof(T));

@@ -10,6 +10,7 @@
 #include "gateway/execution_runner.h"
 #include "gateway/frontends/http_frontend.h"
 #include "gateway/frontends/http_routes.h"
+#include "gateway/shared_memory_refusal.h"
 
 namespace infergate::gateway::frontends {
 
@@ -17,28 +18,6 @@ using http::HttpExchange;
 using http::HttpResponse;
 
 namespace {
-
-HttpResponse errorResponse(const codecs::Status& status) {
-  return HttpResponse::jsonError(httpStatusFor(status), codecs::messageOf(status));
-}
-
-codecs::Status refuseSharedMemory(const codecs::InferRequest& request) {
-  for (const auto& input : request.inputs) {
-    if (input.shared_memory) {
-      return codecs::invalidArgument(
-          "input '", input.name, "' names shared-memory region '", input.shared_memory->region,
-          "', but shared memory is not enabled in the gateway's configuration");
-    }
-  }
-  for (const auto& output : request.outputs) {
-    if (output.shared_memory) {
-      return codecs::invalidArgument(
-          "output '", output.name, "' names shared-memory region '", output.shared_memory->region,
-          "', but shared memory is not enabled in the gateway's configuration");
-    }
-  }
-  return absl::OkStatus();
-}
 
 // The request's Inference-Header-Content-Length, parsed as Triton does (int32, >= 0).
 codecs::StatusOr<std::optional<uint64_t>> headerLength(const http::HttpRequest& request) {

@@ -192,4 +192,34 @@ std::string_view endpointCategory(HttpEndpoint endpoint) {
   return {};
 }
 
+std::string_view endpointName(HttpEndpoint e) {
+  switch (e) {
+    case HttpEndpoint::kHealthLive: return "health_live";
+    case HttpEndpoint::kHealthReady: return "health_ready";
+    case HttpEndpoint::kServerMetadata: return "server_metadata";
+    case HttpEndpoint::kModelMetadata: return "model_metadata";
+    case HttpEndpoint::kModelReady: return "model_ready";
+    case HttpEndpoint::kModelInfer: return "infer";
+    case HttpEndpoint::kModelGenerate: return "generate";
+    case HttpEndpoint::kModelGenerateStream: return "generate_stream";
+    case HttpEndpoint::kModelConfig: return "model_config";
+    case HttpEndpoint::kModelStats:
+    case HttpEndpoint::kAllModelStats: return "statistics";
+    case HttpEndpoint::kModelTraceSetting:
+    case HttpEndpoint::kTraceSetting: return "trace";
+    case HttpEndpoint::kLogging: return "logging";
+    case HttpEndpoint::kRepositoryIndex:
+    case HttpEndpoint::kRepositoryLoad:
+    case HttpEndpoint::kRepositoryUnload: return "repository";
+    case HttpEndpoint::kSystemShmStatus:
+    case HttpEndpoint::kSystemShmRegister:
+    case HttpEndpoint::kSystemShmUnregister: return "system_shared_memory";
+    case HttpEndpoint::kCudaShmStatus:
+    case HttpEndpoint::kCudaShmRegister:
+    case HttpEndpoint::kCudaShmUnregister: return "cuda_shared_memory";
+    case HttpEndpoint::kNotFound: break;
+  }
+  return "not_found";
+}
+
 }  // namespace infergate::gateway::frontends

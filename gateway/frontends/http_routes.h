@@ -53,4 +53,8 @@ HttpRoute matchHttpRoute(std::string_view method, std::string_view path);
 // "statistics", "trace", "logging"; empty for kNotFound.
 std::string_view endpointCategory(HttpEndpoint endpoint);
 
+// A short name for metrics and logs ("infer", "model_metadata", ...; "not_found"),
+// a string literal.
+std::string_view endpointName(HttpEndpoint endpoint);
+
 }  // namespace infergate::gateway::frontends

@@ -90,5 +90,12 @@ TEST(HttpRoutes, NamesRestrictedApiCategories) {
   EXPECT_EQ(endpointCategory(HttpEndpoint::kNotFound), "");
 }
 
+TEST(HttpRoutes, NamesEndpointsForMetrics) {
+  EXPECT_EQ(endpointName(matchHttpRoute("POST", "/v2/models/m/infer").endpoint), "infer");
+  EXPECT_EQ(endpointName(matchHttpRoute("GET", "/v2/models/m/versions/1").endpoint), "model_metadata");
+  EXPECT_EQ(endpointName(matchHttpRoute("GET", "/v2/models/stats").endpoint), "statistics");
+  EXPECT_EQ(endpointName(matchHttpRoute("GET", "/nope").endpoint), "not_found");
+}
+
 }  // namespace
 }  // namespace infergate::gateway::frontends

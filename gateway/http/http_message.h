@@ -40,6 +40,9 @@ struct HttpRequest {
   // the storage keeps spare room so JSON can be parsed in place).
   codecs::Buffer body;
   size_t body_readable = 0;
+  // Set by the handler for the response observer (metrics, access logs): what the request
+  // was, e.g. the route's name. Must point to static storage.
+  std::string_view tag;
 };
 
 struct HttpResponse {
