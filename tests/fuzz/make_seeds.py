@@ -9,6 +9,7 @@ replayed by ctest the same way.
 import gzip
 import os
 import struct
+import sys
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -23,44 +24,22 @@ def write(fuzzer, name, data):
         f.write(data)
 
 
-# ---- protobuf wire writer (proto3) -------------------------------------------------
-def varint(v):
-    if v < 0:
-        v += 1 << 64
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+# ---- protobuf wire writer: the one tests/data/make_fixtures.py builds its fixtures with --
+sys.path.insert(0, os.path.join(HERE, "..", "data"))
+from make_fixtures import VARINT, infer_parameter, pb_len, tag, varint  # noqa: E402
 
 
 def field_varint(num, v):
-    return varint(num << 3) + varint(v)
+    return tag(num, VARINT) + varint(v)
 
 
 def field_bytes(num, data):
-    if isinstance(data, str):
-        data = data.encode()
-    return varint(num << 3 | 2) + varint(len(data)) + data
+    return pb_len(num, data)
 
 
 def param(key, kind, value):
-    # InferParameter: bool_param=1 int64_param=2 string_param=3 double_param=4 uint64_param=5
-    if kind == "bool":
-        p = field_varint(1, int(value))
-    elif kind == "int64":
-        p = field_varint(2, value)
-    elif kind == "string":
-        p = field_bytes(3, value)
-    elif kind == "double":
-        p = varint(4 << 3 | 1) + struct.pack("<d", value)
-    else:
-        p = field_varint(5, value)
-    return field_bytes(1, key) + field_bytes(2, p)
+    """One map<string, InferParameter> entry."""
+    return pb_len(1, key) + pb_len(2, infer_parameter(kind, value))
 
 
 def tensor(name, datatype, shape, params=b"", contents=b""):
