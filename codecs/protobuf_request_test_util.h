@@ -17,6 +17,7 @@
 #include "codecs/bytes_tensor.h"
 #include "codecs/protobuf_request_decoder.h"
 #include "codecs/protobuf_request_encoder.h"
+#include "codecs/protobuf_test_util.h"
 #include "codecs/protobuf_wire.h"
 #include "grpc_service.pb.h"
 
@@ -31,54 +32,6 @@ using google::protobuf::util::MessageDifferencer;
 
 Buffer serialize(const google::protobuf::Message& message) {
   return Buffer::fromString(message.SerializeAsString());
-}
-
-// `count` elements of `type` in binary form, every byte position distinct.
-std::string sampleBytes(DataType type, size_t count) {
-  if (type == DataType::kBytes) {
-    std::vector<std::string> elements;
-    for (size_t i = 0; i < count; ++i) elements.emplace_back(i % 4, static_cast<char>('a' + i));
-    return serializeBytesElements(elements);
-  }
-  std::string out(count * elementSize(type), '\0');
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = type == DataType::kBool ? static_cast<char>(i % 2) : static_cast<char>(i * 7 + 1);
-  }
-  return out;
-}
-
-template <typename T>
-std::string le(std::initializer_list<T> values) {
-  std::string out(values.size() * sizeof(T), '\0');
-  std::memcpy(out.data(), std::data(values), out.size());
-  return out;
-}
-
-ParamValue fromPb(const inference::InferParameter& p) {
-  switch (p.parameter_choice_case()) {
-    case inference::InferParameter::kBoolParam:
-      return p.bool_param();
-    case inference::InferParameter::kInt64Param:
-      return p.int64_param();
-    case inference::InferParameter::kStringParam:
-      return p.string_param();
-    case inference::InferParameter::kDoubleParam:
-      return p.double_param();
-    case inference::InferParameter::kUint64Param:
-      return p.uint64_param();
-    default:
-      ADD_FAILURE() << "parameter without a value";
-      return false;
-  }
-}
-
-void expectParams(const PbParams& pb, const Parameters& expected) {
-  EXPECT_EQ(pb.size(), expected.size());
-  for (const auto& [key, value] : expected) {
-    auto it = pb.find(key);
-    ASSERT_NE(it, pb.end()) << key;
-    EXPECT_EQ(fromPb(it->second), value) << key;
-  }
 }
 
 // `params` plus the shm keys as the encoder writes them (int64_param, offset when != 0).
