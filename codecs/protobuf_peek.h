@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "codecs/status.h"
@@ -25,5 +26,15 @@ struct ModelRef {
 // Errors: INVALID_ARGUMENT when the message is not well-formed protobuf wire format
 // (truncated, malformed varint, length past the end, invalid tag). Thread-safe (pure).
 StatusOr<ModelRef> peekModelInferRequest(std::span<const uint8_t> message);
+
+// The same for a message held in several segments (the slices of a grpc::ByteBuffer),
+// without joining them: a passthrough never copies the message to route it. The names
+// are copied out (they may straddle segments). Group fields (proto2 only) are refused
+// here with INVALID_ARGUMENT; callers fall back to the contiguous form for those.
+struct OwnedModelRef {
+  std::string model_name;
+  std::string model_version;
+};
+StatusOr<OwnedModelRef> peekModelInferRequest(std::span<const std::span<const uint8_t>> segments);
 
 }  // namespace infergate::codecs

@@ -88,7 +88,7 @@ TEST(ProtobufPeek, AgreesWithFullDecode) {
 }
 
 TEST(ProtobufPeek, EmptyPayloadHasEmptyNames) {
-  StatusOr<ModelRef> ref = peekModelInferRequest({});
+  StatusOr<ModelRef> ref = peekModelInferRequest(std::span<const uint8_t>());
   ASSERT_TRUE(ref.ok());
   EXPECT_TRUE(ref->model_name.empty());
   EXPECT_TRUE(ref->model_version.empty());
@@ -134,6 +134,59 @@ TEST(ProtobufPeek, SkipsManyTensors) {
   StatusOr<ModelRef> ref = peekModelInferRequest(spanOf(bytes));
   ASSERT_TRUE(ref.ok());
   EXPECT_EQ(ref->model_name, "many");
+}
+
+}  // namespace
+}  // namespace infergate::codecs
+
+namespace infergate::codecs {
+namespace {
+
+// The message cut into segments at the given offsets.
+std::vector<std::span<const uint8_t>> cut(const std::string& bytes, std::vector<size_t> at) {
+  std::vector<std::span<const uint8_t>> segments;
+  size_t from = 0;
+  at.push_back(bytes.size());
+  for (size_t to : at) {
+    segments.push_back({reinterpret_cast<const uint8_t*>(bytes.data()) + from, to - from});
+    from = to;
+  }
+  return segments;
+}
+
+TEST(ProtobufSegmentedPeek, AgreesWithTheContiguousPeekAtEverySplit) {
+  inference::ModelInferRequest request;
+  request.add_raw_input_contents(std::string(300, 'x'));  // a 2-byte length before the names
+  request.set_model_name("a-model-name-long-enough-to-straddle");
+  request.set_model_version("12");
+  request.set_id("id");
+  std::string bytes = request.SerializeAsString();
+  StatusOr<ModelRef> whole = peekModelInferRequest(spanOf(bytes));
+  ASSERT_TRUE(whole.ok());
+  for (size_t i = 0; i <= bytes.size(); ++i) {
+    for (size_t j : {i, std::min(i + 1, bytes.size()), std::min(i + 7, bytes.size())}) {
+      auto segments = cut(bytes, {i, j});  // includes empty segments
+      StatusOr<OwnedModelRef> ref = peekModelInferRequest(std::span(segments));
+      ASSERT_TRUE(ref.ok()) << "split at " << i << "," << j << ": " << ref.status();
+      EXPECT_EQ(ref->model_name, whole->model_name);
+      EXPECT_EQ(ref->model_version, whole->model_version);
+    }
+  }
+}
+
+TEST(ProtobufSegmentedPeek, RefusesTruncatedAndMalformedMessages) {
+  std::string bytes = sampleRequest().SerializeAsString();
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    std::string prefix = bytes.substr(0, n);
+    auto segments = cut(prefix, {n / 2});
+    StatusOr<OwnedModelRef> ref = peekModelInferRequest(std::span(segments));
+    // A prefix ending on a field boundary is a valid (shorter) message.
+    EXPECT_EQ(ref.ok(), peekModelInferRequest(spanOf(prefix)).ok()) << "prefix " << n;
+  }
+  std::string group = std::string("\x0b", 1) + "\x0c";  // field 1 as a (proto2) group
+  auto segments = cut(group, {1});
+  EXPECT_EQ(peekModelInferRequest(std::span(segments)).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

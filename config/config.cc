@@ -17,4 +17,11 @@ const char* protocolName(UpstreamConfig::Protocol protocol) {
   return "unknown";
 }
 
+const UpstreamConfig* GatewayConfig::findUpstream(std::string_view name) const {
+  for (const UpstreamConfig& upstream : upstreams) {
+    if (upstream.name == name) return &upstream;
+  }
+  return nullptr;
+}
+
 }  // namespace infergate::config

@@ -1,16 +1,38 @@
 #pragma once
 
-// Private to config/: the checks that look across sections (duplicate names and
-// addresses, routes to missing upstreams, unreachable routes, nothing to serve), run on
-// the structs the loader built. The loader runs them; they never see YAML.
+// Private to config/: the checks that look across entries and sections, run on the
+// structs the loader built: clashing listener addresses, duplicate upstream names,
+// targets and mirrors naming no upstream, split weights that do not add up to 100,
+// routes shadowed by an earlier one, nothing to serve. The loader runs them; they never
+// see YAML.
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "config/config.h"
 #include "config/config_errors.h"
 
 namespace infergate::config {
+
+// Where one kept upstream was written.
+struct UpstreamMarks {
+  size_t index = 0;     // in the file's `upstreams` sequence (entries dropped leave gaps)
+  SourceLocation name;  // the `name` value
+};
+
+// Where the parts of one kept route were written.
+struct RouteMarks {
+  size_t index = 0;        // in the file's `routes` sequence (entries dropped leave gaps)
+  std::string model_path;  // "routes[1].match.model" or "routes[1].match.model_prefix"
+  SourceLocation model;    // that value
+  // Parallel to RouteConfig::targets: "routes[1].upstream", "routes[1].split[0].upstream".
+  std::vector<std::string> target_paths;
+  // The `split` value, set only when every entry of it was read (so its weights are
+  // checked against 100 only when they are all known).
+  std::optional<SourceLocation> split;
+  SourceLocation mirror;  // the `mirror` value, when given
+};
 
 // Positions the checks point at beyond the structs' own `where`, filled by the loader.
 // A section "written" was present in the file, even if it had errors of its own (so a
@@ -23,13 +45,9 @@ struct LoadMarks {
   bool route_written = false;
   bool upstream_names_known = true;  // false: an upstream's name could not be read, so
                                      // "route to a missing upstream" is not reported
-  // Parallel to GatewayConfig::upstreams / ::routes. An entry the loader had to drop
-  // (no name, say) leaves a gap, so each keeps its index in the file's sequence.
-  std::vector<size_t> upstream_indices;
-  std::vector<SourceLocation> upstream_names;
-  std::vector<size_t> route_indices;
-  std::vector<SourceLocation> route_models;
-  std::vector<SourceLocation> route_upstreams;
+  // Parallel to GatewayConfig::upstreams / ::routes.
+  std::vector<UpstreamMarks> upstream_marks;
+  std::vector<RouteMarks> route_marks;
 };
 
 void checkConfig(const GatewayConfig& config, const LoadMarks& marks, ConfigErrors& errors);

@@ -13,6 +13,7 @@
 
 #include "config/config_checks.h"
 #include "config/listen_address.h"
+#include "config/section_readers.h"
 #include "config/yaml_reader.h"
 
 namespace infergate::config {
@@ -25,7 +26,6 @@ using codecs::strCat;
 constexpr size_t kMaxConfigFileBytes = 16 * 1024 * 1024;
 constexpr uint64_t kInt32Max = 2147483647;
 constexpr uint64_t kInt64Max = 9223372036854775807;
-constexpr uint64_t kMaxTimeoutMs = 86400000;  // 24 hours
 constexpr uint64_t kMaxWorkers = 1024;
 
 // Reads one GatewayConfig section by section. Each read records its own errors and
@@ -49,11 +49,9 @@ class Loader {
   template <typename T>
   void readLimit(const YamlMap& map, std::string_view key, T& field, uint64_t max);
   void readUpstreams(const YamlValue& value);
-  void readUpstream(const YamlValue& value, size_t index);
-  void readProtocol(const YamlValue& value, UpstreamConfig& upstream);
-  void readBuiltinModels(const YamlValue& value, UpstreamConfig& upstream);
   void readRoutes(const YamlValue& value);
-  void readRoute(const YamlValue& value, size_t index);
+  void readForward(const YamlValue& value);
+  void readReadiness(const YamlValue& value);
 
   YamlReader reader_;
   GatewayConfig config_;
@@ -71,8 +69,8 @@ bool Loader::load(const YAML::Node& root) {
                   strCat("expected a mapping at the top level, got ", kindOf(root)));
     return false;
   }
-  std::optional<YamlMap> map =
-      reader_.mapping(top, {"listeners", "workers", "limits", "upstreams", "routes"});
+  std::optional<YamlMap> map = reader_.mapping(
+      top, {"listeners", "workers", "limits", "upstreams", "routes", "forward", "readiness"});
   if (const YamlValue* v = map->find("listeners")) readListeners(*v);
   if (const YamlValue* v = map->find("workers")) {
     if (auto n = reader_.unsignedInteger(*v, 0, kMaxWorkers)) {
@@ -82,6 +80,8 @@ bool Loader::load(const YAML::Node& root) {
   if (const YamlValue* v = map->find("limits")) readLimits(*v);
   if (const YamlValue* v = map->find("upstreams")) readUpstreams(*v);
   if (const YamlValue* v = map->find("routes")) readRoutes(*v);
+  if (const YamlValue* v = map->find("forward")) readForward(*v);
+  if (const YamlValue* v = map->find("readiness")) readReadiness(*v);
   return true;
 }
 
@@ -151,74 +151,15 @@ void Loader::readUpstreams(const YamlValue& value) {
     marks_.upstream_names_known = false;
     return;
   }
-  for (size_t i = 0; i < items->size(); ++i) readUpstream((*items)[i], i);
+  for (size_t i = 0; i < items->size(); ++i) {
+    UpstreamMarks marks{.index = i};
+    std::optional<UpstreamConfig> upstream =
+        readUpstream(reader_, (*items)[i], marks, marks_.upstream_names_known);
+    if (!upstream) continue;
+    config_.upstreams.push_back(std::move(*upstream));
+    marks_.upstream_marks.push_back(std::move(marks));
+  }
   marks_.upstream_written = !items->empty();
-}
-
-void Loader::readUpstream(const YamlValue& value, size_t index) {
-  std::optional<YamlMap> map = reader_.mapping(value, {"name", "protocol", "models"});
-  if (!map) {
-    marks_.upstream_names_known = false;
-    return;
-  }
-  UpstreamConfig upstream;
-  upstream.where = map->where;
-  const YamlValue* name = reader_.require(*map, "name");
-  std::optional<std::string> name_text = name ? reader_.string(*name) : std::nullopt;
-  if (const YamlValue* protocol =
-          reader_.require(*map, "protocol", "one of builtin, grpc, http")) {
-    readProtocol(*protocol, upstream);
-  }
-  if (const YamlValue* models = map->find("models")) {
-    readBuiltinModels(*models, upstream);
-    if (upstream.protocol != UpstreamConfig::Protocol::kBuiltin) {
-      reader_.error(*models, "models applies to builtin upstreams only");
-    }
-  }
-  if (!name_text) {
-    // Not kept without a name. A name written as a mapping (say) may still be what a
-    // route means, so routes are then not checked against the names.
-    if (name) marks_.upstream_names_known = false;
-    return;
-  }
-  upstream.name = std::move(*name_text);
-  config_.upstreams.push_back(std::move(upstream));
-  marks_.upstream_indices.push_back(index);
-  marks_.upstream_names.push_back(name->where);
-}
-
-void Loader::readProtocol(const YamlValue& value, UpstreamConfig& upstream) {
-  std::optional<std::string> text = reader_.string(value);
-  if (!text) return;
-  if (*text == "builtin") {
-    upstream.protocol = UpstreamConfig::Protocol::kBuiltin;
-  } else if (*text == "grpc" || *text == "http") {
-    upstream.protocol =
-        *text == "grpc" ? UpstreamConfig::Protocol::kGrpc : UpstreamConfig::Protocol::kHttp;
-    reader_.error(value, strCat("protocol \"", *text,
-                                "\" is not supported yet: this version serves builtin "
-                                "upstreams only (grpc and http upstreams come with routing)"));
-  } else {
-    reader_.error(value, strCat("unknown protocol \"", *text,
-                                "\" (allowed: builtin, grpc, http)"));
-  }
-}
-
-void Loader::readBuiltinModels(const YamlValue& value, UpstreamConfig& upstream) {
-  std::optional<std::vector<YamlValue>> items = reader_.sequence(value);
-  if (!items) return;
-  for (const YamlValue& item : *items) {
-    std::optional<std::string> model = reader_.string(item);
-    if (!model) continue;
-    if (model->empty()) {
-      reader_.error(item, "a model name must not be empty");
-    } else if (std::find(upstream.models.begin(), upstream.models.end(), *model) !=
-               upstream.models.end()) {
-      reader_.error(item, strCat("model \"", *model, "\" is listed twice"));
-    } else {
-      upstream.models.push_back(std::move(*model));
-    }
-  }
 }
 
 void Loader::readRoutes(const YamlValue& value) {
@@ -228,36 +169,67 @@ void Loader::readRoutes(const YamlValue& value) {
     marks_.route_written = true;
     return;
   }
-  for (size_t i = 0; i < items->size(); ++i) readRoute((*items)[i], i);
+  for (size_t i = 0; i < items->size(); ++i) {
+    RouteMarks marks{.index = i};
+    std::optional<RouteConfig> route = readRoute(reader_, (*items)[i], marks);
+    if (!route) continue;
+    config_.routes.push_back(std::move(*route));
+    marks_.route_marks.push_back(std::move(marks));
+  }
   marks_.route_written = !items->empty();
 }
 
-void Loader::readRoute(const YamlValue& value, size_t index) {
-  std::optional<YamlMap> map = reader_.mapping(value, {"match", "upstream"});
+// forward.headers: names, or prefixes with a trailing '*'. Given, it replaces the
+// default list (so `headers: []` forwards nothing).
+void Loader::readForward(const YamlValue& value) {
+  std::optional<YamlMap> map = reader_.mapping(value, {"headers"});
+  const YamlValue* headers = map ? map->find("headers") : nullptr;
+  std::optional<std::vector<YamlValue>> items =
+      headers ? reader_.sequence(*headers) : std::nullopt;
+  if (!items) return;
+  std::vector<std::string>& out = config_.forward.headers;
+  out.clear();
+  for (const YamlValue& item : *items) {
+    std::optional<std::string> text = reader_.string(item);
+    if (!text) continue;
+    std::string name = asciiLowercase(*text);
+    std::string_view stem = name;
+    if (stem.ends_with('*')) stem.remove_suffix(1);
+    // "*" alone forwards every header. '*' is itself a token character: look for it.
+    std::string problem = name == "*" ? "" : headerNameProblem(stem);
+    if (problem.empty() && stem.find('*') != std::string_view::npos) {
+      problem = strCat("\"", *text, "\": '*' is allowed only at the end (a prefix)");
+    } else if (problem.empty() && std::find(out.begin(), out.end(), name) != out.end()) {
+      problem = strCat("header \"", *text, "\" is listed twice");
+    }
+    if (!problem.empty()) {
+      reader_.error(item, std::move(problem));
+      continue;
+    }
+    out.push_back(std::move(name));
+  }
+}
+
+void Loader::readReadiness(const YamlValue& value) {
+  std::optional<YamlMap> map = reader_.mapping(value, {"policy", "probe_interval_ms"});
   if (!map) return;
-  RouteConfig route;
-  route.where = map->where;
-  std::optional<std::string> model;
-  SourceLocation model_where;
-  if (const YamlValue* match = reader_.require(*map, "match", "e.g. match: { model: \"*\" }")) {
-    std::optional<YamlMap> match_map = reader_.mapping(*match, {"model"});
-    const YamlValue* model_value =
-        match_map ? reader_.require(*match_map, "model", "an exact model name, or \"*\"")
-                  : nullptr;
-    if (model_value) {
-      model = reader_.string(*model_value);
-      model_where = model_value->where;
+  ReadinessConfig& r = config_.readiness;
+  if (const YamlValue* v = map->find("policy")) {
+    std::optional<std::string> text = reader_.string(*v);
+    if (text && *text == "all_routes") {
+      r.policy = ReadinessConfig::Policy::kAllRoutes;
+    } else if (text && *text == "any_route") {
+      r.policy = ReadinessConfig::Policy::kAnyRoute;
+    } else if (text && *text == "always") {
+      r.policy = ReadinessConfig::Policy::kAlways;
+    } else if (text) {
+      reader_.error(*v, strCat("unknown policy \"", *text,
+                               "\" (allowed: all_routes, any_route, always)"));
     }
   }
-  const YamlValue* upstream = reader_.require(*map, "upstream");
-  std::optional<std::string> upstream_name = upstream ? reader_.string(*upstream) : std::nullopt;
-  if (!model || !upstream_name) return;
-  route.model = std::move(*model);
-  route.upstream = std::move(*upstream_name);
-  config_.routes.push_back(std::move(route));
-  marks_.route_indices.push_back(index);
-  marks_.route_models.push_back(std::move(model_where));
-  marks_.route_upstreams.push_back(upstream->where);
+  if (const YamlValue* v = map->find("probe_interval_ms")) {
+    if (auto n = reader_.unsignedInteger(*v, 1, kMaxTimeoutMs)) r.probe_interval_ms = *n;
+  }
 }
 
 // yaml-cpp reports positions 0-based; an unknown position (-1) reads as 1:1.

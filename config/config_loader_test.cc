@@ -8,44 +8,14 @@
 #include <vector>
 
 #include "codecs/text.h"
+#include "config/loader_test_helpers.h"
 
 namespace infergate::config {
 namespace {
 
 using Kind = ListenAddress::Kind;
 using Protocol = UpstreamConfig::Protocol;
-using codecs::StatusOr;
-
-StatusOr<GatewayConfig> parse(std::string_view yaml) { return parseConfig(yaml, "test.yaml"); }
-
-std::vector<std::string> errorLines(std::string_view yaml) {
-  auto r = parse(yaml);
-  EXPECT_FALSE(r.ok()) << "expected errors in:\n" << yaml;
-  if (r.ok()) return {};
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  std::vector<std::string> lines;
-  for (std::string_view line : codecs::splitOn(codecs::messageOf(r.status()), '\n')) {
-    lines.emplace_back(line);
-  }
-  return lines;
-}
-
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const std::string& l : lines) out += l + "\n";
-  return out;
-}
-
-// The file has exactly one error: it starts with `prefix` ("test.yaml:L:C: key: ") and
-// its message contains `fragment`.
-void expectOnlyError(std::string_view yaml, std::string_view prefix, std::string_view fragment) {
-  std::vector<std::string> lines = errorLines(yaml);
-  ASSERT_EQ(lines.size(), 1u) << joined(lines);
-  EXPECT_EQ(lines[0].substr(0, prefix.size()), prefix) << lines[0];
-  EXPECT_NE(lines[0].find(fragment), std::string::npos)
-      << lines[0] << "\nexpected to contain: " << fragment;
-}
-
+using Model = RouteMatch::Model;
 // The rest of a valid file, for tests about listeners: starts on line 3.
 constexpr std::string_view kUpstreamAndRoute = R"(upstreams: [{ name: demo, protocol: builtin }]
 routes: [{ match: { model: "*" }, upstream: demo }]
@@ -109,9 +79,12 @@ routes:
   EXPECT_TRUE(c.upstreams[0].models.empty());
   EXPECT_EQ(formatLocation(c.upstreams[0].where), "test.yaml:17:5");
   ASSERT_EQ(c.routes.size(), 1u);
-  EXPECT_EQ(c.routes[0].model, "*");
-  EXPECT_TRUE(c.routes[0].isCatchAll());
-  EXPECT_EQ(c.routes[0].upstream, "demo");
+  EXPECT_EQ(c.routes[0].match.kind, Model::kAny);
+  EXPECT_EQ(c.routes[0].match.model, "");
+  ASSERT_EQ(c.routes[0].targets.size(), 1u);
+  EXPECT_EQ(c.routes[0].targets[0].upstream, "demo");
+  EXPECT_EQ(c.routes[0].targets[0].weight, 100u);
+  EXPECT_EQ(formatLocation(c.routes[0].targets[0].where), "test.yaml:22:15");
   EXPECT_EQ(formatLocation(c.routes[0].where), "test.yaml:21:5");
 }
 
@@ -169,9 +142,10 @@ routes:
 )");
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->routes.size(), 2u);
-  EXPECT_EQ(r->routes[0].model, "simple");
-  EXPECT_FALSE(r->routes[0].isCatchAll());
-  EXPECT_EQ(r->routes[1].upstream, "b");
+  EXPECT_EQ(r->routes[0].match.kind, Model::kExact);
+  EXPECT_EQ(r->routes[0].match.model, "simple");
+  EXPECT_EQ(r->routes[1].match.kind, Model::kAny);
+  EXPECT_EQ(r->routes[1].targets[0].upstream, "b");
 }
 
 TEST(ConfigLoader, ReadsIpv6UnixAndPortZeroAddresses) {
@@ -216,7 +190,7 @@ routes:
   - { match: { model: "*" }, upstream: *name }
 )");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->routes[0].upstream, "demo");
+  EXPECT_EQ(r->routes[0].targets[0].upstream, "demo");
   EXPECT_EQ(r->http->address.port, 8000);
 }
 
@@ -239,7 +213,8 @@ TEST(ConfigLoader, RejectsUnknownTopLevelKey) {
 shm: { allowed_key_prefixes: [x] }
 )"),
                   "test.yaml:2:1: shm: ",
-                  "unknown key \"shm\" (allowed: listeners, workers, limits, upstreams, routes)");
+                  "unknown key \"shm\" (allowed: listeners, workers, limits, upstreams, routes, "
+                  "forward, readiness)");
 }
 
 TEST(ConfigLoader, RejectsAStringWhereAnIntegerGoes) {
@@ -373,15 +348,16 @@ routes: [{ match: { model: "*" }, upstream: "my upstream" }]
 )",
                   "test.yaml:2:21: upstreams[0].name: ",
                   "upstream name \"my upstream\" must be non-empty letters, digits");
-  std::vector<std::string> lines = errorLines(R"(listeners: { http: { address: "127.0.0.1:8000" } }
-upstreams: [{ name: t, protocol: http, models: [a, ""] }]
+  expectErrors(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: t, protocol: builtin, models: [a, ""] }]
 routes: [{ match: { model: "*" }, upstream: t }]
-)");
-  ASSERT_EQ(lines.size(), 3u) << joined(lines);
-  EXPECT_EQ(lines[0].substr(0, 57), "test.yaml:2:34: upstreams[0].protocol: protocol \"http\" is");
-  EXPECT_EQ(lines[1], "test.yaml:2:48: upstreams[0].models: models applies to builtin "
-                      "upstreams only");
-  EXPECT_EQ(lines[2], "test.yaml:2:52: upstreams[0].models[1]: a model name must not be empty");
+)",
+               {"test.yaml:2:55: upstreams[0].models[1]: a model name must not be empty"});
+  expectErrors(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: t, protocol: http, endpoints: ["h:1"], models: [a, ""] }]
+routes: [{ match: { model: "*" }, upstream: t }]
+)",
+               {"test.yaml:2:68: upstreams[0].models: models applies to builtin upstreams only"});
 }
 
 TEST(ConfigLoader, RejectsARouteToAMissingUpstream) {
@@ -416,15 +392,23 @@ routes:
   - { match: { model: simple }, upstream: demo }
 )",
                   "test.yaml:5:23: routes[1].match.model: ",
-                  "unreachable route: model \"simple\" is already matched by routes[0]");
+                  "unreachable route: every request it matches is taken first by routes[0] at "
+                  "test.yaml:4:5 (model \"simple\")");
 }
 
-TEST(ConfigLoader, RejectsPrefixWildcardsForNow) {
-  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+TEST(ConfigLoader, RejectsAStarInsideAModelNamePointingAtModelPrefix) {
+  expectErrors(R"(listeners: { http: { address: "127.0.0.1:8000" } }
 upstreams: [{ name: demo, protocol: builtin }]
 routes: [{ match: { model: "llm-*" }, upstream: demo }]
 )",
-                  "test.yaml:3:28: routes[0].match.model: ", "'*' matches only on its own");
+               {"test.yaml:3:28: routes[0].match.model: \"llm-*\": '*' matches only on its own "
+                "(any model); for a prefix write model_prefix: \"llm-\""});
+  expectErrors(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: demo, protocol: builtin }]
+routes: [{ match: { model: "a*b" }, upstream: demo }]
+)",
+               {"test.yaml:3:28: routes[0].match.model: \"a*b\": '*' matches only on its own "
+                "(any model); prefixes are matched with model_prefix"});
 }
 
 TEST(ConfigLoader, RejectsAFileWithNoHttpOrGrpcListener) {
@@ -491,13 +475,7 @@ workers: 1
                   "test.yaml:5:1: ", "YAML syntax error: end of map not found");
 }
 
-TEST(ConfigLoader, RejectsUnsupportedAndUnknownProtocols) {
-  expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
-upstreams: [{ name: triton, protocol: grpc }]
-routes: [{ match: { model: "*" }, upstream: triton }]
-)",
-                  "test.yaml:2:39: upstreams[0].protocol: ",
-                  "protocol \"grpc\" is not supported yet");
+TEST(ConfigLoader, RejectsUnknownAndMissingProtocols) {
   expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
 upstreams: [{ name: triton, protocol: tcp }]
 routes: [{ match: { model: "*" }, upstream: triton }]
@@ -616,8 +594,8 @@ TEST(ConfigLoader, LoadsTheDemoExample) {
   EXPECT_EQ(r->upstreams[0].name, "demo");
   EXPECT_EQ(r->upstreams[0].protocol, Protocol::kBuiltin);
   ASSERT_EQ(r->routes.size(), 1u);
-  EXPECT_TRUE(r->routes[0].isCatchAll());
-  EXPECT_EQ(r->routes[0].upstream, "demo");
+  EXPECT_EQ(r->routes[0].match.kind, Model::kAny);
+  EXPECT_EQ(r->routes[0].targets[0].upstream, "demo");
 }
 
 }  // namespace

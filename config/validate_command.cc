@@ -30,25 +30,71 @@ std::string listeners(const GatewayConfig& c) {
   return out;
 }
 
+// "3 (a, b, c, ...)": the count, then the first few entries.
 template <typename T, typename Describe>
-std::string list(const std::vector<T>& items, Describe describe) {
+std::string list(const std::vector<T>& items, std::string_view separator, Describe describe) {
   std::string out = strCat(items.size(), " (");
   for (size_t i = 0; i < items.size() && i < kMaxListed; ++i) {
-    out += strCat(i ? ", " : "", describe(items[i]));
+    out += strCat(i ? separator : "", describe(items[i]));
   }
-  return out + (items.size() > kMaxListed ? ", ...)" : ")");
+  return out + (items.size() > kMaxListed ? strCat(separator, "...)") : ")");
+}
+
+// "a: grpc 127.0.0.1:9001 +1", "b: http 10.0.0.2:8000 (json)", "demo: builtin".
+std::string describeUpstream(const UpstreamConfig& u) {
+  std::string out = strCat(u.name, ": ", protocolName(u.protocol));
+  if (!u.endpoints.empty()) out += strCat(" ", u.endpoints[0].text);
+  if (u.endpoints.size() > 1) out += strCat(" +", u.endpoints.size() - 1);
+  if (u.protocol == UpstreamConfig::Protocol::kHttp &&
+      u.http_format == UpstreamConfig::HttpFormat::kJson) {
+    out += " (json)";
+  }
+  return out;
+}
+
+// "llm-* v2 [x-tenant=beta] -> a 90%, b 10% rewrite llm-v2 mirror c timeout 5000ms".
+std::string describeRoute(const RouteConfig& r) {
+  const RouteMatch& m = r.match;
+  std::string out = m.kind == RouteMatch::Model::kAny      ? std::string("*")
+                    : m.kind == RouteMatch::Model::kPrefix ? strCat(m.model, "*")
+                                                           : m.model;
+  if (!m.version.empty()) out += strCat(" v", m.version);
+  for (size_t i = 0; i < m.headers.size(); ++i) {
+    out += strCat(i ? ", " : " [", m.headers[i].name, "=", m.headers[i].value);
+  }
+  if (!m.headers.empty()) out += "]";
+  out += " ->";
+  for (size_t i = 0; i < r.targets.size(); ++i) {
+    out += strCat(i ? ", " : " ", r.targets[i].upstream);
+    if (r.targets.size() > 1) out += strCat(" ", r.targets[i].weight, "%");
+  }
+  if (!r.rewrite_model.empty() || !r.rewrite_version.empty()) out += " rewrite";
+  if (!r.rewrite_model.empty()) out += strCat(" ", r.rewrite_model);
+  if (!r.rewrite_version.empty()) out += strCat(" v", r.rewrite_version);
+  if (!r.mirror.empty()) out += strCat(" mirror ", r.mirror);
+  if (r.timeout_ms) out += strCat(" timeout ", r.timeout_ms, "ms");
+  return out;
+}
+
+const char* policyName(ReadinessConfig::Policy policy) {
+  switch (policy) {
+    case ReadinessConfig::Policy::kAllRoutes: return "all_routes";
+    case ReadinessConfig::Policy::kAnyRoute: return "any_route";
+    case ReadinessConfig::Policy::kAlways: return "always";
+  }
+  return "unknown";
 }
 
 std::string summary(const GatewayConfig& c) {
-  std::string upstreams = list(c.upstreams, [](const UpstreamConfig& u) {
-    return strCat(u.name, ": ", protocolName(u.protocol));
-  });
-  std::string routes = list(c.routes, [](const RouteConfig& r) {
-    return strCat(r.model, " -> ", r.upstream);
-  });
   std::string workers = c.workers ? strCat(c.workers) : std::string("one per core");
-  return strCat("listeners: ", listeners(c), "; workers: ", workers, "; upstreams: ",
-                upstreams, "; routes: ", routes);
+  std::string forward;
+  for (const std::string& h : c.forward.headers) forward += strCat(forward.empty() ? "" : ", ", h);
+  // Routes are separated by "; ": a split lists its targets with ", ".
+  return strCat("listeners: ", listeners(c), "; workers: ", workers,
+                "; upstreams: ", list(c.upstreams, ", ", describeUpstream),
+                "; routes: ", list(c.routes, "; ", describeRoute),
+                "; readiness: ", policyName(c.readiness.policy), "; forward: ",
+                forward.empty() ? std::string("none") : forward);
 }
 
 }  // namespace

@@ -36,7 +36,9 @@ TEST(ValidateCommand, TheDemoExampleValidates) {
   EXPECT_EQ(r.err, "");
   EXPECT_EQ(r.out, kDemo + ": OK\n"
                    "listeners: http 127.0.0.1:8000, grpc 127.0.0.1:8001, metrics 127.0.0.1:8002; "
-                   "workers: one per core; upstreams: 1 (demo: builtin); routes: 1 (* -> demo)\n");
+                   "workers: one per core; upstreams: 1 (demo: builtin); routes: 1 (* -> demo); "
+                   "readiness: all_routes; forward: traceparent, tracestate, "
+                   "triton-grpc-protocol-*\n");
 }
 
 TEST(ValidateCommand, PrintsEveryErrorOnePerLineAndExitsOne) {
@@ -95,7 +97,57 @@ routes:
   std::remove(path.c_str());
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, path + ": OK\nlisteners: grpc unix:/tmp/ig.sock; workers: 3; upstreams: 1 "
-                          "(a: builtin); routes: 5 (m1 -> a, m2 -> a, m3 -> a, m4 -> a, ...)\n");
+                          "(a: builtin); routes: 5 (m1 -> a; m2 -> a; m3 -> a; m4 -> a; ...); "
+                          "readiness: all_routes; forward: traceparent, tracestate, "
+                          "triton-grpc-protocol-*\n");
+}
+
+TEST(ValidateCommand, SummaryShowsRemoteUpstreamsSplitsRewritesAndTheRest) {
+  std::string path = writeTemp("validate_command_test_routing.yaml", R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams:
+  - { name: a, protocol: grpc, endpoints: ["10.0.0.1:8001", "10.0.0.2:8001", "10.0.0.3:8001"] }
+  - { name: b, protocol: http, endpoints: ["unix:/run/b.sock"], http_format: json }
+  - { name: demo, protocol: builtin }
+routes:
+  - match: { model: resnet50 }
+    upstream: a
+  - match: { model_prefix: "llm-", version: "2", headers: { x-tenant: beta, x-tier: gold } }
+    split: [ { upstream: a, weight: 90 }, { upstream: b, weight: 10 } ]
+    rewrite: { model: llm-v2 }
+  - match: { model: bert }
+    upstream: b
+    rewrite: { model: bert-large, version: "3" }
+    mirror: demo
+    timeout_ms: 5000
+  - match: { model: "*" }
+    upstream: a
+forward: { headers: [X-Tenant, "x-trace-*"] }
+readiness: { policy: any_route }
+)");
+  Outcome r = run({path});
+  std::remove(path.c_str());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, path + ": OK\nlisteners: http 127.0.0.1:8000; workers: one per core; "
+                          "upstreams: 3 (a: grpc 10.0.0.1:8001 +2, b: http unix:/run/b.sock (json), "
+                          "demo: builtin); routes: 4 (resnet50 -> a; llm-* v2 [x-tenant=beta, "
+                          "x-tier=gold] -> a 90%, b 10% rewrite llm-v2; bert -> b rewrite "
+                          "bert-large v3 mirror demo timeout 5000ms; * -> a); readiness: "
+                          "any_route; forward: x-tenant, x-trace-*\n");
+}
+
+TEST(ValidateCommand, SummarySaysWhenNothingIsForwarded) {
+  std::string path = writeTemp("validate_command_test_forward.yaml", R"(listeners: { http: { address: "127.0.0.1:8000" } }
+upstreams: [{ name: a, protocol: builtin }]
+routes: [{ match: { model: "*" }, upstream: a }]
+forward: { headers: [] }
+readiness: { policy: always }
+)");
+  Outcome r = run({path});
+  std::remove(path.c_str());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, path + ": OK\nlisteners: http 127.0.0.1:8000; workers: one per core; "
+                          "upstreams: 1 (a: builtin); routes: 1 (* -> a); readiness: always; "
+                          "forward: none\n");
 }
 
 }  // namespace

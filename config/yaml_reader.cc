@@ -1,5 +1,6 @@
 #include "config/yaml_reader.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "codecs/text.h"
@@ -136,6 +137,15 @@ SourceLocation YamlReader::locate(const YAML::Node& node) const {
 
 std::optional<YamlMap> YamlReader::mapping(const YamlValue& value,
                                            std::initializer_list<std::string_view> allowed) {
+  return readMapping(value, &allowed);
+}
+
+std::optional<YamlMap> YamlReader::anyMapping(const YamlValue& value) {
+  return readMapping(value, nullptr);
+}
+
+std::optional<YamlMap> YamlReader::readMapping(
+    const YamlValue& value, const std::initializer_list<std::string_view>* allowed) {
   if (!value.node.IsMap()) {
     error(value, strCat("expected a mapping, got ", kindOf(value.node)));
     return std::nullopt;
@@ -153,11 +163,11 @@ std::optional<YamlMap> YamlReader::mapping(const YamlValue& value,
     }
     const std::string& name = key.Scalar();
     std::string path = prefix + name;
-    bool known = false;
-    for (std::string_view a : allowed) known = known || a == name;
+    bool known = allowed == nullptr ||
+                 std::find(allowed->begin(), allowed->end(), name) != allowed->end();
     if (!known) {
       std::string list;
-      for (std::string_view a : allowed) list += strCat(list.empty() ? "" : ", ", a);
+      for (std::string_view a : *allowed) list += strCat(list.empty() ? "" : ", ", a);
       error(key_where, path, strCat("unknown key \"", name, "\" (allowed: ", list, ")"));
       continue;
     }

@@ -60,6 +60,9 @@ class YamlReader {
   // left out. nullopt (and an error) when `value` is not a mapping.
   std::optional<YamlMap> mapping(const YamlValue& value,
                                  std::initializer_list<std::string_view> allowed);
+  // The same for a mapping whose keys are data (header names), not schema: any scalar
+  // key is kept; a repeated one is still an error.
+  std::optional<YamlMap> anyMapping(const YamlValue& value);
 
   // The items of a sequence, with paths "path[i]". nullopt (and an error) otherwise.
   std::optional<std::vector<YamlValue>> sequence(const YamlValue& value);
@@ -84,6 +87,10 @@ class YamlReader {
   const std::string& file() const { return file_; }
 
  private:
+  // `allowed` null: every key is allowed.
+  std::optional<YamlMap> readMapping(const YamlValue& value,
+                                     const std::initializer_list<std::string_view>* allowed);
+
   std::string file_;
   ConfigErrors& errors_;
 };

@@ -54,6 +54,23 @@ grpc::Status grpcStatusFor(const codecs::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(status.code())), message);
 }
 
+absl::StatusCode codeForHttpStatus(int status) {
+  switch (status) {
+    case 400: return absl::StatusCode::kInvalidArgument;
+    case 401: return absl::StatusCode::kUnauthenticated;
+    case 403: return absl::StatusCode::kPermissionDenied;
+    case 404: return absl::StatusCode::kNotFound;
+    case 409: return absl::StatusCode::kAlreadyExists;
+    case 413:
+    case 429: return absl::StatusCode::kResourceExhausted;
+    case 501: return absl::StatusCode::kUnimplemented;
+    case 503: return absl::StatusCode::kUnavailable;
+    case 504: return absl::StatusCode::kDeadlineExceeded;
+    default: return status >= 500 && status < 600 ? absl::StatusCode::kInternal
+                                                  : absl::StatusCode::kUnknown;
+  }
+}
+
 codecs::Status asRateLimit(codecs::Status status) {
   status.SetPayload(kRateLimitUrl, absl::Cord("1"));
   return status;

@@ -26,6 +26,13 @@ namespace infergate::gateway {
 int httpStatusFor(const codecs::Status& status);
 grpc::Status grpcStatusFor(const codecs::Status& status);
 
+// The canonical code of an upstream's HTTP error status (the reverse of httpStatusFor, for
+// a gRPC client whose request an HTTP upstream refused): 400 INVALID_ARGUMENT, 401
+// UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 409 ALREADY_EXISTS, 413 / 429
+// RESOURCE_EXHAUSTED, 501 UNIMPLEMENTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, other 5xx
+// INTERNAL, anything else UNKNOWN.
+absl::StatusCode codeForHttpStatus(int status);
+
 // Marks a RESOURCE_EXHAUSTED error as a rate limit (HTTP 429 with Retry-After).
 codecs::Status asRateLimit(codecs::Status status);
 bool isRateLimit(const codecs::Status& status);

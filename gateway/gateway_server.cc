@@ -9,7 +9,8 @@
 #include "gateway/metrics.h"
 #include "gateway/server_info.h"
 #include "gateway/settings_store.h"
-#include "gateway/upstream/builtin/repository.h"
+#include "gateway/readiness_probe.h"
+#include "gateway/router.h"
 #include "shm/cuda_probe.h"
 
 namespace infergate::gateway {
@@ -46,7 +47,8 @@ http::HttpLimits httpLimitsOf(const config::LimitsConfig& l) {
 struct GatewayServer::Impl {
   config::GatewayConfig config;
   std::unique_ptr<http::WorkerPool> pool;
-  std::shared_ptr<builtin::ModelRepository> repository;
+  std::shared_ptr<Router> router;
+  std::unique_ptr<ReadinessProbe> readiness;
   std::shared_ptr<SettingsStore> settings;
   std::shared_ptr<ServerHealth> health = std::make_shared<ServerHealth>();
   std::shared_ptr<Metrics> metrics;
@@ -57,31 +59,13 @@ struct GatewayServer::Impl {
   std::string http_address, grpc_address, metrics_address;
   bool started = false;
 
-  codecs::Status buildRepository() {
-    // This issue serves builtin models only; routing to grpc/http upstreams comes next.
-    const config::UpstreamConfig* builtin_upstream = nullptr;
-    for (const auto& u : config.upstreams) {
-      if (u.protocol != config::UpstreamConfig::Protocol::kBuiltin) {
-        return absl::UnimplementedError(codecs::strCat(
-            config::formatLocation(u.where), ": upstream '", u.name, "': protocol ",
-            config::protocolName(u.protocol),
-            " is not served yet by this build (only builtin upstreams are)"));
-      }
-      if (!builtin_upstream) builtin_upstream = &u;
-    }
-    if (!builtin_upstream) return absl::InvalidArgumentError("no builtin upstream configured");
-    INFERGATE_RETURN_IF_ERROR(builtin::ModelRepository::checkDemoNames(builtin_upstream->models));
-    repository = builtin::ModelRepository::createDemo(builtin_upstream->models);
-    return absl::OkStatus();
-  }
-
   codecs::Status startHttp() {
     frontends::HttpFrontendOptions options;
     options.limits.max_json_bytes = config.limits.max_input_bytes;
     options.limits.max_tensor_bytes = config.limits.max_input_bytes;
     options.limits.max_decompressed_bytes = config.limits.max_input_bytes;
     options.limits.max_binary_body_bytes = config.limits.max_binary_body_bytes;
-    http_frontend = std::make_unique<frontends::HttpFrontend>(repository, settings, ServerInfo{},
+    http_frontend = std::make_unique<frontends::HttpFrontend>(router, settings, ServerInfo{},
                                                               health, options);
     http_server = std::make_unique<http::HttpServer>(
         *pool, httpLimitsOf(config.limits), config.limits.max_connections,
@@ -128,7 +112,7 @@ struct GatewayServer::Impl {
     options.limits.max_json_bytes = config.limits.max_input_bytes;
     options.limits.max_tensor_bytes = config.limits.max_input_bytes;
     options.limits.max_binary_body_bytes = config.limits.max_grpc_message_bytes;
-    grpc_frontend = std::make_unique<frontends::GrpcFrontend>(repository, settings, ServerInfo{},
+    grpc_frontend = std::make_unique<frontends::GrpcFrontend>(router, settings, ServerInfo{},
                                                               health, *pool, options);
     INFERGATE_ASSIGN_OR_RETURN(grpc_address, grpc_frontend->start(grpcTarget(config.grpc->address)));
     return absl::OkStatus();
@@ -145,14 +129,14 @@ GatewayServer::~GatewayServer() {
 
 codecs::Status GatewayServer::start() {
   Impl& s = *impl_;
-  INFERGATE_RETURN_IF_ERROR(s.buildRepository());
-  s.settings = std::make_shared<SettingsStore>(
-      [repository = s.repository](std::string_view model) -> codecs::Status {
-        auto found = repository->find(model, "");
-        return found.ok() ? absl::OkStatus() : found.status();
-      });
-  s.metrics = std::make_shared<Metrics>(shm::probeCuda().compiled_in);
   s.pool = std::make_unique<http::WorkerPool>(s.config.workers);
+  INFERGATE_ASSIGN_OR_RETURN(std::unique_ptr<Router> router, Router::create(s.config, *s.pool));
+  s.router = std::move(router);
+  // Model-scoped trace settings reach this store only for models a builtin upstream serves:
+  // the frontends resolve the model first.
+  s.settings = std::make_shared<SettingsStore>(
+      [](std::string_view) -> codecs::Status { return absl::OkStatus(); });
+  s.metrics = std::make_shared<Metrics>(shm::probeCuda().compiled_in);
   if (s.config.http) INFERGATE_RETURN_IF_ERROR(s.startHttp());
   if (s.config.metrics) INFERGATE_RETURN_IF_ERROR(s.startMetrics());
   s.pool->start();
@@ -160,6 +144,9 @@ codecs::Status GatewayServer::start() {
   if (s.http_server) s.http_server->start();
   if (s.metrics_server) s.metrics_server->start();
   if (s.config.grpc) INFERGATE_RETURN_IF_ERROR(s.startGrpc());
+  s.readiness = std::make_unique<ReadinessProbe>(s.router, s.pool->loop(0), s.config.readiness,
+                                                 s.health);
+  s.readiness->start();
   s.health->ready.store(true);
   return absl::OkStatus();
 }
@@ -179,9 +166,11 @@ void GatewayServer::shutdown(std::chrono::milliseconds grace) {
   Impl& s = *impl_;
   if (!s.started) return;
   s.health->ready.store(false);
+  if (s.readiness) s.readiness->stop();
   if (s.grpc_frontend) s.grpc_frontend->shutdown(grace);
   if (s.http_server) s.http_server->shutdown(grace);
   if (s.metrics_server) s.metrics_server->shutdown(std::chrono::milliseconds(0));
+  s.router->shutdown();  // gRPC upstream calls post their completions to the loops
   s.pool->stop();
   s.started = false;
 }

@@ -19,10 +19,14 @@ struct ServerInfo {
       "binary_tensor_data", "parameters", "statistics", "trace", "logging"};
 };
 
-// Live from start to exit; ready once every listener accepts and until drain begins.
+// Live from start to exit. Ready while accepting (from the moment every listener
+// accepts until drain begins) and while the upstreams are, as the readiness policy
+// judges them (gateway/readiness_probe.h).
 struct ServerHealth {
   std::atomic<bool> live{true};
-  std::atomic<bool> ready{false};
+  std::atomic<bool> ready{false};             // accepting
+  std::atomic<bool> upstreams_ready{true};    // the probe's verdict
+  bool isReady() const { return ready.load() && upstreams_ready.load(); }
 };
 
 // {"name":...,"version":...,"extensions":[...]}

@@ -1,12 +1,26 @@
 // The 18 typed RPCs of inference.GRPCInferenceService and grpc.health.v1.Health/Check
-// (PROTOCOL.md 11.6). Each is answered on grpc's callback thread with the context's
-// default reactor: the repository and the settings store answer from memory, without
-// blocking.
+// (PROTOCOL.md 11.6), on the context's default reactor.
+//
+//   the gateway's own   ServerLive / Ready / Metadata, shared memory, LogSettings, global
+//                       TraceSetting: answered from memory on grpc's thread
+//   routed by model     ModelReady / Metadata / Config / Statistics, RepositoryModelLoad /
+//                       Unload, a model's TraceSetting: Router::decide(), then
+//                         builtin  answered from memory, as above
+//                         grpc     the same RPC, the typed request re-serialized with the
+//                                  upstream's names; the answer shown under the client's
+//                         http     the HTTP endpoint (admin_transcode.h converts the JSON)
+//   merged              RepositoryIndex and all-model ModelStatistics ask every upstream
+//
+// Remote answers finish the reactor from grpc's thread (gRPC upstream) or from a worker
+// loop (HTTP upstream); `response` stays valid until Finish.
 
 #include <map>
 
+#include "codecs/grpc_byte_buffer.h"
+#include "codecs/json_response_decoder.h"
 #include "gateway/error_mapping.h"
 #include "gateway/frontends/grpc_frontend_internal.h"
+#include "gateway/upstream/admin_transcode.h"
 
 namespace infergate::gateway::frontends::grpc_detail {
 namespace {
@@ -39,6 +53,261 @@ Status shmDisabled() {
 }
 
 constexpr char kRepositoryNameUnsupported[] = "'repository_name' specification is not supported";
+constexpr std::string_view kService = "/inference.GRPCInferenceService/";
+
+// An upstream's error under the client's model name.
+Status publicError(Status status, const Decision& d) {
+  if (!d.rewrites() || d.client_model == d.upstream_model) return status;
+  std::string message(codecs::messageOf(status));
+  std::string from = "'" + d.upstream_model + "'", to = "'" + d.client_model + "'";
+  for (size_t at = 0; (at = message.find(from, at)) != std::string::npos; at += to.size()) {
+    message.replace(at, from.size(), to);
+  }
+  return codecs::withOrigin(Status(status.code(), message), codecs::originOf(status));
+}
+
+Status upstreamGarbage(std::string_view upstream, std::string_view what, const Status& why) {
+  return codecs::withOrigin(invalidArgument("upstream '", upstream, "' answered a malformed ",
+                                            what, ": ", codecs::messageOf(why)),
+                            codecs::ErrorOrigin::kUpstream);
+}
+
+// An HTTP upstream's answer: the body of a 200, else the error it stands for.
+codecs::StatusOr<std::string> httpBody(const codecs::StatusOr<upstream::HttpUpstreamResponse>& r,
+                                       std::string_view upstream_name) {
+  if (!r.ok()) return r.status();
+  if (r->status == 200) return std::string(r->body.view());
+  auto message = codecs::decodeJsonError(r->body.view());
+  return Status(codeForHttpStatus(r->status),
+                message.ok() ? *message
+                             : codecs::strCat("upstream '", upstream_name, "' answered HTTP ",
+                                              r->status));
+}
+
+std::string modelPath(std::string_view model, std::string_view version, std::string_view suffix) {
+  std::string path = codecs::strCat("/v2/models/", model);
+  if (!version.empty()) path += codecs::strCat("/versions/", version);
+  return path + std::string(suffix);
+}
+
+// How one model-scoped RPC is served by each kind of upstream.
+template <typename Request, typename Response>
+struct RoutedRpc {
+  std::string_view category;  // restricted-API category
+  std::string_view method;    // "ModelMetadata"
+  std::string_view model, version;
+  // builtin: fills the response from the repository (names already the upstream's).
+  std::function<Status(builtin::ModelRepository&, const Decision&, Response*)> local;
+  // http: the request toward the upstream, and the answer's body -> response.
+  std::function<upstream::HttpUpstreamRequest(const Decision&)> http_request;
+  std::function<Status(codecs::StatusOr<std::string> body, Response*)> http_answer;
+  // The client's names in the request sent upstream, and in the answer.
+  std::function<void(Request&, const Decision&)> to_upstream = [](Request&, const Decision&) {};
+  std::function<void(Response*, const Decision&)> to_client = [](Response*, const Decision&) {};
+};
+
+template <typename Request, typename Response>
+::grpc::ServerUnaryReactor* routed(::grpc::CallbackServerContext* context, Shared& shared,
+                                   const Request& request, Response* response,
+                                   RoutedRpc<Request, Response> rpc) {
+  ::grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  ::grpc::Status restricted = shared.checkRestricted(*context, rpc.category);
+  if (!restricted.ok()) {
+    reactor->Finish(restricted);
+    return reactor;
+  }
+  GrpcMetadataHeaders headers(context->client_metadata());
+  codecs::StatusOr<Decision> decided = shared.router->decide(rpc.model, rpc.version, &headers);
+  if (!decided.ok()) {
+    reactor->Finish(grpcStatusFor(decided.status()));
+    return reactor;
+  }
+  auto d = std::make_shared<Decision>(std::move(*decided));
+  auto done = [reactor, response, d, to_client = rpc.to_client](Status status) {
+    if (status.ok()) to_client(response, *d);
+    reactor->Finish(grpcStatusFor(publicError(std::move(status), *d)));
+  };
+  std::optional<std::chrono::system_clock::time_point> deadline;
+  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+    deadline = context->deadline();
+  }
+  if (d->timeout.count() > 0) {
+    auto route_deadline = std::chrono::system_clock::now() + d->timeout;
+    deadline = deadline ? std::min(*deadline, route_deadline) : route_deadline;
+  }
+  switch (d->upstream->protocol()) {
+    case upstream::Upstream::Protocol::kBuiltin:
+      done(rpc.local(*d->upstream->repository(), *d, response));
+      break;
+    case upstream::Upstream::Protocol::kGrpc: {
+      Request copy = request;
+      rpc.to_upstream(copy, *d);
+      upstream::GrpcCallOptions options;
+      options.deadline = deadline;
+      options.metadata = shared.router->forwardedMetadata(context->client_metadata(), true);
+      grpc::ByteBuffer bytes = codecs::toByteBuffer(
+          codecs::BufferChain(codecs::Buffer::fromString(copy.SerializeAsString())));
+      d->upstream->grpc()->unary(
+          codecs::strCat(kService, rpc.method), bytes, std::move(options),
+          [done, response, d, method = std::string(rpc.method)](::grpc::Status status,
+                                                                 grpc::ByteBuffer answer) {
+            if (!status.ok()) return done(upstream::toUpstreamStatus(status, d->upstream->name()));
+            auto flat = codecs::fromByteBuffer(answer);
+            if (!flat.ok() ||
+                !response->ParseFromArray(flat->data(), static_cast<int>(flat->size()))) {
+              return done(upstreamGarbage(d->upstream->name(), method,
+                                          invalidArgument("not a ", method, " response")));
+            }
+            done(absl::OkStatus());
+          });
+      break;
+    }
+    case upstream::Upstream::Protocol::kHttp: {
+      upstream::HttpUpstreamRequest out = rpc.http_request(*d);
+      auto forwarded = shared.router->forwardedMetadata(context->client_metadata(), false);
+      for (auto& h : metadataToHttpHeaders(std::move(forwarded))) out.headers.push_back(std::move(h));
+      if (deadline) {
+        out.timeout = std::max(std::chrono::milliseconds(1),
+                               std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   *deadline - std::chrono::system_clock::now()));
+      }
+      http::EventLoop& loop = shared.nextLoop();
+      loop.post([&loop, d, out = std::move(out), done, response,
+                 http_answer = rpc.http_answer]() mutable {
+        upstream::HttpUpstreamCallbacks callbacks;
+        callbacks.on_complete = [d, done, response,
+                                 http_answer](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+          done(http_answer(httpBody(r, d->upstream->name()), response));
+        };
+        d->upstream->http(loop).send(d->upstream->nextEndpoint(), std::move(out),
+                                     std::move(callbacks));
+      });
+      break;
+    }
+  }
+  return reactor;
+}
+
+upstream::HttpUpstreamRequest httpGet(std::string target) {
+  upstream::HttpUpstreamRequest r;
+  r.method = "GET";
+  r.target = std::move(target);
+  return r;
+}
+
+upstream::HttpUpstreamRequest httpPost(std::string target, std::string json) {
+  upstream::HttpUpstreamRequest r;
+  r.method = "POST";
+  r.target = std::move(target);
+  r.headers.emplace_back("Content-Type", "application/json");
+  r.body = codecs::BufferChain(codecs::Buffer::fromString(std::move(json)));
+  return r;
+}
+
+// `parse(body)` into *response, an unparsable body as the upstream's fault.
+template <typename Response, typename Parse>
+auto parsedInto(std::string_view what, Parse parse) {
+  return [what = std::string(what), parse](codecs::StatusOr<std::string> body,
+                                           Response* response) -> Status {
+    if (!body.ok()) return body.status();
+    codecs::StatusOr<Response> parsed = parse(*body);
+    if (!parsed.ok()) return upstreamGarbage("", what, parsed.status());
+    *response = std::move(*parsed);
+    return absl::OkStatus();
+  };
+}
+
+// Asks every upstream the same all-models question; `merge` folds each answer into the
+// response (in upstream order) once all are in; the first error fails the call.
+template <typename Request, typename Response>
+struct GatherRpc {
+  std::string_view method;
+  Request request;
+  std::function<Status(builtin::ModelRepository&, Response*)> local;
+  upstream::HttpUpstreamRequest http_request;
+  std::function<codecs::StatusOr<Response>(const std::string&)> from_json;
+  std::function<void(const Response&, Response*)> merge;
+};
+
+template <typename Request, typename Response>
+void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* response,
+            GatherRpc<Request, Response> rpc) {
+  struct State {
+    std::mutex mu;
+    std::vector<Response> answers;
+    Status error;
+    size_t pending;
+  };
+  upstream::UpstreamSet& set = shared.router->upstreams();
+  auto state = std::make_shared<State>();
+  state->answers.resize(set.size());
+  state->pending = set.size();
+  auto merge = rpc.merge;
+  auto done = [reactor, response, state, merge](size_t i, codecs::StatusOr<Response> answer) {
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (answer.ok()) {
+        state->answers[i] = std::move(*answer);
+      } else if (state->error.ok()) {
+        state->error = answer.status();
+      }
+      if (--state->pending > 0) return;
+    }
+    if (!state->error.ok()) return reactor->Finish(grpcStatusFor(state->error));
+    for (const Response& a : state->answers) merge(a, response);
+    reactor->Finish(::grpc::Status::OK);
+  };
+  for (size_t i = 0; i < set.size(); ++i) {
+    upstream::Upstream& u = set.at(i);
+    switch (u.protocol()) {
+      case upstream::Upstream::Protocol::kBuiltin: {
+        Response local;
+        Status status = rpc.local(*u.repository(), &local);
+        done(i, status.ok() ? codecs::StatusOr<Response>(std::move(local)) : status);
+        break;
+      }
+      case upstream::Upstream::Protocol::kGrpc: {
+        upstream::GrpcCallOptions options;
+        if (u.timeout().count()) options.deadline = std::chrono::system_clock::now() + u.timeout();
+        u.grpc()->unary(codecs::strCat(kService, rpc.method),
+                        codecs::toByteBuffer(codecs::BufferChain(
+                            codecs::Buffer::fromString(rpc.request.SerializeAsString()))),
+                        std::move(options),
+                        [done, i, name = u.name(), method = std::string(rpc.method)](
+                            ::grpc::Status status, grpc::ByteBuffer answer) {
+                          if (!status.ok()) return done(i, upstream::toUpstreamStatus(status, name));
+                          Response typed;
+                          auto flat = codecs::fromByteBuffer(answer);
+                          if (!flat.ok() || !typed.ParseFromArray(flat->data(),
+                                                                  static_cast<int>(flat->size()))) {
+                            return done(i, upstreamGarbage(name, method,
+                                                           invalidArgument("not a ", method)));
+                          }
+                          done(i, std::move(typed));
+                        });
+        break;
+      }
+      case upstream::Upstream::Protocol::kHttp: {
+        http::EventLoop& loop = shared.nextLoop();
+        upstream::HttpUpstreamRequest out = rpc.http_request;
+        out.timeout = u.timeout();
+        loop.post([&loop, &u, out = std::move(out), done, i, from_json = rpc.from_json]() mutable {
+          upstream::HttpUpstreamCallbacks callbacks;
+          callbacks.on_complete = [done, i, from_json, name = u.name()](
+                                      codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+            codecs::StatusOr<std::string> body = httpBody(r, name);
+            if (!body.ok()) return done(i, body.status());
+            codecs::StatusOr<Response> parsed = from_json(*body);
+            if (!parsed.ok()) return done(i, upstreamGarbage(name, "answer", parsed.status()));
+            done(i, std::move(*parsed));
+          };
+          u.http(loop).send(u.nextEndpoint(), std::move(out), std::move(callbacks));
+        });
+        break;
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -54,29 +323,52 @@ constexpr char kRepositoryNameUnsupported[] = "'repository_name' specification i
 ::grpc::ServerUnaryReactor* InferenceService::ServerReady(
     Ctx* context, const inference::ServerReadyRequest*, inference::ServerReadyResponse* response) {
   return answer(context, *shared_, "health", [&] {
-    response->set_ready(shared_->health->ready.load());
+    response->set_ready(shared_->health->isReady());
     return absl::OkStatus();
   });
 }
 
 // Ready: OK + true. A model the repository holds but cannot serve at that version: OK +
-// false. An unknown model: NOT_FOUND; a malformed version: INVALID_ARGUMENT.
+// false. An unknown model: NOT_FOUND; a malformed version: INVALID_ARGUMENT. Over HTTP:
+// 200 ready, 400 not ready (Triton's codes), anything else the error it stands for.
 ::grpc::ServerUnaryReactor* InferenceService::ModelReady(
     Ctx* context, const inference::ModelReadyRequest* request,
     inference::ModelReadyResponse* response) {
-  return answer(context, *shared_, "health", [&]() -> Status {
-    auto found = shared_->repository->find(request->name(), request->version());
+  using Rpc = RoutedRpc<inference::ModelReadyRequest, inference::ModelReadyResponse>;
+  Rpc rpc{"health", "ModelReady", request->name(), request->version()};
+  rpc.local = [](builtin::ModelRepository& repo, const Decision& d,
+                 inference::ModelReadyResponse* response) -> Status {
+    auto found = repo.find(d.upstream_model, d.upstream_version);
     if (found.ok()) {
       response->set_ready(true);
       return absl::OkStatus();
     }
     if (found.status().code() == absl::StatusCode::kInvalidArgument ||
-        !modelKnown(*shared_->repository, request->name())) {
+        !modelKnown(repo, d.upstream_model)) {
       return found.status();
     }
     response->set_ready(false);
     return absl::OkStatus();
-  });
+  };
+  rpc.http_request = [](const Decision& d) {
+    return httpGet(modelPath(d.upstream_model, d.upstream_version, "/ready"));
+  };
+  rpc.http_answer = [](codecs::StatusOr<std::string> body,
+                       inference::ModelReadyResponse* response) -> Status {
+    if (body.ok()) {
+      response->set_ready(true);
+    } else if (body.status().code() == absl::StatusCode::kInvalidArgument) {
+      response->set_ready(false);
+    } else {
+      return body.status();
+    }
+    return absl::OkStatus();
+  };
+  rpc.to_upstream = [](inference::ModelReadyRequest& r, const Decision& d) {
+    r.set_name(d.upstream_model);
+    r.set_version(d.upstream_version);
+  };
+  return routed(context, *shared_, *request, response, std::move(rpc));
 }
 
 ::grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
@@ -93,44 +385,131 @@ constexpr char kRepositoryNameUnsupported[] = "'repository_name' specification i
 ::grpc::ServerUnaryReactor* InferenceService::ModelMetadata(
     Ctx* context, const inference::ModelMetadataRequest* request,
     inference::ModelMetadataResponse* response) {
-  return answer(context, *shared_, "metadata", [&]() -> Status {
-    INFERGATE_ASSIGN_OR_RETURN(auto model,
-                               shared_->repository->find(request->name(), request->version()));
-    *response = shared_->repository->metadataProto(model->spec(), request->version());
+  using Rpc = RoutedRpc<inference::ModelMetadataRequest, inference::ModelMetadataResponse>;
+  Rpc rpc{"metadata", "ModelMetadata", request->name(), request->version()};
+  rpc.local = [](builtin::ModelRepository& repo, const Decision& d,
+                 inference::ModelMetadataResponse* response) -> Status {
+    INFERGATE_ASSIGN_OR_RETURN(auto model, repo.find(d.upstream_model, d.upstream_version));
+    *response = repo.metadataProto(model->spec(), d.upstream_version);
     return absl::OkStatus();
-  });
+  };
+  rpc.http_request = [](const Decision& d) {
+    return httpGet(modelPath(d.upstream_model, d.upstream_version, ""));
+  };
+  rpc.http_answer = parsedInto<inference::ModelMetadataResponse>(
+      "ModelMetadata", [](const std::string& json) { return upstream::modelMetadataFromJson(json); });
+  rpc.to_upstream = [](inference::ModelMetadataRequest& r, const Decision& d) {
+    r.set_name(d.upstream_model);
+    r.set_version(d.upstream_version);
+  };
+  rpc.to_client = [](inference::ModelMetadataResponse* r, const Decision& d) {
+    r->set_name(d.client_model);
+  };
+  return routed(context, *shared_, *request, response, std::move(rpc));
 }
 
 ::grpc::ServerUnaryReactor* InferenceService::ModelConfig(
     Ctx* context, const inference::ModelConfigRequest* request,
     inference::ModelConfigResponse* response) {
-  return answer(context, *shared_, "model-config", [&]() -> Status {
-    INFERGATE_ASSIGN_OR_RETURN(auto model,
-                               shared_->repository->find(request->name(), request->version()));
-    *response->mutable_config() = shared_->repository->configProto(model->spec());
+  using Rpc = RoutedRpc<inference::ModelConfigRequest, inference::ModelConfigResponse>;
+  Rpc rpc{"model-config", "ModelConfig", request->name(), request->version()};
+  rpc.local = [](builtin::ModelRepository& repo, const Decision& d,
+                 inference::ModelConfigResponse* response) -> Status {
+    INFERGATE_ASSIGN_OR_RETURN(auto model, repo.find(d.upstream_model, d.upstream_version));
+    *response->mutable_config() = repo.configProto(model->spec());
     return absl::OkStatus();
-  });
+  };
+  rpc.http_request = [](const Decision& d) {
+    return httpGet(modelPath(d.upstream_model, d.upstream_version, "/config"));
+  };
+  rpc.http_answer = parsedInto<inference::ModelConfigResponse>(
+      "ModelConfig", [](const std::string& json) { return upstream::modelConfigFromJson(json); });
+  rpc.to_upstream = [](inference::ModelConfigRequest& r, const Decision& d) {
+    r.set_name(d.upstream_model);
+    r.set_version(d.upstream_version);
+  };
+  rpc.to_client = [](inference::ModelConfigResponse* r, const Decision& d) {
+    r->mutable_config()->set_name(d.client_model);
+  };
+  return routed(context, *shared_, *request, response, std::move(rpc));
 }
 
+// A model's statistics are routed; all models' (empty name) gathered from every upstream.
 ::grpc::ServerUnaryReactor* InferenceService::ModelStatistics(
     Ctx* context, const inference::ModelStatisticsRequest* request,
     inference::ModelStatisticsResponse* response) {
-  return answer(context, *shared_, "statistics", [&]() -> Status {
-    INFERGATE_ASSIGN_OR_RETURN(
-        *response, shared_->repository->statisticsProto(request->name(), request->version()));
+  auto from_json = [](const std::string& json) { return upstream::modelStatisticsFromJson(json); };
+  if (request->name().empty()) {
+    ::grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    ::grpc::Status restricted = shared_->checkRestricted(*context, "statistics");
+    if (!restricted.ok()) {
+      reactor->Finish(restricted);
+      return reactor;
+    }
+    GatherRpc<inference::ModelStatisticsRequest, inference::ModelStatisticsResponse> rpc;
+    rpc.method = "ModelStatistics";
+    rpc.request = *request;
+    rpc.local = [](builtin::ModelRepository& repo, inference::ModelStatisticsResponse* r) -> Status {
+      INFERGATE_ASSIGN_OR_RETURN(*r, repo.statisticsProto("", ""));
+      return absl::OkStatus();
+    };
+    rpc.http_request = httpGet("/v2/models/stats");
+    rpc.from_json = from_json;
+    rpc.merge = [](const inference::ModelStatisticsResponse& a, inference::ModelStatisticsResponse* r) {
+      for (const auto& row : a.model_stats()) *r->add_model_stats() = row;
+    };
+    gather(reactor, *shared_, response, std::move(rpc));
+    return reactor;
+  }
+  using Rpc = RoutedRpc<inference::ModelStatisticsRequest, inference::ModelStatisticsResponse>;
+  Rpc rpc{"statistics", "ModelStatistics", request->name(), request->version()};
+  rpc.local = [](builtin::ModelRepository& repo, const Decision& d,
+                 inference::ModelStatisticsResponse* response) -> Status {
+    INFERGATE_ASSIGN_OR_RETURN(*response, repo.statisticsProto(d.upstream_model, d.upstream_version));
     return absl::OkStatus();
-  });
+  };
+  rpc.http_request = [](const Decision& d) {
+    return httpGet(modelPath(d.upstream_model, d.upstream_version, "/stats"));
+  };
+  rpc.http_answer = parsedInto<inference::ModelStatisticsResponse>("ModelStatistics", from_json);
+  rpc.to_upstream = [](inference::ModelStatisticsRequest& r, const Decision& d) {
+    r.set_name(d.upstream_model);
+    r.set_version(d.upstream_version);
+  };
+  rpc.to_client = [](inference::ModelStatisticsResponse* r, const Decision& d) {
+    for (auto& row : *r->mutable_model_stats()) row.set_name(d.client_model);
+  };
+  return routed(context, *shared_, *request, response, std::move(rpc));
 }
 
 ::grpc::ServerUnaryReactor* InferenceService::RepositoryIndex(
     Ctx* context, const inference::RepositoryIndexRequest* request,
     inference::RepositoryIndexResponse* response) {
-  return answer(context, *shared_, "model-repository", [&]() -> Status {
-    if (!request->repository_name().empty())
-      return codecs::unimplemented(kRepositoryNameUnsupported);
-    *response = shared_->repository->indexProto(request->ready());
+  ::grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  ::grpc::Status restricted = shared_->checkRestricted(*context, "model-repository");
+  if (!restricted.ok()) {
+    reactor->Finish(restricted);
+    return reactor;
+  }
+  if (!request->repository_name().empty()) {
+    reactor->Finish(grpcStatusFor(codecs::unimplemented(kRepositoryNameUnsupported)));
+    return reactor;
+  }
+  GatherRpc<inference::RepositoryIndexRequest, inference::RepositoryIndexResponse> rpc;
+  rpc.method = "RepositoryIndex";
+  rpc.request = *request;
+  bool ready_only = request->ready();
+  rpc.local = [ready_only](builtin::ModelRepository& repo, inference::RepositoryIndexResponse* r) {
+    *r = repo.indexProto(ready_only);
     return absl::OkStatus();
-  });
+  };
+  rpc.http_request = httpPost("/v2/repository/index", upstream::indexRequestToJson(*request));
+  rpc.from_json = [](const std::string& json) { return upstream::repositoryIndexFromJson(json); };
+  rpc.merge = [](const inference::RepositoryIndexResponse& a, inference::RepositoryIndexResponse* r) {
+    for (const auto& row : a.models()) *r->add_models() = row;
+  };
+  gather(reactor, *shared_, response, std::move(rpc));
+  return reactor;
 }
 
 // Parameters as Triton's gRPC handler takes them: `config` a string_param (a ModelConfig
@@ -138,10 +517,15 @@ constexpr char kRepositoryNameUnsupported[] = "'repository_name' specification i
 // bytes_params (accepted with a config and ignored: builtin models have no files).
 ::grpc::ServerUnaryReactor* InferenceService::RepositoryModelLoad(
     Ctx* context, const inference::RepositoryModelLoadRequest* request,
-    inference::RepositoryModelLoadResponse*) {
-  return answer(context, *shared_, "model-repository", [&]() -> Status {
-    if (!request->repository_name().empty())
-      return codecs::unimplemented(kRepositoryNameUnsupported);
+    inference::RepositoryModelLoadResponse* response) {
+  if (!request->repository_name().empty()) {
+    return answer(context, *shared_, "model-repository",
+                  [] { return codecs::unimplemented(kRepositoryNameUnsupported); });
+  }
+  using Rpc = RoutedRpc<inference::RepositoryModelLoadRequest, inference::RepositoryModelLoadResponse>;
+  Rpc rpc{"model-repository", "RepositoryModelLoad", request->model_name(), ""};
+  rpc.local = [request](builtin::ModelRepository& repo, const Decision& d,
+                        inference::RepositoryModelLoadResponse*) -> Status {
     using Param = inference::ModelRepositoryParameter;
     // Sorted, so that the first bad key reported does not depend on the map's order.
     std::map<std::string_view, const Param*> params;
@@ -169,17 +553,36 @@ constexpr char kRepositoryNameUnsupported[] = "'repository_name' specification i
       return invalidArgument("failed to load '", request->model_name(),
                              "', 'file:' load parameters require a 'config' parameter");
     }
-    if (config != nullptr) return shared_->repository->load(request->model_name(), *config);
-    return shared_->repository->load(request->model_name());
-  });
+    if (config != nullptr) return repo.load(d.upstream_model, *config);
+    return repo.load(d.upstream_model);
+  };
+  rpc.http_request = [request](const Decision& d) {
+    inference::RepositoryModelLoadRequest copy = *request;
+    copy.set_model_name(d.upstream_model);
+    return httpPost(codecs::strCat("/v2/repository/models/", d.upstream_model, "/load"),
+                    upstream::loadRequestToJson(copy));
+  };
+  rpc.http_answer = [](codecs::StatusOr<std::string> body, inference::RepositoryModelLoadResponse*) {
+    return body.status();
+  };
+  rpc.to_upstream = [](inference::RepositoryModelLoadRequest& r, const Decision& d) {
+    r.set_model_name(d.upstream_model);
+  };
+  return routed(context, *shared_, *request, response, std::move(rpc));
 }
 
 ::grpc::ServerUnaryReactor* InferenceService::RepositoryModelUnload(
     Ctx* context, const inference::RepositoryModelUnloadRequest* request,
-    inference::RepositoryModelUnloadResponse*) {
-  return answer(context, *shared_, "model-repository", [&]() -> Status {
-    if (!request->repository_name().empty())
-      return codecs::unimplemented(kRepositoryNameUnsupported);
+    inference::RepositoryModelUnloadResponse* response) {
+  if (!request->repository_name().empty()) {
+    return answer(context, *shared_, "model-repository",
+                  [] { return codecs::unimplemented(kRepositoryNameUnsupported); });
+  }
+  using Rpc =
+      RoutedRpc<inference::RepositoryModelUnloadRequest, inference::RepositoryModelUnloadResponse>;
+  Rpc rpc{"model-repository", "RepositoryModelUnload", request->model_name(), ""};
+  rpc.local = [request](builtin::ModelRepository& repo, const Decision& d,
+                        inference::RepositoryModelUnloadResponse*) -> Status {
     auto it = request->parameters().find("unload_dependents");
     if (it != request->parameters().end() &&
         it->second.parameter_choice_case() != inference::ModelRepositoryParameter::kBoolParam) {
@@ -187,8 +590,21 @@ constexpr char kRepositoryNameUnsupported[] = "'repository_name' specification i
           "invalid value type for 'unload_dependents' parameter, expected bool_param.");
     }
     // Builtin models have no dependents: unload_dependents changes nothing.
-    return shared_->repository->unload(request->model_name());
-  });
+    return repo.unload(d.upstream_model);
+  };
+  rpc.http_request = [request](const Decision& d) {
+    inference::RepositoryModelUnloadRequest copy = *request;
+    copy.set_model_name(d.upstream_model);
+    return httpPost(codecs::strCat("/v2/repository/models/", d.upstream_model, "/unload"),
+                    upstream::unloadRequestToJson(copy));
+  };
+  rpc.http_answer = [](codecs::StatusOr<std::string> body, inference::RepositoryModelUnloadResponse*) {
+    return body.status();
+  };
+  rpc.to_upstream = [](inference::RepositoryModelUnloadRequest& r, const Decision& d) {
+    r.set_model_name(d.upstream_model);
+  };
+  return routed(context, *shared_, *request, response, std::move(rpc));
 }
 
 // Client shared memory is disabled: no region is ever registered.
@@ -239,10 +655,32 @@ constexpr char kRepositoryNameUnsupported[] = "'repository_name' specification i
 ::grpc::ServerUnaryReactor* InferenceService::TraceSetting(
     Ctx* context, const inference::TraceSettingRequest* request,
     inference::TraceSettingResponse* response) {
-  return answer(context, *shared_, "trace", [&]() -> Status {
-    INFERGATE_ASSIGN_OR_RETURN(*response, shared_->settings->traceSetting(*request));
+  if (request->model_name().empty()) {  // the gateway's own settings
+    return answer(context, *shared_, "trace", [&]() -> Status {
+      INFERGATE_ASSIGN_OR_RETURN(*response, shared_->settings->traceSetting(*request));
+      return absl::OkStatus();
+    });
+  }
+  using Rpc = RoutedRpc<inference::TraceSettingRequest, inference::TraceSettingResponse>;
+  Rpc rpc{"trace", "TraceSetting", request->model_name(), ""};
+  SettingsStore* settings = shared_->settings.get();
+  rpc.local = [request, settings](builtin::ModelRepository& repo, const Decision& d,
+                                  inference::TraceSettingResponse* response) -> Status {
+    INFERGATE_RETURN_IF_ERROR(repo.find(d.upstream_model, "").status());
+    INFERGATE_ASSIGN_OR_RETURN(*response, settings->traceSetting(*request));
     return absl::OkStatus();
-  });
+  };
+  rpc.http_request = [request](const Decision& d) {
+    std::string path = modelPath(d.upstream_model, "", "/trace/setting");
+    if (request->settings().empty()) return httpGet(std::move(path));
+    return httpPost(std::move(path), upstream::traceSettingRequestToJson(*request));
+  };
+  rpc.http_answer = parsedInto<inference::TraceSettingResponse>(
+      "TraceSetting", [](const std::string& json) { return upstream::traceSettingFromJson(json); });
+  rpc.to_upstream = [](inference::TraceSettingRequest& r, const Decision& d) {
+    r.set_model_name(d.upstream_model);
+  };
+  return routed(context, *shared_, *request, response, std::move(rpc));
 }
 
 ::grpc::ServerUnaryReactor* InferenceService::LogSettings(
@@ -258,7 +696,7 @@ constexpr char kRepositoryNameUnsupported[] = "'repository_name' specification i
     ::grpc::CallbackServerContext* context, const ::grpc::health::v1::HealthCheckRequest*,
     ::grpc::health::v1::HealthCheckResponse* response) {
   return answer(context, *shared_, "health", [&] {
-    response->set_status(shared_->health->ready.load()
+    response->set_status(shared_->health->isReady()
                              ? ::grpc::health::v1::HealthCheckResponse::SERVING
                              : ::grpc::health::v1::HealthCheckResponse::NOT_SERVING);
     return absl::OkStatus();

@@ -10,11 +10,11 @@
 namespace infergate::gateway::frontends {
 namespace grpc_detail {
 
-Shared::Shared(std::shared_ptr<builtin::ModelRepository> repository_in,
+Shared::Shared(std::shared_ptr<Router> router_in,
                std::shared_ptr<SettingsStore> settings_in, ServerInfo info_in,
                std::shared_ptr<ServerHealth> health_in, http::WorkerPool& pool_in,
                GrpcFrontendOptions options_in)
-    : repository(std::move(repository_in)),
+    : router(std::move(router_in)),
       settings(std::move(settings_in)),
       info(std::move(info_in)),
       health(std::move(health_in)),
@@ -69,11 +69,11 @@ std::string boundAddress(const std::string& address, int port) {
 
 }  // namespace
 
-GrpcFrontend::GrpcFrontend(std::shared_ptr<builtin::ModelRepository> repository,
+GrpcFrontend::GrpcFrontend(std::shared_ptr<Router> router,
                            std::shared_ptr<SettingsStore> settings, ServerInfo info,
                            std::shared_ptr<ServerHealth> health, http::WorkerPool& pool,
                            GrpcFrontendOptions options)
-    : shared_(std::make_shared<grpc_detail::Shared>(std::move(repository), std::move(settings),
+    : shared_(std::make_shared<grpc_detail::Shared>(std::move(router), std::move(settings),
                                                     std::move(info), std::move(health), pool,
                                                     std::move(options))),
       service_(std::make_unique<grpc_detail::InferenceService>(shared_)),

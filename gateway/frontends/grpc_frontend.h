@@ -42,6 +42,7 @@
 #include "gateway/http/worker_pool.h"
 #include "gateway/server_info.h"
 #include "gateway/settings_store.h"
+#include "gateway/router.h"
 #include "gateway/upstream/builtin/repository.h"
 
 namespace grpc {
@@ -82,7 +83,7 @@ class HealthService;
 
 class GrpcFrontend {
  public:
-  GrpcFrontend(std::shared_ptr<builtin::ModelRepository> repository,
+  GrpcFrontend(std::shared_ptr<Router> router,
                std::shared_ptr<SettingsStore> settings, ServerInfo info,
                std::shared_ptr<ServerHealth> health, http::WorkerPool& pool,
                GrpcFrontendOptions options);

@@ -22,7 +22,7 @@ namespace infergate::gateway::frontends::grpc_detail {
 
 // Everything a call needs; lives as long as the GrpcFrontend (calls hold a reference).
 struct Shared {
-  Shared(std::shared_ptr<builtin::ModelRepository> repository,
+  Shared(std::shared_ptr<Router> router,
          std::shared_ptr<SettingsStore> settings, ServerInfo info,
          std::shared_ptr<ServerHealth> health, http::WorkerPool& pool,
          GrpcFrontendOptions options);
@@ -33,7 +33,7 @@ struct Shared {
   ::grpc::Status checkRestricted(const ::grpc::CallbackServerContext& context,
                                  std::string_view category) const;
 
-  std::shared_ptr<builtin::ModelRepository> repository;
+  std::shared_ptr<Router> router;
   std::shared_ptr<SettingsStore> settings;
   ServerInfo info;
   std::shared_ptr<ServerHealth> health;
@@ -42,6 +42,21 @@ struct Shared {
   codecs::ProtobufRequestDecoder decoder;
   codecs::ProtobufResponseEncoder encoder;
   std::atomic<size_t> next_loop{0};
+};
+
+// gRPC metadata as routing::RequestHeaders (keys are lowercase on the wire).
+class GrpcMetadataHeaders final : public routing::RequestHeaders {
+ public:
+  explicit GrpcMetadataHeaders(const std::multimap<::grpc::string_ref, ::grpc::string_ref>& m)
+      : metadata_(m) {}
+  std::optional<std::string_view> find(std::string_view name) const override {
+    auto it = metadata_.find(::grpc::string_ref(name.data(), name.size()));
+    if (it == metadata_.end()) return std::nullopt;
+    return std::string_view(it->second.data(), it->second.size());
+  }
+
+ private:
+  const std::multimap<::grpc::string_ref, ::grpc::string_ref>& metadata_;
 };
 
 // The `id` field of a serialized ModelInferRequest, best effort ("" when unreadable), for

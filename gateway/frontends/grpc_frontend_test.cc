@@ -103,7 +103,8 @@ class GrpcFrontendTest : public ::testing::Test {
     settings_ = std::make_shared<SettingsStore>(repositoryModelCheck(repository_));
     health_ = std::make_shared<ServerHealth>();
     health_->ready = true;
-    frontend_ = std::make_unique<GrpcFrontend>(repository_, settings_, ServerInfo{}, health_,
+    router_ = Router::builtinOnly(repository_, *pool_);
+    frontend_ = std::make_unique<GrpcFrontend>(router_, settings_, ServerInfo{}, health_,
                                                *pool_, std::move(options));
     auto bound = frontend_->start(address);
     ASSERT_TRUE(bound.ok()) << bound.status();
@@ -133,6 +134,7 @@ class GrpcFrontendTest : public ::testing::Test {
 
   std::unique_ptr<http::WorkerPool> pool_;
   std::shared_ptr<builtin::ModelRepository> repository_;
+  std::shared_ptr<Router> router_;
   std::shared_ptr<SettingsStore> settings_;
   std::shared_ptr<ServerHealth> health_;
   std::unique_ptr<GrpcFrontend> frontend_;
@@ -145,7 +147,7 @@ TEST_F(GrpcFrontendTest, BindsAnEphemeralPortAndReportsIt) {
   EXPECT_GT(frontend_->port(), 0);
   EXPECT_EQ(address_, "127.0.0.1:" + std::to_string(frontend_->port()));
   EXPECT_EQ(frontend_->start("127.0.0.1:0").status().code(), absl::StatusCode::kFailedPrecondition);
-  GrpcFrontend second(repository_, settings_, ServerInfo{}, health_, *pool_, {});
+  GrpcFrontend second(router_, settings_, ServerInfo{}, health_, *pool_, {});
   EXPECT_EQ(second.start(address_).status().code(), absl::StatusCode::kUnavailable);
 }
 

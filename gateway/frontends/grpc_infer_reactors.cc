@@ -1,31 +1,46 @@
-// ModelInfer and ModelStreamInfer on the raw byte path (PROTOCOL.md 11.4, 11.5).
+// ModelInfer and ModelStreamInfer on the raw byte path (PROTOCOL.md 11.4, 11.5), routed
+// per message on the model name and version peeked from fields 1 and 2.
 //
-// Both reactors follow one rule: after the constructor, the reactor's state is touched,
-// and StartRead / StartWrite / Finish are called, only on the call's event loop. grpc's
-// reactions (OnReadDone, OnWriteDone, OnCancel, OnDone) run on grpc's threads and only
-// post to that loop (OnCancel also sets the atomic flag that stops the call's runners at
-// once). OnDone posts the delete, so it runs after every task posted before it, and the
-// runners of the call never emit once the flag is set (they check it on the same loop
-// before each emission), so nothing names a deleted reactor.
+// Rule of both reactors: the reactor's state is touched, and StartRead / StartWrite /
+// Finish are called, on the call's event loop (ModelInfer also finishes on grpc's thread
+// where it has everything at once). grpc's reactions and upstream completions run on
+// grpc's threads and post to that loop. The reactor is deleted on the loop, once grpc is
+// done with it and no upstream call can still call back into it (a reference count:
+// grpc's, plus one per upstream call or stream in flight); runners of builtin models
+// never emit once the cancel flag is set.
 //
-//   ModelInfer:        decode (grpc thread) -> loop: refuse shm, repository.infer(),
-//                      runExecution -> encode, toByteBuffer -> Finish
+//   ModelInfer:        peek + route (grpc thread), then by the upstream's protocol:
+//                        builtin  decode, repository.infer(), runExecution -> encode
+//                        grpc     the ByteBuffer as it came (fields 1/2 rewritten when the
+//                                 route says so) -> upstream ModelInfer -> its answer
+//                        http     decode -> binary-tensor /infer -> decode -> encode
 //
-//   ModelStreamInfer:  OnReadDone: decode -> loop: onRequest: infer + runExecution,
-//                                                 StartRead (the next request)
-//                      emission -> Outgoing -> ordered slot (non-decoupled: request order)
-//                                              or out_ directly (decoupled: as produced)
+//   ModelStreamInfer:  OnReadDone: peek + route (+ decode unless gRPC) -> loop: onRequest
+//                        builtin  infer + runExecution; non-decoupled answers in request
+//                                 order (ordered slots), decoupled as produced
+//                        grpc     written to that upstream's stream (one per upstream,
+//                                 opened on first use, half-closed with the client's);
+//                                 its answers relayed as they come, in its own order
+//                        http     one /infer exchange per request, answered as it comes
 //                      pump(): one StartWrite at a time from out_; a terminal status
 //                      (triton_grpc_error) or the end of the stream -> Finish
 
 #include <deque>
+#include <map>
+#include <mutex>
 #include <optional>
 
+#include "codecs/binary_tensor.h"
 #include "codecs/grpc_byte_buffer.h"
+#include "codecs/json_request_encoder.h"
+#include "codecs/json_response_decoder.h"
+#include "codecs/protobuf_peek.h"
+#include "codecs/text.h"
 #include "gateway/error_mapping.h"
 #include "gateway/execution_runner.h"
 #include "gateway/frontends/grpc_frontend_internal.h"
 #include "gateway/shared_memory_refusal.h"
+#include "gateway/upstream/admin_transcode.h"
 
 namespace infergate::gateway::frontends::grpc_detail {
 namespace {
@@ -33,9 +48,6 @@ namespace {
 using ::grpc::ByteBuffer;
 using Flag = std::shared_ptr<std::atomic<bool>>;
 
-codecs::Status fromGrpc(const ::grpc::Status& status) {
-  return codecs::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
 
 // An encoder failure on a response the gateway built itself is the gateway's fault
 // (INTERNAL), except a response past the 2 GiB message limit (RESOURCE_EXHAUSTED).
@@ -44,32 +56,146 @@ codecs::Status encodeFailure(codecs::Status status) {
   return codecs::internalError("cannot encode the response: ", codecs::messageOf(status));
 }
 
-codecs::StatusOr<codecs::InferRequest> decodeRequest(const Shared& shared,
-                                                     const ByteBuffer& message,
-                                                     std::string* id_on_error) {
-  codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(message);
-  if (!bytes.ok()) return bytes.status();
-  codecs::StatusOr<codecs::InferRequest> request = shared.decoder.decode(*bytes);
-  if (!request.ok() && id_on_error != nullptr) *id_on_error = peekRequestId(*bytes);
-  return request;
+// ---- ModelInfer ----------------------------------------------------------------------
+
+// A call's route: the model and version peeked from the message's slices (fields 1 and
+// 2; nothing joined, nothing else decoded) and the client's metadata.
+codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ByteBuffer& message,
+                                        const ::grpc::CallbackServerContext& context) {
+  std::vector<::grpc::Slice> slices;
+  if (!message.Dump(&slices).ok()) return codecs::internalError("cannot read the gRPC message");
+  std::vector<std::span<const uint8_t>> segments;
+  segments.reserve(slices.size());
+  for (const ::grpc::Slice& slice : slices) segments.emplace_back(slice.begin(), slice.size());
+  codecs::StatusOr<codecs::OwnedModelRef> ref = codecs::peekModelInferRequest(std::span(segments));
+  if (!ref.ok()) {
+    // Proto2 groups are only read by the contiguous peek; this path is never hot.
+    INFERGATE_ASSIGN_OR_RETURN(codecs::Buffer whole, codecs::fromByteBuffer(message));
+    INFERGATE_ASSIGN_OR_RETURN(codecs::ModelRef contiguous, codecs::peekModelInferRequest(whole.span()));
+    ref = codecs::OwnedModelRef{std::string(contiguous.model_name),
+                                std::string(contiguous.model_version)};
+  }
+  GrpcMetadataHeaders headers(context.client_metadata());
+  return shared.router->decide(ref->model_name, ref->model_version, &headers);
 }
 
-// ---- ModelInfer -----------------------------------------------------------------------
+// The deadline toward the upstream: the client's, shortened by the route's timeout.
+std::optional<std::chrono::system_clock::time_point> upstreamDeadline(
+    const ::grpc::CallbackServerContext& context, std::chrono::milliseconds timeout) {
+  std::chrono::system_clock::time_point deadline = context.deadline();
+  if (timeout.count() > 0) deadline = std::min(deadline, std::chrono::system_clock::now() + timeout);
+  if (deadline == std::chrono::system_clock::time_point::max()) return std::nullopt;
+  return deadline;
+}
+
+// An upstream's error under the client's model name (a rewrite must stay invisible).
+::grpc::Status publicGrpcStatus(codecs::Status status, const Decision& d) {
+  if (d.rewrites() && d.client_model != d.upstream_model) {
+    std::string message(codecs::messageOf(status));
+    std::string from = "'" + d.upstream_model + "'", to = "'" + d.client_model + "'";
+    for (size_t at = 0; (at = message.find(from, at)) != std::string::npos; at += to.size()) {
+      message.replace(at, from.size(), to);
+    }
+    status = codecs::withOrigin(codecs::Status(status.code(), message), codecs::originOf(status));
+  }
+  return grpcStatusFor(status);
+}
+
+codecs::Status upstreamGarbage(std::string_view upstream, const codecs::Status& why) {
+  return codecs::withOrigin(codecs::invalidArgument("upstream '", upstream,
+                                                    "' answered a malformed response: ",
+                                                    codecs::messageOf(why)),
+                            codecs::ErrorOrigin::kUpstream);
+}
+
+// A ModelInfer (or stream) request toward an HTTP upstream: the binary-tensor extension
+// (or JSON when the upstream is configured so), with the gateway's own headers.
+codecs::StatusOr<upstream::HttpUpstreamRequest> httpInferRequest(
+    const Shared& shared, const codecs::InferRequest& request, const Decision& d,
+    const ::grpc::CallbackServerContext& context) {
+  codecs::JsonRequestEncoder::Options options;
+  options.binary_inputs =
+      d.upstream->config().http_format == config::UpstreamConfig::HttpFormat::kBinary;
+  INFERGATE_ASSIGN_OR_RETURN(codecs::HttpInferBody body,
+                             codecs::JsonRequestEncoder(options).encode(request));
+  upstream::HttpUpstreamRequest out;
+  out.method = "POST";
+  out.target = codecs::strCat("/v2/models/", d.upstream_model);
+  if (!d.upstream_version.empty()) out.target += codecs::strCat("/versions/", d.upstream_version);
+  out.target += "/infer";
+  out.headers = metadataToHttpHeaders(shared.router->forwardedMetadata(context.client_metadata(), false));
+  out.headers.emplace_back("Content-Type", std::string(body.contentType()));
+  if (body.header_length) {
+    out.headers.emplace_back("Inference-Header-Content-Length", std::to_string(*body.header_length));
+  }
+  out.body = std::move(body.body);
+  if (auto deadline = upstreamDeadline(context, d.timeout)) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline -
+                                                                      std::chrono::system_clock::now());
+    out.timeout = std::max(left, std::chrono::milliseconds(1));
+  }
+  return out;
+}
+
+// An HTTP upstream's /infer answer as an InferResponse; its error answers as the status
+// the upstream meant (their own message, the code from the HTTP status).
+codecs::StatusOr<codecs::InferResponse> httpInferAnswer(
+    const Shared& shared, const codecs::StatusOr<upstream::HttpUpstreamResponse>& r,
+    std::string_view upstream_name) {
+  if (!r.ok()) return r.status();
+  if (r->status != 200) {
+    auto message = codecs::decodeJsonError(r->body.view());
+    return codecs::Status(codeForHttpStatus(r->status),
+                          message.ok() ? *message
+                                       : codecs::strCat("upstream '", upstream_name,
+                                                        "' answered HTTP ", r->status));
+  }
+  std::optional<uint64_t> header_length;
+  if (const std::string* ihcl = r->headers.find("Inference-Header-Content-Length")) {
+    header_length = codecs::parseUint64(codecs::trimAscii(*ihcl));
+    if (!header_length) {
+      return upstreamGarbage(upstream_name, codecs::invalidArgument(
+                                                "Inference-Header-Content-Length '", *ihcl, "'"));
+    }
+  }
+  auto decoded = codecs::BinaryTensorDecoder(shared.options.limits)
+                     .decodeResponse(r->body, header_length, r->body.size());
+  if (!decoded.ok()) return upstreamGarbage(upstream_name, decoded.status());
+  return decoded;
+}
 
 class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
  public:
   ModelInferReactor(std::shared_ptr<Shared> shared, ByteBuffer* response)
       : shared_(std::move(shared)), loop_(shared_->nextLoop()), response_(response) {}
 
-  // grpc thread, before the reactor is returned: decode and run the model here (pure
-  // CPU, never blocking); a response due at once is finished right here, without a hop
-  // to the loop. Anything timed, and every error, continues on the loop.
+  // grpc thread, before the reactor is returned: route on the peeked model; a builtin
+  // upstream decodes and runs here (pure CPU, never blocking) and a response due at once
+  // is finished right here, without a hop to the loop; a gRPC upstream gets the message
+  // as it came (rewritten only in fields 1 and 2 when the route says so).
   void start(const ::grpc::CallbackServerContext& context, const ByteBuffer& request) {
     ::grpc::Status restricted = shared_->checkRestricted(context, "inference");
-    codecs::StatusOr<codecs::InferRequest> decoded =
-        restricted.ok() ? decodeRequest(*shared_, request, nullptr) : fromGrpc(restricted);
+    if (!restricted.ok()) return finish(restricted);
+    codecs::StatusOr<Decision> decision = routeMessage(*shared_, request, context);
+    if (!decision.ok()) return finish(grpcStatusFor(decision.status()));
+    decision_ = std::move(*decision);
+    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
+      return passthrough(context, request);
+    }
+    // Builtin and HTTP upstreams decode the message: one contiguous view of it.
+    codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
+    if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
+    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kHttp) {
+      return overHttp(context, *bytes);
+    }
+    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(*bytes);
+    if (decoded.ok()) {
+      decoded->model_name = decision_.upstream_model;
+      decoded->model_version = decision_.upstream_version;
+    }
     if (decoded.ok() && refuseSharedMemory(*decoded).ok()) {
-      builtin::Execution execution = shared_->repository->infer(*decoded, /*streaming=*/false);
+      builtin::Execution execution =
+          decision_.upstream->repository()->infer(*decoded, /*streaming=*/false);
       if (isImmediate(execution)) {
         builtin::TimedResponse& only = execution.responses.front();
         return onEmission(Emission{std::move(only.response), true, only.from_model, false});
@@ -82,20 +208,125 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
 
   void OnCancel() override {
     cancelled_->store(true);
+    cancelUpstream();
     loop_.post([this] { finish(::grpc::Status(::grpc::StatusCode::CANCELLED, "cancelled")); });
   }
 
-  void OnDone() override {
-    loop_.post([this] { delete this; });
-  }
+  void OnDone() override { release(); }
 
  private:
+  // ---- gRPC upstream: passthrough ----
+  void passthrough(const ::grpc::CallbackServerContext& context, const ByteBuffer& request) {
+    ByteBuffer message = request;  // shares the slices
+    if (decision_.rewrites()) {
+      codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
+      if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
+      auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model,
+                                                    decision_.upstream_version);
+      if (!rewritten.ok()) return finish(grpcStatusFor(rewritten.status()));
+      message = codecs::toByteBuffer(*rewritten);
+    }
+    upstream::GrpcCallOptions options;
+    options.deadline = upstreamDeadline(context, decision_.timeout);
+    options.metadata = shared_->router->forwardedMetadata(context.client_metadata(), true);
+    if (decision_.mirror) mirror(context, message);
+    hold();
+    auto call = decision_.upstream->grpc()->unary(
+        codecs::strCat(kModelInferMethod), message, std::move(options),
+        [this](::grpc::Status status, ByteBuffer answer) {
+          onGrpcAnswer(std::move(status), std::move(answer));
+          release();
+        });
+    setUpstreamCall([call] { call->cancel(); });
+  }
+
+  // grpc thread (the upstream call's completion).
+  void onGrpcAnswer(::grpc::Status status, ByteBuffer answer) {
+    if (!status.ok()) {
+      return finish(publicGrpcStatus(
+          upstream::toUpstreamStatus(status, decision_.upstream->name()), decision_));
+    }
+    if (decision_.rewrites()) {
+      auto flat = codecs::fromByteBuffer(answer);
+      auto renamed =
+          flat.ok() ? upstream::rewriteModelFields(
+                          *flat, decision_.client_model,
+                          decision_.client_version.empty()
+                              ? std::nullopt
+                              : std::optional<std::string_view>(decision_.client_version))
+                    : codecs::StatusOr<codecs::BufferChain>(flat.status());
+      if (!renamed.ok()) {
+        return finish(grpcStatusFor(upstreamGarbage(decision_.upstream->name(), renamed.status())));
+      }
+      answer = codecs::toByteBuffer(*renamed);
+    }
+    *response_ = std::move(answer);
+    finish(::grpc::Status::OK);
+  }
+
+  // Shadow traffic toward the route's mirror; the answer is dropped.
+  void mirror(const ::grpc::CallbackServerContext& context, const ByteBuffer& message) {
+    upstream::Upstream& target = *decision_.mirror;
+    if (target.protocol() != upstream::Upstream::Protocol::kGrpc) return;  // see gateway/README.md
+    upstream::GrpcCallOptions options;
+    options.deadline = upstreamDeadline(context, decision_.timeout);
+    target.grpc()->unary(kModelInferMethod, message, std::move(options),
+                         [](::grpc::Status, ByteBuffer) {});
+  }
+
+  // ---- HTTP upstream: transcoded ----
+  void overHttp(const ::grpc::CallbackServerContext& context, const codecs::Buffer& bytes) {
+    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(bytes);
+    if (!decoded.ok()) return finish(grpcStatusFor(decoded.status()));
+    decoded->model_name = decision_.upstream_model;
+    decoded->model_version = decision_.upstream_version;
+    if (codecs::Status shm = refuseSharedMemory(*decoded); !shm.ok()) return finish(grpcStatusFor(shm));
+    auto out = httpInferRequest(*shared_, *decoded, decision_, context);
+    if (!out.ok()) return finish(grpcStatusFor(out.status()));
+    hold();
+    loop_.post([this, out = std::move(*out)]() mutable {
+      if (cancelled_->load()) return release();
+      upstream::HttpUpstreamCallbacks callbacks;
+      callbacks.on_complete = [this](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+        http_call_.reset();
+        codecs::StatusOr<codecs::InferResponse> answer =
+            httpInferAnswer(*shared_, r, decision_.upstream->name());
+        if (!answer.ok()) {
+          finish(publicGrpcStatus(answer.status(), decision_));
+        } else {
+          answer->model_name = decision_.client_model;
+          if (!decision_.client_version.empty()) answer->model_version = decision_.client_version;
+          auto chain = shared_->encoder.encode(*answer);
+          if (!chain.ok()) {
+            finish(grpcStatusFor(encodeFailure(chain.status())));
+          } else {
+            *response_ = codecs::toByteBuffer(*chain);
+            finish(::grpc::Status::OK);
+          }
+        }
+        release();
+      };
+      http_call_ = decision_.upstream->http(loop_).send(decision_.upstream->nextEndpoint(),
+                                                        std::move(out), std::move(callbacks));
+      // The loop cancels it (OnCancel posts here first, then cancelUpstream runs below).
+      setUpstreamCall([this] {
+        loop_.post([this] {
+          if (!http_call_) return;
+          http_call_->cancel();  // no callback follows: the reference is ours to drop
+          http_call_.reset();
+          release();
+        });
+      });
+    });
+  }
+
+  // ---- builtin upstream ----
   void run(codecs::StatusOr<codecs::InferRequest> request) {
     if (cancelled_->load()) return;  // OnCancel's task finishes the call
     if (!request.ok()) return finish(grpcStatusFor(request.status()));
     codecs::Status shm = refuseSharedMemory(*request);
     if (!shm.ok()) return finish(grpcStatusFor(shm));
-    play(shared_->repository->infer(*request, /*streaming=*/false));
+    play(decision_.upstream->repository()->infer(*request, /*streaming=*/false));
   }
 
   static bool isImmediate(const builtin::Execution& execution) {
@@ -116,24 +347,56 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     if (emission.empty) {  // not for a non-decoupled model; refuse rather than hang
       return finish(grpcStatusFor(codecs::internalError("the model completed without a response")));
     }
-    if (!emission.response.ok()) return finish(grpcStatusFor(emission.response.status()));
+    if (!emission.response.ok()) return finish(publicGrpcStatus(emission.response.status(), decision_));
+    emission.response->model_name = decision_.client_model;
     codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*emission.response);
     if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
     *response_ = codecs::toByteBuffer(*chain);
     finish(::grpc::Status::OK);
   }
 
-  // Once, from whichever thread gets there first (the immediate path or the loop).
+  // Once, from whichever thread gets there first.
   void finish(const ::grpc::Status& status) {
     if (finished_.exchange(true)) return;
     Finish(status);
   }
 
+  // The reactor is deleted once grpc is done with it (OnDone) and no upstream call can
+  // still call back into it; the delete runs on the loop, after every task naming it.
+  void hold() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) loop_.post([this] { delete this; });
+  }
+
+  void setUpstreamCall(std::function<void()> cancel) {
+    std::lock_guard<std::mutex> lock(upstream_mu_);
+    if (cancelled_->load()) {
+      cancel();
+      return;
+    }
+    cancel_upstream_ = std::move(cancel);
+  }
+  void cancelUpstream() {
+    std::function<void()> cancel;
+    {
+      std::lock_guard<std::mutex> lock(upstream_mu_);
+      cancel = std::move(cancel_upstream_);
+    }
+    if (cancel) cancel();
+  }
+
+  static constexpr const char* kModelInferMethod = "/inference.GRPCInferenceService/ModelInfer";
+
   std::shared_ptr<Shared> shared_;
   http::EventLoop& loop_;
   ByteBuffer* response_;  // grpc's, valid until OnDone
+  Decision decision_;
   Flag cancelled_ = std::make_shared<std::atomic<bool>>(false);
   std::atomic<bool> finished_{false};
+  std::atomic<int> refs_{1};  // grpc's (OnDone) + one per upstream call in flight
+  std::mutex upstream_mu_;
+  std::function<void()> cancel_upstream_;
+  std::shared_ptr<upstream::HttpCallHandle> http_call_;  // loop thread
 };
 
 // ---- ModelStreamInfer -----------------------------------------------------------------
@@ -146,8 +409,10 @@ struct Outgoing {
 
 // A request read from the stream, decoded on grpc's thread.
 struct Incoming {
-  codecs::StatusOr<codecs::InferRequest> request;
+  codecs::StatusOr<codecs::InferRequest> request;  // builtin and HTTP upstreams
   std::string id_on_error;
+  std::optional<Decision> decision;  // unset when the request could not be routed
+  ByteBuffer raw;                    // gRPC upstream: the message to send as is
 };
 
 // What an in-band error names: Triton copies these from the request.
@@ -159,7 +424,7 @@ struct RequestTag {
 class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, ByteBuffer> {
  public:
   StreamInferReactor(std::shared_ptr<Shared> shared, ::grpc::CallbackServerContext* context)
-      : shared_(std::move(shared)), loop_(shared_->nextLoop()) {
+      : shared_(std::move(shared)), loop_(shared_->nextLoop()), context_(context) {
     const auto& metadata = context->client_metadata();
     auto it = metadata.find("triton_grpc_error");
     strict_ =
@@ -179,15 +444,13 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       loop_.post([this] {
         reading_ = false;
         half_closed_ = true;
+        for (auto& [key, leg] : legs_) leg.stream->writesDone();
         pump();
       });
       return;
     }
-    std::string id_on_error;
-    codecs::StatusOr<codecs::InferRequest> request =
-        decodeRequest(*shared_, read_buf_, &id_on_error);
+    Incoming in = route(read_buf_);
     read_buf_.Clear();
-    Incoming in{std::move(request), std::move(id_on_error)};
     loop_.post([this, in = std::move(in)]() mutable {
       reading_ = false;
       onRequest(std::move(in));
@@ -210,24 +473,182 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     });
   }
 
-  void OnDone() override {
-    loop_.post([this] { delete this; });
-  }
+  void OnDone() override { loop_.post([this] { release(); }); }
 
  private:
+  // grpc thread: route each message on its peeked model; decode it unless it goes to a
+  // gRPC upstream, which gets the bytes as they came.
+  Incoming route(const ByteBuffer& message) {
+    Incoming in{codecs::InferRequest(), {}, std::nullopt, {}};
+    codecs::StatusOr<Decision> decision = routeMessage(*shared_, message, *context_);
+    bool passthrough =
+        decision.ok() && decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc &&
+        !decision->rewrites();
+    codecs::StatusOr<codecs::Buffer> bytes =
+        passthrough ? codecs::StatusOr<codecs::Buffer>(codecs::Buffer())
+                    : codecs::fromByteBuffer(message);
+    if (!decision.ok() || !bytes.ok()) {
+      in.request = decision.ok() ? bytes.status() : decision.status();
+      if (bytes.ok() && !passthrough) in.id_on_error = peekRequestId(*bytes);
+      return in;
+    }
+    if (decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
+      in.raw = message;
+      if (decision->rewrites()) {
+        auto rewritten = upstream::rewriteModelFields(*bytes, decision->upstream_model,
+                                                      decision->upstream_version);
+        if (!rewritten.ok()) {
+          in.request = rewritten.status();
+          in.id_on_error = peekRequestId(*bytes);
+          return in;
+        }
+        in.raw = codecs::toByteBuffer(*rewritten);
+      }
+    } else {
+      in.request = shared_->decoder.decode(*bytes);
+      if (!in.request.ok()) {
+        in.id_on_error = peekRequestId(*bytes);
+      } else {
+        in.request->model_name = decision->upstream_model;
+        in.request->model_version = decision->upstream_version;
+      }
+    }
+    in.decision = std::move(*decision);
+    return in;
+  }
+
   // ---- loop thread from here on ----
+
+  // The reactor is deleted once grpc is done with it and every upstream stream has ended
+  // (their callbacks name it). Loop thread.
+  void hold() { ++refs_; }
+  void release() {
+    if (--refs_ == 0) delete this;
+  }
+
+  // One stream per gRPC upstream, opened by the first request routed there, carrying all
+  // later ones; the client's triton_grpc_error choice travels with it so errors end
+  // streams the same way on both legs.
+  struct UpstreamLeg {
+    std::shared_ptr<upstream::GrpcStream> stream;
+    Decision decision;  // of the request that opened it: names for the answers
+  };
+
+  upstream::GrpcStream* legFor(const Decision& d) {
+    auto it = legs_.find(d.upstream);
+    if (it != legs_.end()) return it->second.stream.get();
+    upstream::GrpcCallOptions options;
+    options.metadata = shared_->router->forwardedMetadata(context_->client_metadata(), true);
+    if (strict_) options.metadata.emplace_back("triton_grpc_error", "true");
+    if (context_->deadline() != std::chrono::system_clock::time_point::max()) {
+      options.deadline = context_->deadline();
+    }
+    upstream::Upstream* key = d.upstream;
+    upstream::GrpcStreamCallbacks callbacks;
+    callbacks.on_message = [this, key](ByteBuffer message) {
+      loop_.post([this, key, message = std::move(message)]() mutable {
+        onUpstreamMessage(key, std::move(message));
+      });
+    };
+    callbacks.on_done = [this, key](::grpc::Status status) {
+      loop_.post([this, key, status = std::move(status)] {
+        onUpstreamDone(key, status);
+        release();
+      });
+    };
+    hold();
+    auto stream = d.upstream->grpc()->stream(kStreamMethod, std::move(options), std::move(callbacks));
+    auto& leg = legs_[key];
+    leg.stream = std::move(stream);
+    leg.decision = d;
+    return leg.stream.get();
+  }
+
+  void onUpstreamMessage(upstream::Upstream* key, ByteBuffer message) {
+    if (finish_called_ || abandoned_) return;
+    auto it = legs_.find(key);
+    if (it != legs_.end() && it->second.decision.rewrites()) {
+      const Decision& d = it->second.decision;
+      auto flat = codecs::fromByteBuffer(message);
+      auto renamed = flat.ok() ? upstream::rewriteStreamModelFields(*flat, d.client_model, std::nullopt)
+                               : codecs::StatusOr<codecs::BufferChain>(flat.status());
+      if (renamed.ok()) message = codecs::toByteBuffer(*renamed);
+    }
+    out_.push_back(Outgoing{std::move(message), std::nullopt});
+    pump();
+  }
+
+  // An upstream stream ended: after the client's half-close that is its normal end; any
+  // other end is reported (in-band, or as the stream's status with triton_grpc_error).
+  void onUpstreamDone(upstream::Upstream* key, const ::grpc::Status& status) {
+    auto it = legs_.find(key);
+    Decision d = it != legs_.end() ? it->second.decision : Decision();
+    if (it != legs_.end()) legs_.erase(it);
+    if (finish_called_ || abandoned_) return pump();
+    if (!status.ok()) {
+      codecs::Status error = upstream::toUpstreamStatus(status, key->name());
+      if (strict_) {
+        terminal_queued_ = true;
+        out_.push_back(Outgoing{ByteBuffer(), publicGrpcStatus(error, d)});
+      } else {
+        codecs::InferResponse response;
+        auto chain = shared_->encoder.encodeStream(&response, codecs::messageOf(error));
+        if (chain.ok()) out_.push_back(Outgoing{codecs::toByteBuffer(*chain), std::nullopt});
+      }
+    }
+    pump();
+    maybeRead();
+  }
+
+  // An HTTP upstream answers each stream request as one /infer exchange.
+  void sendOverHttp(const RequestTag& tag, const codecs::InferRequest& request, const Decision& d) {
+    auto out = httpInferRequest(*shared_, request, d, *context_);
+    if (!out.ok()) return onEmission(tag, Emission{out.status(), true, false, false});
+    uint64_t id = next_http_id_++;
+    upstream::HttpUpstreamCallbacks callbacks;
+    callbacks.on_complete = [this, tag, id, d](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+      http_calls_.erase(id);
+      codecs::StatusOr<codecs::InferResponse> answer = httpInferAnswer(*shared_, r, d.upstream->name());
+      if (answer.ok()) {
+        answer->model_name = d.client_model;
+        if (!d.client_version.empty()) answer->model_version = d.client_version;
+        // Triton marks every streamed response of a model (PROTOCOL 9.5).
+        answer->parameters.set(std::string(codecs::param::kFinalResponse), true);
+      }
+      onEmission(tag, Emission{std::move(answer), true, true, false});
+    };
+    http_calls_[id] = d.upstream->http(loop_).send(d.upstream->nextEndpoint(), std::move(*out),
+                                                   std::move(callbacks));
+  }
+
+  void cancelUpstreams() {
+    for (auto& [key, leg] : legs_) leg.stream->cancel();
+    for (auto& [id, call] : http_calls_) call->cancel();
+    http_calls_.clear();
+  }
 
   void onRequest(Incoming in) {
     if (finish_called_ || abandoned_ || terminal_queued_) return;  // the stream is ending
+    if (in.decision && in.decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
+      legFor(*in.decision)->write(std::move(in.raw));
+      maybeRead();
+      return;
+    }
     ++in_flight_;
     RequestTag tag;
     bool decoupled = false;
+    builtin::ModelRepository* repository =
+        in.decision ? in.decision->upstream->repository().get() : nullptr;
     if (in.request.ok()) {
       tag.id = in.request->id;
-      tag.model_name = in.request->model_name;
-      tag.model_version = in.request->model_version;
-      auto model = shared_->repository->find(tag.model_name, tag.model_version);
-      decoupled = model.ok() && (*model)->spec().decoupled;
+      tag.model_name = in.decision->client_model;
+      tag.model_version = in.decision->client_version;
+      if (repository != nullptr) {
+        auto model = repository->find(in.request->model_name, in.request->model_version);
+        decoupled = model.ok() && (*model)->spec().decoupled;
+      } else {
+        decoupled = true;  // an HTTP upstream's answers go out as they come
+      }
     } else {
       tag.id = std::move(in.id_on_error);
     }
@@ -239,10 +660,15 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
         in.request.ok() ? refuseSharedMemory(*in.request) : in.request.status();
     if (!refused.ok()) {
       onEmission(tag, Emission{std::move(refused), true, false, false});
+    } else if (repository == nullptr) {
+      sendOverHttp(tag, *in.request, *in.decision);
     } else {
-      builtin::Execution execution = shared_->repository->infer(*in.request, /*streaming=*/true);
+      builtin::Execution execution = repository->infer(*in.request, /*streaming=*/true);
       runExecution(loop_, std::move(execution), cancelled_,
-                   [this, tag](Emission emission) { onEmission(tag, std::move(emission)); });
+                   [this, tag](Emission emission) {
+                     if (emission.response.ok()) emission.response->model_name = tag.model_name;
+                     onEmission(tag, std::move(emission));
+                   });
     }
     maybeRead();
   }
@@ -310,7 +736,9 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       return;
     }
     if (abandoned_) return finish(::grpc::Status(::grpc::StatusCode::CANCELLED, "cancelled"));
-    if (half_closed_ && in_flight_ == 0 && ordered_.empty()) finish(::grpc::Status::OK);
+    if (half_closed_ && in_flight_ == 0 && ordered_.empty() && legs_.empty()) {
+      finish(::grpc::Status::OK);
+    }
   }
 
   void maybeRead() {
@@ -324,6 +752,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   void abandon() {
     abandoned_ = true;
     cancelled_->store(true);
+    cancelUpstreams();
     out_.clear();
     ordered_.clear();
   }
@@ -331,6 +760,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   void finish(::grpc::Status status) {  // by value: it may come from out_, cleared here
     finish_called_ = true;
     cancelled_->store(true);  // stops the runners still playing
+    cancelUpstreams();
     out_.clear();
     ordered_.clear();
     Finish(status);
@@ -342,10 +772,17 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     std::vector<Outgoing> items;
   };
 
+  static constexpr const char* kStreamMethod = "/inference.GRPCInferenceService/ModelStreamInfer";
+
   std::shared_ptr<Shared> shared_;
   http::EventLoop& loop_;
+  ::grpc::CallbackServerContext* context_;  // grpc's, valid until OnDone
   Flag cancelled_ = std::make_shared<std::atomic<bool>>(false);
   bool strict_ = false;  // triton_grpc_error: true
+  int refs_ = 1;         // grpc's (OnDone) + one per upstream stream not yet done; loop thread
+  std::map<upstream::Upstream*, UpstreamLeg> legs_;
+  std::map<uint64_t, std::shared_ptr<upstream::HttpCallHandle>> http_calls_;
+  uint64_t next_http_id_ = 0;
 
   ByteBuffer read_buf_;  // grpc thread between StartRead and OnReadDone, else the loop's
   ByteBuffer write_buf_;

@@ -5,6 +5,7 @@
 #include "codecs/text.h"
 #include "gateway/error_mapping.h"
 #include "gateway/frontends/http_routes.h"
+#include "gateway/upstream/admin_transcode.h"
 
 namespace infergate::gateway::frontends {
 
@@ -35,10 +36,10 @@ HttpResponse errorResponse(const codecs::Status& status) {
   return r;
 }
 
-HttpFrontend::HttpFrontend(std::shared_ptr<builtin::ModelRepository> repository,
-                           std::shared_ptr<SettingsStore> settings, ServerInfo info,
-                           std::shared_ptr<ServerHealth> health, HttpFrontendOptions options)
-    : repository_(std::move(repository)),
+HttpFrontend::HttpFrontend(std::shared_ptr<Router> router, std::shared_ptr<SettingsStore> settings,
+                           ServerInfo info, std::shared_ptr<ServerHealth> health,
+                           HttpFrontendOptions options)
+    : router_(std::move(router)),
       settings_(std::move(settings)),
       info_(std::move(info)),
       server_metadata_(serverMetadataJson(info_)),
@@ -60,7 +61,8 @@ void HttpFrontend::handle(const std::shared_ptr<HttpExchange>& exchange) {
   dispatch(exchange, route);
 }
 
-void HttpFrontend::dispatch(const std::shared_ptr<HttpExchange>& exchange, const Route& route) {
+// The gateway's own endpoints here; the rest go to an upstream (routed) or to all of them.
+void HttpFrontend::dispatch(const Exchange& exchange, const Route& route) {
   const HttpRoute& m = route.match;
   auto respondStatusOr = [&](const codecs::StatusOr<std::string>& body) {
     exchange->respond(body.ok() ? HttpResponse::json(200, *body) : errorResponse(body.status()));
@@ -70,55 +72,20 @@ void HttpFrontend::dispatch(const std::shared_ptr<HttpExchange>& exchange, const
       exchange->respond(emptyResponse(health_->live.load() ? 200 : 400));
       return;
     case HttpEndpoint::kHealthReady:
-      exchange->respond(emptyResponse(health_->ready.load() ? 200 : 400));
+      exchange->respond(emptyResponse(health_->isReady() ? 200 : 400));
       return;
     case HttpEndpoint::kServerMetadata:
       exchange->respond(HttpResponse::json(200, server_metadata_));
       return;
-    case HttpEndpoint::kModelMetadata: {
-      auto model = repository_->find(m.model, m.version);
-      if (!model.ok()) return exchange->respond(errorResponse(model.status()));
-      exchange->respond(HttpResponse::json(200, repository_->metadataJson((*model)->spec(), m.version)));
-      return;
-    }
-    case HttpEndpoint::kModelReady: {
-      auto model = repository_->find(m.model, m.version);
-      if (!model.ok()) {
-        // A model the repository knows but has unloaded is "not ready" (400), as in
-        // Triton, not unknown (404).
-        bool known = false;
-        for (const auto& entry : repository_->index(false)) known |= entry.name == m.model;
-        if (model.status().code() == absl::StatusCode::kUnavailable || known) {
-          return exchange->respond(HttpResponse::jsonError(400, "Model version not ready"));
-        }
-        return exchange->respond(errorResponse(model.status()));
-      }
-      exchange->respond(repository_->isReady(m.model, m.version)
-                            ? emptyResponse(200)
-                            : HttpResponse::jsonError(400, "Model version not ready"));
-      return;
-    }
-    case HttpEndpoint::kModelConfig: {
-      auto model = repository_->find(m.model, m.version);
-      if (!model.ok()) return exchange->respond(errorResponse(model.status()));
-      exchange->respond(HttpResponse::json(200, repository_->configJson((*model)->spec())));
-      return;
-    }
-    case HttpEndpoint::kModelStats:
-    case HttpEndpoint::kAllModelStats:
-      respondStatusOr(repository_->statisticsJson(m.model, m.version));
-      return;
-    case HttpEndpoint::kModelInfer:
-      infer(exchange, route);
-      return;
-    case HttpEndpoint::kModelGenerate:
-    case HttpEndpoint::kModelGenerateStream:
-      generate(exchange, route, m.endpoint == HttpEndpoint::kModelGenerateStream);
-      return;
     case HttpEndpoint::kRepositoryIndex:
-    case HttpEndpoint::kRepositoryLoad:
-    case HttpEndpoint::kRepositoryUnload:
-      repository(exchange, route);
+      if (!m.repository.empty()) {
+        return exchange->respond(
+            HttpResponse::jsonError(501, "'repository_name' specification is not supported"));
+      }
+      mergedIndex(exchange);
+      return;
+    case HttpEndpoint::kAllModelStats:
+      mergedStatistics(exchange);
       return;
     case HttpEndpoint::kSystemShmStatus:
     case HttpEndpoint::kSystemShmRegister:
@@ -128,13 +95,12 @@ void HttpFrontend::dispatch(const std::shared_ptr<HttpExchange>& exchange, const
     case HttpEndpoint::kCudaShmUnregister:
       sharedMemory(exchange, route);
       return;
-    case HttpEndpoint::kTraceSetting:
-    case HttpEndpoint::kModelTraceSetting: {
+    case HttpEndpoint::kTraceSetting: {
       const http::HttpRequest& request = exchange->request();
       if (request.method == "GET") {
-        respondStatusOr(settings_->traceJson(m.model));
+        respondStatusOr(settings_->traceJson(""));
       } else {
-        respondStatusOr(settings_->updateTraceJson(m.model, request.body.view()));
+        respondStatusOr(settings_->updateTraceJson("", request.body.view()));
       }
       return;
     }
@@ -153,19 +119,119 @@ void HttpFrontend::dispatch(const std::shared_ptr<HttpExchange>& exchange, const
       }
       return;
     }
+    case HttpEndpoint::kRepositoryLoad:
+    case HttpEndpoint::kRepositoryUnload:
+      if (!m.repository.empty()) {
+        return exchange->respond(
+            HttpResponse::jsonError(501, "'repository_name' specification is not supported"));
+      }
+      routed(exchange, route);
+      return;
+    case HttpEndpoint::kModelMetadata:
+    case HttpEndpoint::kModelReady:
+    case HttpEndpoint::kModelConfig:
+    case HttpEndpoint::kModelStats:
+    case HttpEndpoint::kModelInfer:
+    case HttpEndpoint::kModelGenerate:
+    case HttpEndpoint::kModelGenerateStream:
+    case HttpEndpoint::kModelTraceSetting:
+      routed(exchange, route);
+      return;
     case HttpEndpoint::kNotFound:
       break;
   }
   exchange->respond(bareError(404, "Not Found"));
 }
 
-void HttpFrontend::repository(const std::shared_ptr<HttpExchange>& exchange, const Route& route) {
+void HttpFrontend::routed(const Exchange& exchange, const Route& route) {
+  const HttpRoute& m = route.match;
+  HttpRequestHeaders headers(exchange->request().headers);
+  codecs::StatusOr<Decision> decision = router_->decide(m.model, m.version, &headers);
+  if (!decision.ok()) return exchange->respond(errorResponse(decision.status()));
+  if (decision->mirror != nullptr) mirror(exchange, route, *decision);
+  switch (decision->upstream->protocol()) {
+    case upstream::Upstream::Protocol::kBuiltin:
+      return builtinEndpoint(exchange, route, *decision);
+    case upstream::Upstream::Protocol::kHttp:
+      return forwardHttp(exchange, route, *decision);
+    case upstream::Upstream::Protocol::kGrpc:
+      return forwardGrpc(exchange, route, *decision);
+  }
+}
+
+// A model-scoped endpoint served by a builtin upstream. The repository is asked for the
+// upstream's names; what comes back is shown under the client's.
+void HttpFrontend::builtinEndpoint(const Exchange& exchange, const Route& route, const Decision& d) {
+  const HttpRoute& m = route.match;
+  builtin::ModelRepository& repo = *d.upstream->repository();
+  auto respondJson = [&](std::string json, std::string_view key) {
+    if (d.rewrites()) {
+      if (auto renamed = upstream::renameInJson(json, key, d.client_model)) json = std::move(*renamed);
+    }
+    exchange->respond(HttpResponse::json(200, std::move(json)));
+  };
+  switch (m.endpoint) {
+    case HttpEndpoint::kModelMetadata: {
+      auto model = repo.find(d.upstream_model, d.upstream_version);
+      if (!model.ok()) return exchange->respond(errorResponse(model.status()));
+      return respondJson(repo.metadataJson((*model)->spec(), d.upstream_version), "name");
+    }
+    case HttpEndpoint::kModelReady: {
+      auto model = repo.find(d.upstream_model, d.upstream_version);
+      if (!model.ok()) {
+        // A model the repository knows but has unloaded is "not ready" (400), as in
+        // Triton, not unknown (404).
+        bool known = false;
+        for (const auto& entry : repo.index(false)) known |= entry.name == d.upstream_model;
+        if (model.status().code() == absl::StatusCode::kUnavailable || known) {
+          return exchange->respond(HttpResponse::jsonError(400, "Model version not ready"));
+        }
+        return exchange->respond(errorResponse(model.status()));
+      }
+      exchange->respond(repo.isReady(d.upstream_model, d.upstream_version)
+                            ? emptyResponse(200)
+                            : HttpResponse::jsonError(400, "Model version not ready"));
+      return;
+    }
+    case HttpEndpoint::kModelConfig: {
+      auto model = repo.find(d.upstream_model, d.upstream_version);
+      if (!model.ok()) return exchange->respond(errorResponse(model.status()));
+      return respondJson(repo.configJson((*model)->spec()), "name");
+    }
+    case HttpEndpoint::kModelStats: {
+      auto stats = repo.statisticsProto(d.upstream_model, d.upstream_version);
+      if (!stats.ok()) return exchange->respond(errorResponse(stats.status()));
+      for (auto& row : *stats->mutable_model_stats()) row.set_name(d.client_model);
+      exchange->respond(HttpResponse::json(200, upstream::modelStatisticsToJson(*stats)));
+      return;
+    }
+    case HttpEndpoint::kModelInfer:
+      return infer(exchange, route, d);
+    case HttpEndpoint::kModelGenerate:
+    case HttpEndpoint::kModelGenerateStream:
+      return generate(exchange, route, d, m.endpoint == HttpEndpoint::kModelGenerateStream);
+    case HttpEndpoint::kRepositoryLoad:
+    case HttpEndpoint::kRepositoryUnload:
+      return repository(exchange, route, d);
+    case HttpEndpoint::kModelTraceSetting: {
+      const http::HttpRequest& request = exchange->request();
+      auto known = repo.find(d.upstream_model, "");
+      if (!known.ok()) return exchange->respond(errorResponse(known.status()));
+      codecs::StatusOr<std::string> body = request.method == "GET"
+                                               ? settings_->traceJson(m.model)
+                                               : settings_->updateTraceJson(m.model, request.body.view());
+      exchange->respond(body.ok() ? HttpResponse::json(200, *body) : errorResponse(body.status()));
+      return;
+    }
+    default:
+      exchange->respond(bareError(404, "Not Found"));
+  }
+}
+
+void HttpFrontend::repository(const Exchange& exchange, const Route& route, const Decision& d) {
   const HttpRoute& m = route.match;
   const http::HttpRequest& request = exchange->request();
-  if (!m.repository.empty() && m.endpoint != HttpEndpoint::kRepositoryIndex) {
-    return exchange->respond(
-        HttpResponse::jsonError(501, "'repository_name' specification is not supported"));
-  }
+  builtin::ModelRepository& repo = *d.upstream->repository();
   codecs::JsonValue body;
   if (!codecs::trimAscii(request.body.view()).empty()) {
     auto parsed = codecs::parseJson(request.body.view());
@@ -179,70 +245,53 @@ void HttpFrontend::repository(const std::shared_ptr<HttpExchange>& exchange, con
   if (params && !params->isObject()) {
     return exchange->respond(HttpResponse::jsonError(400, "'parameters' must be a JSON object"));
   }
-  switch (m.endpoint) {
-    case HttpEndpoint::kRepositoryIndex: {
-      bool ready_only = false;
-      if (const codecs::JsonValue* ready = body.find("ready")) {
-        if (!ready->isBool()) {
-          return exchange->respond(HttpResponse::jsonError(400, "'ready' must be a boolean"));
+  if (m.endpoint == HttpEndpoint::kRepositoryLoad) {
+    std::string config;
+    bool has_config = false;
+    if (params) {
+      for (const auto& [key, value] : params->asObject()) {
+        if (!value.isString()) {
+          return exchange->respond(HttpResponse::jsonError(
+              400, codecs::strCat("load parameter '", key, "' must be a string")));
         }
-        ready_only = ready->asBool();
-      }
-      exchange->respond(HttpResponse::json(200, repository_->indexJson(ready_only)));
-      return;
-    }
-    case HttpEndpoint::kRepositoryLoad: {
-      std::string config;
-      bool has_config = false;
-      if (params) {
-        for (const auto& [key, value] : params->asObject()) {
-          if (!value.isString()) {
-            return exchange->respond(HttpResponse::jsonError(
-                400, codecs::strCat("load parameter '", key, "' must be a string")));
-          }
-          if (key == "config") {
-            config = value.asString();
-            has_config = true;
-          } else if (key.rfind("file:", 0) == 0) {
-            return exchange->respond(HttpResponse::jsonError(
-                400, "builtin models take no model files: 'file:' load parameters are refused"));
-          } else {
-            return exchange->respond(HttpResponse::jsonError(
-                400, codecs::strCat("unrecognized load parameter '", key, "'")));
-          }
+        if (key == "config") {
+          config = value.asString();
+          has_config = true;
+        } else if (key.rfind("file:", 0) == 0) {
+          return exchange->respond(HttpResponse::jsonError(
+              400, "builtin models take no model files: 'file:' load parameters are refused"));
+        } else {
+          return exchange->respond(HttpResponse::jsonError(
+              400, codecs::strCat("unrecognized load parameter '", key, "'")));
         }
       }
-      codecs::Status status = has_config ? repository_->load(m.model, config) : repository_->load(m.model);
-      exchange->respond(status.ok() ? emptyResponse(200) : errorResponse(status));
-      return;
     }
-    case HttpEndpoint::kRepositoryUnload: {
-      if (params) {
-        for (const auto& [key, value] : params->asObject()) {
-          if (key == "unload_dependents") {
-            if (!value.isBool()) {
-              return exchange->respond(
-                  HttpResponse::jsonError(400, "'unload_dependents' must be a boolean"));
-            }
-          } else {
-            return exchange->respond(HttpResponse::jsonError(
-                400, codecs::strCat("unrecognized unload parameter '", key, "'")));
-          }
-        }
-      }
-      codecs::Status status = repository_->unload(m.model);
-      exchange->respond(status.ok() ? emptyResponse(200) : errorResponse(status));
-      return;
-    }
-    default:
-      break;
+    codecs::Status status =
+        has_config ? repo.load(d.upstream_model, config) : repo.load(d.upstream_model);
+    exchange->respond(status.ok() ? emptyResponse(200) : errorResponse(status));
+    return;
   }
+  if (params) {
+    for (const auto& [key, value] : params->asObject()) {
+      if (key == "unload_dependents") {
+        if (!value.isBool()) {
+          return exchange->respond(
+              HttpResponse::jsonError(400, "'unload_dependents' must be a boolean"));
+        }
+      } else {
+        return exchange->respond(HttpResponse::jsonError(
+            400, codecs::strCat("unrecognized unload parameter '", key, "'")));
+      }
+    }
+  }
+  codecs::Status status = repo.unload(d.upstream_model);
+  exchange->respond(status.ok() ? emptyResponse(200) : errorResponse(status));
 }
 
 // Client shared memory is off in this build of the frontend (the shared-memory issue
 // turns it on): status lists nothing, register and unregister are refused as Triton
 // refuses them with --allow-client-shm=false.
-void HttpFrontend::sharedMemory(const std::shared_ptr<HttpExchange>& exchange, const Route& route) {
+void HttpFrontend::sharedMemory(const Exchange& exchange, const Route& route) {
   const HttpRoute& m = route.match;
   bool cuda = m.endpoint == HttpEndpoint::kCudaShmStatus ||
               m.endpoint == HttpEndpoint::kCudaShmRegister ||

@@ -1,9 +1,24 @@
 #pragma once
 
 // The KServe v2 / Triton HTTP surface (PROTOCOL.md sections 2-6) on the project's HTTP/1.1
-// layer: every route of Triton's table, served by the builtin models. The handler runs on
-// the connection's event loop and never blocks; timed model responses are played by
-// runExecution on that loop.
+// layer: every route of Triton's table. The handler runs on the connection's event loop
+// and never blocks.
+//
+//   gateway's own       health, server metadata, logging, global trace settings, shared
+//                       memory (refused until the shm issue)
+//   routed by model     metadata, ready, config, stats, infer, generate(_stream), load,
+//                       unload, model trace settings: Router::decide() picks the upstream,
+//                       then by its protocol:
+//                         builtin  served in-process (timed responses played by
+//                                  runExecution on the loop)            http_infer.cc
+//                         http     passed through as is (raw body, the headers that
+//                                  matter, SSE relayed as it arrives)   http_forward.cc
+//                         grpc     transcoded to the typed RPC / ModelInfer with raw
+//                                  contents, the answer back to JSON    http_forward.cc
+//   merged              repository index and /v2/models/stats ask every upstream
+//
+// A route's rewrite is invisible to the client: responses, metadata and errors name the
+// model it asked for.
 //
 // Errors use Triton's shapes: `{"error": "..."}` with the status of gateway/error_mapping
 // (the gateway answers 400 where Triton answers 500 for a malformed body).
@@ -15,6 +30,7 @@
 #include "gateway/http/http_connection.h"
 #include "gateway/server_info.h"
 #include "gateway/settings_store.h"
+#include "gateway/router.h"
 #include "gateway/upstream/builtin/repository.h"
 
 namespace infergate::gateway::frontends {
@@ -30,8 +46,8 @@ http::HttpResponse errorResponse(const codecs::Status& status);
 
 class HttpFrontend {
  public:
-  HttpFrontend(std::shared_ptr<builtin::ModelRepository> repository,
-               std::shared_ptr<SettingsStore> settings, ServerInfo info,
+  HttpFrontend(std::shared_ptr<Router> router, std::shared_ptr<SettingsStore> settings,
+               ServerInfo info,
                std::shared_ptr<ServerHealth> health, HttpFrontendOptions options);
 
   // The http::HttpHandler.
@@ -41,14 +57,25 @@ class HttpFrontend {
   struct Route {
     HttpRoute match;
   };
-  void dispatch(const std::shared_ptr<http::HttpExchange>& exchange, const Route& route);
-  void infer(const std::shared_ptr<http::HttpExchange>& exchange, const Route& route);
-  void generate(const std::shared_ptr<http::HttpExchange>& exchange, const Route& route,
-                bool stream);
-  void repository(const std::shared_ptr<http::HttpExchange>& exchange, const Route& route);
-  void sharedMemory(const std::shared_ptr<http::HttpExchange>& exchange, const Route& route);
+  using Exchange = std::shared_ptr<http::HttpExchange>;
+  void dispatch(const Exchange& exchange, const Route& route);
+  void routed(const Exchange& exchange, const Route& route);
+  // builtin upstream (http_frontend.cc, http_infer.cc, http_generate.cc)
+  void builtinEndpoint(const Exchange& exchange, const Route& route, const Decision& d);
+  void infer(const Exchange& exchange, const Route& route, const Decision& d);
+  void generate(const Exchange& exchange, const Route& route, const Decision& d, bool stream);
+  void repository(const Exchange& exchange, const Route& route, const Decision& d);
+  // remote upstreams (http_forward.cc)
+  void forwardHttp(const Exchange& exchange, const Route& route, const Decision& d);
+  void forwardGrpc(const Exchange& exchange, const Route& route, const Decision& d);
+  void inferOverGrpc(const Exchange& exchange, const Decision& d);
+  void mirror(const Exchange& exchange, const Route& route, const Decision& d);
+  // every upstream (http_forward.cc)
+  void mergedIndex(const Exchange& exchange);
+  void mergedStatistics(const Exchange& exchange);
+  void sharedMemory(const Exchange& exchange, const Route& route);
 
-  std::shared_ptr<builtin::ModelRepository> repository_;
+  std::shared_ptr<Router> router_;
   std::shared_ptr<SettingsStore> settings_;
   ServerInfo info_;
   std::string server_metadata_;  // cached, as Triton does

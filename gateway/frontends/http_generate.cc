@@ -215,11 +215,11 @@ codecs::StatusOr<std::string> generateJson(const codecs::InferResponse& response
 
 }  // namespace
 
-void HttpFrontend::generate(const std::shared_ptr<HttpExchange>& exchange, const Route& route,
+void HttpFrontend::generate(const Exchange& exchange, const Route&, const Decision& d,
                             bool stream) {
-  const HttpRoute& m = route.match;
   const http::HttpRequest& http = exchange->request();
-  auto model = repository_->find(m.model, m.version);
+  builtin::ModelRepository& repo = *d.upstream->repository();
+  auto model = repo.find(d.upstream_model, d.upstream_version);
   if (!model.ok()) return exchange->respond(errorResponse(model.status()));
   const builtin::ModelSpec& spec = (*model)->spec();
   if (const std::string* ce = http.headers.find("Content-Encoding")) {
@@ -234,18 +234,19 @@ void HttpFrontend::generate(const std::shared_ptr<HttpExchange>& exchange, const
     return exchange->respond(HttpResponse::jsonError(400, "generate: the body must be a JSON object"));
   }
   auto request = std::make_shared<codecs::InferRequest>();
-  request->model_name = m.model;
-  request->model_version = m.version;
+  request->model_name = d.upstream_model;
+  request->model_version = d.upstream_version;
   if (auto status = addMembers(*request, spec, body->asObject(), true); !status.ok()) {
     return exchange->respond(errorResponse(status));
   }
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
   exchange->setCancelHandler([cancelled] { cancelled->store(true); });
-  builtin::Execution execution = repository_->infer(*request, /*streaming=*/spec.decoupled);
+  builtin::Execution execution = repo.infer(*request, /*streaming=*/spec.decoupled);
   auto produced = std::make_shared<std::vector<std::string>>();
   runExecution(exchange->loop(), std::move(execution), cancelled,
-               [exchange, produced, stream](Emission emission) {
+               [exchange, produced, stream, public_name = d.client_model](Emission emission) {
     if (emission.response.ok() && !emission.empty) {
+      emission.response->model_name = public_name;
       auto json = generateJson(*emission.response);
       if (!json.ok()) {
         emission.response = json.status();

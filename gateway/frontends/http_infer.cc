@@ -1,6 +1,7 @@
-// POST /v2/models/<m>[/versions/<v>]/infer: decode (JSON, binary extension, raw binary,
-// gzip/deflate), run on the builtin model, encode in the client's form (JSON or binary
-// outputs, compressed when Accept-Encoding asks).
+// POST /v2/models/<m>[/versions/<v>]/infer on a builtin upstream: decode (JSON, binary
+// extension, raw binary, gzip/deflate), run the model, encode in the client's form (JSON
+// or binary outputs, compressed when Accept-Encoding asks). The decode and encode steps
+// are shared with the gRPC-upstream path (http_frontend_internal.h).
 
 #include "codecs/binary_tensor.h"
 #include "codecs/compression.h"
@@ -9,6 +10,7 @@
 #include "gateway/error_mapping.h"
 #include "gateway/execution_runner.h"
 #include "gateway/frontends/http_frontend.h"
+#include "gateway/frontends/http_frontend_internal.h"
 #include "gateway/frontends/http_routes.h"
 #include "gateway/shared_memory_refusal.h"
 
@@ -30,6 +32,8 @@ codecs::StatusOr<std::optional<uint64_t>> headerLength(const http::HttpRequest& 
   }
   return n;
 }
+
+}  // namespace
 
 HttpResponse inferResponse(const codecs::InferResponse& response,
                            const codecs::InferRequest& request, const http::HttpRequest& http) {
@@ -56,66 +60,77 @@ HttpResponse inferResponse(const codecs::InferResponse& response,
   return r;
 }
 
-}  // namespace
+codecs::StatusOr<codecs::InferRequest> decodeHttpInfer(
+    const http::HttpRequest& http, const codecs::DecodeLimits& limits,
+    const codecs::BinaryTensorDecoder::RawInputSpec* raw_input) {
+  codecs::Buffer body = http.body;
+  size_t readable = http.body_readable;
+  if (const std::string* ce = http.headers.find("Content-Encoding")) {
+    INFERGATE_ASSIGN_OR_RETURN(codecs::ContentEncoding encoding, codecs::parseContentEncoding(*ce));
+    if (encoding != codecs::ContentEncoding::kIdentity) {
+      INFERGATE_ASSIGN_OR_RETURN(body, codecs::decompress(encoding, codecs::BufferChain(body),
+                                                          limits.max_decompressed_bytes));
+      readable = body.size();
+    }
+  }
+  INFERGATE_ASSIGN_OR_RETURN(std::optional<uint64_t> header_length, headerLength(http));
+  codecs::BinaryTensorDecoder decoder(limits);
+  if (header_length && *header_length == 0) {
+    if (raw_input == nullptr) {
+      return codecs::unimplemented(
+          "raw binary requests (Inference-Header-Content-Length: 0) are passed through to "
+          "HTTP upstreams only");
+    }
+    return decoder.decodeRawRequest(body, *raw_input);
+  }
+  return decoder.decodeRequest(body, header_length, readable);
+}
 
-void HttpFrontend::infer(const std::shared_ptr<HttpExchange>& exchange, const Route& route) {
-  const HttpRoute& m = route.match;
+HttpResponse decodeErrorResponse(const http::HttpRequest& http, const codecs::Status& status) {
+  HttpResponse r = errorResponse(status);
+  // An unsupported Content-Encoding (415-like, UNIMPLEMENTED) says what is supported.
+  const std::string* ce = http.headers.find("Content-Encoding");
+  if (ce && !codecs::parseContentEncoding(*ce).ok()) r.header("Accept-Encoding", "gzip, deflate");
+  return r;
+}
+
+void HttpFrontend::infer(const Exchange& exchange, const Route& route, const Decision& d) {
   const http::HttpRequest& http = exchange->request();
-  auto model = repository_->find(m.model, m.version);
+  builtin::ModelRepository& repo = *d.upstream->repository();
+  auto model = repo.find(d.upstream_model, d.upstream_version);
   if (!model.ok()) return exchange->respond(errorResponse(model.status()));
   const builtin::ModelSpec& spec = (*model)->spec();
   if (spec.decoupled) {
     return exchange->respond(errorResponse(builtin::decoupledUnaryError(spec, builtin::UnaryPath::kHttp)));
   }
-
-  codecs::Buffer body = http.body;
-  size_t readable = http.body_readable;
-  if (const std::string* ce = http.headers.find("Content-Encoding")) {
-    auto encoding = codecs::parseContentEncoding(*ce);
-    if (!encoding.ok()) {
-      HttpResponse r = errorResponse(encoding.status());
-      r.header("Accept-Encoding", "gzip, deflate");
-      return exchange->respond(std::move(r));
-    }
-    if (*encoding != codecs::ContentEncoding::kIdentity) {
-      auto inflated = codecs::decompress(*encoding, codecs::BufferChain(body),
-                                         options_.limits.max_decompressed_bytes);
-      if (!inflated.ok()) return exchange->respond(errorResponse(inflated.status()));
-      body = std::move(*inflated);
-      readable = body.size();
-    }
-  }
-
-  auto header_length = headerLength(http);
-  if (!header_length.ok()) return exchange->respond(errorResponse(header_length.status()));
-  codecs::BinaryTensorDecoder decoder(options_.limits);
-  codecs::StatusOr<codecs::InferRequest> decoded = codecs::InferRequest();
-  if (*header_length && **header_length == 0) {
+  std::optional<codecs::BinaryTensorDecoder::RawInputSpec> raw;
+  if (const std::string* ihcl = http.headers.find("Inference-Header-Content-Length");
+      ihcl && codecs::trimAscii(*ihcl) == "0") {
     if (spec.inputs.size() != 1) {
       return exchange->respond(HttpResponse::jsonError(
           400, codecs::strCat("raw binary request (Inference-Header-Content-Length: 0) needs a "
-                              "model with exactly one input; '", spec.name, "' has ",
+                              "model with exactly one input; '", d.client_model, "' has ",
                               spec.inputs.size())));
     }
     const builtin::TensorSpec& input = spec.inputs[0];
-    decoded = decoder.decodeRawRequest(
-        body, {input.name, input.datatype, input.dims, spec.max_batch_size > 0});
-  } else {
-    decoded = decoder.decodeRequest(body, *header_length, readable);
+    raw = codecs::BinaryTensorDecoder::RawInputSpec{input.name, input.datatype, input.dims,
+                                                    spec.max_batch_size > 0};
   }
-  if (!decoded.ok()) return exchange->respond(errorResponse(decoded.status()));
+  codecs::StatusOr<codecs::InferRequest> decoded =
+      decodeHttpInfer(http, options_.limits, raw ? &*raw : nullptr);
+  if (!decoded.ok()) return exchange->respond(decodeErrorResponse(http, decoded.status()));
   auto request = std::make_shared<codecs::InferRequest>(std::move(*decoded));
-  request->model_name = m.model;
-  request->model_version = m.version;
+  request->model_name = d.upstream_model;
+  request->model_version = d.upstream_version;
   if (auto refused = refuseSharedMemory(*request); !refused.ok()) {
     return exchange->respond(errorResponse(refused));
   }
 
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
   exchange->setCancelHandler([cancelled] { cancelled->store(true); });
-  builtin::Execution execution = repository_->infer(*request, /*streaming=*/false);
+  builtin::Execution execution = repo.infer(*request, /*streaming=*/false);
   runExecution(exchange->loop(), std::move(execution), cancelled,
-               [exchange, request](Emission emission) {
+               [exchange, request, public_name = d.client_model](Emission emission) {
                  if (exchange->responded()) return;
                  if (!emission.response.ok()) {
                    exchange->respond(errorResponse(emission.response.status()));
@@ -123,6 +138,7 @@ void HttpFrontend::infer(const std::shared_ptr<HttpExchange>& exchange, const Ro
                    exchange->respond(HttpResponse::jsonError(
                        500, "the model completed the request without a response"));
                  } else {
+                   emission.response->model_name = public_name;
                    exchange->respond(inferResponse(*emission.response, *request, exchange->request()));
                  }
                });

@@ -1,0 +1,52 @@
+#pragma once
+
+// Private to config/: the readers of one `upstreams` entry, one `routes` entry and a
+// header map, split out of config_loader.cc (which reads the small sections and runs
+// yaml-cpp). Like every YamlReader read, each records its own errors and returns what it
+// could read, so one pass reports every mistake in the file.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.h"
+#include "config/config_checks.h"
+#include "config/yaml_reader.h"
+
+namespace infergate::config {
+
+inline constexpr uint64_t kMaxTimeoutMs = 86400000;  // 24 hours, for every *_ms key
+
+// Who a header map is for: the rules differ.
+enum class HeaderUse {
+  kMatch,         // routes[].match.headers: compared with a request's headers or metadata
+  kHttpUpstream,  // upstreams[].headers of an http upstream (or one of unknown protocol)
+  kGrpcUpstream,  // upstreams[].headers of a grpc upstream: sent as gRPC metadata
+};
+
+// `text` with ASCII letters lowercased.
+std::string asciiLowercase(std::string_view text);
+
+// Empty when `name` is an HTTP field name (an RFC 9110 token); otherwise the error.
+std::string headerNameProblem(std::string_view name);
+
+// A mapping of header name -> string value, names stored lowercase. An entry with an
+// error is left out; then `*complete` (when given) turns false.
+std::vector<HeaderValue> readHeaderValues(YamlReader& reader, const YamlValue& value,
+                                          HeaderUse use, bool* complete = nullptr);
+
+// One `upstreams` entry. nullopt when it has no readable name (it is then not kept);
+// `names_known` turns false when a name was written but could not be read, as a route
+// may mean it. On success `marks.name` is set (the caller sets `marks.index`).
+std::optional<UpstreamConfig> readUpstream(YamlReader& reader, const YamlValue& value,
+                                           UpstreamMarks& marks, bool& names_known);
+
+// One `routes` entry. nullopt when its match or its targets could not be read: a route
+// with a half-read match must not take part in the unreachable-route check. The caller
+// sets `marks.index`; the rest of `marks` is filled here.
+std::optional<RouteConfig> readRoute(YamlReader& reader, const YamlValue& value,
+                                     RouteMarks& marks);
+
+}  // namespace infergate::config

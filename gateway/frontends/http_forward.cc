@@ -1,0 +1,650 @@
+// The HTTP frontend toward remote upstreams (http_frontend.h has the map):
+//
+//   forwardHttp   same protocol: the request goes out as it came (method, raw target,
+//                 body Buffer, the headers that matter) and the answer comes back as the
+//                 upstream sent it, status and body included; generate_stream is relayed
+//                 piece by piece. A rewrite changes the target's model segment and, in
+//                 successful answers, the name members the client reads.
+//   forwardGrpc   transcoded: infer -> ModelInfer (raw contents, tensors not copied) and
+//                 back to JSON / binary as the client asked; the other model endpoints ->
+//                 their typed RPC and back to Triton's JSON (admin_transcode.h).
+//   mirror        a copy of an infer request to the route's mirror, answer dropped.
+//   merged*       repository index and all-model statistics gathered from every upstream.
+//
+// Callbacks: HTTP client callbacks run on the exchange's loop; gRPC ones on grpc's
+// threads and post to the loop before touching the exchange. A cancelled exchange
+// cancels its upstream call; a completed call clears the cancel handler (the handler
+// holds the call, the call's callback holds the exchange: that cycle is broken there).
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+
+#include "codecs/compression.h"
+#include "codecs/grpc_byte_buffer.h"
+#include "codecs/json_response_decoder.h"
+#include "codecs/json_response_encoder.h"
+#include "codecs/protobuf_request_encoder.h"
+#include "codecs/protobuf_response_decoder.h"
+#include "codecs/text.h"
+#include "gateway/error_mapping.h"
+#include "gateway/execution_runner.h"
+#include "gateway/frontends/http_frontend.h"
+#include "gateway/frontends/http_frontend_internal.h"
+#include "gateway/shared_memory_refusal.h"
+#include "gateway/upstream/admin_transcode.h"
+#include "grpc_service.pb.h"
+
+namespace infergate::gateway::frontends {
+
+using http::HttpExchange;
+using http::HttpResponse;
+using upstream::Upstream;
+
+namespace {
+
+constexpr std::string_view kService = "/inference.GRPCInferenceService/";
+
+// What a forwarded answer needs of the decision once the request is gone.
+struct Names {
+  std::string upstream_name;
+  std::string client_model, upstream_model;
+  std::string client_version;  // "" when the client named none
+  bool rewrites = false;
+
+  explicit Names(const Decision& d)
+      : upstream_name(d.upstream->name()),
+        client_model(d.client_model),
+        upstream_model(d.upstream_model),
+        client_version(d.client_version),
+        rewrites(d.rewrites()) {}
+};
+
+// An error naming the upstream's model under the client's name.
+std::string publicMessage(std::string_view message, const Names& n) {
+  if (!n.rewrites || n.upstream_model == n.client_model) return std::string(message);
+  std::string from = codecs::strCat("'", n.upstream_model, "'");
+  std::string to = codecs::strCat("'", n.client_model, "'");
+  std::string out;
+  size_t at = 0;
+  for (size_t hit; (hit = message.find(from, at)) != std::string_view::npos; at = hit + from.size()) {
+    out.append(message.substr(at, hit - at)).append(to);
+  }
+  out.append(message.substr(at));
+  return out;
+}
+
+codecs::Status publicStatus(const codecs::Status& status, const Names& n) {
+  if (!n.rewrites) return status;
+  codecs::Status renamed(status.code(), publicMessage(codecs::messageOf(status), n));
+  return codecs::withOrigin(renamed, codecs::originOf(status));
+}
+
+codecs::Status upstreamGarbage(std::string_view upstream, std::string_view what,
+                               const codecs::Status& why) {
+  return codecs::withOrigin(
+      codecs::invalidArgument("upstream '", upstream, "' answered a malformed ", what, ": ",
+                              codecs::messageOf(why)),
+      codecs::ErrorOrigin::kUpstream);
+}
+
+std::optional<std::chrono::system_clock::time_point> deadlineOf(std::chrono::milliseconds timeout) {
+  if (timeout.count() == 0) return std::nullopt;
+  return std::chrono::system_clock::now() + timeout;
+}
+
+// "/v2/models/<m>[/versions/<v>]/<suffix>" or the repository form, for a rewritten model.
+std::string upstreamTarget(const HttpRoute& m, const Decision& d, std::string_view query) {
+  std::string target;
+  if (m.endpoint == HttpEndpoint::kRepositoryLoad || m.endpoint == HttpEndpoint::kRepositoryUnload) {
+    target = codecs::strCat("/v2/repository/models/", d.upstream_model,
+                            m.endpoint == HttpEndpoint::kRepositoryLoad ? "/load" : "/unload");
+  } else {
+    target = codecs::strCat("/v2/models/", d.upstream_model);
+    if (!d.upstream_version.empty()) target += codecs::strCat("/versions/", d.upstream_version);
+    switch (m.endpoint) {
+      case HttpEndpoint::kModelReady: target += "/ready"; break;
+      case HttpEndpoint::kModelInfer: target += "/infer"; break;
+      case HttpEndpoint::kModelGenerate: target += "/generate"; break;
+      case HttpEndpoint::kModelGenerateStream: target += "/generate_stream"; break;
+      case HttpEndpoint::kModelConfig: target += "/config"; break;
+      case HttpEndpoint::kModelStats: target += "/stats"; break;
+      case HttpEndpoint::kModelTraceSetting: target += "/trace/setting"; break;
+      default: break;
+    }
+  }
+  if (!query.empty()) target += codecs::strCat("?", query);
+  return target;
+}
+
+// Request headers an HTTP upstream must see to read the body as the client sent it.
+constexpr std::string_view kBodyHeaders[] = {"Content-Type", "Content-Encoding",
+                                             "Inference-Header-Content-Length",
+                                             "Accept-Encoding", "endpoint-load-metrics-format"};
+// Response headers relayed back to the client.
+constexpr std::string_view kAnswerHeaders[] = {"Content-Type", "Content-Encoding",
+                                               "Inference-Header-Content-Length", "Retry-After",
+                                               "endpoint-load-metrics"};
+
+upstream::HttpUpstreamRequest passthroughRequest(const Router& router, const http::HttpRequest& req,
+                                                 std::string target,
+                                                 std::chrono::milliseconds timeout) {
+  upstream::HttpUpstreamRequest out;
+  out.method = req.method;
+  out.target = std::move(target);
+  out.headers = router.forwardedHeaders(req.headers);
+  for (std::string_view name : kBodyHeaders) {
+    if (const std::string* v = req.headers.find(name)) out.headers.emplace_back(name, *v);
+  }
+  out.body = codecs::BufferChain(req.body);
+  out.timeout = timeout;
+  return out;
+}
+
+// A successful /infer answer with the client's model name (and version, when the client
+// named one) in its JSON header; the binary section is kept as slices.
+codecs::StatusOr<HttpResponse> renameInferAnswer(upstream::HttpUpstreamResponse& r,
+                                                 const Names& n) {
+  codecs::Buffer body = r.body;
+  bool inflated = false;
+  if (const std::string* ce = r.headers.find("Content-Encoding")) {
+    INFERGATE_ASSIGN_OR_RETURN(codecs::ContentEncoding encoding, codecs::parseContentEncoding(*ce));
+    if (encoding != codecs::ContentEncoding::kIdentity) {
+      INFERGATE_ASSIGN_OR_RETURN(body, codecs::decompress(encoding, codecs::BufferChain(body),
+                                                          UINT64_MAX));
+      inflated = true;
+    }
+  }
+  size_t json_size = body.size();
+  const std::string* ihcl = r.headers.find("Inference-Header-Content-Length");
+  if (ihcl) {
+    std::optional<uint64_t> n = codecs::parseUint64(codecs::trimAscii(*ihcl));
+    if (!n || *n > body.size()) {
+      return codecs::invalidArgument("Inference-Header-Content-Length '", *ihcl, "' is not valid");
+    }
+    json_size = *n;
+  }
+  std::optional<std::string> json =
+      upstream::renameInJson(body.view().substr(0, json_size), "model_name", n.client_model);
+  if (!json) return codecs::invalidArgument("the infer response has no model_name");
+  if (!n.client_version.empty()) {
+    if (auto versioned = upstream::renameInJson(*json, "model_version", n.client_version)) {
+      json = std::move(versioned);
+    }
+  }
+  HttpResponse out;
+  out.status = r.status;
+  for (std::string_view name : kAnswerHeaders) {
+    if (inflated && name == "Content-Encoding") continue;
+    if (name == "Inference-Header-Content-Length") continue;
+    if (const std::string* v = r.headers.find(name)) out.header(std::string(name), *v);
+  }
+  if (ihcl) out.header("Inference-Header-Content-Length", std::to_string(json->size()));
+  out.body.append(codecs::Buffer::fromString(std::move(*json)));
+  out.body.append(body.slice(json_size, body.size() - json_size));
+  return out;
+}
+
+// The upstream's answer for the client: as sent, or renamed where a rewrite applies.
+HttpResponse relayAnswer(upstream::HttpUpstreamResponse r, HttpEndpoint endpoint, const Names& n) {
+  auto asSent = [&] {
+    HttpResponse out;
+    out.status = r.status;
+    for (std::string_view name : kAnswerHeaders) {
+      if (const std::string* v = r.headers.find(name)) out.header(std::string(name), *v);
+    }
+    out.body.append(r.body);
+    return out;
+  };
+  if (!n.rewrites) return asSent();
+  if (r.status != 200) {
+    auto message = codecs::decodeJsonError(r.body.view());
+    if (!message.ok()) return asSent();
+    HttpResponse out = HttpResponse::jsonError(r.status, publicMessage(*message, n));
+    if (const std::string* v = r.headers.find("Retry-After")) out.header("Retry-After", *v);
+    return out;
+  }
+  codecs::Status failed;
+  switch (endpoint) {
+    case HttpEndpoint::kModelInfer: {
+      auto renamed = renameInferAnswer(r, n);
+      if (renamed.ok()) return std::move(*renamed);
+      failed = renamed.status();
+      break;
+    }
+    case HttpEndpoint::kModelMetadata:
+    case HttpEndpoint::kModelConfig:
+    case HttpEndpoint::kModelGenerate: {
+      std::string_view key = endpoint == HttpEndpoint::kModelGenerate ? "model_name" : "name";
+      if (auto renamed = upstream::renameInJson(r.body.view(), key, n.client_model)) {
+        HttpResponse out = asSent();
+        out.body = codecs::BufferChain(codecs::Buffer::fromString(std::move(*renamed)));
+        return out;
+      }
+      failed = codecs::invalidArgument("no '", key, "' member");
+      break;
+    }
+    case HttpEndpoint::kModelStats: {
+      auto stats = upstream::modelStatisticsFromJson(r.body.view());
+      if (stats.ok()) {
+        for (auto& row : *stats->mutable_model_stats()) row.set_name(n.client_model);
+        return HttpResponse::json(200, upstream::modelStatisticsToJson(*stats));
+      }
+      failed = stats.status();
+      break;
+    }
+    default:
+      return asSent();  // ready, load, unload, trace, generate_stream: no name to show
+  }
+  return errorResponse(upstreamGarbage(n.upstream_name, endpointName(endpoint), failed));
+}
+
+// Sends `request` to the gRPC upstream as `method`; `on_answer` runs on the exchange's
+// loop with the parsed answer. Errors (the call's, or an unparsable answer) are answered
+// here, under the client's names.
+template <typename Response>
+void callTyped(const std::shared_ptr<HttpExchange>& exchange, const Router& router,
+               const Decision& d, std::string_view method,
+               const google::protobuf::MessageLite& request,
+               std::function<void(const std::shared_ptr<HttpExchange>&, Response&)> on_answer) {
+  upstream::GrpcCallOptions options;
+  options.deadline = deadlineOf(d.timeout);
+  for (auto& [k, v] : router.forwardedHeaders(exchange->request().headers)) {
+    if (!k.ends_with("-bin")) options.metadata.emplace_back(std::move(k), std::move(v));
+  }
+  grpc::ByteBuffer bytes =
+      codecs::toByteBuffer(codecs::BufferChain(codecs::Buffer::fromString(request.SerializeAsString())));
+  Names names(d);
+  std::string full = codecs::strCat(kService, method);
+  auto call = d.upstream->grpc()->unary(
+      full, bytes, std::move(options),
+      [exchange, names, method = std::string(method), on_answer = std::move(on_answer)](
+          grpc::Status status, grpc::ByteBuffer answer) mutable {
+        exchange->loop().post([exchange, names = std::move(names), method = std::move(method),
+                               on_answer = std::move(on_answer), status = std::move(status),
+                               answer = std::move(answer)]() mutable {
+          exchange->setCancelHandler(nullptr);
+          if (exchange->responded()) return;
+          if (!status.ok()) {
+            return exchange->respond(errorResponse(
+                publicStatus(upstream::toUpstreamStatus(status, names.upstream_name), names)));
+          }
+          Response typed;
+          codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
+          if (!flat.ok() || !typed.ParseFromArray(flat->data(), static_cast<int>(flat->size()))) {
+            return exchange->respond(errorResponse(upstreamGarbage(
+                names.upstream_name, method,
+                flat.ok() ? codecs::invalidArgument("not a ", method, " response") : flat.status())));
+          }
+          on_answer(exchange, typed);
+        });
+      });
+  exchange->setCancelHandler([call] { call->cancel(); });
+}
+
+HttpResponse emptyOk() {
+  HttpResponse r;
+  r.status = 200;
+  return r;
+}
+
+}  // namespace
+
+void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, const Decision& d) {
+  const http::HttpRequest& req = exchange->request();
+  const HttpRoute& m = route.match;
+  std::string target = d.rewrites() ? upstreamTarget(m, d, req.query()) : req.target;
+  upstream::HttpUpstreamRequest out =
+      passthroughRequest(*router_, req, std::move(target), d.timeout);
+  upstream::HttpUpstreamCallbacks callbacks;
+  Names names(d);
+  if (m.endpoint == HttpEndpoint::kModelGenerateStream) {
+    // Server-sent events go out as they arrive; an error answer (not 200) is relayed whole.
+    auto streaming = std::make_shared<bool>(false);
+    callbacks.on_head = [exchange, streaming](int status, const http::HeaderList& headers) {
+      if (status != 200 || exchange->responded()) return;
+      HttpResponse head;
+      head.status = status;
+      if (const std::string* v = headers.find("Content-Type")) head.header("Content-Type", *v);
+      exchange->beginStream(std::move(head));
+      *streaming = true;
+    };
+    auto held = std::make_shared<codecs::BufferChain>();
+    callbacks.on_data = [exchange, streaming, held](codecs::Buffer piece) {
+      if (*streaming) {
+        exchange->sendChunk(std::move(piece));
+      } else {
+        held->append(std::move(piece));
+      }
+    };
+    callbacks.on_complete = [exchange, streaming, held, names](
+                                codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+      exchange->setCancelHandler(nullptr);
+      if (*streaming) {
+        // Broken mid-stream: the client sees the error as an event, as Triton reports
+        // errors after the first event.
+        if (!r.ok()) {
+          exchange->sendChunk(codecs::Buffer::fromString(
+              "data: " + codecs::encodeJsonError(codecs::messageOf(r.status())) + "\n\n"));
+        }
+        return exchange->endStream();
+      }
+      if (!r.ok()) return exchange->respond(errorResponse(publicStatus(r.status(), names)));
+      r->body = held->flatten();
+      exchange->respond(relayAnswer(std::move(*r), HttpEndpoint::kModelGenerateStream, names));
+    };
+  } else {
+    callbacks.on_complete = [exchange, names, endpoint = m.endpoint](
+                                codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+      exchange->setCancelHandler(nullptr);
+      if (!r.ok()) return exchange->respond(errorResponse(publicStatus(r.status(), names)));
+      exchange->respond(relayAnswer(std::move(*r), endpoint, names));
+    };
+  }
+  auto call = d.upstream->http(exchange->loop())
+                  .send(d.upstream->nextEndpoint(), std::move(out), std::move(callbacks));
+  if (call) exchange->setCancelHandler([call] { call->cancel(); });
+}
+
+void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, const Decision& d) {
+  const HttpRoute& m = route.match;
+  const http::HttpRequest& req = exchange->request();
+  std::string client_model = d.client_model;
+  switch (m.endpoint) {
+    case HttpEndpoint::kModelInfer:
+      return inferOverGrpc(exchange, d);
+    case HttpEndpoint::kModelMetadata: {
+      inference::ModelMetadataRequest r;
+      r.set_name(d.upstream_model);
+      r.set_version(d.upstream_version);
+      return callTyped<inference::ModelMetadataResponse>(
+          exchange, *router_, d, "ModelMetadata", r,
+          [client_model](const Exchange& ex, inference::ModelMetadataResponse& a) {
+            a.set_name(client_model);
+            ex->respond(HttpResponse::json(200, upstream::modelMetadataToJson(a)));
+          });
+    }
+    case HttpEndpoint::kModelReady: {
+      inference::ModelReadyRequest r;
+      r.set_name(d.upstream_model);
+      r.set_version(d.upstream_version);
+      return callTyped<inference::ModelReadyResponse>(
+          exchange, *router_, d, "ModelReady", r,
+          [](const Exchange& ex, inference::ModelReadyResponse& a) {
+            ex->respond(a.ready() ? emptyOk()
+                                  : HttpResponse::jsonError(400, "Model version not ready"));
+          });
+    }
+    case HttpEndpoint::kModelConfig: {
+      inference::ModelConfigRequest r;
+      r.set_name(d.upstream_model);
+      r.set_version(d.upstream_version);
+      return callTyped<inference::ModelConfigResponse>(
+          exchange, *router_, d, "ModelConfig", r,
+          [client_model](const Exchange& ex, inference::ModelConfigResponse& a) {
+            a.mutable_config()->set_name(client_model);
+            auto json = upstream::modelConfigToJson(a);
+            ex->respond(json.ok() ? HttpResponse::json(200, std::move(*json))
+                                  : errorResponse(json.status()));
+          });
+    }
+    case HttpEndpoint::kModelStats: {
+      inference::ModelStatisticsRequest r;
+      r.set_name(d.upstream_model);
+      r.set_version(d.upstream_version);
+      return callTyped<inference::ModelStatisticsResponse>(
+          exchange, *router_, d, "ModelStatistics", r,
+          [client_model](const Exchange& ex, inference::ModelStatisticsResponse& a) {
+            for (auto& row : *a.mutable_model_stats()) row.set_name(client_model);
+            ex->respond(HttpResponse::json(200, upstream::modelStatisticsToJson(a)));
+          });
+    }
+    case HttpEndpoint::kRepositoryLoad: {
+      auto r = upstream::loadRequestFromJson(d.upstream_model, req.body.view());
+      if (!r.ok()) return exchange->respond(errorResponse(r.status()));
+      return callTyped<inference::RepositoryModelLoadResponse>(
+          exchange, *router_, d, "RepositoryModelLoad", *r,
+          [](const Exchange& ex, inference::RepositoryModelLoadResponse&) { ex->respond(emptyOk()); });
+    }
+    case HttpEndpoint::kRepositoryUnload: {
+      auto r = upstream::unloadRequestFromJson(d.upstream_model, req.body.view());
+      if (!r.ok()) return exchange->respond(errorResponse(r.status()));
+      return callTyped<inference::RepositoryModelUnloadResponse>(
+          exchange, *router_, d, "RepositoryModelUnload", *r,
+          [](const Exchange& ex, inference::RepositoryModelUnloadResponse&) { ex->respond(emptyOk()); });
+    }
+    case HttpEndpoint::kModelTraceSetting: {
+      auto r = upstream::traceSettingRequestFromJson(
+          d.upstream_model, req.method == "GET" ? std::string_view() : req.body.view());
+      if (!r.ok()) return exchange->respond(errorResponse(r.status()));
+      return callTyped<inference::TraceSettingResponse>(
+          exchange, *router_, d, "TraceSetting", *r,
+          [](const Exchange& ex, inference::TraceSettingResponse& a) {
+            ex->respond(HttpResponse::json(200, upstream::traceSettingToJson(a)));
+          });
+    }
+    case HttpEndpoint::kModelGenerate:
+    case HttpEndpoint::kModelGenerateStream:
+      return exchange->respond(errorResponse(codecs::unimplemented(
+          "the generate extension is HTTP only: model '", d.client_model, "' is routed to upstream '",
+          d.upstream->name(), "', which speaks gRPC")));
+    default:
+      exchange->respond(HttpResponse::jsonError(404, "Not Found"));
+  }
+}
+
+void HttpFrontend::inferOverGrpc(const Exchange& exchange, const Decision& d) {
+  const http::HttpRequest& http = exchange->request();
+  codecs::StatusOr<codecs::InferRequest> decoded = decodeHttpInfer(http, options_.limits, nullptr);
+  if (!decoded.ok()) return exchange->respond(decodeErrorResponse(http, decoded.status()));
+  auto request = std::make_shared<codecs::InferRequest>(std::move(*decoded));
+  request->model_name = d.upstream_model;
+  request->model_version = d.upstream_version;
+  if (auto refused = refuseSharedMemory(*request); !refused.ok()) {
+    return exchange->respond(errorResponse(refused));
+  }
+  codecs::StatusOr<codecs::BufferChain> message = codecs::ProtobufRequestEncoder().encode(*request);
+  if (!message.ok()) return exchange->respond(errorResponse(message.status()));
+
+  upstream::GrpcCallOptions options;
+  options.deadline = deadlineOf(d.timeout);
+  for (auto& [k, v] : router_->forwardedHeaders(http.headers)) {
+    if (!k.ends_with("-bin")) options.metadata.emplace_back(std::move(k), std::move(v));
+  }
+  Names names(d);
+  codecs::DecodeLimits limits = options_.limits;
+  auto call = d.upstream->grpc()->unary(
+      codecs::strCat(kService, "ModelInfer"), codecs::toByteBuffer(*message), std::move(options),
+      [exchange, request, names, limits](grpc::Status status, grpc::ByteBuffer answer) mutable {
+        exchange->loop().post([exchange, request, names = std::move(names), limits,
+                               status = std::move(status), answer = std::move(answer)] {
+          exchange->setCancelHandler(nullptr);
+          if (exchange->responded()) return;
+          if (!status.ok()) {
+            return exchange->respond(errorResponse(
+                publicStatus(upstream::toUpstreamStatus(status, names.upstream_name), names)));
+          }
+          codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
+          codecs::StatusOr<codecs::InferResponse> response =
+              flat.ok() ? codecs::ProtobufResponseDecoder(limits).decode(*flat) : flat.status();
+          if (!response.ok()) {
+            return exchange->respond(errorResponse(
+                upstreamGarbage(names.upstream_name, "ModelInfer response", response.status())));
+          }
+          response->model_name = names.client_model;
+          if (!names.client_version.empty()) response->model_version = names.client_version;
+          exchange->respond(inferResponse(*response, *request, exchange->request()));
+        });
+      });
+  exchange->setCancelHandler([call] { call->cancel(); });
+}
+
+// Shadow traffic: the same infer request to the mirror upstream, in its protocol, the
+// answer dropped. The client's request is never held up: every path is asynchronous and
+// failures are only counted by the upstream.
+void HttpFrontend::mirror(const Exchange& exchange, const Route& route, const Decision& d) {
+  if (route.match.endpoint != HttpEndpoint::kModelInfer) return;
+  const http::HttpRequest& http = exchange->request();
+  Upstream& target = *d.mirror;
+  switch (target.protocol()) {
+    case Upstream::Protocol::kHttp: {
+      std::string path = d.rewrites() ? upstreamTarget(route.match, d, http.query()) : http.target;
+      upstream::HttpUpstreamCallbacks ignore;
+      ignore.on_complete = [](codecs::StatusOr<upstream::HttpUpstreamResponse>) {};
+      target.http(exchange->loop())
+          .send(target.nextEndpoint(), passthroughRequest(*router_, http, std::move(path), d.timeout),
+                std::move(ignore));
+      return;
+    }
+    case Upstream::Protocol::kGrpc: {
+      auto decoded = decodeHttpInfer(http, options_.limits, nullptr);
+      if (!decoded.ok()) return;
+      decoded->model_name = d.upstream_model;
+      decoded->model_version = d.upstream_version;
+      auto message = codecs::ProtobufRequestEncoder().encode(*decoded);
+      if (!message.ok()) return;
+      upstream::GrpcCallOptions options;
+      options.deadline = deadlineOf(d.timeout);
+      target.grpc()->unary(codecs::strCat(kService, "ModelInfer"), codecs::toByteBuffer(*message),
+                           std::move(options), [](grpc::Status, grpc::ByteBuffer) {});
+      return;
+    }
+    case Upstream::Protocol::kBuiltin: {
+      auto decoded = decodeHttpInfer(http, options_.limits, nullptr);
+      if (!decoded.ok()) return;
+      decoded->model_name = d.upstream_model;
+      decoded->model_version = d.upstream_version;
+      runExecution(exchange->loop(), target.repository()->infer(*decoded, /*streaming=*/false),
+                   std::make_shared<std::atomic<bool>>(false), [](Emission) {});
+      return;
+    }
+  }
+}
+
+namespace {
+
+// The answers of every upstream to one question, merged once all are in. Loop thread.
+struct Gather {
+  std::shared_ptr<HttpExchange> exchange;
+  std::vector<std::string> answers;
+  codecs::Status error;
+  size_t pending = 0;
+  std::function<void(Gather&)> finish;
+
+  void done(size_t i, codecs::StatusOr<std::string> answer) {
+    if (answer.ok()) {
+      answers[i] = std::move(*answer);
+    } else if (error.ok()) {
+      error = answer.status();
+    }
+    if (--pending > 0) return;
+    if (!error.ok()) return exchange->respond(errorResponse(error));
+    finish(*this);
+  }
+};
+
+// Asks every upstream: `local` for builtin ones, `over_http` (method, target) for HTTP
+// ones, `over_grpc` (method, typed request -> JSON of the typed answer) for gRPC ones.
+template <typename GrpcRequest, typename GrpcResponse>
+void gatherAll(const std::shared_ptr<HttpExchange>& exchange, const Router& router,
+               std::function<codecs::StatusOr<std::string>(builtin::ModelRepository&)> local,
+               std::string_view http_method, std::string_view http_target,
+               std::string_view grpc_method, GrpcRequest grpc_request,
+               std::function<std::string(const GrpcResponse&)> to_json,
+               std::function<void(Gather&)> finish) {
+  auto gather = std::make_shared<Gather>();
+  gather->exchange = exchange;
+  upstream::UpstreamSet& set = router.upstreams();
+  gather->answers.resize(set.size());
+  gather->pending = set.size();
+  gather->finish = std::move(finish);
+  const http::HttpRequest& req = exchange->request();
+  for (size_t i = 0; i < set.size(); ++i) {
+    Upstream& u = set.at(i);
+    switch (u.protocol()) {
+      case Upstream::Protocol::kBuiltin:
+        gather->done(i, local(*u.repository()));
+        break;
+      case Upstream::Protocol::kHttp: {
+        upstream::HttpUpstreamRequest out;
+        out.method = std::string(http_method);
+        out.target = std::string(http_target);
+        out.headers = router.forwardedHeaders(req.headers);
+        out.body = codecs::BufferChain(req.body);
+        out.timeout = u.timeout();
+        upstream::HttpUpstreamCallbacks callbacks;
+        callbacks.on_complete = [gather, i, name = u.name()](
+                                    codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+          if (!r.ok()) return gather->done(i, r.status());
+          if (r->status != 200) {
+            auto message = codecs::decodeJsonError(r->body.view());
+            return gather->done(
+                i, codecs::Status(codeForHttpStatus(r->status),
+                                  message.ok() ? *message
+                                               : codecs::strCat("upstream '", name, "' answered ",
+                                                                r->status)));
+          }
+          gather->done(i, std::string(r->body.view()));
+        };
+        u.http(exchange->loop()).send(u.nextEndpoint(), std::move(out), std::move(callbacks));
+        break;
+      }
+      case Upstream::Protocol::kGrpc: {
+        upstream::GrpcCallOptions options;
+        if (u.timeout().count()) options.deadline = deadlineOf(u.timeout());
+        grpc::ByteBuffer bytes = codecs::toByteBuffer(
+            codecs::BufferChain(codecs::Buffer::fromString(grpc_request.SerializeAsString())));
+        u.grpc()->unary(
+            codecs::strCat(kService, grpc_method), bytes, std::move(options),
+            [gather, i, to_json, name = u.name(), method = std::string(grpc_method),
+             loop = &exchange->loop()](grpc::Status status, grpc::ByteBuffer answer) {
+              loop->post([gather, i, to_json, name, method, status, answer] {
+                if (!status.ok()) return gather->done(i, upstream::toUpstreamStatus(status, name));
+                GrpcResponse typed;
+                auto flat = codecs::fromByteBuffer(answer);
+                if (!flat.ok() || !typed.ParseFromArray(flat->data(), static_cast<int>(flat->size()))) {
+                  return gather->done(i, upstreamGarbage(name, method, codecs::invalidArgument(
+                                                                           "not a ", method, " response")));
+                }
+                gather->done(i, to_json(typed));
+              });
+            });
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void HttpFrontend::mergedIndex(const Exchange& exchange) {
+  const http::HttpRequest& req = exchange->request();
+  auto index = upstream::indexRequestFromJson(req.body.view());
+  if (!index.ok()) return exchange->respond(errorResponse(index.status()));
+  bool ready_only = index->ready();
+  gatherAll<inference::RepositoryIndexRequest, inference::RepositoryIndexResponse>(
+      exchange, *router_,
+      [ready_only](builtin::ModelRepository& repo) -> codecs::StatusOr<std::string> {
+        return repo.indexJson(ready_only);
+      },
+      "POST", "/v2/repository/index", "RepositoryIndex", *index,
+      [](const inference::RepositoryIndexResponse& a) { return upstream::repositoryIndexToJson(a); },
+      [](Gather& g) {
+        g.exchange->respond(HttpResponse::json(200, upstream::mergeRepositoryIndexJson(g.answers)));
+      });
+}
+
+void HttpFrontend::mergedStatistics(const Exchange& exchange) {
+  gatherAll<inference::ModelStatisticsRequest, inference::ModelStatisticsResponse>(
+      exchange, *router_,
+      [](builtin::ModelRepository& repo) { return repo.statisticsJson("", ""); }, "GET",
+      "/v2/models/stats", "ModelStatistics", inference::ModelStatisticsRequest(),
+      [](const inference::ModelStatisticsResponse& a) { return upstream::modelStatisticsToJson(a); },
+      [](Gather& g) {
+        auto merged = upstream::mergeModelStatisticsJson(g.answers);
+        g.exchange->respond(merged.ok() ? HttpResponse::json(200, std::move(*merged))
+                                        : errorResponse(merged.status()));
+      });
+}
+
+}  // namespace infergate::gateway::frontends

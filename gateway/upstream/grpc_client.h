@@ -1,0 +1,101 @@
+#pragma once
+
+// The gRPC client toward one upstream of `protocol: grpc`: raw grpc::ByteBuffer calls on
+// the grpc++ callback API (GenericStub), so that a client's serialized message can be
+// passed through untouched and a transcoded one sent without building protobuf objects.
+//
+//   GrpcUpstreamClient(config)   `channels` channels per endpoint, created at once
+//                                (connections are made lazily by grpc), max message size
+//                                INT32_MAX both ways, round robin over all of them
+//   unary(method, bytes, ...)    one call; `done` runs once, on a grpc thread
+//   stream(method, ...)          a bidi stream (ModelStreamInfer); messages and the end
+//                                come back on grpc threads
+//
+// Methods are full names: "/inference.GRPCInferenceService/ModelInfer".
+//
+// Errors come back as the grpc::Status the upstream (or grpc) gave. toUpstreamStatus()
+// turns one into the gateway's codes, naming the upstream: UNAVAILABLE (refused, reset,
+// unreachable), DEADLINE_EXCEEDED, and the upstream's own code and message otherwise.
+//
+// Threads: every member is safe from any thread. Callbacks run on grpc's threads and
+// must not block: post to an event loop.
+// Lifetime: the client must outlive its calls; shutdown() cancels every call in flight
+// and waits until their callbacks have run.
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "codecs/status.h"
+#include "config/config.h"
+
+namespace infergate::gateway::upstream {
+
+struct GrpcCallOptions {
+  // None by default. A deadline also bounds connecting.
+  std::optional<std::chrono::system_clock::time_point> deadline;
+  // Sent as the call's metadata (keys lowercase); the upstream's configured headers are
+  // added by the client, replacing entries of the same key.
+  std::vector<std::pair<std::string, std::string>> metadata;
+};
+
+// A call in flight; cancel() from any thread, any number of times (after the end: nothing).
+class GrpcCallHandle {
+ public:
+  virtual ~GrpcCallHandle() = default;
+  virtual void cancel() = 0;
+};
+
+// A bidi stream in flight. write() queues (one message on the wire at a time, in order);
+// writesDone() half-closes after the queued messages; cancel() ends it (on_done follows
+// with CANCELLED). All three from any thread.
+class GrpcStream : public GrpcCallHandle {
+ public:
+  virtual void write(grpc::ByteBuffer message) = 0;
+  virtual void writesDone() = 0;
+};
+
+struct GrpcStreamCallbacks {
+  std::function<void(grpc::ByteBuffer message)> on_message;  // each message read
+  std::function<void(grpc::Status status)> on_done;          // once, last
+};
+
+class GrpcUpstreamClient {
+ public:
+  // config.protocol must be kGrpc with at least one endpoint.
+  explicit GrpcUpstreamClient(const config::UpstreamConfig& config);
+  ~GrpcUpstreamClient();  // shutdown()
+  GrpcUpstreamClient(const GrpcUpstreamClient&) = delete;
+  GrpcUpstreamClient& operator=(const GrpcUpstreamClient&) = delete;
+
+  const std::string& name() const { return name_; }
+
+  using UnaryDone = std::function<void(grpc::Status status, grpc::ByteBuffer response)>;
+  std::shared_ptr<GrpcCallHandle> unary(std::string_view method, const grpc::ByteBuffer& request,
+                                        GrpcCallOptions options, UnaryDone done);
+  std::shared_ptr<GrpcStream> stream(std::string_view method, GrpcCallOptions options,
+                                     GrpcStreamCallbacks callbacks);
+
+  // Cancels every call in flight and waits for their callbacks. Later calls fail at once
+  // with UNAVAILABLE. Idempotent.
+  void shutdown();
+
+ private:
+  struct Impl;
+  std::string name_;
+  std::shared_ptr<Impl> impl_;
+};
+
+// The gateway's status for a failed upstream call (see above). `upstream` is its name.
+codecs::Status toUpstreamStatus(const grpc::Status& status, std::string_view upstream);
+
+}  // namespace infergate::gateway::upstream

@@ -1,0 +1,899 @@
+// HttpUpstreamClient: libcurl's multi interface driven by one libevent loop.
+//
+//   send() --> Call (easy handle from a free list) --> curl_multi_add_handle
+//
+//   libcurl --SOCKETFUNCTION(fd, IN|OUT|REMOVE)--> one EV_PERSIST event per socket
+//   libcurl --TIMERFUNCTION(ms | -1)-------------> one evtimer
+//   socket event / timer fires
+//     --> curl_multi_socket_action(fd | CURL_SOCKET_TIMEOUT)
+//           libcurl calls onHeader / onWrite / onRead on the Calls: they only record
+//           (status, headers, body bytes, streamed pieces) and queue the Call as "news"
+//     --> collectFinished(): curl_multi_info_read; each finished transfer leaves the multi
+//         handle, its easy handle goes back to the free list, its Status is fixed
+//     --> deliverNews(): the user callbacks run, in order on_head, on_data..., on_complete
+//
+// Why user callbacks never run inside a libcurl callback: libcurl refuses to be re-entered
+// from its own callbacks (CURLM_RECURSIVE_API_CALL), and the natural things a callback does
+// -- cancel() this or another call, send() a follow-up, destroy the client -- all re-enter
+// the multi handle. Recording first and delivering after curl_multi_socket_action returned
+// makes all of them safe. The price is that a streamed piece is copied once into a Buffer
+// (libcurl's pointer is only valid during its callback), which the interface asks for anyway.
+//
+// Re-entrancy while delivering: a callback may cancel any call (it is skipped from then on),
+// and may destroy the client: deliverNews() watches a flag the destructor sets and returns
+// without touching `this`. The callbacks being run are moved out of their Call first, so
+// cancel() or the destructor never destroys a std::function while it is executing.
+//
+// Connections: libcurl's connection cache in the multi handle keeps them alive and reuses
+// them (CURLMOPT_MAX_HOST_CONNECTIONS caps them per endpoint; further requests queue inside
+// libcurl). Easy handles of successful transfers are kept in a small free list and
+// curl_easy_reset() on release, so a request costs no curl_easy_init() and an idle handle
+// points at nothing stale. A cancelled or failed transfer's handle is cleaned up instead:
+// removing an unfinished transfer makes libcurl close its connection, and nothing of a
+// transfer in an unknown state is reused.
+//
+// Deadlines: CURLOPT_TIMEOUT_MS enforces the request's timeout, except while a transfer
+// waits in libcurl's queue for a free connection (CURLMOPT_MAX_HOST_CONNECTIONS reached):
+// libcurl 7.88 checks no timeout in that state, so a request queued behind hung ones would
+// wait forever. A per-call evtimer, due a little after libcurl's own, ends such a call.
+//
+// Zero-copy: the request body is read by libcurl straight from the BufferChain's segments
+// (onRead copies into libcurl's upload buffer: the one copy of DESIGN.md). A buffered
+// response lands in one buffer reserved from Content-Length (doubling when it is unknown).
+
+#include "gateway/upstream/http_client.h"
+
+#include <curl/curl.h>
+#include <event2/event.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <unordered_map>
+
+namespace infergate::gateway::upstream {
+namespace {
+
+using codecs::Status;
+using codecs::strCat;
+
+// Easy handles kept for reuse. Beyond this many idle ones (after a burst), they are freed.
+constexpr size_t kMaxIdleEasyHandles = 32;
+// libcurl's receive and upload buffers (defaults 16 KiB / 64 KiB): larger ones halve the
+// callbacks and syscalls for multi-MiB tensors; allocated once per (reused) easy handle.
+constexpr long kReceiveBufferBytes = 256 * 1024;
+constexpr long kUploadBufferBytes = 256 * 1024;
+// A buffered body of unknown length starts with this much and doubles.
+constexpr size_t kInitialBodyBytes = 16 * 1024;
+// Content-Length is trusted for the up-front reservation up to Triton's own cap (int32,
+// PROTOCOL.md pitfall 18); past it the buffer grows as bytes actually arrive, so a lying
+// header cannot make us reserve an absurd amount.
+constexpr uint64_t kMaxReservedBodyBytes = 0x7fffffff;
+// How long after the request's timeout the backstop deadline fires. libcurl's own timer is
+// due first (and, if the loop stalled, libevent runs due timers in deadline order), so the
+// backstop only ever ends transfers that libcurl did not: those still queued.
+constexpr std::chrono::milliseconds kDeadlineGrace{20};
+
+void initCurlOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+char asciiLower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + ('a' - 'A')) : c; }
+
+bool equalsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return asciiLower(x) == asciiLower(y);
+         });
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// Request headers the client itself owns: message framing (Content-Length is set from the
+// body; a forwarded Transfer-Encoding would make libcurl upload chunked), the connection's
+// keep-alive, and hop-by-hop headers that must not cross a proxy (RFC 9110 7.6.1).
+bool isClientOwnedHeader(std::string_view name) {
+  static constexpr std::string_view kNames[] = {
+      "content-length", "transfer-encoding", "connection", "keep-alive", "proxy-connection",
+      "upgrade", "te", "trailer", "expect",
+  };
+  for (std::string_view n : kNames) {
+    if (equalsIgnoreCase(name, n)) return true;
+  }
+  return false;
+}
+
+// A header name is an RFC 9110 token; anything else (':', spaces, CR/LF) would change the
+// meaning of the header line libcurl builds from it.
+bool validHeaderName(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!alnum && std::string_view("!#$%&'*+-.^_`|~").find(c) == std::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// CR, LF or NUL in a value would split the header line or cut it short.
+bool validHeaderValue(std::string_view value) {
+  return value.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
+}
+
+std::string endpointText(const config::ListenAddress& e) {
+  if (!e.text.empty()) return e.text;
+  if (e.kind == config::ListenAddress::Kind::kUnix) return "unix:" + e.path;
+  if (e.host.find(':') != std::string::npos) return strCat("[", e.host, "]:", e.port);
+  return strCat(e.host, ":", e.port);
+}
+
+// "http://host:port" (IPv6 bracketed, a zone's '%' escaped as URLs require), or
+// "http://localhost" for a unix socket (the path goes in CURLOPT_UNIX_SOCKET_PATH).
+std::string baseUrl(const config::ListenAddress& e) {
+  if (e.kind == config::ListenAddress::Kind::kUnix) return "http://localhost";
+  if (e.host.find(':') == std::string::npos) return strCat("http://", e.host, ":", e.port);
+  std::string host;
+  for (char c : e.host) {
+    if (c == '%') {
+      host += "%25";
+    } else {
+      host += c;
+    }
+  }
+  return strCat("http://[", host, "]:", e.port);
+}
+
+class CurlMultiClient;
+
+// One request: the handle the caller holds, and the state libcurl's callbacks fill in.
+class Call final : public HttpCallHandle, public std::enable_shared_from_this<Call> {
+ public:
+  ~Call() override {
+    if (header_list) curl_slist_free_all(header_list);
+  }
+  void cancel() override;
+
+  // Null once the call ended (delivered, cancelled) or the client was destroyed.
+  CurlMultiClient* owner = nullptr;
+  CURL* easy = nullptr;       // while the transfer is in the multi handle
+  event* deadline = nullptr;  // the backstop timer, while armed
+  curl_slist* header_list = nullptr;
+  HttpUpstreamRequest request;  // keeps the body's segments alive while libcurl reads them
+  HttpUpstreamCallbacks callbacks;
+  bool streaming = false;  // on_head was given: pieces instead of one body
+  std::string endpoint;    // for messages
+  std::chrono::steady_clock::time_point started;
+  char error[CURL_ERROR_SIZE] = {};
+
+  // Upload position in request.body.
+  size_t segment = 0;
+  size_t segment_offset = 0;
+
+  // The response as it arrives. A new status line (after a 1xx) starts over.
+  int status = 0;
+  std::vector<std::pair<std::string, std::string>> raw_headers;
+  std::optional<uint64_t> content_length;
+  bool head_complete = false;  // the final response's header block ended
+  http::HeaderList headers;    // built from raw_headers once head_complete
+  codecs::MutableBuffer body;  // buffered mode
+  size_t body_used = 0;
+  std::vector<codecs::Buffer> pieces;  // streaming mode, not yet delivered
+  Status local_error;                  // set by our own callbacks (memory)
+
+  // Delivery state.
+  bool queued = false;  // in CurlMultiClient::news_
+  bool head_delivered = false;
+  bool finished = false;  // left the multi handle; `outcome` is final
+  Status outcome;
+};
+
+class CurlMultiClient {
+ public:
+  CurlMultiClient(http::EventLoop& loop, HttpClientOptions options);
+  ~CurlMultiClient();
+
+  std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,
+                                       HttpUpstreamRequest request,
+                                       HttpUpstreamCallbacks callbacks);
+  void cancel(Call& call);
+
+  // libcurl's data callbacks (userdata: the Call).
+  static size_t onHeader(char* data, size_t size, size_t count, void* userdata);
+  static size_t onWrite(char* data, size_t size, size_t count, void* userdata);
+  static size_t onRead(char* dest, size_t size, size_t count, void* userdata);
+  static int onSeek(void* userdata, curl_off_t offset, int origin);
+
+ private:
+  // libcurl -> libevent
+  static int onSocketUpdate(CURL* easy, curl_socket_t fd, int what, void* userp, void* socketp);
+  static int onTimerUpdate(CURLM* multi, long timeout_ms, void* userp);
+  // libevent -> libcurl
+  static void onSocketReady(evutil_socket_t fd, short events, void* arg);
+  static void onTimeout(evutil_socket_t fd, short events, void* arg);
+  static void onDeadline(evutil_socket_t fd, short events, void* arg);
+
+  void afterAction();
+  void collectFinished();
+  void deliverNews();
+  // Runs what `call` has for its user; false when a callback destroyed the client.
+  bool deliver(Call& call, const bool& destroyed);
+  void markNews(Call& call);
+
+  void armDeadline(Call& call);
+  void dropDeadline(Call& call);
+  // Takes an unfinished transfer out of the multi handle; its connection is closed.
+  void abandonTransfer(Call& call);
+
+  CURL* acquireEasy();
+  void releaseEasy(CURL* easy);
+  Status configure(Call& call, const config::ListenAddress& endpoint);
+  // Ends `call` with `status` from the loop soon (never inside send()).
+  void failSoon(const std::shared_ptr<Call>& call, Status status);
+  Status outcomeOf(const Call& call, CURLcode result) const;
+  std::string prefix(const Call& call) const;
+
+  http::EventLoop& loop_;
+  HttpClientOptions options_;
+  CURLM* multi_ = nullptr;
+  event* timer_ = nullptr;
+  std::unordered_map<curl_socket_t, event*> sockets_;
+  std::vector<CURL*> idle_easies_;
+  std::unordered_map<Call*, std::shared_ptr<Call>> calls_;  // not yet delivered whole
+  std::vector<std::shared_ptr<Call>> news_;
+  bool* destroyed_ = nullptr;  // while delivering: set by the destructor
+};
+
+void Call::cancel() {
+  if (owner == nullptr) return;
+  auto keep = shared_from_this();  // the client may hold the last other reference
+  owner->cancel(*this);
+}
+
+// ---- construction and teardown ----
+
+CurlMultiClient::CurlMultiClient(http::EventLoop& loop, HttpClientOptions options)
+    : loop_(loop), options_(std::move(options)) {
+  initCurlOnce();
+  // Not added yet: the constructor may run off the loop thread (the UpstreamSet is built on
+  // the main thread), and only event_add touches the loop's base.
+  timer_ = evtimer_new(loop_.base(), &CurlMultiClient::onTimeout, this);
+  multi_ = curl_multi_init();
+  if (multi_ == nullptr) return;  // send() reports it per request
+  curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &CurlMultiClient::onSocketUpdate);
+  curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
+  curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &CurlMultiClient::onTimerUpdate);
+  curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
+  long per_endpoint = std::max<long>(1, options_.max_connections_per_endpoint);
+  curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, per_endpoint);
+  // The idle cache holds every endpoint's connections: room for 16 endpoints at their cap
+  // (the default, 4 x the handles added, would close warm connections after a quiet spell).
+  curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, std::clamp(per_endpoint * 16, 64L, 16384L));
+}
+
+CurlMultiClient::~CurlMultiClient() {
+  if (destroyed_ != nullptr) *destroyed_ = true;
+  // Detach every call first (a late cancel() on a handle is then a no-op), and only then drop
+  // the callbacks: their captures' destructors may run arbitrary code.
+  std::unordered_map<Call*, std::shared_ptr<Call>> calls;
+  calls.swap(calls_);
+  news_.clear();
+  for (auto& [ptr, call] : calls) {
+    abandonTransfer(*call);
+    dropDeadline(*call);
+    call->owner = nullptr;
+  }
+  for (auto& [ptr, call] : calls) call->callbacks = {};
+  calls.clear();
+  for (CURL* easy : idle_easies_) curl_easy_cleanup(easy);
+  idle_easies_.clear();
+  // Closes the cached connections; libcurl may still call onSocketUpdate/onTimerUpdate here.
+  if (multi_ != nullptr) curl_multi_cleanup(multi_);
+  for (auto& [fd, ev] : sockets_) event_free(ev);
+  sockets_.clear();
+  if (timer_ != nullptr) event_free(timer_);
+}
+
+// ---- requests ----
+
+std::shared_ptr<HttpCallHandle> CurlMultiClient::send(const config::ListenAddress& endpoint,
+                                                      HttpUpstreamRequest request,
+                                                      HttpUpstreamCallbacks callbacks) {
+  auto call = std::make_shared<Call>();
+  call->owner = this;
+  call->request = std::move(request);
+  call->streaming = static_cast<bool>(callbacks.on_head);
+  call->callbacks = std::move(callbacks);
+  call->endpoint = endpointText(endpoint);
+  call->started = std::chrono::steady_clock::now();
+  calls_.emplace(call.get(), call);
+
+  call->easy = multi_ != nullptr ? acquireEasy() : nullptr;
+  if (call->easy == nullptr) {
+    failSoon(call, codecs::withOrigin(
+                       codecs::internalError(prefix(*call), "cannot create a libcurl handle"),
+                       codecs::ErrorOrigin::kInternal));
+    return call;
+  }
+  Status configured = configure(*call, endpoint);
+  if (configured.ok()) {
+    CURLMcode added = curl_multi_add_handle(multi_, call->easy);
+    if (added != CURLM_OK) {
+      configured = codecs::withOrigin(
+          codecs::internalError(prefix(*call),
+                                "cannot start the transfer: ", curl_multi_strerror(added)),
+          codecs::ErrorOrigin::kInternal);
+    }
+  }
+  if (!configured.ok()) {
+    releaseEasy(call->easy);
+    call->easy = nullptr;
+    failSoon(call, std::move(configured));
+    return call;
+  }
+  if (call->request.timeout.count() > 0) armDeadline(*call);
+  return call;
+}
+
+void CurlMultiClient::armDeadline(Call& call) {
+  call.deadline = evtimer_new(loop_.base(), &CurlMultiClient::onDeadline, &call);
+  if (call.deadline == nullptr) return;  // libcurl's own timeout still covers most cases
+  auto after = call.request.timeout + kDeadlineGrace;
+  timeval tv{static_cast<time_t>(after.count() / 1000),
+             static_cast<suseconds_t>((after.count() % 1000) * 1000)};
+  evtimer_add(call.deadline, &tv);
+}
+
+void CurlMultiClient::dropDeadline(Call& call) {
+  if (call.deadline == nullptr) return;
+  event_free(call.deadline);  // also from inside its own callback: libevent allows it
+  call.deadline = nullptr;
+}
+
+void CurlMultiClient::abandonTransfer(Call& call) {
+  if (call.easy == nullptr) return;
+  // An unfinished transfer leaving the multi handle makes libcurl close its connection;
+  // the easy handle goes too rather than back to the free list.
+  curl_multi_remove_handle(multi_, call.easy);
+  curl_easy_cleanup(call.easy);
+  call.easy = nullptr;
+}
+
+void CurlMultiClient::onDeadline(evutil_socket_t, short, void* arg) {
+  auto& call = *static_cast<Call*>(arg);
+  CurlMultiClient* self = call.owner;  // set: the timer is dropped whenever the call ends
+  self->dropDeadline(call);
+  if (call.finished) return;  // libcurl ended it; delivery is under way
+  self->abandonTransfer(call);
+  call.finished = true;
+  call.outcome = codecs::withOrigin(
+      absl::DeadlineExceededError(strCat(
+          self->prefix(call), "no response within the request's timeout of ",
+          call.request.timeout.count(), " ms (still queued for a connection: all ",
+          self->options_.max_connections_per_endpoint, " allowed to the endpoint were busy)")),
+      codecs::ErrorOrigin::kUpstream);
+  self->markNews(call);
+  self->deliverNews();  // last: it may destroy `self`
+}
+
+CURL* CurlMultiClient::acquireEasy() {
+  if (idle_easies_.empty()) return curl_easy_init();
+  CURL* easy = idle_easies_.back();
+  idle_easies_.pop_back();
+  return easy;
+}
+
+void CurlMultiClient::releaseEasy(CURL* easy) {
+  if (idle_easies_.size() >= kMaxIdleEasyHandles) {
+    curl_easy_cleanup(easy);
+    return;
+  }
+  // Reset now rather than at reuse: an idle handle then points at no Call, no header list
+  // and no error buffer that is about to be freed.
+  curl_easy_reset(easy);
+  idle_easies_.push_back(easy);
+}
+
+Status CurlMultiClient::configure(Call& call, const config::ListenAddress& endpoint) {
+  CURL* e = call.easy;
+  const HttpUpstreamRequest& r = call.request;
+  CURLcode rc = CURLE_OK;
+  // curl_easy_setopt is variadic: every value below has exactly the type libcurl reads
+  // (long, curl_off_t, a pointer), never a plain int.
+  auto set = [&](CURLoption option, auto value) {
+    if (rc == CURLE_OK) rc = curl_easy_setopt(e, option, value);
+  };
+
+  std::string url = baseUrl(endpoint);
+  url += r.target;  // as is: PATH_AS_IS below keeps "../" and "%2F" (PROTOCOL.md pitfall 4)
+  set(CURLOPT_URL, url.c_str());  // libcurl copies strings
+  set(CURLOPT_PATH_AS_IS, 1L);
+  set(CURLOPT_PROTOCOLS_STR, "http");
+  set(CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+  if (endpoint.kind == config::ListenAddress::Kind::kUnix) {
+    set(CURLOPT_UNIX_SOCKET_PATH, endpoint.path.c_str());
+  }
+  set(CURLOPT_PRIVATE, static_cast<void*>(&call));
+  set(CURLOPT_ERRORBUFFER, call.error);
+  set(CURLOPT_NOSIGNAL, 1L);
+  set(CURLOPT_PROXY, "");  // never a proxy from http_proxy / HTTP_PROXY
+  set(CURLOPT_TCP_NODELAY, 1L);
+  set(CURLOPT_TCP_KEEPALIVE, 1L);  // notices a silently dead idle connection
+  set(CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));
+  set(CURLOPT_TIMEOUT_MS, std::max<long>(0, static_cast<long>(r.timeout.count())));  // 0: none
+  // Bodies pass through as sent: no Accept-Encoding (so no decoding is negotiated), and
+  // content decoding off in case an upstream encodes unasked.
+  set(CURLOPT_HTTP_CONTENT_DECODING, 0L);
+  // Tuning only, so their result is ignored: libcurl 7.88 refuses CURLOPT_BUFFERSIZE on a
+  // handle that still holds a receive buffer (see collectFinished()).
+  curl_easy_setopt(e, CURLOPT_BUFFERSIZE, kReceiveBufferBytes);
+  curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, kUploadBufferBytes);
+  set(CURLOPT_HEADERFUNCTION, &CurlMultiClient::onHeader);
+  set(CURLOPT_HEADERDATA, static_cast<void*>(&call));
+  set(CURLOPT_WRITEFUNCTION, &CurlMultiClient::onWrite);
+  set(CURLOPT_WRITEDATA, static_cast<void*>(&call));
+
+  if (r.method == "HEAD") {
+    set(CURLOPT_NOBODY, 1L);  // else libcurl waits for the body the headers announce
+  } else if (r.method == "GET" && r.body.empty()) {
+    set(CURLOPT_HTTPGET, 1L);
+  } else {
+    // Any method with a body (or POST without one): Content-Length from the chain, the
+    // bytes from onRead; onSeek lets libcurl resend on a fresh connection when a reused
+    // keep-alive connection turns out to be dead.
+    set(CURLOPT_POST, 1L);
+    set(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
+    set(CURLOPT_READFUNCTION, &CurlMultiClient::onRead);
+    set(CURLOPT_READDATA, static_cast<void*>(&call));
+    set(CURLOPT_SEEKFUNCTION, &CurlMultiClient::onSeek);
+    set(CURLOPT_SEEKDATA, static_cast<void*>(&call));
+    if (r.method != "POST") set(CURLOPT_CUSTOMREQUEST, r.method.c_str());
+  }
+
+  bool has_accept = false, has_content_type = false;
+  auto append = [&](const std::string& line) {
+    curl_slist* grown = curl_slist_append(call.header_list, line.c_str());
+    if (grown == nullptr) {
+      if (rc == CURLE_OK) rc = CURLE_OUT_OF_MEMORY;
+      return;
+    }
+    call.header_list = grown;
+  };
+  for (const auto& [name, value] : r.headers) {
+    // Unsendable headers are dropped: none can come from a parsed client request.
+    if (!validHeaderName(name) || !validHeaderValue(value) || isClientOwnedHeader(name)) continue;
+    has_accept = has_accept || equalsIgnoreCase(name, "accept");
+    has_content_type = has_content_type || equalsIgnoreCase(name, "content-type");
+    // "Name;" is libcurl's spelling of a header with an empty value ("Name:" removes one).
+    append(value.empty() ? strCat(name, ";") : strCat(name, ": ", value));
+  }
+  // Remove what libcurl would add on its own: Expect: 100-continue (bodies over 1 MiB; a
+  // round trip lost), Accept: */*, and Content-Type: application/x-www-form-urlencoded.
+  append("Expect:");
+  if (!has_accept) append("Accept:");
+  if (!has_content_type) append("Content-Type:");
+  set(CURLOPT_HTTPHEADER, call.header_list);
+
+  if (rc != CURLE_OK) {
+    return codecs::withOrigin(
+        codecs::internalError(prefix(call), "cannot set up the request: ", curl_easy_strerror(rc)),
+        codecs::ErrorOrigin::kInternal);
+  }
+  return Status();
+}
+
+void CurlMultiClient::failSoon(const std::shared_ptr<Call>& call, Status status) {
+  call->finished = true;
+  call->outcome = std::move(status);
+  // Posted, not delivered here: the caller of send() has not even received the handle yet.
+  loop_.post([call] {
+    if (call->owner == nullptr) return;  // cancelled, or the client is gone
+    call->owner->markNews(*call);
+    call->owner->deliverNews();
+  });
+}
+
+void CurlMultiClient::cancel(Call& call) {
+  abandonTransfer(call);
+  dropDeadline(call);
+  call.owner = nullptr;
+  // Not running: deliver() moves the callbacks it runs out of the Call first.
+  call.callbacks = {};
+  call.pieces.clear();
+  calls_.erase(&call);
+}
+
+// ---- libcurl <-> libevent ----
+
+int CurlMultiClient::onSocketUpdate(CURL*, curl_socket_t fd, int what, void* userp, void*) {
+  auto* self = static_cast<CurlMultiClient*>(userp);
+  if (what == CURL_POLL_REMOVE) {
+    auto it = self->sockets_.find(fd);
+    if (it != self->sockets_.end()) {
+      event_free(it->second);
+      self->sockets_.erase(it);
+    }
+    return 0;
+  }
+  short events = EV_PERSIST;
+  if (what & CURL_POLL_IN) events |= EV_READ;
+  if (what & CURL_POLL_OUT) events |= EV_WRITE;
+  // Keyed by descriptor rather than curl_multi_assign(): should libcurl ever close a socket
+  // without CURL_POLL_REMOVE, the next socket with that number updates the same event
+  // instead of leaving a stale one registered.
+  auto [it, inserted] = self->sockets_.try_emplace(fd, nullptr);
+  if (inserted) {
+    it->second = event_new(self->loop_.base(), fd, events, &CurlMultiClient::onSocketReady, self);
+    if (it->second == nullptr) {
+      self->sockets_.erase(it);
+      return -1;  // libcurl fails the transfers on this socket
+    }
+  } else {
+    event_del(it->second);
+    event_assign(it->second, self->loop_.base(), fd, events, &CurlMultiClient::onSocketReady, self);
+  }
+  event_add(it->second, nullptr);
+  return 0;
+}
+
+int CurlMultiClient::onTimerUpdate(CURLM*, long timeout_ms, void* userp) {
+  auto* self = static_cast<CurlMultiClient*>(userp);
+  if (timeout_ms < 0) {
+    evtimer_del(self->timer_);
+    return 0;
+  }
+  // 0 means "as soon as possible": a zero timer runs on the next loop iteration, never
+  // inside this callback (libcurl forbids curl_multi_socket_action from here).
+  timeval tv{static_cast<time_t>(timeout_ms / 1000),
+             static_cast<suseconds_t>((timeout_ms % 1000) * 1000)};
+  evtimer_add(self->timer_, &tv);
+  return 0;
+}
+
+void CurlMultiClient::onSocketReady(evutil_socket_t fd, short events, void* arg) {
+  auto* self = static_cast<CurlMultiClient*>(arg);
+  int action = 0;
+  if (events & EV_READ) action |= CURL_CSELECT_IN;
+  if (events & EV_WRITE) action |= CURL_CSELECT_OUT;
+  int running = 0;
+  curl_multi_socket_action(self->multi_, fd, action, &running);
+  self->afterAction();
+}
+
+void CurlMultiClient::onTimeout(evutil_socket_t, short, void* arg) {
+  auto* self = static_cast<CurlMultiClient*>(arg);
+  int running = 0;
+  curl_multi_socket_action(self->multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+  self->afterAction();
+}
+
+void CurlMultiClient::afterAction() {
+  collectFinished();
+  deliverNews();  // last: it may destroy `this`
+}
+
+void CurlMultiClient::collectFinished() {
+  int left = 0;
+  while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+    if (msg->msg != CURLMSG_DONE) continue;
+    // Copied out: `msg` is invalid once the handle is removed.
+    CURL* easy = msg->easy_handle;
+    CURLcode result = msg->data.result;
+    char* private_data = nullptr;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, &private_data);
+    auto* call = reinterpret_cast<Call*>(private_data);
+    call->outcome = outcomeOf(*call, result);  // reads the handle's info: before release
+    call->finished = true;
+    curl_multi_remove_handle(multi_, easy);
+    if (result == CURLE_OK) {
+      releaseEasy(easy);
+    } else {
+      // A failed transfer can leave state behind that curl_easy_reset() keeps (7.88: after
+      // failing before connecting, the receive buffer stays allocated and the next
+      // CURLOPT_BUFFERSIZE is refused). Failures are rare enough to pay a curl_easy_init().
+      curl_easy_cleanup(easy);
+    }
+    call->easy = nullptr;
+    dropDeadline(*call);
+    markNews(*call);
+  }
+}
+
+// ---- delivery ----
+
+void CurlMultiClient::markNews(Call& call) {
+  if (call.queued) return;
+  call.queued = true;
+  news_.push_back(call.shared_from_this());
+}
+
+void CurlMultiClient::deliverNews() {
+  if (news_.empty()) return;
+  std::vector<std::shared_ptr<Call>> batch;
+  batch.swap(news_);
+  bool destroyed = false;
+  bool* outer = destroyed_;
+  destroyed_ = &destroyed;
+  for (const std::shared_ptr<Call>& call : batch) {
+    call->queued = false;
+    if (!deliver(*call, destroyed)) {
+      if (outer != nullptr) *outer = true;
+      return;  // `this` is gone; `batch` only releases Calls
+    }
+  }
+  destroyed_ = outer;
+}
+
+bool CurlMultiClient::deliver(Call& call, const bool& destroyed) {
+  if (call.owner == nullptr) return true;  // cancelled since it was queued
+  // Run from a local: a callback may cancel this call or destroy the client, which clears
+  // call.callbacks; the function being run must outlive its own execution.
+  HttpUpstreamCallbacks cb = std::move(call.callbacks);
+  call.callbacks = {};
+  auto stopped = [&] { return destroyed || call.owner == nullptr; };
+
+  if (cb.on_head) {
+    if (call.head_complete && !call.head_delivered) {
+      call.head_delivered = true;
+      cb.on_head(call.status, call.headers);
+      if (stopped()) return !destroyed;
+    }
+    while (!call.pieces.empty()) {
+      std::vector<codecs::Buffer> pieces;
+      pieces.swap(call.pieces);
+      for (codecs::Buffer& piece : pieces) {
+        if (cb.on_data) cb.on_data(std::move(piece));
+        if (stopped()) return !destroyed;
+      }
+    }
+  }
+  if (!call.finished) {
+    call.callbacks = std::move(cb);
+    return true;
+  }
+
+  codecs::StatusOr<HttpUpstreamResponse> result(HttpUpstreamResponse{});
+  if (call.outcome.ok()) {
+    result->status = call.status;
+    result->headers = std::move(call.headers);
+    if (!call.streaming) result->body = std::move(call.body).freeze(call.body_used);
+  } else {
+    result = std::move(call.outcome);
+  }
+  call.owner = nullptr;
+  auto keep = calls_.extract(&call);  // `batch` still holds the Call
+  if (cb.on_complete) cb.on_complete(std::move(result));
+  return !destroyed;
+}
+
+// ---- libcurl data callbacks (inside curl_multi_socket_action: record only) ----
+
+size_t CurlMultiClient::onHeader(char* data, size_t size, size_t count, void* userdata) {
+  auto& call = *static_cast<Call*>(userdata);
+  size_t length = size * count;
+  if (call.head_complete) return length;  // trailers of a chunked body: not part of the head
+  std::string_view line = trim(std::string_view(data, length));
+  if (line.substr(0, 5) == "HTTP/") {
+    // A status line: a 1xx's headers are dropped by starting over.
+    call.status = 0;
+    call.raw_headers.clear();
+    call.content_length.reset();
+    size_t space = line.find(' ');
+    if (space != line.npos) {
+      std::string_view code = line.substr(space + 1, 3);
+      std::from_chars(code.data(), code.data() + code.size(), call.status);
+    }
+    return length;
+  }
+  if (line.empty()) {  // the end of a header block
+    if (call.status >= 200) {
+      call.head_complete = true;
+      for (auto& [name, value] : call.raw_headers) {
+        call.headers.add(std::move(name), std::move(value));
+      }
+      call.raw_headers.clear();
+      if (call.streaming && call.owner != nullptr) call.owner->markNews(call);
+    }
+    return length;
+  }
+  if ((data[0] == ' ' || data[0] == '\t') && !call.raw_headers.empty()) {
+    // obs-fold: a continuation of the previous header's value.
+    call.raw_headers.back().second.append(" ").append(line);
+    return length;
+  }
+  size_t colon = line.find(':');
+  if (colon == line.npos) return length;  // not a header line; libcurl judged the framing
+  std::string_view name = trim(line.substr(0, colon));
+  std::string_view value = trim(line.substr(colon + 1));
+  if (equalsIgnoreCase(name, "content-length")) {
+    uint64_t n = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec == std::errc() && end == value.data() + value.size()) call.content_length = n;
+  }
+  call.raw_headers.emplace_back(std::string(name), std::string(value));
+  return length;
+}
+
+size_t CurlMultiClient::onWrite(char* data, size_t size, size_t count, void* userdata) {
+  auto& call = *static_cast<Call*>(userdata);
+  size_t length = size * count;
+  if (length == 0) return 0;
+  // No exception may unwind through libcurl; returning less than `length` fails the
+  // transfer (CURLE_WRITE_ERROR) and local_error says why.
+  try {
+    if (call.streaming) {
+      call.pieces.push_back(codecs::Buffer::copyOf(std::string_view(data, length)));
+      if (call.owner != nullptr) call.owner->markNews(call);
+      return length;
+    }
+    size_t needed = call.body_used + length;
+    if (needed > call.body.size()) {
+      size_t capacity = std::max({needed, call.body.size() * 2, kInitialBodyBytes});
+      if (call.body.size() == 0 && call.content_length && *call.content_length >= needed &&
+          *call.content_length <= kMaxReservedBodyBytes) {
+        capacity = static_cast<size_t>(*call.content_length);  // the one allocation
+      }
+      codecs::MutableBuffer grown = codecs::MutableBuffer::allocate(capacity);
+      if (call.body_used > 0) std::memcpy(grown.data(), call.body.data(), call.body_used);
+      call.body = std::move(grown);
+    }
+    std::memcpy(call.body.data() + call.body_used, data, length);
+    call.body_used += length;
+    return length;
+  } catch (const std::bad_alloc&) {
+    call.local_error =
+        codecs::withOrigin(codecs::resourceExhausted(
+                               "upstream '", call.owner ? call.owner->options_.upstream_name : "",
+                               "' (", call.endpoint, "): no memory for a response body of ",
+                               call.body_used + length, "+ bytes"),
+                           codecs::ErrorOrigin::kInternal);
+    return 0;
+  }
+}
+
+size_t CurlMultiClient::onRead(char* dest, size_t size, size_t count, void* userdata) {
+  auto& call = *static_cast<Call*>(userdata);
+  const std::vector<codecs::Buffer>& segments = call.request.body.segments();
+  size_t room = size * count;
+  size_t copied = 0;
+  while (copied < room && call.segment < segments.size()) {
+    const codecs::Buffer& segment = segments[call.segment];
+    size_t take = std::min(room - copied, segment.size() - call.segment_offset);
+    std::memcpy(dest + copied, segment.data() + call.segment_offset, take);
+    copied += take;
+    call.segment_offset += take;
+    if (call.segment_offset == segment.size()) {
+      ++call.segment;
+      call.segment_offset = 0;
+    }
+  }
+  return copied;
+}
+
+int CurlMultiClient::onSeek(void* userdata, curl_off_t offset, int origin) {
+  auto& call = *static_cast<Call*>(userdata);
+  if (origin != SEEK_SET || offset < 0) return CURL_SEEKFUNC_CANTSEEK;
+  auto remaining = static_cast<uint64_t>(offset);
+  const std::vector<codecs::Buffer>& segments = call.request.body.segments();
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (remaining < segments[i].size()) {
+      call.segment = i;
+      call.segment_offset = static_cast<size_t>(remaining);
+      return CURL_SEEKFUNC_OK;
+    }
+    remaining -= segments[i].size();
+  }
+  if (remaining != 0) return CURL_SEEKFUNC_FAIL;
+  call.segment = segments.size();
+  call.segment_offset = 0;
+  return CURL_SEEKFUNC_OK;
+}
+
+// ---- errors ----
+
+std::string CurlMultiClient::prefix(const Call& call) const {
+  return strCat("upstream '", options_.upstream_name, "' (", call.endpoint, "): ");
+}
+
+Status CurlMultiClient::outcomeOf(const Call& call, CURLcode result) const {
+  if (!call.local_error.ok()) return call.local_error;
+  if (result == CURLE_OK) return Status();
+  long os_errno = 0;
+  curl_easy_getinfo(call.easy, CURLINFO_OS_ERRNO, &os_errno);
+  // libcurl's own text (error buffer, else the code's name) follows our summary in
+  // parentheses: ours says what it means for the request, libcurl's what happened.
+  std::string detail = call.error[0] != '\0' ? std::string(call.error) : curl_easy_strerror(result);
+  auto message = [&](std::string_view what) {
+    return strCat(prefix(call), what, " (", detail, ")");
+  };
+  auto upstream = [](Status s) {
+    return codecs::withOrigin(std::move(s), codecs::ErrorOrigin::kUpstream);
+  };
+  switch (result) {
+    case CURLE_COULDNT_CONNECT:
+      return upstream(absl::UnavailableError(
+          message(os_errno == ECONNREFUSED ? "connection refused" : "cannot connect")));
+    case CURLE_COULDNT_RESOLVE_HOST:
+      return upstream(absl::UnavailableError(message("cannot resolve the host name")));
+    case CURLE_SEND_ERROR:
+      return upstream(
+          absl::UnavailableError(message("connection broken while sending the request")));
+    case CURLE_RECV_ERROR:
+      return upstream(
+          absl::UnavailableError(message("connection broken while receiving the response")));
+    case CURLE_GOT_NOTHING:
+      return upstream(absl::UnavailableError(message("connection closed without a response")));
+    case CURLE_PARTIAL_FILE:
+      return upstream(
+          absl::UnavailableError(message("connection closed before the whole response arrived")));
+    case CURLE_SEND_FAIL_REWIND:
+      return upstream(
+          absl::UnavailableError(message("connection lost and the request could not be resent")));
+    case CURLE_OPERATION_TIMEDOUT: {
+      // libcurl reports the request's timeout and the connect timeout with the same code.
+      // Its clock starts after `started`, so when the request's timeout fired our elapsed
+      // time is at least that timeout; anything earlier was the connect timeout.
+      auto elapsed = std::chrono::steady_clock::now() - call.started;
+      if (call.request.timeout.count() > 0 && elapsed >= call.request.timeout) {
+        return upstream(absl::DeadlineExceededError(message(strCat(
+            "no response within the request's timeout of ", call.request.timeout.count(), " ms"))));
+      }
+      return upstream(absl::UnavailableError(
+          message(strCat("cannot connect within ", options_.connect_timeout.count(), " ms"))));
+    }
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+      return upstream(
+          codecs::invalidArgument(message("answered something that is not an HTTP/1.x response")));
+    case CURLE_BAD_CONTENT_ENCODING:
+      return upstream(
+          codecs::invalidArgument(message("answered a body with a malformed encoding")));
+    case CURLE_URL_MALFORMAT:
+      // The target (the client's, or a rewrite of it) is not sendable: the request's fault.
+      return codecs::invalidArgument(
+          message(strCat("the target \"", call.request.target, "\" cannot be sent")));
+    case CURLE_OUT_OF_MEMORY:
+    case CURLE_WRITE_ERROR:
+    case CURLE_READ_ERROR:
+    case CURLE_ABORTED_BY_CALLBACK:
+    case CURLE_BAD_FUNCTION_ARGUMENT:
+    case CURLE_FAILED_INIT:
+      return codecs::withOrigin(
+          codecs::internalError(message("the transfer failed inside the gateway")),
+          codecs::ErrorOrigin::kInternal);
+    default:
+      return upstream(absl::UnavailableError(message("the exchange failed")));
+  }
+}
+
+}  // namespace
+
+struct HttpUpstreamClient::Impl {
+  Impl(http::EventLoop& loop, HttpClientOptions options) : client(loop, std::move(options)) {}
+  CurlMultiClient client;
+};
+
+HttpUpstreamClient::HttpUpstreamClient(http::EventLoop& loop, HttpClientOptions options)
+    : impl_(std::make_unique<Impl>(loop, std::move(options))) {}
+
+HttpUpstreamClient::~HttpUpstreamClient() = default;
+
+std::shared_ptr<HttpCallHandle> HttpUpstreamClient::send(const config::ListenAddress& endpoint,
+                                                         HttpUpstreamRequest request,
+                                                         HttpUpstreamCallbacks callbacks) {
+  return impl_->client.send(endpoint, std::move(request), std::move(callbacks));
+}
+
+}  // namespace infergate::gateway::upstream

@@ -1,0 +1,99 @@
+#pragma once
+
+// The HTTP/1.1 client toward upstreams of `protocol: http`: libcurl's multi interface
+// driven by one worker's libevent loop (CURLMOPT_SOCKETFUNCTION / TIMERFUNCTION), so no
+// thread waits on a request. One HttpUpstreamClient per event loop; it keeps connections
+// alive and reuses them (up to `max_connections` per endpoint).
+//
+//   send(endpoint, request, callbacks)
+//     request body: read by libcurl straight from the BufferChain's segments (libcurl's
+//                   upload buffer is the one copy on this path); Content-Length is set,
+//                   never chunked; no Expect: 100-continue
+//     response:     buffered whole into one Buffer (reserved from Content-Length) and
+//                   handed to on_complete; or, when on_head is set, streamed: on_head once
+//                   the status and headers are in, on_data for each piece as it arrives
+//                   (server-sent events are relayed this way), then on_complete with an
+//                   empty body
+//
+// Endpoints: "host:port", "[v6]:port" or "unix:/path" (CURLOPT_UNIX_SOCKET_PATH).
+//
+// Errors (on_complete's status, naming the upstream and endpoint):
+//   UNAVAILABLE        connection refused / reset / closed before a full response,
+//                      name not resolved, connect timeout
+//   DEADLINE_EXCEEDED  the request's timeout passed
+//   INVALID_ARGUMENT, stamped ErrorOrigin::kUpstream (-> 502)
+//                      a response that is not HTTP/1.x, or malformed
+//   CANCELLED          cancel() was called (on_complete is then not called at all)
+// An upstream's HTTP error status (4xx, 5xx) is a response, not an error.
+//
+// Threads: loop thread only, for every member and every callback.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "codecs/buffer.h"
+#include "codecs/status.h"
+#include "config/config.h"
+#include "gateway/http/event_loop.h"
+#include "gateway/http/http_message.h"
+
+namespace infergate::gateway::upstream {
+
+struct HttpUpstreamRequest {
+  std::string method = "POST";  // "GET", "POST"
+  std::string target;           // path and query, sent as is (never re-encoded)
+  std::vector<std::pair<std::string, std::string>> headers;  // no Host / Content-Length
+  codecs::BufferChain body;
+  std::chrono::milliseconds timeout{0};  // the whole exchange; 0 = none
+};
+
+struct HttpUpstreamResponse {
+  int status = 0;
+  http::HeaderList headers;  // as received (names as sent by the upstream)
+  codecs::Buffer body;       // empty when streamed
+};
+
+struct HttpUpstreamCallbacks {
+  // Optional; set to stream the body.
+  std::function<void(int status, const http::HeaderList& headers)> on_head;
+  std::function<void(codecs::Buffer piece)> on_data;
+  // Once, last (not after cancel()).
+  std::function<void(codecs::StatusOr<HttpUpstreamResponse> response)> on_complete;
+};
+
+// A request in flight. cancel() stops it (the connection is closed, not reused); after
+// the end it does nothing. Loop thread.
+class HttpCallHandle {
+ public:
+  virtual ~HttpCallHandle() = default;
+  virtual void cancel() = 0;
+};
+
+struct HttpClientOptions {
+  std::string upstream_name;  // for messages
+  uint32_t max_connections_per_endpoint = 64;
+  std::chrono::milliseconds connect_timeout{5000};
+};
+
+class HttpUpstreamClient {
+ public:
+  HttpUpstreamClient(http::EventLoop& loop, HttpClientOptions options);
+  ~HttpUpstreamClient();  // cancels what is in flight (no callbacks)
+  HttpUpstreamClient(const HttpUpstreamClient&) = delete;
+  HttpUpstreamClient& operator=(const HttpUpstreamClient&) = delete;
+
+  std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,
+                                       HttpUpstreamRequest request,
+                                       HttpUpstreamCallbacks callbacks);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace infergate::gateway::upstream
