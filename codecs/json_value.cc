@@ -15,9 +15,13 @@ StatusOr<JsonValue> build(od::value value, int depth) {
   od::json_type type;
   if (auto error = value.type().get(type)) return jsonError(error, "the request");
   switch (type) {
-    case od::json_type::null:
-      if (value.is_null()) return JsonValue();
+    case od::json_type::null: {
+      // is_null() reports a literal that only starts like `null` as an error: read it
+      // without simdjson's throwing conversion.
+      bool is_null = false;
+      if (!value.is_null().get(is_null) && is_null) return JsonValue();
       return invalidArgument("failed to parse the request JSON: bad literal");
+    }
     case od::json_type::boolean: {
       bool b;
       if (auto error = value.get_bool().get(b)) return jsonError(error, "the request");

@@ -39,3 +39,19 @@ TEST(JsonValue, RejectsMalformedAndTrailingInput) {
 
 }  // namespace
 }  // namespace infergate::codecs
+
+namespace infergate::codecs {
+namespace {
+
+// Literals that only start like null / true / false are errors, never exceptions.
+TEST(JsonValueLiterals, MalformedLiteralsAreErrors) {
+  for (std::string_view text : {"not json", "[nul]", "{\"a\":nope}", "nulll", "[tru]", "fals"}) {
+    StatusOr<JsonValue> v = parseJson(text);
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << text;
+  }
+  ASSERT_TRUE(parseJson("[null]").ok());
+  EXPECT_TRUE(parseJson("[null]")->asArray()[0].isNull());
+}
+
+}  // namespace
+}  // namespace infergate::codecs

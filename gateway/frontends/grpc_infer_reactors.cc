@@ -35,6 +35,7 @@
 #include "codecs/json_request_encoder.h"
 #include "codecs/json_response_decoder.h"
 #include "codecs/protobuf_peek.h"
+#include "codecs/protobuf_wire.h"
 #include "codecs/text.h"
 #include "gateway/error_mapping.h"
 #include "gateway/execution_runner.h"
@@ -106,6 +107,24 @@ codecs::Status upstreamGarbage(std::string_view upstream, const codecs::Status& 
                                                     "' answered a malformed response: ",
                                                     codecs::messageOf(why)),
                             codecs::ErrorOrigin::kUpstream);
+}
+
+// The model_name inside a serialized ModelStreamInferResponse (field 2, then field 1), or
+// nullopt when there is none or the message is malformed.
+std::optional<std::string> streamModelName(const codecs::Buffer& message) {
+  std::optional<std::string> name;
+  codecs::Status walked = codecs::forEachField(
+      message.span(), [&](codecs::FieldTag tag, codecs::WireReader& reader) -> codecs::Status {
+        if (tag.number != 2 || tag.type != codecs::WireType::kLen) return reader.skip(tag);
+        INFERGATE_ASSIGN_OR_RETURN(auto inner, reader.readLengthDelimited());
+        return codecs::forEachField(inner, [&](codecs::FieldTag t, codecs::WireReader& r) -> codecs::Status {
+          if (t.number != 1 || t.type != codecs::WireType::kLen) return r.skip(t);
+          INFERGATE_ASSIGN_OR_RETURN(auto value, r.readLengthDelimited());
+          name = std::string(codecs::asChars(value));
+          return absl::OkStatus();
+        });
+      });
+  return walked.ok() ? name : std::nullopt;
 }
 
 // A ModelInfer (or stream) request toward an HTTP upstream: the binary-tensor extension
@@ -531,7 +550,11 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   // streams the same way on both legs.
   struct UpstreamLeg {
     std::shared_ptr<upstream::GrpcStream> stream;
-    Decision decision;  // of the request that opened it: names for the answers
+    Decision decision;  // of the request that opened it
+    // Upstream model name -> the name the client used, for every rewritten request sent
+    // on this leg: answers carry the upstream's name in their model_name. (Two public
+    // names aliasing one upstream model on one stream: the latest wins.)
+    std::map<std::string, std::string, std::less<>> renames;
   };
 
   upstream::GrpcStream* legFor(const Decision& d) {
@@ -567,12 +590,14 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   void onUpstreamMessage(upstream::Upstream* key, ByteBuffer message) {
     if (finish_called_ || abandoned_) return;
     auto it = legs_.find(key);
-    if (it != legs_.end() && it->second.decision.rewrites()) {
-      const Decision& d = it->second.decision;
+    if (it != legs_.end() && !it->second.renames.empty()) {
       auto flat = codecs::fromByteBuffer(message);
-      auto renamed = flat.ok() ? upstream::rewriteStreamModelFields(*flat, d.client_model, std::nullopt)
-                               : codecs::StatusOr<codecs::BufferChain>(flat.status());
-      if (renamed.ok()) message = codecs::toByteBuffer(*renamed);
+      std::optional<std::string> upstream_model = flat.ok() ? streamModelName(*flat) : std::nullopt;
+      auto hit = upstream_model ? it->second.renames.find(*upstream_model) : it->second.renames.end();
+      if (hit != it->second.renames.end()) {
+        auto renamed = upstream::rewriteStreamModelFields(*flat, hit->second, std::nullopt);
+        if (renamed.ok()) message = codecs::toByteBuffer(*renamed);
+      }
     }
     out_.push_back(Outgoing{std::move(message), std::nullopt});
     pump();
@@ -630,7 +655,11 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   void onRequest(Incoming in) {
     if (finish_called_ || abandoned_ || terminal_queued_) return;  // the stream is ending
     if (in.decision && in.decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
-      legFor(*in.decision)->write(std::move(in.raw));
+      upstream::GrpcStream* leg = legFor(*in.decision);
+      if (in.decision->rewrites()) {
+        legs_[in.decision->upstream].renames[in.decision->upstream_model] = in.decision->client_model;
+      }
+      leg->write(std::move(in.raw));
       maybeRead();
       return;
     }
