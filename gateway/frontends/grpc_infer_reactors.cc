@@ -127,14 +127,56 @@ std::optional<std::string> streamModelName(const codecs::Buffer& message) {
   return walked.ok() ? name : std::nullopt;
 }
 
+// Whether a serialized ModelStreamInferResponse ends its request: an in-band error, or a
+// response whose triton_final_response parameter is not false (non-decoupled models'
+// answers are final whether they carry it or not).
+bool isFinalStreamAnswer(const codecs::Buffer& message) {
+  bool final = true;
+  codecs::Status walked = codecs::forEachField(
+      message.span(), [&](codecs::FieldTag tag, codecs::WireReader& reader) -> codecs::Status {
+        if (tag.number != 2 || tag.type != codecs::WireType::kLen) return reader.skip(tag);
+        INFERGATE_ASSIGN_OR_RETURN(auto inner, reader.readLengthDelimited());
+        return codecs::forEachField(inner, [&](codecs::FieldTag t, codecs::WireReader& r) -> codecs::Status {
+          if (t.number != 4 || t.type != codecs::WireType::kLen) return r.skip(t);
+          INFERGATE_ASSIGN_OR_RETURN(auto entry, r.readLengthDelimited());
+          std::string_view key;
+          std::optional<bool> flag;
+          INFERGATE_RETURN_IF_ERROR(codecs::forEachField(
+              entry, [&](codecs::FieldTag e, codecs::WireReader& er) -> codecs::Status {
+                if (e.number == 1 && e.type == codecs::WireType::kLen) {
+                  INFERGATE_ASSIGN_OR_RETURN(auto k, er.readLengthDelimited());
+                  key = codecs::asChars(k);
+                  return absl::OkStatus();
+                }
+                if (e.number != 2 || e.type != codecs::WireType::kLen) return er.skip(e);
+                INFERGATE_ASSIGN_OR_RETURN(auto value, er.readLengthDelimited());
+                return codecs::forEachField(
+                    value, [&](codecs::FieldTag v, codecs::WireReader& vr) -> codecs::Status {
+                      if (v.number != 1 || v.type != codecs::WireType::kVarint) return vr.skip(v);
+                      INFERGATE_ASSIGN_OR_RETURN(uint64_t b, vr.readVarint());
+                      flag = b != 0;
+                      return absl::OkStatus();
+                    });
+              }));
+          if (key == codecs::param::kFinalResponse && flag) final = *flag;
+          return absl::OkStatus();
+        });
+      });
+  return !walked.ok() || final;
+}
+
 // A ModelInfer (or stream) request toward an HTTP upstream: the binary-tensor extension
 // (or JSON when the upstream is configured so), with the gateway's own headers.
+// A gRPC client reads raw outputs: the binary form asks for every output binary too, so
+// that FP16/BF16 and non-UTF-8 BYTES come back exactly (`target`: the upstream sent to,
+// the route's or its mirror).
 codecs::StatusOr<upstream::HttpUpstreamRequest> httpInferRequest(
-    const Shared& shared, const codecs::InferRequest& request, const Decision& d,
-    const ::grpc::CallbackServerContext& context) {
+    const Shared& shared, codecs::InferRequest& request, const Decision& d,
+    const upstream::Upstream& target, const ::grpc::CallbackServerContext& context) {
   codecs::JsonRequestEncoder::Options options;
   options.binary_inputs =
-      d.upstream->config().http_format == config::UpstreamConfig::HttpFormat::kBinary;
+      target.config().http_format == config::UpstreamConfig::HttpFormat::kBinary;
+  if (options.binary_inputs) request.binary_data_output = true;
   INFERGATE_ASSIGN_OR_RETURN(codecs::HttpInferBody body,
                              codecs::JsonRequestEncoder(options).encode(request));
   upstream::HttpUpstreamRequest out;
@@ -198,6 +240,7 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     codecs::StatusOr<Decision> decision = routeMessage(*shared_, request, context);
     if (!decision.ok()) return finish(grpcStatusFor(decision.status()));
     decision_ = std::move(*decision);
+    if (decision_.mirror) mirror(context, request);
     if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
       return passthrough(context, request);
     }
@@ -248,7 +291,6 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     upstream::GrpcCallOptions options;
     options.deadline = upstreamDeadline(context, decision_.timeout);
     options.metadata = shared_->router->forwardedMetadata(context.client_metadata(), true);
-    if (decision_.mirror) mirror(context, message);
     hold();
     auto call = decision_.upstream->grpc()->unary(
         codecs::strCat(kModelInferMethod), message, std::move(options),
@@ -283,14 +325,45 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     finish(::grpc::Status::OK);
   }
 
-  // Shadow traffic toward the route's mirror; the answer is dropped.
+  // Shadow traffic toward the route's mirror, in its protocol; the answer is dropped and
+  // nothing of it touches this reactor (which may be gone by then).
   void mirror(const ::grpc::CallbackServerContext& context, const ByteBuffer& message) {
     upstream::Upstream& target = *decision_.mirror;
-    if (target.protocol() != upstream::Upstream::Protocol::kGrpc) return;  // see gateway/README.md
-    upstream::GrpcCallOptions options;
-    options.deadline = upstreamDeadline(context, decision_.timeout);
-    target.grpc()->unary(kModelInferMethod, message, std::move(options),
-                         [](::grpc::Status, ByteBuffer) {});
+    codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(message);
+    if (!bytes.ok()) return;
+    if (target.protocol() == upstream::Upstream::Protocol::kGrpc) {
+      ByteBuffer copy = message;
+      if (decision_.rewrites()) {
+        auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model,
+                                                      decision_.upstream_version);
+        if (!rewritten.ok()) return;
+        copy = codecs::toByteBuffer(*rewritten);
+      }
+      upstream::GrpcCallOptions options;
+      options.deadline = upstreamDeadline(context, decision_.timeout);
+      target.grpc()->unary(kModelInferMethod, copy, std::move(options),
+                           [](::grpc::Status, ByteBuffer) {});
+      return;
+    }
+    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(*bytes);
+    if (!decoded.ok()) return;
+    decoded->model_name = decision_.upstream_model;
+    decoded->model_version = decision_.upstream_version;
+    http::EventLoop& loop = shared_->nextLoop();
+    if (target.protocol() == upstream::Upstream::Protocol::kBuiltin) {
+      loop.post([&loop, &target, request = std::move(*decoded)] {
+        runExecution(loop, target.repository()->infer(request, /*streaming=*/false),
+                     std::make_shared<std::atomic<bool>>(false), [](Emission) {});
+      });
+      return;
+    }
+    auto out = httpInferRequest(*shared_, *decoded, decision_, target, context);
+    if (!out.ok()) return;
+    loop.post([&loop, &target, out = std::move(*out)]() mutable {
+      upstream::HttpUpstreamCallbacks ignore;
+      ignore.on_complete = [](codecs::StatusOr<upstream::HttpUpstreamResponse>) {};
+      target.http(loop).send(target.nextEndpoint(), std::move(out), std::move(ignore));
+    });
   }
 
   // ---- HTTP upstream: transcoded ----
@@ -300,7 +373,7 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     decoded->model_name = decision_.upstream_model;
     decoded->model_version = decision_.upstream_version;
     if (codecs::Status shm = refuseSharedMemory(*decoded); !shm.ok()) return finish(grpcStatusFor(shm));
-    auto out = httpInferRequest(*shared_, *decoded, decision_, context);
+    auto out = httpInferRequest(*shared_, *decoded, decision_, *decision_.upstream, context);
     if (!out.ok()) return finish(grpcStatusFor(out.status()));
     hold();
     loop_.post([this, out = std::move(*out)]() mutable {
@@ -555,6 +628,9 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     // on this leg: answers carry the upstream's name in their model_name. (Two public
     // names aliasing one upstream model on one stream: the latest wins.)
     std::map<std::string, std::string, std::less<>> renames;
+    // Requests written whose final answer has not come back: each gets its in-band error
+    // if the leg fails.
+    size_t outstanding = 0;
   };
 
   upstream::GrpcStream* legFor(const Decision& d) {
@@ -590,6 +666,10 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   void onUpstreamMessage(upstream::Upstream* key, ByteBuffer message) {
     if (finish_called_ || abandoned_) return;
     auto it = legs_.find(key);
+    if (it != legs_.end() && it->second.outstanding > 0) {
+      auto flat = codecs::fromByteBuffer(message);
+      if (flat.ok() && isFinalStreamAnswer(*flat)) --it->second.outstanding;
+    }
     if (it != legs_.end() && !it->second.renames.empty()) {
       auto flat = codecs::fromByteBuffer(message);
       std::optional<std::string> upstream_model = flat.ok() ? streamModelName(*flat) : std::nullopt;
@@ -608,6 +688,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   void onUpstreamDone(upstream::Upstream* key, const ::grpc::Status& status) {
     auto it = legs_.find(key);
     Decision d = it != legs_.end() ? it->second.decision : Decision();
+    size_t unanswered = it != legs_.end() ? it->second.outstanding : 0;
     if (it != legs_.end()) legs_.erase(it);
     if (finish_called_ || abandoned_) return pump();
     if (!status.ok()) {
@@ -616,9 +697,12 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
         terminal_queued_ = true;
         out_.push_back(Outgoing{ByteBuffer(), publicGrpcStatus(error, d)});
       } else {
+        // One in-band error per request the leg took and never finished answering.
         codecs::InferResponse response;
         auto chain = shared_->encoder.encodeStream(&response, codecs::messageOf(error));
-        if (chain.ok()) out_.push_back(Outgoing{codecs::toByteBuffer(*chain), std::nullopt});
+        for (size_t i = 0; chain.ok() && i < unanswered; ++i) {
+          out_.push_back(Outgoing{codecs::toByteBuffer(*chain), std::nullopt});
+        }
       }
     }
     pump();
@@ -626,13 +710,41 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   }
 
   // An HTTP upstream answers each stream request as one /infer exchange.
-  void sendOverHttp(const RequestTag& tag, const codecs::InferRequest& request, const Decision& d) {
-    auto out = httpInferRequest(*shared_, request, d, *context_);
+  // A stream's requests reach Triton in order, and a sequence's state depends on it;
+  // separate HTTP exchanges on a connection pool do not keep order. So requests carrying
+  // a sequence_id go one at a time (per stream, in arrival order); the others at once.
+  struct QueuedHttp {
+    RequestTag tag;
+    upstream::HttpUpstreamRequest out;
+    Decision decision;
+  };
+
+  void sendOverHttp(const RequestTag& tag, codecs::InferRequest& request, const Decision& d) {
+    auto out = httpInferRequest(*shared_, request, d, *d.upstream, *context_);
     if (!out.ok()) return onEmission(tag, Emission{out.status(), true, false, false});
+    bool ordered = request.parameters.find(codecs::param::kSequenceId) != nullptr;
+    if (ordered && sequence_busy_) {
+      sequence_queue_.push_back(QueuedHttp{tag, std::move(*out), d});
+      return;
+    }
+    startHttp(tag, std::move(*out), d, ordered);
+  }
+
+  void startHttp(const RequestTag& tag, upstream::HttpUpstreamRequest out, const Decision& d,
+                 bool ordered) {
+    if (ordered) sequence_busy_ = true;
     uint64_t id = next_http_id_++;
     upstream::HttpUpstreamCallbacks callbacks;
-    callbacks.on_complete = [this, tag, id, d](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+    callbacks.on_complete = [this, tag, id, d, ordered](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
       http_calls_.erase(id);
+      if (ordered) {
+        sequence_busy_ = false;
+        if (!sequence_queue_.empty()) {
+          QueuedHttp next = std::move(sequence_queue_.front());
+          sequence_queue_.pop_front();
+          startHttp(next.tag, std::move(next.out), next.decision, true);
+        }
+      }
       codecs::StatusOr<codecs::InferResponse> answer = httpInferAnswer(*shared_, r, d.upstream->name());
       if (answer.ok()) {
         answer->model_name = d.client_model;
@@ -642,7 +754,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       }
       onEmission(tag, Emission{std::move(answer), true, true, false});
     };
-    http_calls_[id] = d.upstream->http(loop_).send(d.upstream->nextEndpoint(), std::move(*out),
+    http_calls_[id] = d.upstream->http(loop_).send(d.upstream->nextEndpoint(), std::move(out),
                                                    std::move(callbacks));
   }
 
@@ -650,6 +762,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     for (auto& [key, leg] : legs_) leg.stream->cancel();
     for (auto& [id, call] : http_calls_) call->cancel();
     http_calls_.clear();
+    sequence_queue_.clear();
   }
 
   void onRequest(Incoming in) {
@@ -659,6 +772,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       if (in.decision->rewrites()) {
         legs_[in.decision->upstream].renames[in.decision->upstream_model] = in.decision->client_model;
       }
+      ++legs_[in.decision->upstream].outstanding;
       leg->write(std::move(in.raw));
       maybeRead();
       return;
@@ -812,6 +926,8 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   std::map<upstream::Upstream*, UpstreamLeg> legs_;
   std::map<uint64_t, std::shared_ptr<upstream::HttpCallHandle>> http_calls_;
   uint64_t next_http_id_ = 0;
+  bool sequence_busy_ = false;  // a sequence request is out to an HTTP upstream
+  std::deque<QueuedHttp> sequence_queue_;
 
   ByteBuffer read_buf_;  // grpc thread between StartRead and OnReadDone, else the loop's
   ByteBuffer write_buf_;

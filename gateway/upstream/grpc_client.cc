@@ -11,7 +11,12 @@
 //   StreamCall     a ClientBidiReactor: one StartWrite at a time from a queue (write()
 //                  from any thread), StartWritesDone after the queue drains once
 //                  writesDone() was asked, a read always outstanding; frees itself in
-//                  OnDone after on_done ran.
+//                  OnDone after on_done ran. A hold (AddHold) keeps grpc from ending the
+//                  reactor while writes may still be started; it is removed once, when
+//                  the writing side is over (half-closed, broken, cancelled, or the read
+//                  side ended). Start* and RemoveHold run under a recursive mutex, so a
+//                  reaction grpc runs inline re-enters safely and no Start* can follow
+//                  the removal.
 //   live_          every call not yet ended, so that shutdown() can cancel them and wait.
 //
 // Ownership: a call is kept alive by grpc (until its completion runs) and by the
@@ -147,57 +152,62 @@ class StreamCall final : public GrpcStream,
     self_ = std::move(self);  // until OnDone
     impl_->stub().PrepareBidiStreamingCall(&context_, std::string(method), grpc::StubOptions(),
                                            this);
+    AddHold();  // the writing side; see releaseHoldLocked()
     StartRead(&read_buf_);
     StartCall();
     return true;
   }
 
   void write(grpc::ByteBuffer message) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (ended_ || half_closing_) return;
-      queue_.push_back(std::move(message));
-    }
-    pump();
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (hold_released_ || half_closing_) return;
+    queue_.push_back(std::move(message));
+    pumpLocked();
   }
 
   void writesDone() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (ended_ || half_closing_) return;
-      half_closing_ = true;
-    }
-    pump();
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (hold_released_ || half_closing_) return;
+    half_closing_ = true;
+    pumpLocked();
   }
 
-  void cancel() override { context_.TryCancel(); }
-  void cancelCall() override { context_.TryCancel(); }
+  void cancel() override {
+    context_.TryCancel();
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    releaseHoldLocked();
+  }
+  void cancelCall() override { cancel(); }
 
   void OnReadDone(bool ok) override {
-    if (!ok) return;  // the stream is ending; OnDone follows
+    if (!ok) {  // the stream is ending: nothing written now would be read
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      queue_.clear();
+      releaseHoldLocked();
+      return;
+    }
     callbacks_.on_message(std::move(read_buf_));
     read_buf_.Clear();
     StartRead(&read_buf_);
   }
 
   void OnWriteDone(bool ok) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      writing_ = false;
-      if (!ok) {  // the stream broke; OnDone reports how
-        queue_.clear();
-        return;
-      }
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) {  // the stream broke; OnDone reports how
+      queue_.clear();
+      releaseHoldLocked();
+      return;
     }
-    pump();
+    pumpLocked();
   }
 
   void OnWritesDoneDone(bool) override {}
 
   void OnDone(const grpc::Status& status) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      ended_ = true;
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      hold_released_ = true;
       queue_.clear();
     }
     impl_->leave(this);
@@ -208,25 +218,25 @@ class StreamCall final : public GrpcStream,
   }
 
  private:
-  // One write in flight; the half-close after the last queued message. The Start* calls
-  // are made without the lock: grpc may run the reaction inline.
-  void pump() {
-    enum { kNothing, kWrite, kWritesDone } action = kNothing;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (writing_ || ended_) return;
-      if (!queue_.empty()) {
-        write_buf_ = std::move(queue_.front());
-        queue_.pop_front();
-        writing_ = true;
-        action = kWrite;
-      } else if (half_closing_ && !writes_done_sent_) {
-        writes_done_sent_ = true;
-        action = kWritesDone;
-      }
+  // One write in flight; the half-close after the last queued message.
+  void pumpLocked() {
+    if (writing_ || hold_released_) return;
+    if (!queue_.empty()) {
+      write_buf_ = std::move(queue_.front());
+      queue_.pop_front();
+      writing_ = true;
+      StartWrite(&write_buf_);
+    } else if (half_closing_) {
+      StartWritesDone();
+      releaseHoldLocked();
     }
-    if (action == kWrite) StartWrite(&write_buf_);
-    if (action == kWritesDone) StartWritesDone();
+  }
+
+  // Once: no Start* may follow, and grpc may now end the reactor.
+  void releaseHoldLocked() {
+    if (hold_released_) return;
+    hold_released_ = true;
+    RemoveHold();
   }
 
   std::shared_ptr<ClientState> impl_;
@@ -234,13 +244,12 @@ class StreamCall final : public GrpcStream,
   grpc::ClientContext context_;
   std::shared_ptr<StreamCall> self_;
   grpc::ByteBuffer read_buf_;
-  std::mutex mu_;
+  std::recursive_mutex mu_;
   std::deque<grpc::ByteBuffer> queue_;
   grpc::ByteBuffer write_buf_;
   bool writing_ = false;
   bool half_closing_ = false;
-  bool writes_done_sent_ = false;
-  bool ended_ = false;
+  bool hold_released_ = false;
 };
 
 }  // namespace

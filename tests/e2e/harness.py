@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import socket
+import string
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,24 @@ routes:
 """
 
 
+# A builtin-only infergate, the upstream of the routing tests: $models is a YAML flow
+# sequence ("[]" = every demo model), $http / $grpc the listen addresses.
+BUILTIN_UPSTREAM_TEMPLATE = """
+listeners:
+  http:    { address: "$http" }
+  grpc:    { address: "$grpc" }
+  metrics: { address: "127.0.0.1:0" }
+workers: 2
+upstreams:
+  - name: demo
+    protocol: builtin
+    models: $models
+routes:
+  - match: { model: "*" }
+    upstream: demo
+"""
+
+
 def binary():
     path = os.environ.get("INFERGATE_BIN")
     if not path:
@@ -50,6 +69,19 @@ class Gateway:
         self.proc = None
         self.addresses = {}
         self.stderr_lines = []
+
+    @classmethod
+    def from_template(cls, template, **values):
+        """A gateway whose config is `template` with $name placeholders (string.Template)
+        replaced by `values`, e.g. another process's address: endpoints: ["$u_grpc"] with
+        u_grpc=upstream.address("grpc"). Not started."""
+        return cls(config=string.Template(template).substitute(values))
+
+    @classmethod
+    def builtin_upstream(cls, models=None, http="127.0.0.1:0", grpc="127.0.0.1:0"):
+        """An infergate serving the demo models (all, or `models`) on HTTP and gRPC."""
+        listed = "[" + ", ".join(models) + "]" if models else "[]"
+        return cls.from_template(BUILTIN_UPSTREAM_TEMPLATE, models=listed, http=http, grpc=grpc)
 
     def start(self, timeout=60):
         config_path = os.path.join(self.dir.name, "infergate.yaml")
@@ -77,6 +109,10 @@ class Gateway:
         for line in self.proc.stderr:
             self.stderr_lines.append(line)
 
+    def address(self, listener):
+        """The bound address of `listener` ("127.0.0.1:PORT"), from the ready line."""
+        return self.addresses[listener]
+
     def port(self, listener):
         return int(self.addresses[listener].rsplit(":", 1)[1])
 
@@ -95,6 +131,14 @@ class Gateway:
         self.proc = None
         self.dir.cleanup()
         return code
+
+    def stop_and_check(self):
+        """SIGTERM; the problems found: a non-zero exit, sanitizer reports (empty: clean)."""
+        code = self.stop()
+        problems = self.sanitizer_reports()
+        if code != 0:
+            problems.insert(0, "exited with %d:\n%s" % (code, "".join(self.stderr_lines[-50:])))
+        return problems
 
     def sanitizer_reports(self):
         text = "".join(self.stderr_lines)
@@ -139,3 +183,24 @@ class Gateway:
             return b"".join(chunks)
         finally:
             s.close()
+
+
+def free_port():
+    """A loopback TCP port with nothing listening on it (bound once, then released)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def wait_until(predicate, timeout=30, interval=0.05):
+    """Polls `predicate` until it returns a true value or `timeout` seconds pass; returns
+    its last value."""
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value or time.time() >= deadline:
+            return value
+        time.sleep(interval)
