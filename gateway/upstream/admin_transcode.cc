@@ -1,24 +1,45 @@
 // The non-infer endpoints between Triton's JSON and the protobuf messages, and the
 // model-name rewrite in answers (admin_transcode.h).
 //
-// JSON is written with codecs::JsonWriter in the key order of Triton's HTTP frontend (the
-// same order the builtin renderers use, so an answer transcoded from a gRPC upstream is
-// byte-identical to what that upstream's own HTTP port would have sent), and read with the
-// small DOM of codecs/json_value.h: these bodies are small and read once. 64-bit integers
-// are accepted as JSON numbers or as strings (protobuf's JSON form), since KServe servers
-// and MessageToJson-based tools send both.
+// Design
 //
-// The wire-level rewrite walks the message's fields once (codecs/protobuf_wire.h) and
-// emits: new fields 1 and 2 in one small glue buffer, then every other field as a slice of
-// the original Buffer, so tensor contents are never copied.
+//   protobuf -> JSON  codecs::JsonWriter, compact, keys in the order of Triton's HTTP
+//                     frontend. The builtin upstream renders the same documents from its own
+//                     state (builtin/model_config_render, builtin/statistics,
+//                     ModelRepository::indexJson, SettingsStore): two writers of one layout,
+//                     kept apart on purpose so that admin_transcode_test can compare them byte
+//                     for byte over every demo model. The config is the exception: it goes
+//                     through builtin::modelConfigJson itself, because its layout is
+//                     protobuf's printer plus Triton's int64 fix-up, which must exist once.
+//   JSON -> protobuf  Metadata, statistics, index and trace settings are Triton's
+//                     hand-written shapes: read member by member from codecs::JsonValue
+//                     (exact 64-bit integers; simdjson underneath), unknown members ignored,
+//                     64-bit integers as numbers or decimal strings. Errors name the member
+//                     by its path ("model metadata: 'inputs[1].shape' must be ..."); the
+//                     path is only formatted when something is wrong. The config is
+//                     protobuf-shaped (Triton prints it with protobuf's printer), so
+//                     protobuf's own JSON parser reads it, numbers and strings alike.
+//   requests          The few bodies of index / load / unload / trace, both ways; `file:`
+//                     load parameters are bytes in protobuf and base64 in JSON.
+//   rewrite           renameInJson() scans the text once, checking its structure, and
+//                     splices the new value over the old one. rewriteModelFields() walks
+//                     the message's tags once (codecs/protobuf_wire.h), writes new fields 1
+//                     and 2 into one small glue buffer and keeps every other field as a slice
+//                     of the caller's Buffer: a tensor is skipped by its length, never read
+//                     or copied.
+//
+// Everything here is a pure function of its arguments; nothing is shared between calls.
 
 #include "gateway/upstream/admin_transcode.h"
 
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <map>
+#include <type_traits>
+#include <utility>
 
 #include "codecs/json_value.h"
 #include "codecs/json_writer.h"
@@ -27,20 +48,116 @@
 #include "gateway/upstream/builtin/model_config_render.h"
 
 namespace infergate::gateway::upstream {
+namespace {
 
 using codecs::invalidArgument;
 using codecs::JsonValue;
 using codecs::JsonWriter;
 using codecs::Status;
 using codecs::StatusOr;
+using inference::StatisticDuration;
+using RepositoryParameter = inference::ModelRepositoryParameter;
+using TensorMetadata = inference::ModelMetadataResponse::TensorMetadata;
 
-namespace {
+// ==== statistics layout, shared by the reader and the writer =============================
+
+// One `{"count": N, "ns": N}` member of a statistics object, in Triton's key order.
+template <typename Message>
+struct DurationMember {
+  std::string_view key;
+  const StatisticDuration& (Message::*get)() const;
+  StatisticDuration* (Message::*set)();
+};
+
+#define INFERGATE_DURATION(Message, name) \
+  DurationMember<Message> { #name, &Message::name, &Message::mutable_##name }
+
+constexpr std::array kInferenceDurations = {
+    INFERGATE_DURATION(inference::InferStatistics, success),
+    INFERGATE_DURATION(inference::InferStatistics, fail),
+    INFERGATE_DURATION(inference::InferStatistics, queue),
+    INFERGATE_DURATION(inference::InferStatistics, compute_input),
+    INFERGATE_DURATION(inference::InferStatistics, compute_infer),
+    INFERGATE_DURATION(inference::InferStatistics, compute_output),
+    INFERGATE_DURATION(inference::InferStatistics, cache_hit),
+    INFERGATE_DURATION(inference::InferStatistics, cache_miss),
+};
+constexpr std::array kResponseDurations = {
+    INFERGATE_DURATION(inference::InferResponseStatistics, compute_infer),
+    INFERGATE_DURATION(inference::InferResponseStatistics, compute_output),
+    INFERGATE_DURATION(inference::InferResponseStatistics, success),
+    INFERGATE_DURATION(inference::InferResponseStatistics, fail),
+    INFERGATE_DURATION(inference::InferResponseStatistics, empty_response),
+    INFERGATE_DURATION(inference::InferResponseStatistics, cancel),
+};
+constexpr std::array kBatchDurations = {
+    INFERGATE_DURATION(inference::InferBatchStatistics, compute_input),
+    INFERGATE_DURATION(inference::InferBatchStatistics, compute_infer),
+    INFERGATE_DURATION(inference::InferBatchStatistics, compute_output),
+};
+
+#undef INFERGATE_DURATION
+
+// The order Triton's HTTP frontend writes the trace settings in; any other key (the
+// OpenTelemetry options) follows, sorted.
+constexpr std::array<std::string_view, 6> kTraceKeys = {
+    "trace_level", "trace_rate", "trace_count", "log_frequency", "trace_file", "trace_mode"};
+
+// ==== JSON writing =========================================================================
+
+template <typename Message, size_t N>
+void writeDurations(JsonWriter& w, const Message& m,
+                    const std::array<DurationMember<Message>, N>& members) {
+  for (const DurationMember<Message>& d : members) {
+    const StatisticDuration& value = (m.*d.get)();
+    w.key(d.key).beginObject();
+    w.key("count").uint64(value.count()).key("ns").uint64(value.ns());
+    w.endObject();
+  }
+}
+
+void writeStatistics(JsonWriter& w, const inference::ModelStatistics& s) {
+  w.beginObject();
+  w.key("name").string(s.name());
+  w.key("version").string(s.version());
+  w.key("last_inference").uint64(s.last_inference());
+  w.key("inference_count").uint64(s.inference_count());
+  w.key("execution_count").uint64(s.execution_count());
+  w.key("inference_stats").beginObject();
+  writeDurations(w, s.inference_stats(), kInferenceDurations);
+  w.endObject();
+  // A protobuf map iterates in no particular order; Triton's (a std::map keyed by the
+  // response index as a string) iterates sorted by that string.
+  std::map<std::string_view, const inference::InferResponseStatistics*> responses;
+  for (const auto& [index, r] : s.response_stats()) responses.emplace(index, &r);
+  w.key("response_stats").beginObject();
+  for (const auto& [index, r] : responses) {
+    w.key(index).beginObject();
+    writeDurations(w, *r, kResponseDurations);
+    w.endObject();
+  }
+  w.endObject();
+  w.key("batch_stats").beginArray();
+  for (const inference::InferBatchStatistics& b : s.batch_stats()) {
+    w.beginObject().key("batch_size").uint64(b.batch_size());
+    writeDurations(w, b, kBatchDurations);
+    w.endObject();
+  }
+  w.endArray();
+  w.key("memory_usage").beginArray();
+  for (const inference::MemoryUsage& m : s.memory_usage()) {
+    w.beginObject();
+    w.key("type").string(m.type()).key("id").int64(m.id()).key("byte_size").uint64(m.byte_size());
+    w.endObject();
+  }
+  w.endArray();
+  w.endObject();
+}
 
 void writeTensors(JsonWriter& w,
-                  const google::protobuf::RepeatedPtrField<
-                      inference::ModelMetadataResponse::TensorMetadata>& tensors) {
+                  const google::protobuf::RepeatedPtrField<TensorMetadata>& tensors) {
   w.beginArray();
-  for (const auto& t : tensors) {
+  for (const TensorMetadata& t : tensors) {
     w.beginObject().key("name").string(t.name()).key("datatype").string(t.datatype());
     w.key("shape").beginArray();
     for (int64_t d : t.shape()) w.int64(d);
@@ -49,101 +166,10 @@ void writeTensors(JsonWriter& w,
   w.endArray();
 }
 
-void writeDuration(JsonWriter& w, std::string_view key, const inference::StatisticDuration& d) {
-  w.key(key).beginObject().key("count").uint64(d.count()).key("ns").uint64(d.ns()).endObject();
-}
-
-// ---- reading JSON ----
-
-StatusOr<JsonValue> parseObject(std::string_view json, std::string_view what) {
-  StatusOr<JsonValue> v = codecs::parseJson(json);
-  if (!v.ok()) return invalidArgument(what, ": ", codecs::messageOf(v.status()));
-  if (!v->isObject()) return invalidArgument(what, ": expected a JSON object");
-  return v;
-}
-
-StatusOr<std::string> stringAt(const JsonValue& o, std::string_view key, std::string_view where,
-                               bool required) {
-  const JsonValue* v = o.find(key);
-  if (v == nullptr || v->isNull()) {
-    if (required) return invalidArgument(where, ": '", key, "' is missing");
-    return std::string();
-  }
-  if (!v->isString()) return invalidArgument(where, ": '", key, "' must be a string");
-  return v->asString();
-}
-
-// An integer given as a number or as a decimal string.
-StatusOr<int64_t> int64Of(const JsonValue& v, std::string_view where) {
-  if (v.isInteger()) {
-    if (auto i = v.asInt()) return *i;
-  }
-  if (v.isString()) {
-    int64_t out = 0;
-    const std::string& s = v.asString();
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    if (ec == std::errc() && end == s.data() + s.size()) return out;
-  }
-  return invalidArgument(where, " must be an integer");
-}
-
-StatusOr<uint64_t> uint64At(const JsonValue& o, std::string_view key, std::string_view where) {
-  const JsonValue* v = o.find(key);
-  if (v == nullptr || v->isNull()) return uint64_t{0};
-  if (v->isInteger()) {
-    if (auto u = v->asUint()) return *u;
-  }
-  if (v->isString()) {
-    uint64_t out = 0;
-    const std::string& s = v->asString();
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    if (ec == std::errc() && end == s.data() + s.size()) return out;
-  }
-  return invalidArgument(where, ": '", key, "' must be a non-negative integer");
-}
-
-Status readTensors(const JsonValue& o, std::string_view key,
-                   google::protobuf::RepeatedPtrField<inference::ModelMetadataResponse::TensorMetadata>* out) {
-  const JsonValue* list = o.find(key);
-  if (list == nullptr || list->isNull()) return absl::OkStatus();
-  if (!list->isArray()) return invalidArgument("model metadata: '", key, "' must be an array");
-  for (size_t i = 0; i < list->asArray().size(); ++i) {
-    const JsonValue& t = list->asArray()[i];
-    std::string where = codecs::strCat("model metadata: '", key, "[", i, "]");
-    if (!t.isObject()) return invalidArgument(where, "' must be an object");
-    auto* tensor = out->Add();
-    INFERGATE_ASSIGN_OR_RETURN(*tensor->mutable_name(), stringAt(t, "name", where + "'", true));
-    INFERGATE_ASSIGN_OR_RETURN(*tensor->mutable_datatype(), stringAt(t, "datatype", where + "'", true));
-    const JsonValue* shape = t.find("shape");
-    if (shape == nullptr || !shape->isArray()) {
-      return invalidArgument(where, ".shape' must be an array of integers");
-    }
-    for (const JsonValue& d : shape->asArray()) {
-      INFERGATE_ASSIGN_OR_RETURN(int64_t dim, int64Of(d, where + ".shape'"));
-      tensor->add_shape(dim);
-    }
-  }
-  return absl::OkStatus();
-}
-
-Status readDuration(const JsonValue& parent, std::string_view key, std::string_view where,
-                    inference::StatisticDuration* out) {
-  const JsonValue* d = parent.find(key);
-  if (d == nullptr || d->isNull()) return absl::OkStatus();
-  if (!d->isObject()) return invalidArgument(where, ".", key, " must be an object");
-  std::string at = codecs::strCat(where, ".", key);
-  INFERGATE_ASSIGN_OR_RETURN(uint64_t count, uint64At(*d, "count", at));
-  INFERGATE_ASSIGN_OR_RETURN(uint64_t ns, uint64At(*d, "ns", at));
-  out->set_count(count);
-  out->set_ns(ns);
-  return absl::OkStatus();
-}
-
-// The order in which Triton's HTTP frontend writes the trace settings.
-constexpr std::string_view kTraceKeys[] = {"trace_level", "trace_rate", "trace_count",
-                                           "log_frequency", "trace_file", "trace_mode"};
-
-void writeTraceValue(JsonWriter& w, std::string_view key, const inference::TraceSettingResponse::SettingValue& v) {
+// A trace setting as Triton writes it: trace_level always an array, any other key a
+// plain string when it has exactly one value.
+template <typename SettingValue>
+void writeTraceValue(JsonWriter& w, std::string_view key, const SettingValue& v) {
   w.key(key);
   if (key == "trace_level" || v.value_size() != 1) {
     w.beginArray();
@@ -154,60 +180,397 @@ void writeTraceValue(JsonWriter& w, std::string_view key, const inference::Trace
   }
 }
 
-// Base64 (RFC 4648, with padding), for `file:` load parameters over HTTP.
-constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+// ---- base64 (RFC 4648 with padding), for `file:` load parameters ----
+
+constexpr std::string_view kBase64Alphabet =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+// The value of each byte in the alphabet, -1 for the others.
+constexpr std::array<int8_t, 256> kBase64Values = [] {
+  std::array<int8_t, 256> values{};
+  values.fill(-1);
+  for (size_t i = 0; i < kBase64Alphabet.size(); ++i) {
+    values[static_cast<uint8_t>(kBase64Alphabet[i])] = static_cast<int8_t>(i);
+  }
+  return values;
+}();
 
 std::string base64Encode(std::string_view in) {
   std::string out;
   out.reserve((in.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    uint32_t n = uint32_t(uint8_t(in[i])) << 16 | uint32_t(uint8_t(in[i + 1])) << 8 | uint8_t(in[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out.push_back(kBase64[(n >> s) & 63]);
-  }
-  if (i < in.size()) {
-    uint32_t n = uint32_t(uint8_t(in[i])) << 16;
-    if (i + 1 < in.size()) n |= uint32_t(uint8_t(in[i + 1])) << 8;
-    out.push_back(kBase64[(n >> 18) & 63]);
-    out.push_back(kBase64[(n >> 12) & 63]);
-    out.push_back(i + 1 < in.size() ? kBase64[(n >> 6) & 63] : '=');
-    out.push_back('=');
-  }
-  return out;
-}
-
-StatusOr<std::string> base64Decode(std::string_view in, std::string_view what) {
-  auto value = [](char c) -> int {
-    const char* p = std::find(kBase64, kBase64 + 64, c);
-    return p == kBase64 + 64 ? -1 : static_cast<int>(p - kBase64);
-  };
-  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    int v = value(c);
-    if (v < 0) return invalidArgument(what, " is not base64");
-    acc = acc << 6 | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+  auto byte = [&](size_t i) { return i < in.size() ? static_cast<uint8_t>(in[i]) : 0u; };
+  for (size_t i = 0; i < in.size(); i += 3) {
+    const uint32_t group = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
+    const size_t present = std::min<size_t>(3, in.size() - i);  // bytes of this group
+    for (size_t k = 0; k < 4; ++k) {
+      out.push_back(k <= present ? kBase64Alphabet[(group >> (18 - 6 * k)) & 63] : '=');
     }
   }
   return out;
 }
 
+// ==== JSON reading =========================================================================
+
+// Where a value sits in the document being read: "model metadata: 'inputs[1].shape'".
+// A chain of stack frames, formatted only when an error is reported. A Path points to its
+// parent: give every level its own variable (`a.member(x).element(i)` held in a variable
+// would outlive the temporary `a.member(x)`).
+class Path {
+ public:
+  explicit Path(std::string_view document) : document_(document) {}
+
+  Path member(std::string_view key) const { return Path(this, key, 0, false); }
+  Path element(size_t index) const { return Path(this, {}, index, true); }
+
+  // "<document>: '<path>' <expected>", or "<document>: <expected>" for the document.
+  Status error(std::string_view expected) const {
+    if (parent_ == nullptr) return invalidArgument(document_, ": ", expected);
+    std::string path;
+    append(path);
+    return invalidArgument(document_, ": '", path, "' ", expected);
+  }
+
+ private:
+  Path(const Path* parent, std::string_view key, size_t index, bool is_index)
+      : document_(parent->document_),
+        parent_(parent),
+        key_(key),
+        index_(index),
+        is_index_(is_index) {}
+
+  void append(std::string& out) const {
+    if (parent_ == nullptr) return;
+    parent_->append(out);
+    if (is_index_) {
+      out.append(codecs::strCat("[", index_, "]"));
+      return;
+    }
+    if (parent_->parent_ != nullptr) out.push_back('.');
+    out.append(key_);
+  }
+
+  std::string_view document_;
+  const Path* parent_ = nullptr;
+  std::string_view key_;
+  size_t index_ = 0;
+  bool is_index_ = false;
+};
+
+// What a document or member must be.
+enum class Container { kObject, kArray };
+
+StatusOr<JsonValue> parseDocument(std::string_view json, const Path& root, Container kind) {
+  StatusOr<JsonValue> v = codecs::parseJson(json);
+  if (!v.ok()) return root.error(codecs::messageOf(v.status()));
+  if (kind == Container::kObject && !v->isObject()) return root.error("expected a JSON object");
+  if (kind == Container::kArray && !v->isArray()) return root.error("expected a JSON array");
+  return v;
+}
+
+// An HTTP request body as an object; an empty body reads as {} (Triton's index, load and
+// unload endpoints take an empty body, and a GET of the trace settings has none).
+StatusOr<JsonValue> requestObject(std::string_view body, const Path& root) {
+  if (codecs::trimAscii(body).empty()) return JsonValue(JsonValue::Object{});
+  return parseDocument(body, root, Container::kObject);
+}
+
+// A member that is present and not null: Triton omits optional members and KServe servers
+// may write them as null; both read as absent.
+const JsonValue* memberOf(const JsonValue& object, std::string_view key) {
+  const JsonValue* v = object.find(key);
+  return v == nullptr || v->isNull() ? nullptr : v;
+}
+
+enum class Presence { kOptional, kRequired };
+
+// A string member; "" when it is optional and absent.
+StatusOr<std::string> stringMember(const JsonValue& object, std::string_view key, const Path& at,
+                                   Presence presence) {
+  const JsonValue* v = memberOf(object, key);
+  if (v == nullptr) {
+    if (presence == Presence::kRequired) return at.member(key).error("is missing");
+    return std::string();
+  }
+  if (!v->isString()) return at.member(key).error("must be a string");
+  return v->asString();
+}
+
+// An object or array member, nullptr when absent.
+StatusOr<const JsonValue*> containerMember(const JsonValue& object, std::string_view key,
+                                           const Path& at, Container kind) {
+  const JsonValue* v = memberOf(object, key);
+  if (v == nullptr) return v;
+  if (kind == Container::kObject && !v->isObject()) {
+    return at.member(key).error("must be an object");
+  }
+  if (kind == Container::kArray && !v->isArray()) return at.member(key).error("must be an array");
+  return v;
+}
+
+// An integer written as a JSON number (Triton) or as a decimal string (protobuf's JSON
+// form of a 64-bit field); nullopt for anything else or out of T's range.
+template <typename T>
+std::optional<T> integerOf(const JsonValue& v) {
+  if (v.isInteger()) {
+    if constexpr (std::is_signed_v<T>) {
+      return v.asInt();
+    } else {
+      return v.asUint();
+    }
+  }
+  if (v.isString()) {
+    const std::string& s = v.asString();
+    T out = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    if (ec == std::errc() && end == s.data() + s.size() && !s.empty()) return out;
+  }
+  return std::nullopt;
+}
+
+// A uint64 member; 0 when absent.
+StatusOr<uint64_t> uint64Member(const JsonValue& object, std::string_view key, const Path& at) {
+  const JsonValue* v = memberOf(object, key);
+  if (v == nullptr) return uint64_t{0};
+  std::optional<uint64_t> n = integerOf<uint64_t>(*v);
+  if (!n) return at.member(key).error("must be a non-negative integer");
+  return *n;
+}
+
+StatusOr<int64_t> int64Member(const JsonValue& object, std::string_view key, const Path& at) {
+  const JsonValue* v = memberOf(object, key);
+  if (v == nullptr) return int64_t{0};
+  std::optional<int64_t> n = integerOf<int64_t>(*v);
+  if (!n) return at.member(key).error("must be an integer");
+  return *n;
+}
+
+Status readStrings(const JsonValue& object, std::string_view key, const Path& at,
+                   google::protobuf::RepeatedPtrField<std::string>* out) {
+  const JsonValue* list = memberOf(object, key);
+  if (list == nullptr) return absl::OkStatus();
+  if (!list->isArray()) return at.member(key).error("must be an array of strings");
+  for (const JsonValue& v : list->asArray()) {
+    if (!v.isString()) return at.member(key).error("must be an array of strings");
+    out->Add(std::string(v.asString()));
+  }
+  return absl::OkStatus();
+}
+
+Status readTensors(const JsonValue& doc, std::string_view key, const Path& root,
+                   google::protobuf::RepeatedPtrField<TensorMetadata>* out) {
+  INFERGATE_ASSIGN_OR_RETURN(const JsonValue* list,
+                             containerMember(doc, key, root, Container::kArray));
+  if (list == nullptr) return absl::OkStatus();
+  const Path tensors = root.member(key);
+  for (size_t i = 0; i < list->asArray().size(); ++i) {
+    const JsonValue& t = list->asArray()[i];
+    const Path at = tensors.element(i);
+    if (!t.isObject()) return at.error("must be an object");
+    TensorMetadata* tensor = out->Add();
+    INFERGATE_ASSIGN_OR_RETURN(*tensor->mutable_name(),
+                               stringMember(t, "name", at, Presence::kRequired));
+    INFERGATE_ASSIGN_OR_RETURN(*tensor->mutable_datatype(),
+                               stringMember(t, "datatype", at, Presence::kRequired));
+    const JsonValue* shape = memberOf(t, "shape");
+    if (shape == nullptr || !shape->isArray()) {
+      return at.member("shape").error("must be an array of integers");
+    }
+    for (const JsonValue& d : shape->asArray()) {
+      std::optional<int64_t> dim = integerOf<int64_t>(d);
+      if (!dim) return at.member("shape").error("must be an array of integers");
+      tensor->add_shape(*dim);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Reads the duration members present in `object` (an absent one stays unset, as the
+// sub-message of a protobuf answer that did not carry it).
+template <typename Message, size_t N>
+Status readDurations(const JsonValue& object, const Path& at, Message* out,
+                     const std::array<DurationMember<Message>, N>& members) {
+  for (const DurationMember<Message>& d : members) {
+    INFERGATE_ASSIGN_OR_RETURN(const JsonValue* v,
+                               containerMember(object, d.key, at, Container::kObject));
+    if (v == nullptr) continue;
+    const Path member = at.member(d.key);
+    INFERGATE_ASSIGN_OR_RETURN(uint64_t count, uint64Member(*v, "count", member));
+    INFERGATE_ASSIGN_OR_RETURN(uint64_t ns, uint64Member(*v, "ns", member));
+    StatisticDuration* duration = (out->*d.set)();
+    duration->set_count(count);
+    duration->set_ns(ns);
+  }
+  return absl::OkStatus();
+}
+
+Status readStatisticsEntry(const JsonValue& e, const Path& at, inference::ModelStatistics* s) {
+  if (!e.isObject()) return at.error("must be an object");
+  INFERGATE_ASSIGN_OR_RETURN(*s->mutable_name(), stringMember(e, "name", at, Presence::kRequired));
+  INFERGATE_ASSIGN_OR_RETURN(*s->mutable_version(),
+                             stringMember(e, "version", at, Presence::kOptional));
+  INFERGATE_ASSIGN_OR_RETURN(uint64_t last, uint64Member(e, "last_inference", at));
+  INFERGATE_ASSIGN_OR_RETURN(uint64_t inferences, uint64Member(e, "inference_count", at));
+  INFERGATE_ASSIGN_OR_RETURN(uint64_t executions, uint64Member(e, "execution_count", at));
+  s->set_last_inference(last);
+  s->set_inference_count(inferences);
+  s->set_execution_count(executions);
+
+  INFERGATE_ASSIGN_OR_RETURN(const JsonValue* inference,
+                             containerMember(e, "inference_stats", at, Container::kObject));
+  if (inference != nullptr) {
+    INFERGATE_RETURN_IF_ERROR(readDurations(*inference, at.member("inference_stats"),
+                                            s->mutable_inference_stats(), kInferenceDurations));
+  }
+  INFERGATE_ASSIGN_OR_RETURN(const JsonValue* responses,
+                             containerMember(e, "response_stats", at, Container::kObject));
+  if (responses != nullptr) {
+    const Path responses_at = at.member("response_stats");
+    for (const auto& [index, r] : responses->asObject()) {
+      if (s->response_stats().count(index) != 0) continue;  // a repeated key: the first wins
+      const Path r_at = responses_at.member(index);
+      if (!r.isObject()) return r_at.error("must be an object");
+      INFERGATE_RETURN_IF_ERROR(
+          readDurations(r, r_at, &(*s->mutable_response_stats())[index], kResponseDurations));
+    }
+  }
+  INFERGATE_ASSIGN_OR_RETURN(const JsonValue* batches,
+                             containerMember(e, "batch_stats", at, Container::kArray));
+  const Path batches_at = at.member("batch_stats");
+  for (size_t i = 0; batches != nullptr && i < batches->asArray().size(); ++i) {
+    const JsonValue& b = batches->asArray()[i];
+    const Path b_at = batches_at.element(i);
+    if (!b.isObject()) return b_at.error("must be an object");
+    inference::InferBatchStatistics* out = s->add_batch_stats();
+    INFERGATE_ASSIGN_OR_RETURN(uint64_t size, uint64Member(b, "batch_size", b_at));
+    out->set_batch_size(size);
+    INFERGATE_RETURN_IF_ERROR(readDurations(b, b_at, out, kBatchDurations));
+  }
+  INFERGATE_ASSIGN_OR_RETURN(const JsonValue* memory,
+                             containerMember(e, "memory_usage", at, Container::kArray));
+  const Path memory_at = at.member("memory_usage");
+  for (size_t i = 0; memory != nullptr && i < memory->asArray().size(); ++i) {
+    const JsonValue& m = memory->asArray()[i];
+    const Path m_at = memory_at.element(i);
+    if (!m.isObject()) return m_at.error("must be an object");
+    inference::MemoryUsage* out = s->add_memory_usage();
+    INFERGATE_ASSIGN_OR_RETURN(*out->mutable_type(),
+                               stringMember(m, "type", m_at, Presence::kOptional));
+    INFERGATE_ASSIGN_OR_RETURN(int64_t id, int64Member(m, "id", m_at));
+    INFERGATE_ASSIGN_OR_RETURN(uint64_t bytes, uint64Member(m, "byte_size", m_at));
+    out->set_id(id);
+    out->set_byte_size(bytes);
+  }
+  return absl::OkStatus();
+}
+
+// {"key": "v" | ["v", ...] | null, ...} into a map<string, SettingValue{repeated value}>;
+// null is an entry without values (the protobuf form of "clear this key").
+template <typename SettingsMap>
+Status readTraceSettings(const JsonValue& doc, const Path& root, SettingsMap* out) {
+  for (const auto& [key, value] : doc.asObject()) {
+    if (out->count(key) != 0) continue;  // a repeated key: the first wins, as JsonValue::find
+    const Path at = root.member(key);
+    auto& entry = (*out)[key];
+    if (value.isString()) {
+      entry.add_value(value.asString());
+    } else if (value.isArray()) {
+      for (const JsonValue& s : value.asArray()) {
+        if (!s.isString()) return at.error("must be a string or an array of strings");
+        entry.add_value(s.asString());
+      }
+    } else if (!value.isNull()) {
+      return at.error("must be a string, an array of strings or null");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Strict base64 with a little of libb64's leniency (Triton's decoder): ASCII whitespace is
+// skipped and padding is optional. Any other byte outside the alphabet is refused rather
+// than skipped as libb64 does, so a mangled model file is reported, not loaded.
+StatusOr<std::string> base64Decode(std::string_view text, const Path& at) {
+  std::string out;
+  out.reserve(text.size() / 4 * 3 + 2);
+  uint32_t bits = 0;
+  int pending = 0;  // bits in `bits` not yet written out
+  size_t digits = 0;
+  size_t padding = 0;
+  for (char c : text) {
+    if (codecs::isAsciiSpace(c)) continue;
+    if (c == '=') {
+      ++padding;
+      continue;
+    }
+    const int8_t value = kBase64Values[static_cast<uint8_t>(c)];
+    if (value < 0 || padding > 0) return at.error("is not valid base64");
+    bits = bits << 6 | static_cast<uint32_t>(value);
+    pending += 6;
+    ++digits;
+    if (pending >= 8) {
+      pending -= 8;
+      out.push_back(static_cast<char>((bits >> pending) & 0xff));
+    }
+  }
+  // One digit past a whole group carries 6 bits: less than a byte.
+  if (digits % 4 == 1 || padding > 2) return at.error("is not valid base64");
+  return out;
+}
+
+// A JSON value of a repository request parameter as its protobuf kind.
+Status readRepositoryParameter(const JsonValue& value, const Path& at, RepositoryParameter* out) {
+  if (value.isBool()) {
+    out->set_bool_param(value.asBool());
+  } else if (value.isString()) {
+    out->set_string_param(value.asString());
+  } else if (std::optional<int64_t> n = value.isInteger() ? value.asInt() : std::nullopt) {
+    out->set_int64_param(*n);
+  } else {
+    return at.error("must be a boolean, an integer or a string");
+  }
+  return absl::OkStatus();
+}
+
+template <typename Map>
+void writeRepositoryParameters(JsonWriter& w, const Map& parameters) {
+  if (parameters.empty()) return;
+  // Sorted: a protobuf map's order is unspecified, and a body should not depend on it.
+  std::map<std::string_view, const RepositoryParameter*> sorted;
+  for (const auto& [key, value] : parameters) sorted.emplace(key, &value);
+  w.key("parameters").beginObject();
+  for (const auto& [key, p] : sorted) {
+    w.key(key);
+    switch (p->parameter_choice_case()) {
+      case RepositoryParameter::kBoolParam:
+        w.boolean(p->bool_param());
+        break;
+      case RepositoryParameter::kInt64Param:
+        w.int64(p->int64_param());
+        break;
+      case RepositoryParameter::kStringParam:
+        w.string(p->string_param());
+        break;
+      case RepositoryParameter::kBytesParam:
+        w.string(base64Encode(p->bytes_param()));
+        break;
+      case RepositoryParameter::PARAMETER_CHOICE_NOT_SET:
+        w.null();  // the upstream refuses it, as Triton's gRPC handler would
+        break;
+    }
+  }
+  w.endObject();
+}
+
 }  // namespace
 
-// ---- answers: protobuf -> JSON ----
+// ==== answers: protobuf -> JSON ===========================================================
 
 std::string modelMetadataToJson(const inference::ModelMetadataResponse& r) {
   std::string out;
   JsonWriter w(out);
   w.beginObject().key("name").string(r.name()).key("versions").beginArray();
   for (const std::string& v : r.versions()) w.string(v);
-  w.endArray().key("platform").string(r.platform()).key("inputs");
+  w.endArray().key("platform").string(r.platform());
+  w.key("inputs");
   writeTensors(w, r.inputs());
   w.key("outputs");
   writeTensors(w, r.outputs());
@@ -223,55 +586,7 @@ std::string modelStatisticsToJson(const inference::ModelStatisticsResponse& r) {
   std::string out;
   JsonWriter w(out);
   w.beginObject().key("model_stats").beginArray();
-  for (const inference::ModelStatistics& s : r.model_stats()) {
-    w.beginObject().key("name").string(s.name()).key("version").string(s.version());
-    w.key("last_inference").uint64(s.last_inference());
-    w.key("inference_count").uint64(s.inference_count());
-    w.key("execution_count").uint64(s.execution_count());
-    const inference::InferStatistics& i = s.inference_stats();
-    w.key("inference_stats").beginObject();
-    writeDuration(w, "success", i.success());
-    writeDuration(w, "fail", i.fail());
-    writeDuration(w, "queue", i.queue());
-    writeDuration(w, "compute_input", i.compute_input());
-    writeDuration(w, "compute_infer", i.compute_infer());
-    writeDuration(w, "compute_output", i.compute_output());
-    writeDuration(w, "cache_hit", i.cache_hit());
-    writeDuration(w, "cache_miss", i.cache_miss());
-    w.endObject();
-    // Response indices in numeric order, as Triton's std::map keyed by index prints them.
-    std::map<uint64_t, const inference::InferResponseStatistics*> responses;
-    for (const auto& [key, value] : s.response_stats()) {
-      uint64_t index = 0;
-      std::from_chars(key.data(), key.data() + key.size(), index);
-      responses.emplace(index, &value);
-    }
-    w.key("response_stats").beginObject();
-    for (const auto& [index, rs] : responses) {
-      w.key(std::to_string(index)).beginObject();
-      writeDuration(w, "compute_infer", rs->compute_infer());
-      writeDuration(w, "compute_output", rs->compute_output());
-      writeDuration(w, "success", rs->success());
-      writeDuration(w, "fail", rs->fail());
-      writeDuration(w, "empty_response", rs->empty_response());
-      writeDuration(w, "cancel", rs->cancel());
-      w.endObject();
-    }
-    w.endObject().key("batch_stats").beginArray();
-    for (const inference::InferBatchStatistics& b : s.batch_stats()) {
-      w.beginObject().key("batch_size").uint64(b.batch_size());
-      writeDuration(w, "compute_input", b.compute_input());
-      writeDuration(w, "compute_infer", b.compute_infer());
-      writeDuration(w, "compute_output", b.compute_output());
-      w.endObject();
-    }
-    w.endArray().key("memory_usage").beginArray();
-    for (const inference::MemoryUsage& m : s.memory_usage()) {
-      w.beginObject().key("type").string(m.type()).key("id").int64(m.id());
-      w.key("byte_size").uint64(m.byte_size()).endObject();
-    }
-    w.endArray().endObject();
-  }
+  for (const inference::ModelStatistics& s : r.model_stats()) writeStatistics(w, s);
   w.endArray().endObject();
   return out;
 }
@@ -281,6 +596,7 @@ std::string repositoryIndexToJson(const inference::RepositoryIndexResponse& r) {
   JsonWriter w(out);
   w.beginArray();
   for (const auto& m : r.models()) {
+    // Triton writes version, state and reason only when it has them.
     w.beginObject().key("name").string(m.name());
     if (!m.version().empty()) w.key("version").string(m.version());
     if (!m.state().empty()) w.key("state").string(m.state());
@@ -301,7 +617,7 @@ std::string traceSettingToJson(const inference::TraceSettingResponse& r) {
   }
   std::map<std::string_view, const inference::TraceSettingResponse::SettingValue*> others;
   for (const auto& [key, value] : r.settings()) {
-    if (std::find(std::begin(kTraceKeys), std::end(kTraceKeys), key) == std::end(kTraceKeys)) {
+    if (std::find(kTraceKeys.begin(), kTraceKeys.end(), key) == kTraceKeys.end()) {
       others.emplace(key, &value);
     }
   }
@@ -310,197 +626,117 @@ std::string traceSettingToJson(const inference::TraceSettingResponse& r) {
   return out;
 }
 
-// ---- answers: JSON -> protobuf ----
+// ==== answers: JSON -> protobuf ===========================================================
 
 StatusOr<inference::ModelMetadataResponse> modelMetadataFromJson(std::string_view json) {
-  INFERGATE_ASSIGN_OR_RETURN(JsonValue o, parseObject(json, "model metadata"));
+  const Path root("model metadata");
+  INFERGATE_ASSIGN_OR_RETURN(JsonValue doc, parseDocument(json, root, Container::kObject));
   inference::ModelMetadataResponse r;
-  INFERGATE_ASSIGN_OR_RETURN(*r.mutable_name(), stringAt(o, "name", "model metadata", true));
-  INFERGATE_ASSIGN_OR_RETURN(*r.mutable_platform(), stringAt(o, "platform", "model metadata", false));
-  if (const JsonValue* versions = o.find("versions"); versions && !versions->isNull()) {
-    if (!versions->isArray()) return invalidArgument("model metadata: 'versions' must be an array");
-    for (const JsonValue& v : versions->asArray()) {
-      if (!v.isString()) return invalidArgument("model metadata: 'versions' must hold strings");
-      r.add_versions(v.asString());
-    }
-  }
-  INFERGATE_RETURN_IF_ERROR(readTensors(o, "inputs", r.mutable_inputs()));
-  INFERGATE_RETURN_IF_ERROR(readTensors(o, "outputs", r.mutable_outputs()));
+  INFERGATE_ASSIGN_OR_RETURN(*r.mutable_name(),
+                             stringMember(doc, "name", root, Presence::kRequired));
+  INFERGATE_RETURN_IF_ERROR(readStrings(doc, "versions", root, r.mutable_versions()));
+  INFERGATE_ASSIGN_OR_RETURN(*r.mutable_platform(),
+                             stringMember(doc, "platform", root, Presence::kOptional));
+  INFERGATE_RETURN_IF_ERROR(readTensors(doc, "inputs", root, r.mutable_inputs()));
+  INFERGATE_RETURN_IF_ERROR(readTensors(doc, "outputs", root, r.mutable_outputs()));
   return r;
 }
 
 StatusOr<inference::ModelConfigResponse> modelConfigFromJson(std::string_view json) {
   inference::ModelConfigResponse r;
+  // Triton answers an all-default config with an empty body (PROTOCOL 2.1).
+  if (codecs::trimAscii(json).empty()) {
+    r.mutable_config();
+    return r;
+  }
   google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;
+  options.ignore_unknown_fields = true;  // a newer Triton's fields
   auto status = google::protobuf::util::JsonStringToMessage(
       google::protobuf::StringPiece(json.data(), json.size()), r.mutable_config(), options);
   if (!status.ok()) {
-    return invalidArgument("model config: ", std::string_view(status.message().data(), status.message().size()));
+    return invalidArgument("model config: ",
+                           std::string_view(status.message().data(), status.message().size()));
   }
   return r;
 }
 
 StatusOr<inference::ModelStatisticsResponse> modelStatisticsFromJson(std::string_view json) {
-  INFERGATE_ASSIGN_OR_RETURN(JsonValue o, parseObject(json, "model statistics"));
+  const Path root("model statistics");
+  INFERGATE_ASSIGN_OR_RETURN(JsonValue doc, parseDocument(json, root, Container::kObject));
+  INFERGATE_ASSIGN_OR_RETURN(const JsonValue* list,
+                             containerMember(doc, "model_stats", root, Container::kArray));
+  if (list == nullptr) return root.member("model_stats").error("is missing");
   inference::ModelStatisticsResponse r;
-  const JsonValue* list = o.find("model_stats");
-  if (list == nullptr || !list->isArray()) {
-    return invalidArgument("model statistics: 'model_stats' must be an array");
-  }
-  for (size_t n = 0; n < list->asArray().size(); ++n) {
-    const JsonValue& e = list->asArray()[n];
-    std::string where = codecs::strCat("model statistics: model_stats[", n, "]");
-    if (!e.isObject()) return invalidArgument(where, " must be an object");
-    inference::ModelStatistics* s = r.add_model_stats();
-    INFERGATE_ASSIGN_OR_RETURN(*s->mutable_name(), stringAt(e, "name", where, true));
-    INFERGATE_ASSIGN_OR_RETURN(*s->mutable_version(), stringAt(e, "version", where, false));
-    INFERGATE_ASSIGN_OR_RETURN(uint64_t last, uint64At(e, "last_inference", where));
-    INFERGATE_ASSIGN_OR_RETURN(uint64_t count, uint64At(e, "inference_count", where));
-    INFERGATE_ASSIGN_OR_RETURN(uint64_t executions, uint64At(e, "execution_count", where));
-    s->set_last_inference(last);
-    s->set_inference_count(count);
-    s->set_execution_count(executions);
-    if (const JsonValue* i = e.find("inference_stats"); i && i->isObject()) {
-      std::string at = where + ".inference_stats";
-      inference::InferStatistics* out = s->mutable_inference_stats();
-      INFERGATE_RETURN_IF_ERROR(readDuration(*i, "success", at, out->mutable_success()));
-      INFERGATE_RETURN_IF_ERROR(readDuration(*i, "fail", at, out->mutable_fail()));
-      INFERGATE_RETURN_IF_ERROR(readDuration(*i, "queue", at, out->mutable_queue()));
-      INFERGATE_RETURN_IF_ERROR(readDuration(*i, "compute_input", at, out->mutable_compute_input()));
-      INFERGATE_RETURN_IF_ERROR(readDuration(*i, "compute_infer", at, out->mutable_compute_infer()));
-      INFERGATE_RETURN_IF_ERROR(readDuration(*i, "compute_output", at, out->mutable_compute_output()));
-      INFERGATE_RETURN_IF_ERROR(readDuration(*i, "cache_hit", at, out->mutable_cache_hit()));
-      INFERGATE_RETURN_IF_ERROR(readDuration(*i, "cache_miss", at, out->mutable_cache_miss()));
-    }
-    if (const JsonValue* rs = e.find("response_stats"); rs && rs->isObject()) {
-      for (const auto& [key, value] : rs->asObject()) {
-        if (!value.isObject()) return invalidArgument(where, ".response_stats.", key, " must be an object");
-        std::string at = codecs::strCat(where, ".response_stats.", key);
-        inference::InferResponseStatistics& out = (*s->mutable_response_stats())[key];
-        INFERGATE_RETURN_IF_ERROR(readDuration(value, "compute_infer", at, out.mutable_compute_infer()));
-        INFERGATE_RETURN_IF_ERROR(readDuration(value, "compute_output", at, out.mutable_compute_output()));
-        INFERGATE_RETURN_IF_ERROR(readDuration(value, "success", at, out.mutable_success()));
-        INFERGATE_RETURN_IF_ERROR(readDuration(value, "fail", at, out.mutable_fail()));
-        INFERGATE_RETURN_IF_ERROR(readDuration(value, "empty_response", at, out.mutable_empty_response()));
-        INFERGATE_RETURN_IF_ERROR(readDuration(value, "cancel", at, out.mutable_cancel()));
-      }
-    }
-    if (const JsonValue* bs = e.find("batch_stats"); bs && bs->isArray()) {
-      for (const JsonValue& b : bs->asArray()) {
-        if (!b.isObject()) return invalidArgument(where, ".batch_stats entries must be objects");
-        std::string at = where + ".batch_stats";
-        inference::InferBatchStatistics* out = s->add_batch_stats();
-        INFERGATE_ASSIGN_OR_RETURN(uint64_t size, uint64At(b, "batch_size", at));
-        out->set_batch_size(size);
-        INFERGATE_RETURN_IF_ERROR(readDuration(b, "compute_input", at, out->mutable_compute_input()));
-        INFERGATE_RETURN_IF_ERROR(readDuration(b, "compute_infer", at, out->mutable_compute_infer()));
-        INFERGATE_RETURN_IF_ERROR(readDuration(b, "compute_output", at, out->mutable_compute_output()));
-      }
-    }
-    if (const JsonValue* mu = e.find("memory_usage"); mu && mu->isArray()) {
-      for (const JsonValue& m : mu->asArray()) {
-        if (!m.isObject()) return invalidArgument(where, ".memory_usage entries must be objects");
-        std::string at = where + ".memory_usage";
-        inference::MemoryUsage* out = s->add_memory_usage();
-        INFERGATE_ASSIGN_OR_RETURN(*out->mutable_type(), stringAt(m, "type", at, false));
-        if (const JsonValue* id = m.find("id")) {
-          INFERGATE_ASSIGN_OR_RETURN(int64_t v, int64Of(*id, at + ".id"));
-          out->set_id(v);
-        }
-        INFERGATE_ASSIGN_OR_RETURN(uint64_t bytes, uint64At(m, "byte_size", at));
-        out->set_byte_size(bytes);
-      }
-    }
+  const Path entries = root.member("model_stats");
+  for (size_t i = 0; i < list->asArray().size(); ++i) {
+    INFERGATE_RETURN_IF_ERROR(
+        readStatisticsEntry(list->asArray()[i], entries.element(i), r.add_model_stats()));
   }
   return r;
 }
 
 StatusOr<inference::RepositoryIndexResponse> repositoryIndexFromJson(std::string_view json) {
-  StatusOr<JsonValue> v = codecs::parseJson(json);
-  if (!v.ok()) return invalidArgument("repository index: ", codecs::messageOf(v.status()));
-  if (!v->isArray()) return invalidArgument("repository index: expected a JSON array");
+  const Path root("repository index");
+  INFERGATE_ASSIGN_OR_RETURN(JsonValue doc, parseDocument(json, root, Container::kArray));
   inference::RepositoryIndexResponse r;
-  for (size_t n = 0; n < v->asArray().size(); ++n) {
-    const JsonValue& e = v->asArray()[n];
-    std::string where = codecs::strCat("repository index[", n, "]");
-    if (!e.isObject()) return invalidArgument(where, " must be an object");
+  for (size_t i = 0; i < doc.asArray().size(); ++i) {
+    const JsonValue& e = doc.asArray()[i];
+    const Path at = root.element(i);
+    if (!e.isObject()) return at.error("must be an object");
     auto* m = r.add_models();
-    INFERGATE_ASSIGN_OR_RETURN(*m->mutable_name(), stringAt(e, "name", where, true));
-    INFERGATE_ASSIGN_OR_RETURN(*m->mutable_version(), stringAt(e, "version", where, false));
-    INFERGATE_ASSIGN_OR_RETURN(*m->mutable_state(), stringAt(e, "state", where, false));
-    INFERGATE_ASSIGN_OR_RETURN(*m->mutable_reason(), stringAt(e, "reason", where, false));
+    INFERGATE_ASSIGN_OR_RETURN(*m->mutable_name(),
+                               stringMember(e, "name", at, Presence::kRequired));
+    INFERGATE_ASSIGN_OR_RETURN(*m->mutable_version(),
+                               stringMember(e, "version", at, Presence::kOptional));
+    INFERGATE_ASSIGN_OR_RETURN(*m->mutable_state(),
+                               stringMember(e, "state", at, Presence::kOptional));
+    INFERGATE_ASSIGN_OR_RETURN(*m->mutable_reason(),
+                               stringMember(e, "reason", at, Presence::kOptional));
   }
   return r;
 }
 
 StatusOr<inference::TraceSettingResponse> traceSettingFromJson(std::string_view json) {
-  INFERGATE_ASSIGN_OR_RETURN(JsonValue o, parseObject(json, "trace settings"));
+  const Path root("trace settings");
+  INFERGATE_ASSIGN_OR_RETURN(JsonValue doc, parseDocument(json, root, Container::kObject));
   inference::TraceSettingResponse r;
-  for (const auto& [key, value] : o.asObject()) {
-    auto& out = (*r.mutable_settings())[key];
-    if (value.isString()) {
-      out.add_value(value.asString());
-    } else if (value.isArray()) {
-      for (const JsonValue& s : value.asArray()) {
-        if (!s.isString()) return invalidArgument("trace settings: '", key, "' must hold strings");
-        out.add_value(s.asString());
-      }
-    } else if (!value.isNull()) {
-      return invalidArgument("trace settings: '", key, "' must be a string or an array of strings");
-    }
-  }
+  INFERGATE_RETURN_IF_ERROR(readTraceSettings(doc, root, r.mutable_settings()));
   return r;
 }
 
-// ---- requests: HTTP body -> protobuf ----
-
-namespace {
-
-// The body as an object; an empty body is an empty object.
-StatusOr<JsonValue> bodyObject(std::string_view body) {
-  if (codecs::trimAscii(body).empty()) return JsonValue(JsonValue::Object{});
-  StatusOr<JsonValue> v = codecs::parseJson(body);
-  if (!v.ok()) return v.status();
-  if (!v->isObject()) return invalidArgument("the request body must be a JSON object");
-  return v;
-}
-
-StatusOr<const JsonValue*> parametersOf(const JsonValue& body) {
-  const JsonValue* p = body.find("parameters");
-  if (p != nullptr && !p->isNull() && !p->isObject()) {
-    return invalidArgument("'parameters' must be a JSON object");
-  }
-  return p != nullptr && p->isObject() ? p : nullptr;
-}
-
-}  // namespace
+// ==== requests: HTTP body -> protobuf =====================================================
 
 StatusOr<inference::RepositoryIndexRequest> indexRequestFromJson(std::string_view body) {
-  INFERGATE_ASSIGN_OR_RETURN(JsonValue o, bodyObject(body));
+  const Path root("repository index request");
+  INFERGATE_ASSIGN_OR_RETURN(JsonValue doc, requestObject(body, root));
   inference::RepositoryIndexRequest r;
-  if (const JsonValue* ready = o.find("ready"); ready && !ready->isNull()) {
-    if (!ready->isBool()) return invalidArgument("'ready' must be a boolean");
+  if (const JsonValue* ready = memberOf(doc, "ready")) {
+    if (!ready->isBool()) return root.member("ready").error("must be a boolean");
     r.set_ready(ready->asBool());
   }
   return r;
 }
 
+// `config` and any other key as string_param, `file:<version>/<path>` as bytes_param
+// (base64-decoded), as Triton's HTTP frontend builds them; which keys are allowed is the
+// upstream's call (Triton's gRPC handler names an unknown one).
 StatusOr<inference::RepositoryModelLoadRequest> loadRequestFromJson(std::string_view model,
                                                                     std::string_view body) {
-  INFERGATE_ASSIGN_OR_RETURN(JsonValue o, bodyObject(body));
-  INFERGATE_ASSIGN_OR_RETURN(const JsonValue* params, parametersOf(o));
+  const Path root("load request");
+  INFERGATE_ASSIGN_OR_RETURN(JsonValue doc, requestObject(body, root));
+  INFERGATE_ASSIGN_OR_RETURN(const JsonValue* params,
+                             containerMember(doc, "parameters", root, Container::kObject));
   inference::RepositoryModelLoadRequest r;
   r.set_model_name(std::string(model));
   if (params == nullptr) return r;
+  const Path params_at = root.member("parameters");
   for (const auto& [key, value] : params->asObject()) {
-    if (!value.isString()) {
-      return invalidArgument("load parameter '", key, "' must be a string");
-    }
-    auto& p = (*r.mutable_parameters())[key];
-    if (key.rfind("file:", 0) == 0) {
-      INFERGATE_ASSIGN_OR_RETURN(*p.mutable_bytes_param(),
-                                 base64Decode(value.asString(), codecs::strCat("load parameter '", key, "'")));
+    if (r.parameters().count(key) != 0) continue;  // a repeated key: the first wins
+    const Path at = params_at.member(key);
+    if (!value.isString()) return at.error("must be a string");
+    RepositoryParameter& p = (*r.mutable_parameters())[key];
+    if (key.starts_with("file:")) {
+      INFERGATE_ASSIGN_OR_RETURN(*p.mutable_bytes_param(), base64Decode(value.asString(), at));
     } else {
       p.set_string_param(value.asString());
     }
@@ -510,46 +746,35 @@ StatusOr<inference::RepositoryModelLoadRequest> loadRequestFromJson(std::string_
 
 StatusOr<inference::RepositoryModelUnloadRequest> unloadRequestFromJson(std::string_view model,
                                                                         std::string_view body) {
-  INFERGATE_ASSIGN_OR_RETURN(JsonValue o, bodyObject(body));
-  INFERGATE_ASSIGN_OR_RETURN(const JsonValue* params, parametersOf(o));
+  const Path root("unload request");
+  INFERGATE_ASSIGN_OR_RETURN(JsonValue doc, requestObject(body, root));
+  INFERGATE_ASSIGN_OR_RETURN(const JsonValue* params,
+                             containerMember(doc, "parameters", root, Container::kObject));
   inference::RepositoryModelUnloadRequest r;
   r.set_model_name(std::string(model));
   if (params == nullptr) return r;
+  const Path params_at = root.member("parameters");
   for (const auto& [key, value] : params->asObject()) {
-    auto& p = (*r.mutable_parameters())[key];
-    if (value.isBool()) {
-      p.set_bool_param(value.asBool());
-    } else if (value.isString()) {
-      p.set_string_param(value.asString());
-    } else {
-      return invalidArgument("unload parameter '", key, "' must be a boolean or a string");
-    }
+    if (r.parameters().count(key) != 0) continue;
+    const Path at = params_at.member(key);
+    // The one key Triton reads; it refuses a non-boolean (PROTOCOL 2.1).
+    if (key == "unload_dependents" && !value.isBool()) return at.error("must be a boolean");
+    INFERGATE_RETURN_IF_ERROR(readRepositoryParameter(value, at, &(*r.mutable_parameters())[key]));
   }
   return r;
 }
 
 StatusOr<inference::TraceSettingRequest> traceSettingRequestFromJson(std::string_view model,
                                                                      std::string_view body) {
-  INFERGATE_ASSIGN_OR_RETURN(JsonValue o, bodyObject(body));
+  const Path root("trace setting request");
+  INFERGATE_ASSIGN_OR_RETURN(JsonValue doc, requestObject(body, root));
   inference::TraceSettingRequest r;
   r.set_model_name(std::string(model));
-  for (const auto& [key, value] : o.asObject()) {
-    auto& out = (*r.mutable_settings())[key];  // null: an entry with no value clears it
-    if (value.isString()) {
-      out.add_value(value.asString());
-    } else if (value.isArray()) {
-      for (const JsonValue& s : value.asArray()) {
-        if (!s.isString()) return invalidArgument("trace setting '", key, "' must hold strings");
-        out.add_value(s.asString());
-      }
-    } else if (!value.isNull()) {
-      return invalidArgument("trace setting '", key, "' must be a string, an array of strings or null");
-    }
-  }
+  INFERGATE_RETURN_IF_ERROR(readTraceSettings(doc, root, r.mutable_settings()));
   return r;
 }
 
-// ---- requests: protobuf -> HTTP body ----
+// ==== requests: protobuf -> HTTP body =====================================================
 
 std::string indexRequestToJson(const inference::RepositoryIndexRequest& r) {
   std::string out;
@@ -562,22 +787,7 @@ std::string loadRequestToJson(const inference::RepositoryModelLoadRequest& r) {
   std::string out;
   JsonWriter w(out);
   w.beginObject();
-  if (!r.parameters().empty()) {
-    std::map<std::string_view, const inference::ModelRepositoryParameter*> sorted;
-    for (const auto& [key, value] : r.parameters()) sorted.emplace(key, &value);
-    w.key("parameters").beginObject();
-    for (const auto& [key, p] : sorted) {
-      w.key(key);
-      switch (p->parameter_choice_case()) {
-        case inference::ModelRepositoryParameter::kBytesParam: w.string(base64Encode(p->bytes_param())); break;
-        case inference::ModelRepositoryParameter::kStringParam: w.string(p->string_param()); break;
-        case inference::ModelRepositoryParameter::kBoolParam: w.boolean(p->bool_param()); break;
-        case inference::ModelRepositoryParameter::kInt64Param: w.int64(p->int64_param()); break;
-        default: w.null(); break;
-      }
-    }
-    w.endObject();
-  }
+  writeRepositoryParameters(w, r.parameters());
   w.endObject();
   return out;
 }
@@ -586,196 +796,297 @@ std::string unloadRequestToJson(const inference::RepositoryModelUnloadRequest& r
   std::string out;
   JsonWriter w(out);
   w.beginObject();
-  if (!r.parameters().empty()) {
-    w.key("parameters").beginObject();
-    for (const auto& [key, p] : r.parameters()) {
-      w.key(key);
-      if (p.parameter_choice_case() == inference::ModelRepositoryParameter::kBoolParam) {
-        w.boolean(p.bool_param());
-      } else if (p.parameter_choice_case() == inference::ModelRepositoryParameter::kStringParam) {
-        w.string(p.string_param());
-      } else {
-        w.null();
-      }
-    }
-    w.endObject();
-  }
+  writeRepositoryParameters(w, r.parameters());
   w.endObject();
   return out;
 }
 
 std::string traceSettingRequestToJson(const inference::TraceSettingRequest& r) {
+  std::map<std::string_view, const inference::TraceSettingRequest::SettingValue*> sorted;
+  for (const auto& [key, value] : r.settings()) sorted.emplace(key, &value);
   std::string out;
   JsonWriter w(out);
   w.beginObject();
-  std::map<std::string_view, const inference::TraceSettingRequest::SettingValue*> sorted;
-  for (const auto& [key, value] : r.settings()) sorted.emplace(key, &value);
   for (const auto& [key, v] : sorted) {
-    w.key(key);
     if (v->value_size() == 0) {
-      w.null();
-    } else if (key == "trace_level" || v->value_size() > 1) {
-      w.beginArray();
-      for (const std::string& s : v->value()) w.string(s);
-      w.endArray();
+      w.key(key).null();  // no values: clear the key (JSON null in Triton's HTTP API)
     } else {
-      w.string(v->value(0));
+      writeTraceValue(w, key, *v);
     }
   }
   w.endObject();
   return out;
 }
 
-// ---- merging ----
+// ==== merging =============================================================================
 
 std::string mergeRepositoryIndexJson(const std::vector<std::string>& answers) {
   inference::RepositoryIndexResponse merged;
-  for (const std::string& a : answers) {
-    auto index = repositoryIndexFromJson(a);
-    if (!index.ok()) continue;  // gatherers only pass answers that were 200s
-    for (const auto& m : index->models()) *merged.add_models() = m;
+  for (const std::string& answer : answers) {
+    // No error can be returned here: an answer that is not an index is left out, and the
+    // other upstreams' models are still listed.
+    StatusOr<inference::RepositoryIndexResponse> index = repositoryIndexFromJson(answer);
+    if (!index.ok()) continue;
+    for (auto& m : *index->mutable_models()) *merged.add_models() = std::move(m);
   }
   return repositoryIndexToJson(merged);
 }
 
 StatusOr<std::string> mergeModelStatisticsJson(const std::vector<std::string>& answers) {
   inference::ModelStatisticsResponse merged;
-  for (const std::string& a : answers) {
-    INFERGATE_ASSIGN_OR_RETURN(inference::ModelStatisticsResponse stats, modelStatisticsFromJson(a));
-    for (const auto& s : stats.model_stats()) *merged.add_model_stats() = s;
+  for (size_t i = 0; i < answers.size(); ++i) {
+    StatusOr<inference::ModelStatisticsResponse> stats = modelStatisticsFromJson(answers[i]);
+    if (!stats.ok()) {
+      return invalidArgument("answer ", i + 1, " of ", answers.size(), ": ",
+                             codecs::messageOf(stats.status()));
+    }
+    for (auto& s : *stats->mutable_model_stats()) *merged.add_model_stats() = std::move(s);
   }
   return modelStatisticsToJson(merged);
 }
 
-// ---- rewrite ----
-
-std::optional<std::string> renameInJson(std::string_view json, std::string_view key,
-                                        std::string_view value) {
-  // A small scanner: depth 1 members only, strings skipped with their escapes.
-  size_t i = 0, n = json.size();
-  auto ws = [&] {
-    while (i < n && (json[i] == ' ' || json[i] == '\t' || json[i] == '\n' || json[i] == '\r')) ++i;
-  };
-  // Returns the end (one past the closing quote) of the string starting at i, or npos.
-  auto skipString = [&](size_t at) -> size_t {
-    if (at >= n || json[at] != '"') return std::string_view::npos;
-    for (size_t k = at + 1; k < n; ++k) {
-      if (json[k] == '\\') {
-        ++k;
-      } else if (json[k] == '"') {
-        return k + 1;
-      }
-    }
-    return std::string_view::npos;
-  };
-  // Skips one value starting at i (after whitespace); returns false when malformed.
-  auto skipValue = [&]() -> bool {
-    ws();
-    if (i >= n) return false;
-    if (json[i] == '"') {
-      size_t end = skipString(i);
-      if (end == std::string_view::npos) return false;
-      i = end;
-      return true;
-    }
-    if (json[i] == '{' || json[i] == '[') {
-      int depth = 0;
-      while (i < n) {
-        char c = json[i];
-        if (c == '"') {
-          size_t end = skipString(i);
-          if (end == std::string_view::npos) return false;
-          i = end;
-          continue;
-        }
-        if (c == '{' || c == '[') ++depth;
-        if (c == '}' || c == ']') {
-          if (--depth == 0) {
-            ++i;
-            return true;
-          }
-        }
-        ++i;
-      }
-      return false;
-    }
-    while (i < n && json[i] != ',' && json[i] != '}' && json[i] != ']') ++i;
-    return true;
-  };
-  ws();
-  if (i >= n || json[i] != '{') return std::nullopt;
-  ++i;
-  while (true) {
-    ws();
-    if (i < n && json[i] == '}') return std::nullopt;
-    size_t key_end = skipString(i);
-    if (key_end == std::string_view::npos) return std::nullopt;
-    std::string_view name = json.substr(i + 1, key_end - i - 2);
-    i = key_end;
-    ws();
-    if (i >= n || json[i] != ':') return std::nullopt;
-    ++i;
-    ws();
-    size_t value_start = i;
-    if (name == key) {
-      if (i >= n || json[i] != '"') return std::nullopt;
-      size_t value_end = skipString(i);
-      if (value_end == std::string_view::npos) return std::nullopt;
-      std::string replaced;
-      JsonWriter w(replaced);
-      w.string(value);
-      std::string out;
-      out.reserve(json.size() + replaced.size());
-      out.append(json.substr(0, value_start)).append(replaced).append(json.substr(value_end));
-      return out;
-    }
-    if (!skipValue()) return std::nullopt;
-    ws();
-    if (i < n && json[i] == ',') {
-      ++i;
-      continue;
-    }
-    return std::nullopt;  // '}' without the key, or malformed
-  }
-}
+// ==== rewrite: JSON =======================================================================
 
 namespace {
 
-// Fields 1 and 2 replaced, every other field a slice of `message`.
-StatusOr<codecs::BufferChain> rewriteFields(const codecs::Buffer& message, std::string_view model,
-                                            std::optional<std::string_view> version) {
-  std::span<const uint8_t> bytes = message.span();
-  std::string glue;
-  codecs::WireWriter writer(glue);
-  std::optional<std::string> old_version;
-  std::vector<std::pair<size_t, size_t>> kept;  // [begin, end) of fields kept as they are
-  codecs::WireReader reader(bytes);
+// One pass over a JSON text that checks its structure (strings and their escapes, scalar
+// tokens, `"key": value` members, brackets balanced, nothing after the top-level value)
+// and collects the [begin, end) of every string value of a top-level member named `key`.
+// It does not decode values or validate UTF-8: the bytes are kept, not interpreted.
+class TopLevelStringFinder {
+ public:
+  using Range = std::pair<size_t, size_t>;
+
+  TopLevelStringFinder(std::string_view text, std::string_view key) : text_(text), key_(key) {}
+
+  // nullopt when the text is not one well-formed object, or a `key` member is no string.
+  std::optional<std::vector<Range>> run() {
+    skipWhitespace();
+    if (!at('{')) return std::nullopt;
+    std::vector<char> open;  // the closing bracket of every open container
+    Expect expect = Expect::kValue;
+    bool wanted = false;  // the value being read is that of a top-level `key` member
+    while (true) {
+      skipWhitespace();
+      if (pos_ >= text_.size()) return std::nullopt;
+      const char c = text_[pos_];
+      switch (expect) {
+        case Expect::kFirstKey:
+        case Expect::kKey: {
+          if (expect == Expect::kFirstKey && c == '}') break;  // {}
+          const size_t begin = pos_;
+          if (!skipString()) return std::nullopt;
+          wanted = open.size() == 1 && keyMatches(text_.substr(begin, pos_ - begin));
+          skipWhitespace();
+          if (!at(':')) return std::nullopt;
+          ++pos_;
+          expect = Expect::kValue;
+          continue;
+        }
+        case Expect::kFirstValue:
+        case Expect::kValue: {
+          if (expect == Expect::kFirstValue && c == ']') break;  // []
+          if (wanted && c != '"') return std::nullopt;           // the member is not a string
+          if (c == '{' || c == '[') {
+            open.push_back(c == '{' ? '}' : ']');
+            ++pos_;
+            expect = c == '{' ? Expect::kFirstKey : Expect::kFirstValue;
+            continue;
+          }
+          const size_t begin = pos_;
+          if (c == '"' ? !skipString() : !skipScalar()) return std::nullopt;
+          if (wanted) found_.emplace_back(begin, pos_);
+          wanted = false;
+          expect = Expect::kCommaOrEnd;
+          continue;
+        }
+        case Expect::kCommaOrEnd:
+          if (c == ',') {
+            ++pos_;
+            expect = open.back() == '}' ? Expect::kKey : Expect::kValue;
+            continue;
+          }
+          break;
+      }
+      // Only a closing bracket is left to read here.
+      if (c != open.back()) return std::nullopt;
+      ++pos_;
+      open.pop_back();
+      if (open.empty()) break;
+      expect = Expect::kCommaOrEnd;
+    }
+    skipWhitespace();
+    if (pos_ != text_.size()) return std::nullopt;
+    return std::move(found_);
+  }
+
+ private:
+  enum class Expect { kFirstKey, kKey, kFirstValue, kValue, kCommaOrEnd };
+
+  bool at(char c) const { return pos_ < text_.size() && text_[pos_] == c; }
+  void skipWhitespace() {
+    while (pos_ < text_.size() && codecs::isAsciiSpace(text_[pos_])) ++pos_;
+  }
+
+  // Past the string token at pos_ (a '"'); false when it is not terminated.
+  bool skipString() {
+    if (!at('"')) return false;
+    for (++pos_; pos_ < text_.size(); ++pos_) {
+      if (text_[pos_] == '\\') {
+        ++pos_;  // the escaped byte; \uXXXX's digits are plain bytes
+      } else if (text_[pos_] == '"') {
+        ++pos_;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // A number or a literal (true, false, null, and the NaN / Infinity Triton may write).
+  bool skipScalar() {
+    const size_t begin = pos_;
+    while (pos_ < text_.size() && !codecs::isAsciiSpace(text_[pos_]) &&
+           std::string_view(",:{}[]\"").find(text_[pos_]) == std::string_view::npos) {
+      ++pos_;
+    }
+    const std::string_view token = text_.substr(begin, pos_ - begin);
+    if (token == "true" || token == "false" || token == "null" || token == "NaN" ||
+        token == "Infinity" || token == "-Infinity") {
+      return true;
+    }
+    const std::string_view digits = token.starts_with('-') ? token.substr(1) : token;
+    return !digits.empty() && digits.front() >= '0' && digits.front() <= '9' &&
+           digits.find_first_not_of("0123456789.eE+-") == std::string_view::npos;
+  }
+
+  // `token` is a quoted key; escapes are decoded only when there are any.
+  bool keyMatches(std::string_view token) const {
+    std::string_view raw = token.substr(1, token.size() - 2);
+    if (raw.find('\\') == std::string_view::npos) return raw == key_;
+    StatusOr<JsonValue> decoded = codecs::parseJson(token);
+    return decoded.ok() && decoded->isString() && decoded->asString() == key_;
+  }
+
+  std::string_view text_;
+  std::string_view key_;
+  size_t pos_ = 0;
+  std::vector<Range> found_;
+};
+
+}  // namespace
+
+std::optional<std::string> renameInJson(std::string_view json, std::string_view key,
+                                        std::string_view value) {
+  std::optional<std::vector<TopLevelStringFinder::Range>> found =
+      TopLevelStringFinder(json, key).run();
+  if (!found || found->empty()) return std::nullopt;
+  std::string replacement;
+  codecs::appendJsonString(replacement, value);
+  // Every top-level occurrence: readers differ on which duplicate wins, and none of them
+  // may see the upstream's name.
+  std::string out;
+  out.reserve(json.size() + found->size() * replacement.size());
+  size_t copied = 0;
+  for (const auto& [begin, end] : *found) {
+    out.append(json.substr(copied, begin - copied)).append(replacement);
+    copied = end;
+  }
+  out.append(json.substr(copied));
+  return out;
+}
+
+// ==== rewrite: protobuf ===================================================================
+
+namespace {
+
+//   ModelInferRequest / ModelInferResponse       ModelStreamInferResponse
+//     1 model_name     LEN   replaced              1 error_message   LEN   kept
+//     2 model_version  LEN   replaced or kept      2 infer_response  LEN   rewritten inside
+//     3.. anything           kept as slices        3.. anything            kept as slices
+constexpr uint32_t kModelNameField = 1;
+constexpr uint32_t kModelVersionField = 2;
+constexpr uint32_t kInferResponseField = 2;
+
+// A chain of new glue buffers and slices of `source`; slices that touch are joined, so a
+// run of kept fields is one segment.
+class SliceChain {
+ public:
+  explicit SliceChain(const codecs::Buffer& source) : source_(source) {}
+
+  void keep(size_t begin, size_t end) {
+    if (run_end_ > run_begin_ && run_end_ == begin) {
+      run_end_ = end;
+      return;
+    }
+    flush();
+    run_begin_ = begin;
+    run_end_ = end;
+  }
+  void add(std::string glue) {
+    flush();
+    chain_.append(codecs::Buffer::fromString(std::move(glue)));
+  }
+  codecs::BufferChain finish() && {
+    flush();
+    return std::move(chain_);
+  }
+
+ private:
+  void flush() {
+    if (run_end_ > run_begin_) chain_.append(source_.slice(run_begin_, run_end_ - run_begin_));
+    run_begin_ = run_end_ = 0;
+  }
+
+  const codecs::Buffer& source_;
+  codecs::BufferChain chain_;
+  size_t run_begin_ = 0;
+  size_t run_end_ = 0;
+};
+
+// The rewrite of one ModelInferRequest / ModelInferResponse: its new fields 1 and 2, and
+// the byte ranges (offsets in the source Buffer) of every other field.
+struct NameRewrite {
+  std::string head;
+  std::vector<std::pair<size_t, size_t>> kept;
+
+  size_t size() const {
+    size_t n = head.size();
+    for (const auto& [begin, end] : kept) n += end - begin;
+    return n;
+  }
+};
+
+// `message` starts at `base` in the source Buffer. Protobuf's rules hold: the last
+// model_version wins; a field 1 or 2 of another wire type is an unknown field (kept).
+StatusOr<NameRewrite> planNameRewrite(std::span<const uint8_t> message, size_t base,
+                                      std::string_view model,
+                                      std::optional<std::string_view> version) {
+  NameRewrite plan;
+  std::string_view old_version;
+  codecs::WireReader reader(message);
   while (!reader.done()) {
-    size_t begin = reader.position();
+    const size_t begin = reader.position();
     INFERGATE_ASSIGN_OR_RETURN(codecs::FieldTag tag, reader.readTag());
-    if ((tag.number == 1 || tag.number == 2) && tag.type == codecs::WireType::kLen) {
+    const bool name_field = tag.number == kModelNameField || tag.number == kModelVersionField;
+    if (name_field && tag.type == codecs::WireType::kLen) {
       INFERGATE_ASSIGN_OR_RETURN(std::span<const uint8_t> value, reader.readLengthDelimited());
-      if (tag.number == 2) old_version = std::string(codecs::asChars(value));
+      if (tag.number == kModelVersionField) old_version = codecs::asChars(value);
       continue;
     }
     INFERGATE_RETURN_IF_ERROR(reader.skip(tag));
-    if (!kept.empty() && kept.back().second == begin) {
-      kept.back().second = reader.position();
-    } else {
-      kept.emplace_back(begin, reader.position());
-    }
+    plan.kept.emplace_back(base + begin, base + reader.position());
   }
-  if (!model.empty()) writer.bytesField(1, model);
-  std::string_view new_version;
-  if (version) {
-    new_version = *version;
-  } else if (old_version) {
-    new_version = *old_version;
-  }
-  if (!new_version.empty()) writer.bytesField(2, new_version);
-  codecs::BufferChain chain(codecs::Buffer::fromString(std::move(glue)));
-  for (const auto& [b, e] : kept) chain.append(message.slice(b, e - b));
-  return chain;
+  // proto3 does not write empty strings.
+  codecs::WireWriter writer(plan.head);
+  const std::string_view new_version = version.value_or(old_version);
+  if (!model.empty()) writer.bytesField(kModelNameField, model);
+  if (!new_version.empty()) writer.bytesField(kModelVersionField, new_version);
+  return plan;
+}
+
+void appendPlan(SliceChain& chain, NameRewrite plan) {
+  chain.add(std::move(plan.head));
+  for (const auto& [begin, end] : plan.kept) chain.keep(begin, end);
 }
 
 }  // namespace
@@ -783,33 +1094,37 @@ StatusOr<codecs::BufferChain> rewriteFields(const codecs::Buffer& message, std::
 StatusOr<codecs::BufferChain> rewriteModelFields(const codecs::Buffer& message,
                                                  std::string_view model,
                                                  std::optional<std::string_view> version) {
-  return rewriteFields(message, model, version);
+  INFERGATE_ASSIGN_OR_RETURN(NameRewrite plan, planNameRewrite(message.span(), 0, model, version));
+  SliceChain chain(message);
+  appendPlan(chain, std::move(plan));
+  return std::move(chain).finish();
 }
 
 StatusOr<codecs::BufferChain> rewriteStreamModelFields(const codecs::Buffer& message,
                                                        std::string_view model,
                                                        std::optional<std::string_view> version) {
-  std::span<const uint8_t> bytes = message.span();
-  codecs::WireReader reader(bytes);
-  codecs::BufferChain out;
+  SliceChain chain(message);
+  codecs::WireReader reader(message.span());
   while (!reader.done()) {
-    size_t begin = reader.position();
+    const size_t begin = reader.position();
     INFERGATE_ASSIGN_OR_RETURN(codecs::FieldTag tag, reader.readTag());
-    if (tag.number == 2 && tag.type == codecs::WireType::kLen) {
-      INFERGATE_ASSIGN_OR_RETURN(std::span<const uint8_t> inner, reader.readLengthDelimited());
-      size_t offset = static_cast<size_t>(inner.data() - bytes.data());
-      INFERGATE_ASSIGN_OR_RETURN(codecs::BufferChain rewritten,
-                                 rewriteFields(message.slice(offset, inner.size()), model, version));
-      std::string prefix;
-      codecs::WireWriter(prefix).lengthPrefix(2, rewritten.size());
-      out.append(codecs::Buffer::fromString(std::move(prefix)));
-      out.append(rewritten);
+    if (tag.number != kInferResponseField || tag.type != codecs::WireType::kLen) {
+      INFERGATE_RETURN_IF_ERROR(reader.skip(tag));
+      chain.keep(begin, reader.position());
       continue;
     }
-    INFERGATE_RETURN_IF_ERROR(reader.skip(tag));
-    out.append(message.slice(begin, reader.position() - begin));
+    INFERGATE_ASSIGN_OR_RETURN(std::span<const uint8_t> inner, reader.readLengthDelimited());
+    const size_t base = static_cast<size_t>(inner.data() - message.data());
+    StatusOr<NameRewrite> plan = planNameRewrite(inner, base, model, version);
+    if (!plan.ok()) return invalidArgument("infer_response: ", codecs::messageOf(plan.status()));
+    // The new length goes in front of the new fields 1 and 2: one glue buffer.
+    std::string head;
+    codecs::WireWriter(head).lengthPrefix(kInferResponseField, plan->size());
+    head.append(plan->head);
+    plan->head = std::move(head);
+    appendPlan(chain, std::move(*plan));
   }
-  return out;
+  return std::move(chain).finish();
 }
 
 }  // namespace infergate::gateway::upstream

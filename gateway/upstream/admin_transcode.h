@@ -55,7 +55,9 @@ codecs::StatusOr<inference::RepositoryModelLoadRequest> loadRequestFromJson(
     std::string_view model, std::string_view body);
 codecs::StatusOr<inference::RepositoryModelUnloadRequest> unloadRequestFromJson(
     std::string_view model, std::string_view body);
-// `model` empty: the global settings.
+// `model` empty: the global settings. Values are strings or arrays of strings; null (clear
+// the key) becomes an entry without values. An empty body is a request without settings
+// (a read: the GET form).
 codecs::StatusOr<inference::TraceSettingRequest> traceSettingRequestFromJson(
     std::string_view model, std::string_view body);
 
@@ -68,14 +70,15 @@ std::string traceSettingRequestToJson(const inference::TraceSettingRequest& requ
 
 // ---- merging the answers of several upstreams ----
 // One index: entries of every answer, in answer order (duplicates kept: two upstreams
-// may serve the same name).
+// may serve the same name). An answer that is not an index array is left out.
 std::string mergeRepositoryIndexJson(const std::vector<std::string>& answers);
 // /v2/models/stats of every upstream: one {"model_stats": [...]} with all entries.
 codecs::StatusOr<std::string> mergeModelStatisticsJson(const std::vector<std::string>& answers);
 
 // ---- rewrite ----
 // `json` with the top-level member `key` (a string) set to `value`, every other byte
-// kept; nullopt when `json` is not an object or has no such string member.
+// kept; a key given twice is replaced twice. nullopt when `json` is not exactly one
+// well-formed object, has no such member, or has one whose value is not a string.
 std::optional<std::string> renameInJson(std::string_view json, std::string_view key,
                                         std::string_view value);
 // A serialized ModelInferRequest or ModelInferResponse (fields 1 = model_name,
