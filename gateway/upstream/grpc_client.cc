@@ -285,7 +285,7 @@ class UnaryCall {
   // (grpc 1.51 then joins that very thread from ~Channel).
   static void complete(UnaryCall* call, grpc::Status status) {
     if (!call->refusal_.ok()) status = call->refusal_;
-    call->done_(std::move(status), std::move(call->response_));
+    if (call->done_) call->done_(std::move(status), std::move(call->response_));
     ClientCore& core = call->core_;
     const uint64_t id = call->id_;
     delete call;  // with it the caller's closure, before shutdown() can return
