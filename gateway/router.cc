@@ -2,7 +2,9 @@
 
 #include <random>
 
+#include "codecs/json_response_decoder.h"
 #include "codecs/text.h"
+#include "gateway/error_mapping.h"
 
 namespace infergate::gateway {
 namespace {
@@ -99,6 +101,50 @@ HeaderPairs Router::forwardedHeaders(const http::HeaderList& headers) const {
     if (forwards(n)) out.emplace_back(std::move(n), value);
   }
   return out;
+}
+
+std::string publicMessage(std::string_view message, std::string_view upstream_model,
+                          std::string_view client_model) {
+  if (upstream_model == client_model) return std::string(message);
+  std::string from = codecs::strCat("'", upstream_model, "'");
+  std::string to = codecs::strCat("'", client_model, "'");
+  std::string out;
+  size_t at = 0;
+  for (size_t hit; (hit = message.find(from, at)) != std::string_view::npos; at = hit + from.size()) {
+    out.append(message.substr(at, hit - at)).append(to);
+  }
+  out.append(message.substr(at));
+  return out;
+}
+
+codecs::Status publicStatus(const codecs::Status& status, std::string_view upstream_model,
+                            std::string_view client_model) {
+  if (status.ok() || upstream_model == client_model) return status;
+  codecs::Status renamed(status.code(),
+                         publicMessage(codecs::messageOf(status), upstream_model, client_model));
+  return codecs::withOrigin(renamed, codecs::originOf(status));
+}
+
+codecs::Status upstreamGarbage(std::string_view upstream, std::string_view what,
+                               const codecs::Status& why) {
+  return codecs::withOrigin(
+      codecs::invalidArgument("upstream '", upstream, "' answered a malformed ", what, ": ",
+                              codecs::messageOf(why)),
+      codecs::ErrorOrigin::kUpstream);
+}
+
+codecs::Status httpErrorAnswer(int http_status, std::string_view body, std::string_view upstream) {
+  auto message = codecs::decodeJsonError(body);
+  return codecs::Status(codeForHttpStatus(http_status),
+                        message.ok() ? *message
+                                     : codecs::strCat("upstream '", upstream, "' answered HTTP ",
+                                                      http_status));
+}
+
+std::string modelPath(std::string_view model, std::string_view version, std::string_view suffix) {
+  std::string path = codecs::strCat("/v2/models/", model);
+  if (!version.empty()) path += codecs::strCat("/versions/", version);
+  return path.append(suffix);
 }
 
 HeaderPairs metadataToHttpHeaders(HeaderPairs metadata) {

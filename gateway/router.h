@@ -116,4 +116,22 @@ class Router {
 inline constexpr std::string_view kGrpcRestrictedPrefix = "triton-grpc-protocol-";
 HeaderPairs metadataToHttpHeaders(HeaderPairs metadata);
 
+// ---- what every forwarding path says of an upstream's answer ----
+
+// `status` with every quoted 'upstream_model' in its message written as 'client_model',
+// so that a rewrite stays invisible in errors; unchanged when the names are the same.
+codecs::Status publicStatus(const codecs::Status& status, std::string_view upstream_model,
+                            std::string_view client_model);
+std::string publicMessage(std::string_view message, std::string_view upstream_model,
+                          std::string_view client_model);
+// An answer that broke the protocol: INVALID_ARGUMENT stamped ErrorOrigin::kUpstream
+// (HTTP 502 / gRPC UNAVAILABLE), "upstream 'u' answered a malformed <what>: <why>".
+codecs::Status upstreamGarbage(std::string_view upstream, std::string_view what,
+                               const codecs::Status& why);
+// An HTTP upstream's error answer as the status it stands for: its own `{"error"}`
+// message, the code from its HTTP status (codeForHttpStatus).
+codecs::Status httpErrorAnswer(int http_status, std::string_view body, std::string_view upstream);
+// "/v2/models/<model>[/versions/<version>]<suffix>".
+std::string modelPath(std::string_view model, std::string_view version, std::string_view suffix);
+
 }  // namespace infergate::gateway

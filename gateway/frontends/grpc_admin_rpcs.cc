@@ -55,39 +55,12 @@ Status shmDisabled() {
 constexpr char kRepositoryNameUnsupported[] = "'repository_name' specification is not supported";
 constexpr std::string_view kService = "/inference.GRPCInferenceService/";
 
-// An upstream's error under the client's model name.
-Status publicError(Status status, const Decision& d) {
-  if (!d.rewrites() || d.client_model == d.upstream_model) return status;
-  std::string message(codecs::messageOf(status));
-  std::string from = "'" + d.upstream_model + "'", to = "'" + d.client_model + "'";
-  for (size_t at = 0; (at = message.find(from, at)) != std::string::npos; at += to.size()) {
-    message.replace(at, from.size(), to);
-  }
-  return codecs::withOrigin(Status(status.code(), message), codecs::originOf(status));
-}
-
-Status upstreamGarbage(std::string_view upstream, std::string_view what, const Status& why) {
-  return codecs::withOrigin(invalidArgument("upstream '", upstream, "' answered a malformed ",
-                                            what, ": ", codecs::messageOf(why)),
-                            codecs::ErrorOrigin::kUpstream);
-}
-
 // An HTTP upstream's answer: the body of a 200, else the error it stands for.
 codecs::StatusOr<std::string> httpBody(const codecs::StatusOr<upstream::HttpUpstreamResponse>& r,
                                        std::string_view upstream_name) {
   if (!r.ok()) return r.status();
   if (r->status == 200) return std::string(r->body.view());
-  auto message = codecs::decodeJsonError(r->body.view());
-  return Status(codeForHttpStatus(r->status),
-                message.ok() ? *message
-                             : codecs::strCat("upstream '", upstream_name, "' answered HTTP ",
-                                              r->status));
-}
-
-std::string modelPath(std::string_view model, std::string_view version, std::string_view suffix) {
-  std::string path = codecs::strCat("/v2/models/", model);
-  if (!version.empty()) path += codecs::strCat("/versions/", version);
-  return path + std::string(suffix);
+  return httpErrorAnswer(r->status, r->body.view(), upstream_name);
 }
 
 // How one model-scoped RPC is served by each kind of upstream.
@@ -125,7 +98,7 @@ template <typename Request, typename Response>
   auto d = std::make_shared<Decision>(std::move(*decided));
   auto done = [reactor, response, d, to_client = rpc.to_client](Status status) {
     if (status.ok()) to_client(response, *d);
-    reactor->Finish(grpcStatusFor(publicError(std::move(status), *d)));
+    reactor->Finish(grpcStatusFor(publicStatus(status, d->upstream_model, d->client_model)));
   };
   std::optional<std::chrono::system_clock::time_point> deadline;
   if (context->deadline() != std::chrono::system_clock::time_point::max()) {

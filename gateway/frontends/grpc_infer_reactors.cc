@@ -90,23 +90,8 @@ std::optional<std::chrono::system_clock::time_point> upstreamDeadline(
 }
 
 // An upstream's error under the client's model name (a rewrite must stay invisible).
-::grpc::Status publicGrpcStatus(codecs::Status status, const Decision& d) {
-  if (d.rewrites() && d.client_model != d.upstream_model) {
-    std::string message(codecs::messageOf(status));
-    std::string from = "'" + d.upstream_model + "'", to = "'" + d.client_model + "'";
-    for (size_t at = 0; (at = message.find(from, at)) != std::string::npos; at += to.size()) {
-      message.replace(at, from.size(), to);
-    }
-    status = codecs::withOrigin(codecs::Status(status.code(), message), codecs::originOf(status));
-  }
-  return grpcStatusFor(status);
-}
-
-codecs::Status upstreamGarbage(std::string_view upstream, const codecs::Status& why) {
-  return codecs::withOrigin(codecs::invalidArgument("upstream '", upstream,
-                                                    "' answered a malformed response: ",
-                                                    codecs::messageOf(why)),
-                            codecs::ErrorOrigin::kUpstream);
+::grpc::Status publicGrpcStatus(const codecs::Status& status, const Decision& d) {
+  return grpcStatusFor(publicStatus(status, d.upstream_model, d.client_model));
 }
 
 // The model_name inside a serialized ModelStreamInferResponse (field 2, then field 1), or
@@ -181,9 +166,7 @@ codecs::StatusOr<upstream::HttpUpstreamRequest> httpInferRequest(
                              codecs::JsonRequestEncoder(options).encode(request));
   upstream::HttpUpstreamRequest out;
   out.method = "POST";
-  out.target = codecs::strCat("/v2/models/", d.upstream_model);
-  if (!d.upstream_version.empty()) out.target += codecs::strCat("/versions/", d.upstream_version);
-  out.target += "/infer";
+  out.target = modelPath(d.upstream_model, d.upstream_version, "/infer");
   out.headers = metadataToHttpHeaders(shared.router->forwardedMetadata(context.client_metadata(), false));
   out.headers.emplace_back("Content-Type", std::string(body.contentType()));
   if (body.header_length) {
@@ -204,24 +187,18 @@ codecs::StatusOr<codecs::InferResponse> httpInferAnswer(
     const Shared& shared, const codecs::StatusOr<upstream::HttpUpstreamResponse>& r,
     std::string_view upstream_name) {
   if (!r.ok()) return r.status();
-  if (r->status != 200) {
-    auto message = codecs::decodeJsonError(r->body.view());
-    return codecs::Status(codeForHttpStatus(r->status),
-                          message.ok() ? *message
-                                       : codecs::strCat("upstream '", upstream_name,
-                                                        "' answered HTTP ", r->status));
-  }
+  if (r->status != 200) return httpErrorAnswer(r->status, r->body.view(), upstream_name);
   std::optional<uint64_t> header_length;
   if (const std::string* ihcl = r->headers.find("Inference-Header-Content-Length")) {
     header_length = codecs::parseUint64(codecs::trimAscii(*ihcl));
     if (!header_length) {
-      return upstreamGarbage(upstream_name, codecs::invalidArgument(
+      return upstreamGarbage(upstream_name, "response", codecs::invalidArgument(
                                                 "Inference-Header-Content-Length '", *ihcl, "'"));
     }
   }
   auto decoded = codecs::BinaryTensorDecoder(shared.options.limits)
                      .decodeResponse(r->body, header_length, r->body.size());
-  if (!decoded.ok()) return upstreamGarbage(upstream_name, decoded.status());
+  if (!decoded.ok()) return upstreamGarbage(upstream_name, "response", decoded.status());
   return decoded;
 }
 
@@ -317,7 +294,7 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
                               : std::optional<std::string_view>(decision_.client_version))
                     : codecs::StatusOr<codecs::BufferChain>(flat.status());
       if (!renamed.ok()) {
-        return finish(grpcStatusFor(upstreamGarbage(decision_.upstream->name(), renamed.status())));
+        return finish(grpcStatusFor(upstreamGarbage(decision_.upstream->name(), "response", renamed.status())));
       }
       answer = codecs::toByteBuffer(*renamed);
     }
@@ -666,12 +643,13 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   void onUpstreamMessage(upstream::Upstream* key, ByteBuffer message) {
     if (finish_called_ || abandoned_) return;
     auto it = legs_.find(key);
-    if (it != legs_.end() && it->second.outstanding > 0) {
-      auto flat = codecs::fromByteBuffer(message);
-      if (flat.ok() && isFinalStreamAnswer(*flat)) --it->second.outstanding;
-    }
-    if (it != legs_.end() && !it->second.renames.empty()) {
-      auto flat = codecs::fromByteBuffer(message);
+    bool counting = it != legs_.end() && it->second.outstanding > 0;
+    bool renaming = it != legs_.end() && !it->second.renames.empty();
+    // One contiguous view of the answer serves both reads (joined only when multi-slice).
+    codecs::StatusOr<codecs::Buffer> flat =
+        counting || renaming ? codecs::fromByteBuffer(message) : codecs::Buffer();
+    if (counting && flat.ok() && isFinalStreamAnswer(*flat)) --it->second.outstanding;
+    if (renaming) {
       std::optional<std::string> upstream_model = flat.ok() ? streamModelName(*flat) : std::nullopt;
       auto hit = upstream_model ? it->second.renames.find(*upstream_model) : it->second.renames.end();
       if (hit != it->second.renames.end()) {

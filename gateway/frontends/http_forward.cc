@@ -60,32 +60,12 @@ struct Names {
         rewrites(d.rewrites()) {}
 };
 
-// An error naming the upstream's model under the client's name.
 std::string publicMessage(std::string_view message, const Names& n) {
-  if (!n.rewrites || n.upstream_model == n.client_model) return std::string(message);
-  std::string from = codecs::strCat("'", n.upstream_model, "'");
-  std::string to = codecs::strCat("'", n.client_model, "'");
-  std::string out;
-  size_t at = 0;
-  for (size_t hit; (hit = message.find(from, at)) != std::string_view::npos; at = hit + from.size()) {
-    out.append(message.substr(at, hit - at)).append(to);
-  }
-  out.append(message.substr(at));
-  return out;
+  return gateway::publicMessage(message, n.upstream_model, n.client_model);
 }
 
 codecs::Status publicStatus(const codecs::Status& status, const Names& n) {
-  if (!n.rewrites) return status;
-  codecs::Status renamed(status.code(), publicMessage(codecs::messageOf(status), n));
-  return codecs::withOrigin(renamed, codecs::originOf(status));
-}
-
-codecs::Status upstreamGarbage(std::string_view upstream, std::string_view what,
-                               const codecs::Status& why) {
-  return codecs::withOrigin(
-      codecs::invalidArgument("upstream '", upstream, "' answered a malformed ", what, ": ",
-                              codecs::messageOf(why)),
-      codecs::ErrorOrigin::kUpstream);
+  return gateway::publicStatus(status, n.upstream_model, n.client_model);
 }
 
 std::optional<std::chrono::system_clock::time_point> deadlineOf(std::chrono::milliseconds timeout) {
@@ -100,8 +80,7 @@ std::string upstreamTarget(const HttpRoute& m, const Decision& d, std::string_vi
     target = codecs::strCat("/v2/repository/models/", d.upstream_model,
                             m.endpoint == HttpEndpoint::kRepositoryLoad ? "/load" : "/unload");
   } else {
-    target = codecs::strCat("/v2/models/", d.upstream_model);
-    if (!d.upstream_version.empty()) target += codecs::strCat("/versions/", d.upstream_version);
+    target = modelPath(d.upstream_model, d.upstream_version, "");
     switch (m.endpoint) {
       case HttpEndpoint::kModelReady: target += "/ready"; break;
       case HttpEndpoint::kModelInfer: target += "/infer"; break;
@@ -576,14 +555,7 @@ void gatherAll(const std::shared_ptr<HttpExchange>& exchange, const Router& rout
         callbacks.on_complete = [gather, i, name = u.name()](
                                     codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
           if (!r.ok()) return gather->done(i, r.status());
-          if (r->status != 200) {
-            auto message = codecs::decodeJsonError(r->body.view());
-            return gather->done(
-                i, codecs::Status(codeForHttpStatus(r->status),
-                                  message.ok() ? *message
-                                               : codecs::strCat("upstream '", name, "' answered ",
-                                                                r->status)));
-          }
+          if (r->status != 200) return gather->done(i, httpErrorAnswer(r->status, r->body.view(), name));
           gather->done(i, std::string(r->body.view()));
         };
         u.http(exchange->loop()).send(u.nextEndpoint(), std::move(out), std::move(callbacks));
