@@ -2,9 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "codecs/protobuf_request_decoder.h"
+#include "codecs/protobuf_wire.h"
+#include "codecs/sequence_peek.h"
 #include "grpc_service.pb.h"
 
 namespace infergate::codecs {
@@ -187,6 +193,386 @@ TEST(ProtobufSegmentedPeek, RefusesTruncatedAndMalformedMessages) {
   auto segments = cut(group, {1});
   EXPECT_EQ(peekModelInferRequest(std::span(segments)).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace infergate::codecs
+
+// ---- the sequence parameters ---------------------------------------------------------
+
+namespace infergate::codecs {
+namespace {
+
+// What a failing expectation prints: the key and the flags.
+std::string describe(const SequenceRef& ref) {
+  std::string out = ref.present() ? ref.key() : "none";
+  if (ref.start) out += " start";
+  if (ref.end) out += " end";
+  return out;
+}
+
+// The sequence of a fully decoded message, by the rules of sequence_peek.h, written
+// against the generated types as an independent oracle.
+SequenceRef oracle(const inference::ModelInferRequest& request) {
+  SequenceRef want;
+  const auto& params = request.parameters();
+  if (auto it = params.find("sequence_id"); it != params.end()) {
+    const inference::InferParameter& id = it->second;
+    if (id.parameter_choice_case() == inference::InferParameter::kInt64Param &&
+        id.int64_param() != 0) {
+      want.kind = SequenceRef::Kind::kInt;
+      want.int_id = static_cast<uint64_t>(id.int64_param());
+    } else if (id.parameter_choice_case() == inference::InferParameter::kUint64Param &&
+               id.uint64_param() != 0) {
+      want.kind = SequenceRef::Kind::kInt;
+      want.int_id = id.uint64_param();
+    } else if (id.parameter_choice_case() == inference::InferParameter::kStringParam &&
+               !id.string_param().empty()) {
+      want.kind = SequenceRef::Kind::kString;
+      want.string_id = id.string_param();
+    }
+  }
+  auto flag = [&](const char* key) {
+    auto it = params.find(key);
+    return it != params.end() &&
+           it->second.parameter_choice_case() == inference::InferParameter::kBoolParam &&
+           it->second.bool_param();
+  };
+  want.start = flag("sequence_start");
+  want.end = flag("sequence_end");
+  return want;
+}
+
+// Both peeks, the segmented one cut at `cuts`, must equal the full decode's sequence.
+void expectPeeksAgree(const std::string& bytes, std::vector<size_t> cuts = {}) {
+  inference::ModelInferRequest full;
+  ASSERT_TRUE(full.ParseFromString(bytes)) << "the test built an invalid message";
+  SequenceRef want = oracle(full);
+  StatusOr<ModelRef> whole = peekModelInferRequest(spanOf(bytes));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(describe(whole->sequence), describe(want));
+  EXPECT_EQ(whole->sequence, want);
+  EXPECT_EQ(whole->model_name, full.model_name());
+  auto segments = cut(bytes, std::move(cuts));
+  StatusOr<OwnedModelRef> owned = peekModelInferRequest(std::span(segments));
+  ASSERT_TRUE(owned.ok()) << owned.status();
+  EXPECT_EQ(owned->sequence, want) << describe(owned->sequence) << " vs " << describe(want);
+  EXPECT_EQ(owned->model_name, full.model_name());
+}
+
+// Hand-made wire pieces, for what the generated types never write.
+std::string lenField(uint32_t number, std::string_view body) {
+  std::string out;
+  WireWriter(out).bytesField(number, body);
+  return out;
+}
+std::string varintField(uint32_t number, uint64_t value) {
+  std::string out;
+  WireWriter(out).varintField(number, value);
+  return out;
+}
+std::string entry(std::string_view body) { return lenField(4, body); }
+std::string key(std::string_view k) { return lenField(1, k); }
+std::string value(std::string_view infer_parameter) { return lenField(2, infer_parameter); }
+std::string int64Member(int64_t v) { return varintField(2, static_cast<uint64_t>(v)); }
+std::string boolMember(uint64_t v) { return varintField(1, v); }
+std::string stringMember(std::string_view s) { return lenField(3, s); }
+
+TEST(ProtobufPeekSequence, ReadsIdAndFlags) {
+  inference::ModelInferRequest request = sampleRequest();
+  auto& params = *request.mutable_parameters();
+  params["sequence_id"].set_int64_param(1234);
+  params["sequence_start"].set_bool_param(true);
+  params["sequence_end"].set_bool_param(false);
+  std::string bytes = request.SerializeAsString();
+  StatusOr<ModelRef> ref = peekModelInferRequest(spanOf(bytes));
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->sequence.kind, SequenceRef::Kind::kInt);
+  EXPECT_EQ(ref->sequence.int_id, 1234u);
+  EXPECT_TRUE(ref->sequence.start);
+  EXPECT_FALSE(ref->sequence.end);
+  EXPECT_EQ(ref->model_name, "resnet50");
+  expectPeeksAgree(bytes);
+}
+
+TEST(ProtobufPeekSequence, ReadsStringId) {
+  inference::ModelInferRequest request = sampleRequest();
+  (*request.mutable_parameters())["sequence_id"].set_string_param("corr-7");
+  (*request.mutable_parameters())["sequence_end"].set_bool_param(true);
+  std::string bytes = request.SerializeAsString();
+  StatusOr<ModelRef> ref = peekModelInferRequest(spanOf(bytes));
+  ASSERT_TRUE(ref.ok());
+  EXPECT_EQ(ref->sequence.key(), "s:corr-7");
+  EXPECT_TRUE(ref->sequence.end);
+}
+
+TEST(ProtobufPeekSequence, NoParametersIsNoSequence) {
+  std::string bytes = sampleRequest().SerializeAsString();  // only "priority"
+  StatusOr<ModelRef> ref = peekModelInferRequest(spanOf(bytes));
+  ASSERT_TRUE(ref.ok());
+  EXPECT_EQ(ref->sequence, SequenceRef{});
+  ref = peekModelInferRequest(std::span<const uint8_t>());
+  ASSERT_TRUE(ref.ok());
+  EXPECT_EQ(ref->sequence, SequenceRef{});
+}
+
+TEST(ProtobufPeekSequence, NegativeAndUint64IdsAreTheirBits) {
+  // Triton's gRPC frontend hands int64_param to SetCorrelationId(uint64_t): -1 is a live
+  // sequence there, the one an HTTP client names 18446744073709551615.
+  inference::ModelInferRequest request;
+  (*request.mutable_parameters())["sequence_id"].set_int64_param(-1);
+  std::string bytes = request.SerializeAsString();
+  StatusOr<ModelRef> ref = peekModelInferRequest(spanOf(bytes));
+  ASSERT_TRUE(ref.ok());
+  EXPECT_EQ(ref->sequence.key(), "i:18446744073709551615");
+  expectPeeksAgree(bytes);
+  (*request.mutable_parameters())["sequence_id"].set_uint64_param(77);
+  bytes = request.SerializeAsString();
+  ref = peekModelInferRequest(spanOf(bytes));
+  ASSERT_TRUE(ref.ok());
+  EXPECT_EQ(ref->sequence.key(), "i:77");
+}
+
+TEST(ProtobufPeekSequence, OtherKindsZeroAndEmptyAreNoSequence) {
+  std::vector<inference::InferParameter> ids(6);
+  ids[0].set_int64_param(0);
+  ids[1].set_string_param("");
+  ids[2].set_bool_param(true);
+  ids[3].set_double_param(5.0);
+  ids[4].set_uint64_param(0);
+  // ids[5]: no member set
+  for (const inference::InferParameter& id : ids) {
+    inference::ModelInferRequest request;
+    (*request.mutable_parameters())["sequence_id"] = id;
+    std::string bytes = request.SerializeAsString();
+    StatusOr<ModelRef> ref = peekModelInferRequest(spanOf(bytes));
+    ASSERT_TRUE(ref.ok());
+    EXPECT_FALSE(ref->sequence.present()) << id.DebugString();
+  }
+}
+
+TEST(ProtobufPeekSequence, FlagsAreTrueOnlyForBoolParamTrue) {
+  inference::ModelInferRequest request;
+  auto& params = *request.mutable_parameters();
+  params["sequence_start"].set_int64_param(1);
+  params["sequence_end"].set_string_param("true");
+  std::string bytes = request.SerializeAsString();
+  StatusOr<ModelRef> ref = peekModelInferRequest(spanOf(bytes));
+  ASSERT_TRUE(ref.ok());
+  EXPECT_FALSE(ref->sequence.start);
+  EXPECT_FALSE(ref->sequence.end);
+  // Any non-zero varint is a true bool, as protobuf reads it.
+  bytes = entry(key("sequence_start") + value(boolMember(2)));
+  ref = peekModelInferRequest(spanOf(bytes));
+  ASSERT_TRUE(ref.ok());
+  EXPECT_TRUE(ref->sequence.start);
+  expectPeeksAgree(bytes);
+}
+
+TEST(ProtobufPeekSequence, FollowsProtobufMergeRulesOnHandMadeEntries) {
+  const std::string name = lenField(1, "m");
+  const std::string id = "sequence_id";
+  const std::vector<std::pair<const char*, std::string>> cases = {
+      {"value before key", entry(value(int64Member(7)) + key(id))},
+      {"last key field wins", entry(key("priority") + value(int64Member(7)) + key(id))},
+      {"key replaced by another", entry(key(id) + value(int64Member(7)) + key("priority"))},
+      {"value fields merge, last member wins",
+       entry(key(id) + value(int64Member(7)) + value(stringMember("x")))},
+      {"merged bool member clears the id",
+       entry(key(id) + value(stringMember("x")) + value(boolMember(1)))},
+      {"an empty value merges as nothing", entry(key(id) + value(int64Member(7)) + value(""))},
+      {"members repeated inside one value",
+       entry(key(id) + value(int64Member(7) + int64Member(9)))},
+      {"a later entry replaces, not merges",
+       entry(key(id) + value(int64Member(7))) + entry(key(id) + value(""))},
+      {"a later entry without a value clears",
+       entry(key(id) + value(int64Member(7))) + entry(key(id))},
+      {"last entry wins",
+       entry(key(id) + value(stringMember("a"))) + name + entry(key(id) + value(int64Member(3)))},
+      {"a varint key is unknown",
+       varintField(4, 1) + entry(varintField(1, 5) + value(int64Member(7)))},
+      {"a member of another wire type is unknown", entry(key(id) + value(lenField(2, "abc")))},
+      {"unknown fields in entry and value",
+       entry(varintField(3, 1) + key(id) + lenField(9, "zz") +
+             value(varintField(15, 4) + int64Member(5) + std::string("\x35\x01\x02\x03\x04", 5)))},
+      {"a group in an entry",
+       entry(std::string("\x2b\x08\x01\x2c", 4) + key(id) + value(int64Member(8)))},
+      {"ten-byte negative",
+       entry(key(id) + value(int64Member(std::numeric_limits<int64_t>::min())))},
+      {"double member", entry(key(id) + value(std::string("\x21", 1) + std::string(8, '\x40')))},
+      {"flags replaced", entry(key("sequence_start") + value(boolMember(1))) +
+                             entry(key("sequence_end") + value(boolMember(1))) +
+                             entry(key("sequence_start") + value(boolMember(0)))},
+      {"empty entry", entry("")},
+      {"key with similar names", entry(key("sequence_id ") + value(int64Member(1))) +
+                                     entry(key("sequence_i") + value(int64Member(1))) +
+                                     entry(key("") + value(int64Member(1)))},
+  };
+  for (const auto& [what, params] : cases) {
+    SCOPED_TRACE(what);
+    std::string bytes = name + params;
+    expectPeeksAgree(bytes);
+    for (size_t i = 0; i <= bytes.size(); ++i) expectPeeksAgree(bytes, {i});
+  }
+}
+
+TEST(ProtobufPeekSequence, RejectsMalformedEntries) {
+  const std::string id = "sequence_id";
+  const std::string bad[] = {
+      entry(std::string("\x0a\x05", 2) + "ab"),                   // key longer than its entry
+      entry(key(id) + value(std::string("\x10\xff", 2))),         // truncated varint in the value
+      entry(key(id) + std::string("\x0f", 1)),                    // wire type 7 in the entry
+      entry(key(id) + value(std::string("\x1a\x09", 2) + "ab")),  // string past the value's end
+      entry(std::string("\x00", 1)),                              // field number 0 in the entry
+  };
+  for (const std::string& params : bad) {
+    std::string bytes = lenField(1, "m") + params;
+    inference::ModelInferRequest full;
+    EXPECT_FALSE(full.ParseFromString(bytes));  // protobuf refuses them too
+    EXPECT_EQ(peekModelInferRequest(spanOf(bytes)).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    for (size_t i = 0; i <= bytes.size(); ++i) {
+      auto segments = cut(bytes, {i});
+      EXPECT_EQ(peekModelInferRequest(std::span(segments)).status().code(),
+                absl::StatusCode::kInvalidArgument)
+          << "split at " << i;
+    }
+  }
+}
+
+TEST(ProtobufPeekSequence, LeavesValuesOfOtherKeysUnchecked) {
+  // Only the three keys' values are decoded; a broken value elsewhere is the upstream's
+  // to refuse, as are broken tensors.
+  std::string bytes = entry(key("priority") + value(std::string("\x10\xff", 2))) +
+                      entry(key("sequence_id") + value(int64Member(4)));
+  StatusOr<ModelRef> ref = peekModelInferRequest(spanOf(bytes));
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->sequence.key(), "i:4");
+}
+
+TEST(ProtobufSegmentedPeek, RefusesVarintsPastSixtyFourBitsAsTheContiguousPeekDoes) {
+  std::string bytes = std::string("\x18", 1) + std::string(9, '\xff') + "\x02";  // field 3
+  EXPECT_EQ(peekModelInferRequest(spanOf(bytes)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto segments = cut(bytes, {5});
+  EXPECT_EQ(peekModelInferRequest(std::span(segments)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  bytes.back() = '\x01';  // bit 63 alone is fine
+  EXPECT_TRUE(peekModelInferRequest(spanOf(bytes)).ok());
+  segments = cut(bytes, {5});
+  EXPECT_TRUE(peekModelInferRequest(std::span(segments)).ok());
+}
+
+TEST(ProtobufSegmentedPeek, ReadsParametersStraddlingSegmentsAtEverySplit) {
+  inference::ModelInferRequest request;
+  request.add_raw_input_contents(std::string(300, 'x'));
+  request.set_model_name("straddling-model");
+  auto& params = *request.mutable_parameters();
+  params["sequence_id"].set_string_param(std::string(200, 's') + "-id");  // 2-byte lengths
+  params["sequence_start"].set_bool_param(true);
+  params["sequence_end"].set_bool_param(true);
+  params["custom"].set_string_param(std::string(150, 'c'));
+  std::string bytes = request.SerializeAsString();
+  for (size_t i = 0; i <= bytes.size(); ++i) {
+    for (size_t j : {i, std::min(i + 1, bytes.size()), std::min(i + 13, bytes.size())}) {
+      expectPeeksAgree(bytes, {i, j});
+    }
+  }
+}
+
+// ---- property: generated requests ----------------------------------------------------
+
+inference::InferParameter generateParameter(std::mt19937_64& rng) {
+  inference::InferParameter p;
+  switch (rng() % 12) {
+    case 0:
+      break;  // no member set
+    case 1:
+      p.set_bool_param(rng() % 2);
+      break;
+    case 2:
+      p.set_int64_param(0);
+      break;
+    case 3:
+      p.set_int64_param(static_cast<int64_t>(rng() % 1000));
+      break;
+    case 4:
+      p.set_int64_param(static_cast<int64_t>(rng()));  // often negative
+      break;
+    case 5:
+      p.set_string_param("");
+      break;
+    case 6:
+      p.set_string_param(std::to_string(rng() % 1000));
+      break;
+    case 7:
+      p.set_string_param(std::string(rng() % 400, static_cast<char>('a' + rng() % 26)));
+      break;
+    case 8:
+      p.set_double_param(static_cast<double>(rng() % 100) / 4);
+      break;
+    case 9:
+      p.set_uint64_param(rng() % 2 ? 0 : rng());
+      break;
+    default:
+      p.set_bool_param(true);
+      break;
+  }
+  return p;
+}
+
+const char* const kParameterKeys[] = {"sequence_id",  "sequence_start", "sequence_end",
+                                      "priority",     "timeout",        "sequence_ids",
+                                      "custom_param", "sequence_id_"};
+
+inference::ModelInferRequest generateRequest(std::mt19937_64& rng) {
+  inference::ModelInferRequest request;
+  if (rng() % 2) request.set_model_name("model-" + std::to_string(rng() % 100));
+  if (rng() % 3 == 0) request.set_model_version(std::to_string(rng() % 5));
+  if (rng() % 2) request.set_id("req");
+  int count = static_cast<int>(rng() % 6);
+  for (int i = 0; i < count; ++i) {
+    (*request.mutable_parameters())[kParameterKeys[rng() % std::size(kParameterKeys)]] =
+        generateParameter(rng);
+  }
+  int inputs = static_cast<int>(rng() % 3);
+  for (int i = 0; i < inputs; ++i) {
+    auto* input = request.add_inputs();
+    input->set_name("in" + std::to_string(i));
+    input->set_datatype("UINT8");
+    size_t n = rng() % 200;
+    input->add_shape(static_cast<int64_t>(n));
+    (*input->mutable_parameters())["sequence_id"].set_int64_param(99);  // not the request's
+    request.add_raw_input_contents(std::string(n, static_cast<char>(rng())));
+  }
+  return request;
+}
+
+TEST(ProtobufPeekSequence, AgreesWithFullDecodeOnGeneratedRequests) {
+  std::mt19937_64 rng(20240611);
+  int decoded_ok = 0;
+  for (int round = 0; round < 2000; ++round) {
+    // One to three messages concatenated: protobuf merges them, so keys repeat.
+    std::string bytes;
+    int parts = 1 + static_cast<int>(rng() % 3);
+    for (int p = 0; p < parts; ++p) bytes += generateRequest(rng).SerializeAsString();
+    std::vector<size_t> cuts;
+    for (size_t c = rng() % 5; c > 0; --c) cuts.push_back(rng() % (bytes.size() + 1));
+    std::sort(cuts.begin(), cuts.end());
+    SCOPED_TRACE("round " + std::to_string(round));
+    expectPeeksAgree(bytes, cuts);
+
+    // The full decoder (which refuses a value without a member) and sequenceOf agree too.
+    Buffer message = Buffer::fromString(bytes);
+    StatusOr<InferRequest> decoded = ProtobufRequestDecoder().decode(message);
+    StatusOr<ModelRef> ref = peekModelInferRequest(message.span());
+    ASSERT_TRUE(ref.ok());
+    if (decoded.ok()) {
+      ++decoded_ok;
+      EXPECT_EQ(sequenceOf(decoded->parameters), ref->sequence);
+    }
+  }
+  EXPECT_GT(decoded_ok, 200);  // the comparison with the decoder is not vacuous
 }
 
 }  // namespace

@@ -28,11 +28,16 @@ struct SourceLocation {
 std::string formatLocation(const SourceLocation& where);
 
 // A listener's `address`: "host:port", "[ipv6]:port" or "unix:/path/to.sock".
+//
+// Upstream endpoints may also be "dns:NAME:PORT" (kDns): every address NAME resolves to,
+// re-resolved every discovery.dns_refresh_ms (a Kubernetes headless service gives one
+// address per pod). Listeners refuse that form.
 struct ListenAddress {
-  enum class Kind { kTcp, kUnix };
+  enum class Kind { kTcp, kUnix, kDns };
   Kind kind = Kind::kTcp;
-  std::string host;   // kTcp: IPv4 literal, IPv6 literal without brackets, or a name
-  uint16_t port = 0;  // kTcp: 0 = any free port
+  std::string host;   // kTcp: IPv4 literal, IPv6 literal without brackets, or a name;
+                      // kDns: the name to resolve
+  uint16_t port = 0;  // kTcp: 0 = any free port; kDns: 1-65535
   std::string path;   // kUnix: the socket's path (fits sockaddr_un::sun_path)
   std::string text;   // as written in the file, for messages and logs
   SourceLocation where;
@@ -64,6 +69,73 @@ struct HeaderValue {
   SourceLocation where;
 };
 
+// How requests are spread over an upstream's endpoints (routing/load_balancer.h).
+struct LoadBalancingConfig {
+  enum class Policy {
+    kRoundRobin,    // in turn
+    kLeastRequest,  // power of two choices on the gateway's outstanding requests (default)
+    kLoadAware,     // the least loaded by the endpoint's queue signal (below)
+  };
+  Policy policy = Policy::kLeastRequest;
+  // Lowercase header (HTTP) / metadata (gRPC) name; a request carrying it goes to the
+  // endpoint chosen by consistent (rendezvous) hashing of its value. "" = none.
+  std::string hash_header;
+  // kLoadAware: the port of each endpoint's Prometheus metrics (Triton: 8002), read every
+  // metrics_interval_ms; the queue signal is nv_inference_pending_request_count summed
+  // over models. 0 = use the gateway's own outstanding count instead.
+  uint16_t metrics_port = 0;
+  uint64_t metrics_interval_ms = 1000;
+};
+
+// Active health checks: each endpoint asked on an interval (gRPC ServerReady / HTTP GET
+// /v2/health/ready, and ModelReady of `model` when set).
+struct HealthCheckConfig {
+  bool enabled = true;
+  uint64_t interval_ms = 0;          // 0 = readiness.probe_interval_ms
+  uint64_t timeout_ms = 1000;        // one probe
+  uint32_t healthy_threshold = 2;    // consecutive good probes to admit an endpoint again
+  uint32_t unhealthy_threshold = 2;  // consecutive failed probes to mark it unhealthy
+  std::string model;                 // also require this model ready; "" = server only
+  std::string version;               // of `model`; "" = any
+};
+
+// Passive health (outlier ejection): consecutive failures of real requests (connect
+// errors, UNAVAILABLE, HTTP 5xx) eject an endpoint for a time that doubles with each
+// ejection in a row, up to max_ejection_ms; then one request is let through (half open)
+// and its success readmits the endpoint.
+struct OutlierConfig {
+  uint32_t consecutive_failures = 3;  // 0 = passive ejection off
+  uint64_t base_ejection_ms = 1000;
+  uint64_t max_ejection_ms = 30000;
+};
+
+// Retries of requests that never reached an upstream (connect refused, reset before a
+// byte was sent, UNAVAILABLE before processing), each to another endpoint, within the
+// request's deadline; never for a sequence request.
+struct RetryConfig {
+  uint32_t max_retries = 2;              // extra attempts per request; 0 = none
+  uint32_t budget_percent = 20;          // retries at most this % of recent requests ...
+  uint32_t min_retries_per_second = 10;  // ... but this many per second are always allowed
+};
+
+// Overload: caps on requests in flight and a bounded wait for a free slot; past it, 503 /
+// UNAVAILABLE with Retry-After at once.
+struct OverloadConfig {
+  uint32_t max_in_flight = 0;               // the whole upstream; 0 = no cap
+  uint32_t max_in_flight_per_endpoint = 0;  // each endpoint; 0 = no cap
+  uint32_t max_queue = 1024;                // requests waiting for a slot (0 = none wait)
+  uint64_t queue_timeout_ms = 1000;         // the longest a request waits for one
+  uint32_t retry_after_s = 1;               // the Retry-After of a shed answer
+};
+
+// Sequence affinity: the requests of one sequence (sequence_id, int or string) go to the
+// endpoint that got its first request, until sequence_end or idle_timeout_ms without a
+// request. If that endpoint is gone or unhealthy, the request fails (the state is lost).
+struct AffinityConfig {
+  bool sequences = true;
+  uint64_t idle_timeout_ms = 300000;
+};
+
 struct UpstreamConfig {
   enum class Protocol { kBuiltin, kGrpc, kHttp };
   // How an HTTP upstream is sent requests the gateway encodes itself (transcoded from
@@ -73,7 +145,8 @@ struct UpstreamConfig {
   Protocol protocol = Protocol::kBuiltin;
   std::vector<std::string> models;  // kBuiltin: demo models to serve; empty = all
   // kGrpc / kHttp: where the upstream listens, at least one ("host:port", "[v6]:port",
-  // "unix:/path"; port 0 is refused). Requests are spread round robin.
+  // "unix:/path", "dns:NAME:PORT"; port 0 is refused). Requests are spread as
+  // load_balancing says.
   std::vector<ListenAddress> endpoints;
   HttpFormat http_format = HttpFormat::kBinary;  // kHttp only
   uint64_t timeout_ms = 0;                       // per request; 0 = no upstream limit
@@ -83,6 +156,15 @@ struct UpstreamConfig {
   // Added to every request toward this upstream (e.g. authorization), replacing a
   // forwarded client header of the same name.
   std::vector<HeaderValue> headers;
+  // kGrpc / kHttp: the first endpoint is colocated (same pod or host); the others are
+  // spill-over, used only while it is unhealthy or at its in-flight cap.
+  bool colocated = false;
+  LoadBalancingConfig load_balancing;  // kGrpc / kHttp, as the five below
+  HealthCheckConfig health_check;
+  OutlierConfig outlier;
+  RetryConfig retry;
+  OverloadConfig overload;
+  AffinityConfig affinity;
   SourceLocation where;  // the upstream's mapping
 
   bool isRemote() const { return protocol != Protocol::kBuiltin; }
@@ -136,11 +218,32 @@ struct ReadinessConfig {
     kAlways,     // once listening
   };
   Policy policy = Policy::kAllRoutes;
-  uint64_t probe_interval_ms = 2000;  // how often remote upstreams are asked if they are ready
+  // The default interval of the upstreams' health checks (health_check.interval_ms).
+  uint64_t probe_interval_ms = 1000;
+};
+
+// Endpoint discovery for "dns:NAME:PORT" endpoints.
+struct DiscoveryConfig {
+  uint64_t dns_refresh_ms = 5000;
+  // When set, names are looked up in this file (hosts(5) format: "ADDRESS NAME...", one
+  // line per address; every matching line counts) instead of the system resolver: for
+  // tests and static environments. Re-read on every refresh.
+  std::string hosts_file;
+};
+
+// Reload and shutdown.
+struct LifecycleConfig {
+  // Reload when the config file changes (checked every watch_interval_ms), besides
+  // SIGHUP and POST /admin/reload.
+  bool watch_config = true;
+  uint64_t watch_interval_ms = 1000;
+  // SIGTERM / SIGINT: requests in flight get this long to finish.
+  uint64_t drain_timeout_ms = 10000;
 };
 
 struct GatewayConfig {
   std::string source;  // the file (or name) it was read from
+  std::string text;    // its text as read (the admin API's config hash)
   std::optional<ListenerConfig> http, grpc, metrics;
   unsigned workers = 0;  // HTTP event-loop threads; 0 = number of cores
   LimitsConfig limits;
@@ -148,6 +251,8 @@ struct GatewayConfig {
   std::vector<RouteConfig> routes;  // in file order; the first match wins
   ForwardConfig forward;
   ReadinessConfig readiness;
+  DiscoveryConfig discovery;
+  LifecycleConfig lifecycle;
 
   // The upstream named `name`, or nullptr.
   const UpstreamConfig* findUpstream(std::string_view name) const;

@@ -52,6 +52,8 @@ class Loader {
   void readRoutes(const YamlValue& value);
   void readForward(const YamlValue& value);
   void readReadiness(const YamlValue& value);
+  void readDiscovery(const YamlValue& value);
+  void readLifecycle(const YamlValue& value);
 
   YamlReader reader_;
   GatewayConfig config_;
@@ -70,7 +72,8 @@ bool Loader::load(const YAML::Node& root) {
     return false;
   }
   std::optional<YamlMap> map = reader_.mapping(
-      top, {"listeners", "workers", "limits", "upstreams", "routes", "forward", "readiness"});
+      top, {"listeners", "workers", "limits", "upstreams", "routes", "forward", "readiness",
+            "discovery", "lifecycle"});
   if (const YamlValue* v = map->find("listeners")) readListeners(*v);
   if (const YamlValue* v = map->find("workers")) {
     if (auto n = reader_.unsignedInteger(*v, 0, kMaxWorkers)) {
@@ -82,6 +85,8 @@ bool Loader::load(const YAML::Node& root) {
   if (const YamlValue* v = map->find("routes")) readRoutes(*v);
   if (const YamlValue* v = map->find("forward")) readForward(*v);
   if (const YamlValue* v = map->find("readiness")) readReadiness(*v);
+  if (const YamlValue* v = map->find("discovery")) readDiscovery(*v);
+  if (const YamlValue* v = map->find("lifecycle")) readLifecycle(*v);
   return true;
 }
 
@@ -232,6 +237,41 @@ void Loader::readReadiness(const YamlValue& value) {
   }
 }
 
+void Loader::readDiscovery(const YamlValue& value) {
+  std::optional<YamlMap> map = reader_.mapping(value, {"dns_refresh_ms", "hosts_file"});
+  if (!map) return;
+  DiscoveryConfig& d = config_.discovery;
+  if (const YamlValue* v = map->find("dns_refresh_ms")) {
+    if (auto n = reader_.unsignedInteger(*v, 1, kMaxTimeoutMs)) d.dns_refresh_ms = *n;
+  }
+  if (const YamlValue* v = map->find("hosts_file")) {
+    // Only the text is checked: the file is read when names are looked up, on the
+    // machine that runs the gateway.
+    std::optional<std::string> path = reader_.string(*v);
+    if (path && path->empty()) {
+      reader_.error(*v, "leave hosts_file out to use the system resolver");
+    } else if (path) {
+      d.hosts_file = std::move(*path);
+    }
+  }
+}
+
+void Loader::readLifecycle(const YamlValue& value) {
+  std::optional<YamlMap> map =
+      reader_.mapping(value, {"watch_config", "watch_interval_ms", "drain_timeout_ms"});
+  if (!map) return;
+  LifecycleConfig& l = config_.lifecycle;
+  if (const YamlValue* v = map->find("watch_config")) {
+    if (std::optional<bool> b = readBoolean(reader_, *v)) l.watch_config = *b;
+  }
+  if (const YamlValue* v = map->find("watch_interval_ms")) {
+    if (auto n = reader_.unsignedInteger(*v, 1, kMaxTimeoutMs)) l.watch_interval_ms = *n;
+  }
+  if (const YamlValue* v = map->find("drain_timeout_ms")) {
+    if (auto n = reader_.unsignedInteger(*v, 1, kMaxTimeoutMs)) l.drain_timeout_ms = *n;
+  }
+}
+
 // yaml-cpp reports positions 0-based; an unknown position (-1) reads as 1:1.
 SourceLocation locateMark(std::string_view source, const YAML::Mark& mark) {
   if (mark.is_null() || mark.line < 0 || mark.column < 0) return {std::string(source), 1, 1};
@@ -303,10 +343,25 @@ Status parseInto(std::string_view yaml_text, std::string_view source, ConfigErro
 
 }  // namespace
 
+std::optional<bool> readBoolean(YamlReader& reader, const YamlValue& value) {
+  // kindOf() applies the core schema (a quoted "true" is a string); a !!bool tag may
+  // still carry other text, refused below.
+  if (!value.node.IsScalar() || std::string_view(kindOf(value.node)) != "a boolean") {
+    reader.error(value, strCat("expected a boolean, got ", kindOf(value.node)));
+    return std::nullopt;
+  }
+  const std::string& text = value.node.Scalar();
+  if (text == "true" || text == "True" || text == "TRUE") return true;
+  if (text == "false" || text == "False" || text == "FALSE") return false;
+  reader.error(value, strCat("expected a boolean (true or false), got ", text));
+  return std::nullopt;
+}
+
 StatusOr<GatewayConfig> parseConfig(std::string_view yaml_text, std::string_view source_name) {
   ConfigErrors errors;
   GatewayConfig config;
   INFERGATE_RETURN_IF_ERROR(parseInto(yaml_text, source_name, errors, config));
+  config.text = std::string(yaml_text);
   return config;
 }
 

@@ -214,7 +214,7 @@ shm: { allowed_key_prefixes: [x] }
 )"),
                   "test.yaml:2:1: shm: ",
                   "unknown key \"shm\" (allowed: listeners, workers, limits, upstreams, routes, "
-                  "forward, readiness)");
+                  "forward, readiness, discovery, lifecycle)");
 }
 
 TEST(ConfigLoader, RejectsAStringWhereAnIntegerGoes) {
@@ -600,3 +600,14 @@ TEST(ConfigLoader, LoadsTheDemoExample) {
 
 }  // namespace
 }  // namespace infergate::config
+
+TEST(ConfigLoader, KeepsTheTextItWasReadFrom) {
+  // The admin API and the reload log name a configuration by a hash of this text.
+  const std::string text =
+      "listeners: { http: { address: \"127.0.0.1:0\" } }\n"
+      "upstreams: [ { name: demo, protocol: builtin } ]\n"
+      "routes: [ { match: { model: \"*\" }, upstream: demo } ]\n";
+  auto r = infergate::config::parse(text);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->text, text);
+}

@@ -19,7 +19,10 @@ using codecs::Status;
 using codecs::StatusOr;
 
 constexpr std::string_view kUnixPrefix = "unix:";
+constexpr std::string_view kDnsPrefix = "dns:";
 constexpr std::string_view kExample = " (expected host:port, e.g. 0.0.0.0:8000)";
+constexpr std::string_view kDnsExample =
+    " (expected dns:NAME:PORT, e.g. dns:triton-headless.default.svc.cluster.local:8001)";
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
 bool isAlnum(char c) {
@@ -58,16 +61,29 @@ Status checkIpv6(std::string_view host) {
   return Status();
 }
 
+bool isNumeric(std::string_view host) {
+  for (char c : host) {
+    if (!isDigit(c) && c != '.') return false;
+  }
+  return true;
+}
+
 // A DNS name: labels of letters, digits and '-' (not at either end), 63 bytes at most,
 // 253 in all. "localhost" is one.
-Status checkHostName(std::string_view host) {
+bool isHostName(std::string_view host) {
   bool ok = host.size() <= 253;
   for (std::string_view label : codecs::splitOn(host, '.')) {
     ok = ok && !label.empty() && label.size() <= 63 && label.front() != '-' &&
          label.back() != '-';
     for (char c : label) ok = ok && (isAlnum(c) || c == '-');
   }
-  if (!ok) return invalidArgument("\"", host, "\" is not a valid host name or IP address");
+  return ok;
+}
+
+Status checkHostName(std::string_view host) {
+  if (!isHostName(host)) {
+    return invalidArgument("\"", host, "\" is not a valid host name or IP address");
+  }
   return Status();
 }
 
@@ -76,9 +92,7 @@ Status checkHost(std::string_view host, std::string_view text) {
     return invalidArgument("missing host in \"", text,
                            "\" (use 0.0.0.0 or [::] for every interface)");
   }
-  bool numeric = true;
-  for (char c : host) numeric = numeric && (isDigit(c) || c == '.');
-  if (numeric) {
+  if (isNumeric(host)) {
     if (!isIpv4Literal(std::string(host))) {
       return invalidArgument("\"", host, "\" is not a valid IPv4 address");
     }
@@ -142,6 +156,45 @@ StatusOr<ListenAddress> parseTcp(std::string_view text) {
   return a;
 }
 
+// "dns:NAME:PORT": NAME must be a name to resolve; an IP literal is refused with the
+// form that means it.
+StatusOr<ListenAddress> parseDns(std::string_view text) {
+  std::string_view rest = text.substr(kDnsPrefix.size());
+  size_t colon = rest.rfind(':');
+  std::string_view name = rest.substr(0, colon);  // all of it without a ':'
+  if (name.empty()) return invalidArgument("missing host name in \"", text, "\"", kDnsExample);
+  if (colon == std::string_view::npos || colon + 1 == rest.size()) {
+    return invalidArgument("missing port in \"", text, "\"", kDnsExample);
+  }
+  std::string_view port = rest.substr(colon + 1);
+  std::string_view bare = name;
+  if (bare.size() >= 2 && bare.front() == '[' && bare.back() == ']') {
+    bare = bare.substr(1, bare.size() - 2);
+  }
+  bool ipv6 = checkIpv6(bare).ok();
+  if (ipv6 || isIpv4Literal(std::string(bare))) {
+    return invalidArgument("\"", name, "\" is an IP address, not a name to resolve (write \"",
+                           ipv6 ? "[" : "", bare, ipv6 ? "]" : "", ":", port,
+                           "\" without dns:)");
+  }
+  if (isNumeric(name) || !isHostName(name)) {
+    return invalidArgument("\"", name, "\" is not a valid host name", kDnsExample);
+  }
+  ListenAddress a;
+  a.kind = ListenAddress::Kind::kDns;
+  a.host = std::string(name);
+  a.text = std::string(text);
+  INFERGATE_ASSIGN_OR_RETURN(a.port, parsePort(port, text));
+  return a;
+}
+
+// The forms a socket can be bound to: "host:port", "[ipv6]:port", "unix:path".
+StatusOr<ListenAddress> parseBindable(std::string_view text) {
+  if (text.empty()) return invalidArgument("the address is empty", kExample);
+  if (text.starts_with(kUnixPrefix)) return parseUnix(text);
+  return parseTcp(text);
+}
+
 bool isIpv4Wildcard(const ListenAddress& a) { return a.host == "0.0.0.0"; }
 bool isIpv6Wildcard(const ListenAddress& a) {
   in6_addr addr;
@@ -159,9 +212,26 @@ bool covers(const ListenAddress& wildcard, const ListenAddress& other) {
 }  // namespace
 
 StatusOr<ListenAddress> parseListenAddress(std::string_view text) {
-  if (text.empty()) return invalidArgument("the address is empty", kExample);
-  if (text.substr(0, kUnixPrefix.size()) == kUnixPrefix) return parseUnix(text);
-  return parseTcp(text);
+  if (text.starts_with(kDnsPrefix)) {
+    return invalidArgument("\"", text, "\": dns: is for upstream endpoints (every address a "
+                           "name resolves to); a listener takes host:port or unix:path");
+  }
+  return parseBindable(text);
+}
+
+StatusOr<ListenAddress> parseEndpointAddress(std::string_view text) {
+  StatusOr<ListenAddress> a = text.starts_with(kDnsPrefix) ? parseDns(text) : parseBindable(text);
+  if (a.ok() && a->kind != ListenAddress::Kind::kUnix && a->port == 0) {
+    // Port 0 means "any free port" on a listener; there is nothing to connect to.
+    return invalidArgument("endpoint \"", text, "\" needs a port (0 is for listeners)");
+  }
+  return a;
+}
+
+bool sameEndpoint(const ListenAddress& a, const ListenAddress& b) {
+  if (a.kind != b.kind) return false;
+  if (a.kind == ListenAddress::Kind::kUnix) return a.path == b.path;
+  return a.port == b.port && codecs::equalsIgnoreCase(a.host, b.host);
 }
 
 bool listenAddressesClash(const ListenAddress& a, const ListenAddress& b) {

@@ -562,7 +562,7 @@ TEST(RoutingConfig, ReadsReadiness) {
   auto defaults = parse(file(kMinimal));
   ASSERT_TRUE(defaults.ok()) << defaults.status();
   EXPECT_EQ(defaults->readiness.policy, ReadinessConfig::Policy::kAllRoutes);
-  EXPECT_EQ(defaults->readiness.probe_interval_ms, 2000u);
+  EXPECT_EQ(defaults->readiness.probe_interval_ms, 1000u);
   auto any = parse(file(kMinimal) + "readiness: { policy: any_route, probe_interval_ms: 500 }\n");
   ASSERT_TRUE(any.ok()) << any.status();
   EXPECT_EQ(any->readiness.policy, ReadinessConfig::Policy::kAnyRoute);

@@ -1,9 +1,9 @@
 #pragma once
 
 // Private to config/: the readers of one `upstreams` entry, one `routes` entry and a
-// header map, split out of config_loader.cc (which reads the small sections and runs
-// yaml-cpp). Like every YamlReader read, each records its own errors and returns what it
-// could read, so one pass reports every mistake in the file.
+// header map, split out of config_loader.cc (which reads the small sections, runs
+// yaml-cpp and defines readBoolean). Like every YamlReader read, each records its own
+// errors and returns what it could read, so one pass reports every mistake in the file.
 
 #include <cstdint>
 #include <optional>
@@ -25,6 +25,10 @@ enum class HeaderUse {
   kHttpUpstream,  // upstreams[].headers of an http upstream (or one of unknown protocol)
   kGrpcUpstream,  // upstreams[].headers of a grpc upstream: sent as gRPC metadata
 };
+
+// A YAML 1.2 boolean (true/True/TRUE, false/False/FALSE); anything else is an error,
+// "expected a boolean, got a string" (so `yes` and `"true"` are refused).
+std::optional<bool> readBoolean(YamlReader& reader, const YamlValue& value);
 
 // `text` with ASCII letters lowercased.
 std::string asciiLowercase(std::string_view text);

@@ -1,4 +1,5 @@
-// One `upstreams` entry: name, protocol, and the keys that apply to that protocol.
+// One `upstreams` entry: name, protocol, the keys that apply to that protocol, and the
+// endpoint policies of a remote one (load balancing, health, retries, overload, affinity).
 
 #include <algorithm>
 
@@ -13,6 +14,13 @@ using Protocol = UpstreamConfig::Protocol;
 
 constexpr uint64_t kMaxChannels = 64;
 constexpr uint64_t kMaxUpstreamConnections = 100000;
+constexpr uint64_t kMaxPort = 65535;
+constexpr uint64_t kMaxThreshold = 1000;              // health check probes in a row
+constexpr uint64_t kMaxConsecutiveFailures = 1000000;
+constexpr uint64_t kMaxRetries = 10;
+constexpr uint64_t kMaxRetriesPerSecond = 1000000;
+constexpr uint64_t kMaxRequests = 10000000;           // in flight or queued
+constexpr uint64_t kMaxRetryAfterS = 86400;
 
 std::optional<Protocol> readProtocol(YamlReader& reader, const YamlValue& value) {
   std::optional<std::string> text = reader.string(value);
@@ -49,25 +57,24 @@ const YamlValue* keyFor(YamlReader& reader, const YamlMap& map, std::string_view
   return nullptr;
 }
 
-void readEndpoints(YamlReader& reader, const YamlValue& value, UpstreamConfig& upstream) {
+// True when the first entry was read and kept: it is then `upstream.endpoints[0]`.
+bool readEndpoints(YamlReader& reader, const YamlValue& value, UpstreamConfig& upstream) {
   std::optional<std::vector<YamlValue>> items = reader.sequence(value);
-  if (!items) return;
+  if (!items) return false;
   if (items->empty()) reader.error(value, "at least one endpoint is required");
-  for (const YamlValue& item : *items) {
+  bool first_kept = false;
+  for (size_t i = 0; i < items->size(); ++i) {
+    const YamlValue& item = (*items)[i];
     std::optional<std::string> text = reader.string(item);
     if (!text) continue;
-    codecs::StatusOr<ListenAddress> parsed = parseListenAddress(*text);
+    codecs::StatusOr<ListenAddress> parsed = parseEndpointAddress(*text);
     if (!parsed.ok()) {
       reader.error(item, std::string(codecs::messageOf(parsed.status())));
       continue;
     }
-    if (parsed->kind == ListenAddress::Kind::kTcp && parsed->port == 0) {
-      // Port 0 means "any free port" on a listener; there is nothing to connect to.
-      reader.error(item, strCat("endpoint \"", *text, "\" needs a port (0 is for listeners)"));
-      continue;
-    }
-    auto same = std::find_if(upstream.endpoints.begin(), upstream.endpoints.end(),
-                             [&text](const ListenAddress& a) { return a.text == *text; });
+    auto same = std::find_if(
+        upstream.endpoints.begin(), upstream.endpoints.end(),
+        [&parsed](const ListenAddress& a) { return sameEndpoint(a, *parsed); });
     if (same != upstream.endpoints.end()) {
       reader.error(item, strCat("endpoint \"", *text, "\" is listed twice (also at line ",
                                 same->where.line, ")"));
@@ -75,7 +82,9 @@ void readEndpoints(YamlReader& reader, const YamlValue& value, UpstreamConfig& u
     }
     parsed->where = item.where;
     upstream.endpoints.push_back(std::move(*parsed));
+    first_kept = first_kept || i == 0;
   }
+  return first_kept;
 }
 
 void readHttpFormat(YamlReader& reader, const YamlValue& value, UpstreamConfig& upstream) {
@@ -107,12 +116,165 @@ void readBuiltinModels(YamlReader& reader, const YamlValue& value, UpstreamConfi
   }
 }
 
+// False only when `value` is written and refused (`field` then keeps its default).
 template <typename T>
-void readNumber(YamlReader& reader, const YamlValue* value, T& field, uint64_t min,
+bool readNumber(YamlReader& reader, const YamlValue* value, T& field, uint64_t min,
                 uint64_t max) {
+  if (!value) return true;
+  std::optional<uint64_t> n = reader.unsignedInteger(*value, min, max);
+  if (n) field = static_cast<T>(*n);
+  return n.has_value();
+}
+
+void readFlag(YamlReader& reader, const YamlValue* value, bool& field) {
   if (!value) return;
-  if (std::optional<uint64_t> n = reader.unsignedInteger(*value, min, max)) {
-    field = static_cast<T>(*n);
+  if (std::optional<bool> b = readBoolean(reader, *value)) field = *b;
+}
+
+// A name that may be left out but not written empty; `if_empty` says what to do instead.
+void readName(YamlReader& reader, const YamlValue* value, std::string& field,
+              std::string_view if_empty) {
+  if (!value) return;
+  std::optional<std::string> text = reader.string(*value);
+  if (text && text->empty()) reader.error(*value, std::string(if_empty));
+  if (text && !text->empty()) field = std::move(*text);
+}
+
+void readBalancingPolicy(YamlReader& reader, const YamlValue& value, LoadBalancingConfig& lb) {
+  using Policy = LoadBalancingConfig::Policy;
+  std::optional<std::string> text = reader.string(value);
+  if (!text) return;
+  if (*text == "round_robin") {
+    lb.policy = Policy::kRoundRobin;
+  } else if (*text == "least_request") {
+    lb.policy = Policy::kLeastRequest;
+  } else if (*text == "load_aware") {
+    lb.policy = Policy::kLoadAware;
+  } else {
+    reader.error(value, strCat("unknown policy \"", *text,
+                               "\" (allowed: round_robin, least_request, load_aware)"));
+  }
+}
+
+void readLoadBalancing(YamlReader& reader, const YamlValue& value, LoadBalancingConfig& lb) {
+  std::optional<YamlMap> map = reader.mapping(
+      value, {"policy", "hash_header", "metrics_port", "metrics_interval_ms"});
+  if (!map) return;
+  if (const YamlValue* v = map->find("policy")) readBalancingPolicy(reader, *v, lb);
+  if (const YamlValue* v = map->find("hash_header")) {
+    std::optional<std::string> text = reader.string(*v);
+    std::string problem = text ? headerNameProblem(*text) : "";
+    if (!problem.empty()) reader.error(*v, std::move(problem));
+    if (text && problem.empty()) lb.hash_header = asciiLowercase(*text);
+  }
+  readNumber(reader, map->find("metrics_port"), lb.metrics_port, 0, kMaxPort);
+  readNumber(reader, map->find("metrics_interval_ms"), lb.metrics_interval_ms, 1,
+             kMaxTimeoutMs);
+}
+
+void readHealthCheck(YamlReader& reader, const YamlValue& value, HealthCheckConfig& hc) {
+  std::optional<YamlMap> map = reader.mapping(
+      value, {"enabled", "interval_ms", "timeout_ms", "healthy_threshold",
+              "unhealthy_threshold", "model", "version"});
+  if (!map) return;
+  readFlag(reader, map->find("enabled"), hc.enabled);
+  readNumber(reader, map->find("interval_ms"), hc.interval_ms, 0, kMaxTimeoutMs);
+  readNumber(reader, map->find("timeout_ms"), hc.timeout_ms, 1, kMaxTimeoutMs);
+  readNumber(reader, map->find("healthy_threshold"), hc.healthy_threshold, 1, kMaxThreshold);
+  readNumber(reader, map->find("unhealthy_threshold"), hc.unhealthy_threshold, 1,
+             kMaxThreshold);
+  const YamlValue* model = map->find("model");
+  const YamlValue* version = map->find("version");
+  readName(reader, model, hc.model, "leave model out to check the server only");
+  readName(reader, version, hc.version, "leave version out to accept any version");
+  if (version && !model) {
+    reader.error(*version, "version needs model (the model whose version must be ready)");
+  }
+}
+
+void readOutlier(YamlReader& reader, const YamlValue& value, OutlierConfig& o) {
+  std::optional<YamlMap> map =
+      reader.mapping(value, {"consecutive_failures", "base_ejection_ms", "max_ejection_ms"});
+  if (!map) return;
+  readNumber(reader, map->find("consecutive_failures"), o.consecutive_failures, 0,
+             kMaxConsecutiveFailures);
+  const YamlValue* base = map->find("base_ejection_ms");
+  const YamlValue* max = map->find("max_ejection_ms");
+  bool both_read = readNumber(reader, base, o.base_ejection_ms, 1, kMaxTimeoutMs);
+  both_read = readNumber(reader, max, o.max_ejection_ms, 1, kMaxTimeoutMs) && both_read;
+  if (!both_read || o.base_ejection_ms <= o.max_ejection_ms) return;
+  // At max_ejection_ms when it is written; otherwise base_ejection_ms passed the default.
+  if (max) {
+    reader.error(*max, strCat("must be at least base_ejection_ms (", o.base_ejection_ms,
+                              base ? "" : " by default", "), got ", o.max_ejection_ms));
+  } else {
+    reader.error(*base, strCat("must be at most max_ejection_ms (", o.max_ejection_ms,
+                               " by default), got ", o.base_ejection_ms));
+  }
+}
+
+void readRetry(YamlReader& reader, const YamlValue& value, RetryConfig& r) {
+  std::optional<YamlMap> map =
+      reader.mapping(value, {"max_retries", "budget_percent", "min_retries_per_second"});
+  if (!map) return;
+  readNumber(reader, map->find("max_retries"), r.max_retries, 0, kMaxRetries);
+  readNumber(reader, map->find("budget_percent"), r.budget_percent, 0, 100);
+  readNumber(reader, map->find("min_retries_per_second"), r.min_retries_per_second, 0,
+             kMaxRetriesPerSecond);
+}
+
+void readOverload(YamlReader& reader, const YamlValue& value, OverloadConfig& o) {
+  std::optional<YamlMap> map = reader.mapping(
+      value, {"max_in_flight", "max_in_flight_per_endpoint", "max_queue", "queue_timeout_ms",
+              "retry_after_s"});
+  if (!map) return;
+  readNumber(reader, map->find("max_in_flight"), o.max_in_flight, 0, kMaxRequests);
+  readNumber(reader, map->find("max_in_flight_per_endpoint"), o.max_in_flight_per_endpoint, 0,
+             kMaxRequests);
+  readNumber(reader, map->find("max_queue"), o.max_queue, 0, kMaxRequests);
+  readNumber(reader, map->find("queue_timeout_ms"), o.queue_timeout_ms, 1, kMaxTimeoutMs);
+  readNumber(reader, map->find("retry_after_s"), o.retry_after_s, 1, kMaxRetryAfterS);
+}
+
+void readAffinity(YamlReader& reader, const YamlValue& value, AffinityConfig& a) {
+  std::optional<YamlMap> map = reader.mapping(value, {"sequences", "idle_timeout_ms"});
+  if (!map) return;
+  readFlag(reader, map->find("sequences"), a.sequences);
+  readNumber(reader, map->find("idle_timeout_ms"), a.idle_timeout_ms, 1, kMaxTimeoutMs);
+}
+
+// `colocated` and the endpoint policies, all for grpc and http upstreams only.
+// `first_endpoint_kept`: endpoints[0] is the first endpoint as written.
+void readEndpointPolicies(YamlReader& reader, const YamlMap& map,
+                          std::optional<Protocol> protocol, bool first_endpoint_kept,
+                          UpstreamConfig& upstream) {
+  if (const YamlValue* v = keyFor(reader, map, "colocated", protocol, kRemoteOnly)) {
+    readFlag(reader, v, upstream.colocated);
+    const ListenAddress* first = first_endpoint_kept ? &upstream.endpoints[0] : nullptr;
+    if (upstream.colocated && first && first->kind == ListenAddress::Kind::kDns) {
+      // A dns: entry is every address of a name: no one of them is "the" local one.
+      reader.error(*v, strCat("the first endpoint \"", first->text,
+                              "\" is a dns: name, not one colocated endpoint (list the "
+                              "colocated one first, as host:port or unix:path)"));
+    }
+  }
+  if (const YamlValue* v = keyFor(reader, map, "load_balancing", protocol, kRemoteOnly)) {
+    readLoadBalancing(reader, *v, upstream.load_balancing);
+  }
+  if (const YamlValue* v = keyFor(reader, map, "health_check", protocol, kRemoteOnly)) {
+    readHealthCheck(reader, *v, upstream.health_check);
+  }
+  if (const YamlValue* v = keyFor(reader, map, "outlier", protocol, kRemoteOnly)) {
+    readOutlier(reader, *v, upstream.outlier);
+  }
+  if (const YamlValue* v = keyFor(reader, map, "retry", protocol, kRemoteOnly)) {
+    readRetry(reader, *v, upstream.retry);
+  }
+  if (const YamlValue* v = keyFor(reader, map, "overload", protocol, kRemoteOnly)) {
+    readOverload(reader, *v, upstream.overload);
+  }
+  if (const YamlValue* v = keyFor(reader, map, "affinity", protocol, kRemoteOnly)) {
+    readAffinity(reader, *v, upstream.affinity);
   }
 }
 
@@ -122,7 +284,9 @@ std::optional<UpstreamConfig> readUpstream(YamlReader& reader, const YamlValue& 
                                            UpstreamMarks& marks, bool& names_known) {
   std::optional<YamlMap> map = reader.mapping(
       value, {"name", "protocol", "endpoints", "http_format", "timeout_ms",
-              "connect_timeout_ms", "channels", "max_connections", "headers", "models"});
+              "connect_timeout_ms", "channels", "max_connections", "headers", "models",
+              "colocated", "load_balancing", "health_check", "outlier", "retry", "overload",
+              "affinity"});
   if (!map) {
     names_known = false;
     return std::nullopt;
@@ -137,8 +301,9 @@ std::optional<UpstreamConfig> readUpstream(YamlReader& reader, const YamlValue& 
   }
   if (protocol) upstream.protocol = *protocol;
 
+  bool first_endpoint_kept = false;
   if (const YamlValue* v = keyFor(reader, *map, "endpoints", protocol, kRemoteOnly)) {
-    readEndpoints(reader, *v, upstream);
+    first_endpoint_kept = readEndpoints(reader, *v, upstream);
   } else if (upstream.isRemote()) {
     reader.require(*map, "endpoints", "e.g. endpoints: [\"127.0.0.1:8001\"]");
   }
@@ -160,6 +325,7 @@ std::optional<UpstreamConfig> readUpstream(YamlReader& reader, const YamlValue& 
   if (const YamlValue* v = keyFor(reader, *map, "models", protocol, kBuiltinOnly)) {
     readBuiltinModels(reader, *v, upstream);
   }
+  readEndpointPolicies(reader, *map, protocol, first_endpoint_kept, upstream);
 
   if (!name_text) {
     // Not kept without a name. A name written as a mapping (say) may still be what a

@@ -1,15 +1,24 @@
 #include "gateway/gateway_server.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <deque>
+#include <iostream>
+#include <thread>
+
 #include "codecs/json_writer.h"
+#include "config/config_loader.h"
+#include "gateway/admin_api.h"
+#include "gateway/discovery.h"
 #include "gateway/frontends/grpc_frontend.h"
 #include "gateway/frontends/http_frontend.h"
 #include "gateway/http/http_server.h"
 #include "gateway/metrics.h"
 #include "gateway/server_info.h"
 #include "gateway/settings_store.h"
-#include "gateway/readiness_probe.h"
+#include "gateway/health_checker.h"
 #include "gateway/router.h"
 #include "shm/cuda_probe.h"
 
@@ -42,13 +51,123 @@ http::HttpLimits httpLimitsOf(const config::LimitsConfig& l) {
   return h;
 }
 
+// What a running gateway cannot change without a restart: the sockets, the threads and
+// the limits every connection was set up with. Empty when none of it changed.
+std::vector<std::string> restartOnlyChanges(const config::GatewayConfig& a,
+                                            const config::GatewayConfig& b) {
+  std::vector<std::string> changed;
+  auto listener = [&](const char* name, const std::optional<config::ListenerConfig>& x,
+                      const std::optional<config::ListenerConfig>& y) {
+    if (x.has_value() != y.has_value() || (x && x->address.text != y->address.text)) {
+      changed.push_back(codecs::strCat("listeners.", name));
+    }
+  };
+  listener("http", a.http, b.http);
+  listener("grpc", a.grpc, b.grpc);
+  listener("metrics", a.metrics, b.metrics);
+  if (a.workers != b.workers) changed.push_back("workers");
+  const config::LimitsConfig& x = a.limits;
+  const config::LimitsConfig& y = b.limits;
+  if (x.max_header_bytes != y.max_header_bytes || x.max_header_count != y.max_header_count ||
+      x.max_input_bytes != y.max_input_bytes || x.max_binary_body_bytes != y.max_binary_body_bytes ||
+      x.max_grpc_message_bytes != y.max_grpc_message_bytes ||
+      x.header_timeout_ms != y.header_timeout_ms || x.body_timeout_ms != y.body_timeout_ms ||
+      x.idle_timeout_ms != y.idle_timeout_ms || x.max_connections != y.max_connections) {
+    changed.push_back("limits");
+  }
+  return changed;
+}
+
+void logEvent(std::string_view event, const codecs::Status& status, const RouterSnapshot& now) {
+  std::string line;
+  codecs::JsonWriter w(line);
+  w.beginObject().key("event").string(event).key("ok").boolean(status.ok());
+  if (!status.ok()) w.key("error").string(codecs::messageOf(status));
+  w.key("generation").uint64(now.generation).key("config_hash").string(now.config_hash);
+  w.endObject();
+  std::cerr << line << std::endl;
+}
+
+// The file's identity and size and time: a change of any is a change of the file (an
+// editor that renames a new file over the old one changes the inode).
+struct FileStamp {
+  ino_t inode = 0;
+  off_t size = -1;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
+FileStamp stampOf(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return FileStamp{};
+  return FileStamp{st.st_ino, st.st_size,
+                   static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+// One thread for the slow, serial work: reloads (reading files, resolving names, building
+// channels) and watching the config file. Tasks run in order.
+class ControlThread {
+ public:
+  ControlThread(std::chrono::milliseconds tick, std::function<void()> on_tick)
+      : tick_(tick), on_tick_(std::move(on_tick)), thread_([this] { run(); }) {}
+  ~ControlThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    wake_.notify_all();
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      if (tasks_.empty()) {
+        if (wake_.wait_for(lock, tick_) == std::cv_status::timeout && on_tick_) {
+          lock.unlock();
+          on_tick_();
+          lock.lock();
+        }
+        continue;
+      }
+      std::function<void()> task = std::move(tasks_.front());
+      tasks_.pop_front();
+      lock.unlock();
+      task();
+      lock.lock();
+    }
+  }
+
+  const std::chrono::milliseconds tick_;
+  const std::function<void()> on_tick_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
 }  // namespace
 
 struct GatewayServer::Impl {
   config::GatewayConfig config;
   std::unique_ptr<http::WorkerPool> pool;
   std::shared_ptr<Router> router;
-  std::unique_ptr<ReadinessProbe> readiness;
+  std::unique_ptr<HealthChecker> health_checker;
+  std::unique_ptr<Discovery> discovery;
+  std::unique_ptr<AdminApi> admin;
+  std::mutex reload_mu;  // one reload at a time; guards config, file_stamp, shutting_down
+  bool shutting_down = false;
+  FileStamp file_stamp;
+  std::unique_ptr<ControlThread> control;
   std::shared_ptr<SettingsStore> settings;
   std::shared_ptr<ServerHealth> health = std::make_shared<ServerHealth>();
   std::shared_ptr<Metrics> metrics;
@@ -80,13 +199,14 @@ struct GatewayServer::Impl {
     return absl::OkStatus();
   }
 
-  // GET /metrics (and /metrics/) -> the registry; any other GET -> 200 empty; other
-  // methods -> 405, as Triton's metrics port.
+  // GET /metrics (and /metrics/) -> the registry; /admin/... -> the admin API; any other
+  // GET -> 200 empty; other methods -> 405, as Triton's metrics port.
   codecs::Status startMetrics() {
     metrics_server = std::make_unique<http::HttpServer>(
         *pool, httpLimitsOf(config.limits), 1024,
-        [m = metrics](std::shared_ptr<http::HttpExchange> e) {
+        [m = metrics, admin = admin.get()](std::shared_ptr<http::HttpExchange> e) {
           const http::HttpRequest& r = e->request();
+          if (AdminApi::owns(r.path())) return admin->handle(e);
           if (r.method != "GET") {
             return e->respond(http::HttpResponse::jsonError(405, "Method Not Allowed"));
           }
@@ -117,6 +237,42 @@ struct GatewayServer::Impl {
     INFERGATE_ASSIGN_OR_RETURN(grpc_address, grpc_frontend->start(grpcTarget(config.grpc->address)));
     return absl::OkStatus();
   }
+
+  // Control thread or main thread.
+  codecs::Status reload() {
+    std::lock_guard<std::mutex> lock(reload_mu);
+    if (shutting_down) return absl::UnavailableError("the gateway is shutting down");
+    file_stamp = stampOf(config.source);
+    codecs::StatusOr<config::GatewayConfig> next = config::loadConfigFile(config.source);
+    codecs::Status status = next.status();
+    if (status.ok()) {
+      std::vector<std::string> changed = restartOnlyChanges(config, *next);
+      if (!changed.empty()) {
+        std::string keys;
+        for (const std::string& k : changed) keys += (keys.empty() ? "" : ", ") + k;
+        status = absl::FailedPreconditionError(codecs::strCat(
+            keys, " changed: these take effect only on a restart; the running configuration "
+                  "stays"));
+      }
+    }
+    if (status.ok()) {
+      discovery->watch(*next);
+      status = router->reload(*next, [this](const RouterSnapshot& s) { discovery->prepare(s); });
+    }
+    if (status.ok()) config = std::move(*next);
+    logEvent("reload", status, *router->snapshot());
+    return status;
+  }
+
+  // Control thread, every watch interval: reload when the file changed.
+  void watchFile() {
+    if (!config.lifecycle.watch_config) return;
+    {
+      std::lock_guard<std::mutex> lock(reload_mu);
+      if (stampOf(config.source) == file_stamp) return;
+    }
+    reload();
+  }
 };
 
 GatewayServer::GatewayServer(config::GatewayConfig config) : impl_(std::make_unique<Impl>()) {
@@ -125,6 +281,8 @@ GatewayServer::GatewayServer(config::GatewayConfig config) : impl_(std::make_uni
 
 GatewayServer::~GatewayServer() {
   if (impl_->started) shutdown(std::chrono::milliseconds(0));
+  impl_.reset();
+  upstream::Housekeeper::instance().drain();  // the endpoints the router held, destroyed
 }
 
 codecs::Status GatewayServer::start() {
@@ -132,6 +290,12 @@ codecs::Status GatewayServer::start() {
   s.pool = std::make_unique<http::WorkerPool>(s.config.workers);
   INFERGATE_ASSIGN_OR_RETURN(std::unique_ptr<Router> router, Router::create(s.config, *s.pool));
   s.router = std::move(router);
+  s.discovery = std::make_unique<Discovery>(s.router);
+  s.discovery->watch(s.config);
+  s.file_stamp = stampOf(s.config.source);
+  s.admin = std::make_unique<AdminApi>(s.router, [impl = &s](std::function<void(codecs::Status)> done) {
+    impl->control->post([impl, done = std::move(done)] { done(impl->reload()); });
+  });
   // Model-scoped trace settings reach this store only for models a builtin upstream serves:
   // the frontends resolve the model first.
   s.settings = std::make_shared<SettingsStore>(
@@ -144,9 +308,11 @@ codecs::Status GatewayServer::start() {
   if (s.http_server) s.http_server->start();
   if (s.metrics_server) s.metrics_server->start();
   if (s.config.grpc) INFERGATE_RETURN_IF_ERROR(s.startGrpc());
-  s.readiness = std::make_unique<ReadinessProbe>(s.router, s.pool->loop(0), s.config.readiness,
-                                                 s.health);
-  s.readiness->start();
+  s.health_checker = std::make_unique<HealthChecker>(s.router, s.pool->loop(0), s.health);
+  s.health_checker->start();
+  s.control = std::make_unique<ControlThread>(
+      std::chrono::milliseconds(std::max<uint64_t>(s.config.lifecycle.watch_interval_ms, 1)),
+      [impl = &s] { impl->watchFile(); });
   s.health->ready.store(true);
   return absl::OkStatus();
 }
@@ -162,16 +328,25 @@ std::string GatewayServer::readyLine() const {
   return out;
 }
 
+codecs::Status GatewayServer::reload() { return impl_->reload(); }
+
 void GatewayServer::shutdown(std::chrono::milliseconds grace) {
   Impl& s = *impl_;
   if (!s.started) return;
   s.health->ready.store(false);
-  if (s.readiness) s.readiness->stop();
+  {
+    std::lock_guard<std::mutex> lock(s.reload_mu);
+    s.shutting_down = true;  // a reload asked from now on is refused
+  }
+  if (s.health_checker) s.health_checker->stop();
   if (s.grpc_frontend) s.grpc_frontend->shutdown(grace);
   if (s.http_server) s.http_server->shutdown(grace);
   if (s.metrics_server) s.metrics_server->shutdown(std::chrono::milliseconds(0));
+  s.control.reset();
+  if (s.discovery) s.discovery->stop();
   s.router->shutdown();  // gRPC upstream calls post their completions to the loops
   s.pool->stop();
+  upstream::Housekeeper::instance().drain();  // endpoints let go of, destroyed
   s.started = false;
 }
 

@@ -23,8 +23,10 @@ constexpr std::string_view kUsage =
     "       infergate version\n"
     "On start the gateway prints one JSON line with every bound address, e.g.\n"
     "  {\"event\":\"ready\",\"pid\":7,\"http\":\"127.0.0.1:8000\",\"grpc\":\"127.0.0.1:8001\",...}\n"
-    "and writes the same line to --ready-file once every listener accepts. SIGTERM or\n"
-    "SIGINT drains: not ready, no new connections, requests in flight finish (10 s).\n";
+    "and writes the same line to --ready-file once every listener accepts. SIGHUP reloads\n"
+    "the configuration file (as does a change to it, and POST /admin/reload on the metrics\n"
+    "listener). SIGTERM or SIGINT drains: not ready, no new connections, requests in\n"
+    "flight finish (lifecycle.drain_timeout_ms, 10 s by default), then exit 0.\n";
 
 // Sockets are the gateway's currency: use every descriptor the hard limit allows.
 void raiseFileLimit() {
@@ -47,9 +49,11 @@ int runGateway(std::string_view config_path, std::string_view ready_file) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  const auto drain = std::chrono::milliseconds(config->lifecycle.drain_timeout_ms);
   infergate::gateway::GatewayServer server(std::move(*config));
   infergate::codecs::Status started = server.start();
   if (!started.ok()) {
@@ -65,9 +69,11 @@ int runGateway(std::string_view config_path, std::string_view ready_file) {
     std::rename(tmp.c_str(), std::string(ready_file).c_str());  // appears whole, at once
   }
   int signal = 0;
-  sigwait(&signals, &signal);
+  while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) {
+    server.reload();  // logs its outcome; a broken file leaves the old table serving
+  }
   std::cerr << "infergate: signal " << signal << ", draining\n";
-  server.shutdown(std::chrono::seconds(10));
+  server.shutdown(drain);
   return 0;
 }
 

@@ -1,5 +1,6 @@
 #include "gateway/router.h"
 
+#include <cstdio>
 #include <random>
 
 #include "codecs/json_response_decoder.h"
@@ -38,18 +39,39 @@ bool isHopByHopHeader(std::string_view n) {
   return n.starts_with("proxy-") || n.starts_with(":");  // HTTP/2 pseudo-headers
 }
 
+codecs::StatusOr<std::shared_ptr<const RouterSnapshot>> Router::build(
+    const config::GatewayConfig& config, http::WorkerPool& pool, const RouterSnapshot* previous) {
+  auto snapshot = std::make_shared<RouterSnapshot>();
+  snapshot->config = std::make_shared<const config::GatewayConfig>(config);
+  INFERGATE_ASSIGN_OR_RETURN(snapshot->table, routing::RouteTable::build(config));
+  INFERGATE_ASSIGN_OR_RETURN(
+      snapshot->upstreams,
+      upstream::UpstreamSet::build(config.upstreams, pool, previous ? previous->upstreams.get() : nullptr));
+  snapshot->config_hash = configHash(config.text);
+  snapshot->generation = previous ? previous->generation + 1 : 1;
+  return std::shared_ptr<const RouterSnapshot>(std::move(snapshot));
+}
+
 codecs::StatusOr<std::unique_ptr<Router>> Router::create(const config::GatewayConfig& config,
                                                          http::WorkerPool& pool) {
-  std::unique_ptr<Router> router(new Router());
-  INFERGATE_ASSIGN_OR_RETURN(router->table_, routing::RouteTable::build(config));
-  INFERGATE_ASSIGN_OR_RETURN(router->upstreams_,
-                             upstream::UpstreamSet::build(config.upstreams, pool));
-  router->forward_ = config.forward;
+  std::unique_ptr<Router> router(new Router(&pool));
+  INFERGATE_ASSIGN_OR_RETURN(router->snapshot_, build(config, pool, nullptr));
   return router;
 }
 
+codecs::Status Router::reload(const config::GatewayConfig& config,
+                              const std::function<void(const RouterSnapshot&)>& prepare) {
+  std::lock_guard<std::mutex> lock(reload_mu_);
+  std::shared_ptr<const RouterSnapshot> current = snapshot();
+  INFERGATE_ASSIGN_OR_RETURN(std::shared_ptr<const RouterSnapshot> next,
+                             build(config, *pool_, current.get()));
+  if (prepare) prepare(*next);
+  std::atomic_store(&snapshot_, std::move(next));
+  return absl::OkStatus();
+}
+
 std::unique_ptr<Router> Router::builtinOnly(std::shared_ptr<builtin::ModelRepository> repository,
-                                            http::WorkerPool&) {
+                                            http::WorkerPool& pool) {
   config::GatewayConfig config;
   config::UpstreamConfig u;
   u.name = "builtin";
@@ -57,36 +79,47 @@ std::unique_ptr<Router> Router::builtinOnly(std::shared_ptr<builtin::ModelReposi
   config::RouteConfig route;
   route.targets.push_back(config::RouteTarget{"builtin", 100, {}});
   config.routes.push_back(route);
-  std::unique_ptr<Router> router(new Router());
+  std::unique_ptr<Router> router(new Router(&pool));
+  auto snapshot = std::make_shared<RouterSnapshot>();
   // A route to a defined upstream cannot fail to build.
-  router->table_ = *routing::RouteTable::build(config);
-  router->upstreams_ = upstream::UpstreamSet::builtinOnly("builtin", std::move(repository));
-  router->forward_ = config.forward;
+  snapshot->table = *routing::RouteTable::build(config);
+  snapshot->upstreams = upstream::UpstreamSet::builtinOnly("builtin", std::move(repository));
+  snapshot->config = std::make_shared<const config::GatewayConfig>(std::move(config));
+  snapshot->config_hash = configHash("");
+  snapshot->generation = 1;
+  router->snapshot_ = std::move(snapshot);
   return router;
 }
 
 codecs::StatusOr<Decision> Router::decide(std::string_view model, std::string_view version,
                                           const routing::RequestHeaders* headers) const {
   Decision d;
-  d.table = table();
-  d.route = d.table->match(routing::RouteRequest{model, version, headers});
+  d.snapshot = snapshot();
+  d.route = d.snapshot->table->match(routing::RouteRequest{model, version, headers});
   if (d.route == nullptr) {
     if (version.empty()) return absl::NotFoundError(codecs::strCat("no route for model '", model, "'"));
     return absl::NotFoundError(codecs::strCat("no route for model '", model, "' version ", version));
   }
-  d.upstream = &upstreams_->at(d.route->pick(nextDraw()));
-  if (d.route->mirror) d.mirror = &upstreams_->at(*d.route->mirror);
+  const upstream::UpstreamSet& set = *d.snapshot->upstreams;
+  d.upstream = &set.at(d.route->pick(nextDraw()));
+  if (d.route->mirror) d.mirror = &set.at(*d.route->mirror);
   d.client_model = model;
   d.client_version = version;
   d.upstream_model = d.route->upstreamModel(model);
   d.upstream_version = d.route->upstreamVersion(version);
   d.timeout = d.route->timeout.count() ? d.route->timeout : d.upstream->timeout();
+  d.pick.model = d.upstream_model;
+  const std::string& hash_header = d.upstream->config().load_balancing.hash_header;
+  if (!hash_header.empty() && headers != nullptr) {
+    if (std::optional<std::string_view> v = headers->find(hash_header)) d.pick.hash_value = std::string(*v);
+  }
+  if (d.timeout.count() > 0) d.pick.deadline = upstream::PickContext::Clock::now() + d.timeout;
   return d;
 }
 
 bool Router::forwards(std::string_view n) const {
   if (isHopByHopHeader(n)) return false;
-  for (const std::string& f : forward_.headers) {
+  for (const std::string& f : snapshot()->config->forward.headers) {
     if (f.ends_with('*') ? n.starts_with(std::string_view(f).substr(0, f.size() - 1)) : n == f) {
       return true;
     }
@@ -122,7 +155,11 @@ codecs::Status publicStatus(const codecs::Status& status, std::string_view upstr
   if (status.ok() || upstream_model == client_model) return status;
   codecs::Status renamed(status.code(),
                          publicMessage(codecs::messageOf(status), upstream_model, client_model));
-  return codecs::withOrigin(renamed, codecs::originOf(status));
+  // The marks (origin, Retry-After, not sent) stay.
+  status.ForEachPayload([&renamed](absl::string_view url, const absl::Cord& payload) {
+    renamed.SetPayload(url, payload);
+  });
+  return renamed;
 }
 
 codecs::Status upstreamGarbage(std::string_view upstream, std::string_view what,
@@ -145,6 +182,15 @@ std::string modelPath(std::string_view model, std::string_view version, std::str
   std::string path = codecs::strCat("/v2/models/", model);
   if (!version.empty()) path += codecs::strCat("/versions/", version);
   return path.append(suffix);
+}
+
+std::string configHash(std::string_view text) {
+  // FNV-1a, 64 bits: stable across builds and machines (std::hash is not).
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
+  char out[17];
+  std::snprintf(out, sizeof(out), "%016llx", static_cast<unsigned long long>(h));
+  return out;
 }
 
 HeaderPairs metadataToHttpHeaders(HeaderPairs metadata) {

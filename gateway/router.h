@@ -13,12 +13,19 @@
 // travel upstream (config `forward.headers`), never hop-by-hop ones; the upstream's own
 // `headers` are added by its client.
 //
-// Threads: decide() and the accessors from any thread; the table pointer is read with an
-// atomic load, so a reload may swap it while requests run.
+// Reload: reload() builds a new RouterSnapshot (table, upstreams, forward list) from a
+// validated configuration, carrying over the state of the upstreams it keeps
+// (UpstreamSet::build), and swaps it in atomically. A Decision holds the snapshot it was
+// made from, so a request in flight finishes on the upstreams it started with.
+//
+// Threads: decide() and the accessors from any thread; the snapshot pointer is read with
+// an atomic load. reload() from any thread (serialized inside).
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,17 +40,37 @@
 
 namespace infergate::gateway {
 
-struct Decision {
+// One loaded configuration.
+struct RouterSnapshot {
+  std::shared_ptr<const config::GatewayConfig> config;
   std::shared_ptr<const routing::RouteTable> table;
+  std::unique_ptr<upstream::UpstreamSet> upstreams;
+  std::string config_hash;  // of the file's text (admin API, metrics)
+  uint64_t generation = 0;  // 1 for the first, +1 per reload
+};
+
+struct Decision {
+  std::shared_ptr<const RouterSnapshot> snapshot;
   const routing::Route* route = nullptr;
   upstream::Upstream* upstream = nullptr;
   upstream::Upstream* mirror = nullptr;  // null: none
   std::string client_model, client_version;      // as the client asked
   std::string upstream_model, upstream_version;  // as the upstream is asked
   std::chrono::milliseconds timeout{0};          // route's, else upstream's; 0 = none
+  // For the fleet: the upstream model, the hash header's value, the deadline. Frontends
+  // add the request's sequence (pick.sequence) where they read it.
+  upstream::PickContext pick;
 
   bool rewrites() const {
     return client_model != upstream_model || client_version != upstream_version;
+  }
+  // The mirror's placement: the route's model and deadline, never a sequence (shadow
+  // traffic must not bind sequences on the mirror's endpoints, nor fail for them).
+  upstream::PickContext mirrorPick() const {
+    upstream::PickContext p;
+    p.model = upstream_model;
+    p.deadline = pick.deadline;
+    return p;
   }
 };
 
@@ -72,6 +99,11 @@ class Router {
   // UpstreamSet::build.
   static codecs::StatusOr<std::unique_ptr<Router>> create(const config::GatewayConfig& config,
                                                           http::WorkerPool& pool);
+  // Swaps in `config` (validated by the loader). `prepare` sees the new snapshot before it
+  // is swapped in (discovery fills its dns: endpoints). On an error the current snapshot
+  // stays.
+  codecs::Status reload(const config::GatewayConfig& config,
+                        const std::function<void(const RouterSnapshot&)>& prepare = nullptr);
 
   // A router with one builtin upstream ("builtin") serving `repository`, and one route
   // taking every model to it: the frontends' tests, and any embedding without a config.
@@ -81,8 +113,8 @@ class Router {
   codecs::StatusOr<Decision> decide(std::string_view model, std::string_view version,
                                     const routing::RequestHeaders* headers) const;
 
-  std::shared_ptr<const routing::RouteTable> table() const { return std::atomic_load(&table_); }
-  upstream::UpstreamSet& upstreams() const { return *upstreams_; }
+  std::shared_ptr<const RouterSnapshot> snapshot() const { return std::atomic_load(&snapshot_); }
+  std::shared_ptr<const routing::RouteTable> table() const { return snapshot()->table; }
 
   // The configured client headers of an HTTP request, lowercase names.
   HeaderPairs forwardedHeaders(const http::HeaderList& headers) const;
@@ -100,15 +132,20 @@ class Router {
   bool forwards(std::string_view lowercase_name) const;
 
   // Stops the gRPC upstream calls in flight (see UpstreamSet::shutdownGrpc).
-  void shutdown() { upstreams_->shutdownGrpc(); }
+  void shutdown() { snapshot()->upstreams->shutdownGrpc(); }
 
  private:
-  Router() = default;
+  explicit Router(http::WorkerPool* pool) : pool_(pool) {}
+  static codecs::StatusOr<std::shared_ptr<const RouterSnapshot>> build(
+      const config::GatewayConfig& config, http::WorkerPool& pool, const RouterSnapshot* previous);
 
-  std::shared_ptr<const routing::RouteTable> table_;
-  std::unique_ptr<upstream::UpstreamSet> upstreams_;
-  config::ForwardConfig forward_;
+  http::WorkerPool* pool_;
+  std::mutex reload_mu_;
+  std::shared_ptr<const RouterSnapshot> snapshot_;
 };
+
+// A short, stable hash of a configuration's text, for the admin API and metrics labels.
+std::string configHash(std::string_view text);
 
 // The HTTP header that carries Triton's restricted-API key `key` over gRPC
 // ("triton-grpc-protocol-<key>") and back: gRPC metadata named so becomes the HTTP header

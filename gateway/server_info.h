@@ -21,7 +21,7 @@ struct ServerInfo {
 
 // Live from start to exit. Ready while accepting (from the moment every listener
 // accepts until drain begins) and while the upstreams are, as the readiness policy
-// judges them (gateway/readiness_probe.h).
+// judges them (gateway/health_checker.h).
 struct ServerHealth {
   std::atomic<bool> live{true};
   std::atomic<bool> ready{false};             // accepting

@@ -21,6 +21,7 @@
 #include "gateway/error_mapping.h"
 #include "gateway/frontends/grpc_frontend_internal.h"
 #include "gateway/upstream/admin_transcode.h"
+#include "gateway/upstream/fleet_call.h"
 
 namespace infergate::gateway::frontends::grpc_detail {
 namespace {
@@ -120,11 +121,12 @@ template <typename Request, typename Response>
       options.metadata = shared.router->forwardedMetadata(context->client_metadata(), true);
       grpc::ByteBuffer bytes = codecs::toByteBuffer(
           codecs::BufferChain(codecs::Buffer::fromString(copy.SerializeAsString())));
-      d->upstream->grpc()->unary(
-          codecs::strCat(kService, rpc.method), bytes, std::move(options),
-          [done, response, d, method = std::string(rpc.method)](::grpc::Status status,
+      upstream::fleetUnary(
+          d->upstream->fleet(), codecs::strCat(kService, rpc.method), std::move(bytes),
+          std::move(options), d->pick,
+          [done, response, d, method = std::string(rpc.method)](Status status,
                                                                  grpc::ByteBuffer answer) {
-            if (!status.ok()) return done(upstream::toUpstreamStatus(status, d->upstream->name()));
+            if (!status.ok()) return done(status);
             auto flat = codecs::fromByteBuffer(answer);
             if (!flat.ok() ||
                 !response->ParseFromArray(flat->data(), static_cast<int>(flat->size()))) {
@@ -152,8 +154,8 @@ template <typename Request, typename Response>
                                  http_answer](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
           done(http_answer(httpBody(r, d->upstream->name()), response));
         };
-        d->upstream->http(loop).send(d->upstream->nextEndpoint(), std::move(out),
-                                     std::move(callbacks));
+        upstream::fleetHttp(d->upstream->fleet(), d->upstream->http(loop), loop, std::move(out),
+                            d->pick, std::move(callbacks));
       });
       break;
     }
@@ -211,7 +213,8 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
     Status error;
     size_t pending;
   };
-  upstream::UpstreamSet& set = shared.router->upstreams();
+  std::shared_ptr<const RouterSnapshot> snapshot = shared.router->snapshot();
+  const upstream::UpstreamSet& set = *snapshot->upstreams;
   auto state = std::make_shared<State>();
   state->answers.resize(set.size());
   state->pending = set.size();
@@ -242,13 +245,13 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
       case upstream::Upstream::Protocol::kGrpc: {
         upstream::GrpcCallOptions options;
         if (u.timeout().count()) options.deadline = std::chrono::system_clock::now() + u.timeout();
-        u.grpc()->unary(codecs::strCat(kService, rpc.method),
+        upstream::fleetUnary(u.fleet(), codecs::strCat(kService, rpc.method),
                         codecs::toByteBuffer(codecs::BufferChain(
                             codecs::Buffer::fromString(rpc.request.SerializeAsString()))),
-                        std::move(options),
+                        std::move(options), upstream::PickContext{},
                         [done, i, name = u.name(), method = std::string(rpc.method)](
-                            ::grpc::Status status, grpc::ByteBuffer answer) {
-                          if (!status.ok()) return done(i, upstream::toUpstreamStatus(status, name));
+                            Status status, grpc::ByteBuffer answer) {
+                          if (!status.ok()) return done(i, status);
                           Response typed;
                           auto flat = codecs::fromByteBuffer(answer);
                           if (!flat.ok() || !typed.ParseFromArray(flat->data(),
@@ -264,7 +267,8 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
         http::EventLoop& loop = shared.nextLoop();
         upstream::HttpUpstreamRequest out = rpc.http_request;
         out.timeout = u.timeout();
-        loop.post([&loop, &u, out = std::move(out), done, i, from_json = rpc.from_json]() mutable {
+        loop.post([&loop, &u, snapshot, out = std::move(out), done, i,
+                   from_json = rpc.from_json]() mutable {
           upstream::HttpUpstreamCallbacks callbacks;
           callbacks.on_complete = [done, i, from_json, name = u.name()](
                                       codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
@@ -274,7 +278,8 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
             if (!parsed.ok()) return done(i, upstreamGarbage(name, "answer", parsed.status()));
             done(i, std::move(*parsed));
           };
-          u.http(loop).send(u.nextEndpoint(), std::move(out), std::move(callbacks));
+          upstream::fleetHttp(u.fleet(), u.http(loop), loop, std::move(out), upstream::PickContext{},
+                              std::move(callbacks));
         });
         break;
       }

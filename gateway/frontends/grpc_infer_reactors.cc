@@ -42,6 +42,7 @@
 #include "gateway/frontends/grpc_frontend_internal.h"
 #include "gateway/shared_memory_refusal.h"
 #include "gateway/upstream/admin_transcode.h"
+#include "gateway/upstream/fleet_call.h"
 
 namespace infergate::gateway::frontends::grpc_detail {
 namespace {
@@ -74,10 +75,13 @@ codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ByteBuffer& 
     INFERGATE_ASSIGN_OR_RETURN(codecs::Buffer whole, codecs::fromByteBuffer(message));
     INFERGATE_ASSIGN_OR_RETURN(codecs::ModelRef contiguous, codecs::peekModelInferRequest(whole.span()));
     ref = codecs::OwnedModelRef{std::string(contiguous.model_name),
-                                std::string(contiguous.model_version)};
+                                std::string(contiguous.model_version), contiguous.sequence};
   }
   GrpcMetadataHeaders headers(context.client_metadata());
-  return shared.router->decide(ref->model_name, ref->model_version, &headers);
+  INFERGATE_ASSIGN_OR_RETURN(Decision d,
+                             shared.router->decide(ref->model_name, ref->model_version, &headers));
+  if (ref->sequence.present()) d.pick.sequence = std::move(ref->sequence);
+  return d;
 }
 
 // The deadline toward the upstream: the client's, shortened by the route's timeout.
@@ -269,21 +273,18 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     options.deadline = upstreamDeadline(context, decision_.timeout);
     options.metadata = shared_->router->forwardedMetadata(context.client_metadata(), true);
     hold();
-    auto call = decision_.upstream->grpc()->unary(
-        codecs::strCat(kModelInferMethod), message, std::move(options),
-        [this](::grpc::Status status, ByteBuffer answer) {
+    auto call = upstream::fleetUnary(
+        decision_.upstream->fleet(), kModelInferMethod, std::move(message), std::move(options),
+        decision_.pick, [this](codecs::Status status, ByteBuffer answer) {
           onGrpcAnswer(std::move(status), std::move(answer));
           release();
         });
     setUpstreamCall([call] { call->cancel(); });
   }
 
-  // grpc thread (the upstream call's completion).
-  void onGrpcAnswer(::grpc::Status status, ByteBuffer answer) {
-    if (!status.ok()) {
-      return finish(publicGrpcStatus(
-          upstream::toUpstreamStatus(status, decision_.upstream->name()), decision_));
-    }
+  // grpc thread (the upstream call's completion), or the thread that freed a slot.
+  void onGrpcAnswer(codecs::Status status, ByteBuffer answer) {
+    if (!status.ok()) return finish(publicGrpcStatus(status, decision_));
     if (decision_.rewrites()) {
       auto flat = codecs::fromByteBuffer(answer);
       auto renamed =
@@ -318,8 +319,8 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
       }
       upstream::GrpcCallOptions options;
       options.deadline = upstreamDeadline(context, decision_.timeout);
-      target.grpc()->unary(kModelInferMethod, copy, std::move(options),
-                           [](::grpc::Status, ByteBuffer) {});
+      upstream::fleetUnary(target.fleet(), kModelInferMethod, std::move(copy), std::move(options),
+                           decision_.mirrorPick(), [](codecs::Status, ByteBuffer) {});
       return;
     }
     codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(*bytes);
@@ -336,10 +337,12 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     }
     auto out = httpInferRequest(*shared_, *decoded, decision_, target, context);
     if (!out.ok()) return;
-    loop.post([&loop, &target, out = std::move(*out)]() mutable {
+    loop.post([&loop, &target, snapshot = decision_.snapshot, pick = decision_.mirrorPick(),
+               out = std::move(*out)]() mutable {
       upstream::HttpUpstreamCallbacks ignore;
       ignore.on_complete = [](codecs::StatusOr<upstream::HttpUpstreamResponse>) {};
-      target.http(loop).send(target.nextEndpoint(), std::move(out), std::move(ignore));
+      upstream::fleetHttp(target.fleet(), target.http(loop), loop, std::move(out), std::move(pick),
+                          std::move(ignore));
     });
   }
 
@@ -375,8 +378,8 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
         }
         release();
       };
-      http_call_ = decision_.upstream->http(loop_).send(decision_.upstream->nextEndpoint(),
-                                                        std::move(out), std::move(callbacks));
+      http_call_ = upstream::fleetHttp(decision_.upstream->fleet(), decision_.upstream->http(loop_),
+                                       loop_, std::move(out), decision_.pick, std::move(callbacks));
       // The loop cancels it (OnCancel posts here first, then cancelUpstream runs below).
       setUpstreamCall([this] {
         loop_.post([this] {
@@ -595,31 +598,34 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     if (--refs_ == 0) delete this;
   }
 
-  // One stream per gRPC upstream, opened by the first request routed there, carrying all
-  // later ones; the client's triton_grpc_error choice travels with it so errors end
-  // streams the same way on both legs.
+  // One stream per gRPC upstream endpoint, opened by the first request placed there,
+  // carrying all later ones; the client's triton_grpc_error choice travels with it so
+  // errors end streams the same way on both legs. Each request is placed by the fleet
+  // (a sequence stays on its endpoint) and holds its slot until its final answer.
   struct UpstreamLeg {
     std::shared_ptr<upstream::GrpcStream> stream;
+    std::shared_ptr<upstream::Endpoint> endpoint;
     Decision decision;  // of the request that opened it
     // Upstream model name -> the name the client used, for every rewritten request sent
     // on this leg: answers carry the upstream's name in their model_name. (Two public
     // names aliasing one upstream model on one stream: the latest wins.)
     std::map<std::string, std::string, std::less<>> renames;
-    // Requests written whose final answer has not come back: each gets its in-band error
-    // if the leg fails.
-    size_t outstanding = 0;
+    // The slots of requests written whose final answer has not come back, oldest first:
+    // each gets its in-band error if the leg fails.
+    std::deque<upstream::EndpointLease> outstanding;
   };
+  using LegKey = const upstream::Endpoint*;
 
-  upstream::GrpcStream* legFor(const Decision& d) {
-    auto it = legs_.find(d.upstream);
-    if (it != legs_.end()) return it->second.stream.get();
+  UpstreamLeg& legFor(const Decision& d, const std::shared_ptr<upstream::Endpoint>& endpoint) {
+    LegKey key = endpoint.get();
+    auto it = legs_.find(key);
+    if (it != legs_.end()) return it->second;
     upstream::GrpcCallOptions options;
     options.metadata = shared_->router->forwardedMetadata(context_->client_metadata(), true);
     if (strict_) options.metadata.emplace_back("triton_grpc_error", "true");
     if (context_->deadline() != std::chrono::system_clock::time_point::max()) {
       options.deadline = context_->deadline();
     }
-    upstream::Upstream* key = d.upstream;
     upstream::GrpcStreamCallbacks callbacks;
     callbacks.on_message = [this, key](ByteBuffer message) {
       loop_.post([this, key, message = std::move(message)]() mutable {
@@ -633,22 +639,25 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       });
     };
     hold();
-    auto stream = d.upstream->grpc()->stream(kStreamMethod, std::move(options), std::move(callbacks));
     auto& leg = legs_[key];
-    leg.stream = std::move(stream);
+    leg.stream = endpoint->grpc()->stream(kStreamMethod, std::move(options), std::move(callbacks));
+    leg.endpoint = endpoint;
     leg.decision = d;
-    return leg.stream.get();
+    return leg;
   }
 
-  void onUpstreamMessage(upstream::Upstream* key, ByteBuffer message) {
+  void onUpstreamMessage(LegKey key, ByteBuffer message) {
     if (finish_called_ || abandoned_) return;
     auto it = legs_.find(key);
-    bool counting = it != legs_.end() && it->second.outstanding > 0;
+    bool counting = it != legs_.end() && !it->second.outstanding.empty();
     bool renaming = it != legs_.end() && !it->second.renames.empty();
     // One contiguous view of the answer serves both reads (joined only when multi-slice).
     codecs::StatusOr<codecs::Buffer> flat =
         counting || renaming ? codecs::fromByteBuffer(message) : codecs::Buffer();
-    if (counting && flat.ok() && isFinalStreamAnswer(*flat)) --it->second.outstanding;
+    if (counting && flat.ok() && isFinalStreamAnswer(*flat)) {
+      it->second.outstanding.front().finish(upstream::Outcome::kSuccess);
+      it->second.outstanding.pop_front();
+    }
     if (renaming) {
       std::optional<std::string> upstream_model = flat.ok() ? streamModelName(*flat) : std::nullopt;
       auto hit = upstream_model ? it->second.renames.find(*upstream_model) : it->second.renames.end();
@@ -663,17 +672,22 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
 
   // An upstream stream ended: after the client's half-close that is its normal end; any
   // other end is reported (in-band, or as the stream's status with triton_grpc_error).
-  void onUpstreamDone(upstream::Upstream* key, const ::grpc::Status& status) {
+  void onUpstreamDone(LegKey key, const ::grpc::Status& status) {
     auto it = legs_.find(key);
-    Decision d = it != legs_.end() ? it->second.decision : Decision();
-    size_t unanswered = it != legs_.end() ? it->second.outstanding : 0;
-    if (it != legs_.end()) legs_.erase(it);
+    if (it == legs_.end()) return pump();
+    UpstreamLeg leg = std::move(it->second);
+    legs_.erase(it);
+    const size_t unanswered = leg.outstanding.size();
+    for (upstream::EndpointLease& lease : leg.outstanding) {
+      lease.finish(upstream::outcomeOfGrpc(status.error_code()));
+    }
     if (finish_called_ || abandoned_) return pump();
     if (!status.ok()) {
-      codecs::Status error = upstream::toUpstreamStatus(status, key->name());
+      codecs::Status error =
+          upstream::toUpstreamStatus(status, leg.decision.upstream->name(), leg.endpoint->key());
       if (strict_) {
         terminal_queued_ = true;
-        out_.push_back(Outgoing{ByteBuffer(), publicGrpcStatus(error, d)});
+        out_.push_back(Outgoing{ByteBuffer(), publicGrpcStatus(error, leg.decision)});
       } else {
         // One in-band error per request the leg took and never finished answering.
         codecs::InferResponse response;
@@ -732,8 +746,8 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       }
       onEmission(tag, Emission{std::move(answer), true, true, false});
     };
-    http_calls_[id] = d.upstream->http(loop_).send(d.upstream->nextEndpoint(), std::move(out),
-                                                   std::move(callbacks));
+    http_calls_[id] = upstream::fleetHttp(d.upstream->fleet(), d.upstream->http(loop_), loop_,
+                                          std::move(out), d.pick, std::move(callbacks));
   }
 
   void cancelUpstreams() {
@@ -746,14 +760,23 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   void onRequest(Incoming in) {
     if (finish_called_ || abandoned_ || terminal_queued_) return;  // the stream is ending
     if (in.decision && in.decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
-      upstream::GrpcStream* leg = legFor(*in.decision);
-      if (in.decision->rewrites()) {
-        legs_[in.decision->upstream].renames[in.decision->upstream_model] = in.decision->client_model;
+      // Placed without waiting: a stream's requests keep their order, so none may sit in
+      // the fleet's queue while later ones go ahead. At the cap it is refused in-band.
+      codecs::StatusOr<upstream::EndpointLease> lease =
+          in.decision->upstream->fleet()->tryAcquire(in.decision->pick, nullptr);
+      if (lease.ok()) {
+        UpstreamLeg& leg = legFor(*in.decision, lease->sharedEndpoint());
+        if (in.decision->rewrites()) {
+          leg.renames[in.decision->upstream_model] = in.decision->client_model;
+        }
+        leg.outstanding.push_back(std::move(*lease));
+        leg.stream->write(std::move(in.raw));
+        maybeRead();
+        return;
       }
-      ++legs_[in.decision->upstream].outstanding;
-      leg->write(std::move(in.raw));
-      maybeRead();
-      return;
+      codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(in.raw);
+      if (flat.ok()) in.id_on_error = peekRequestId(*flat);
+      in.request = publicStatus(lease.status(), in.decision->upstream_model, in.decision->client_model);
     }
     ++in_flight_;
     RequestTag tag;
@@ -901,7 +924,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   Flag cancelled_ = std::make_shared<std::atomic<bool>>(false);
   bool strict_ = false;  // triton_grpc_error: true
   int refs_ = 1;         // grpc's (OnDone) + one per upstream stream not yet done; loop thread
-  std::map<upstream::Upstream*, UpstreamLeg> legs_;
+  std::map<LegKey, UpstreamLeg> legs_;
   std::map<uint64_t, std::shared_ptr<upstream::HttpCallHandle>> http_calls_;
   uint64_t next_http_id_ = 0;
   bool sequence_busy_ = false;  // a sequence request is out to an HTTP upstream

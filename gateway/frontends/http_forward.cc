@@ -26,6 +26,7 @@
 #include "codecs/json_response_encoder.h"
 #include "codecs/protobuf_request_encoder.h"
 #include "codecs/protobuf_response_decoder.h"
+#include "codecs/sequence_peek.h"
 #include "codecs/text.h"
 #include "gateway/error_mapping.h"
 #include "gateway/execution_runner.h"
@@ -33,6 +34,7 @@
 #include "gateway/frontends/http_frontend_internal.h"
 #include "gateway/shared_memory_refusal.h"
 #include "gateway/upstream/admin_transcode.h"
+#include "gateway/upstream/fleet_call.h"
 #include "grpc_service.pb.h"
 
 namespace infergate::gateway::frontends {
@@ -71,6 +73,34 @@ codecs::Status publicStatus(const codecs::Status& status, const Names& n) {
 std::optional<std::chrono::system_clock::time_point> deadlineOf(std::chrono::milliseconds timeout) {
   if (timeout.count() == 0) return std::nullopt;
   return std::chrono::system_clock::now() + timeout;
+}
+
+// The sequence of an /infer body forwarded untouched: its JSON header (the whole body, or
+// the first Inference-Header-Content-Length bytes), decompressed first when it came
+// compressed. None when it cannot be read: the upstream will say what is wrong.
+codecs::SequenceRef sequenceOfBody(const http::HttpRequest& req, const codecs::DecodeLimits& limits) {
+  codecs::Buffer body = req.body;
+  size_t readable = std::max(req.body_readable, body.size());
+  if (const std::string* encoding = req.headers.find("Content-Encoding")) {
+    auto parsed = codecs::parseContentEncoding(*encoding);
+    if (!parsed.ok()) return {};
+    if (*parsed != codecs::ContentEncoding::kIdentity) {
+      auto plain = codecs::decompress(*parsed, codecs::BufferChain(req.body),
+                                      limits.max_decompressed_bytes);
+      if (!plain.ok()) return {};
+      body = std::move(*plain);
+      readable = body.size();
+    }
+  }
+  std::string_view header = body.view();
+  if (const std::string* length = req.headers.find("Inference-Header-Content-Length")) {
+    uint64_t n = 0;
+    auto [end, ec] = std::from_chars(length->data(), length->data() + length->size(), n);
+    if (ec != std::errc() || end != length->data() + length->size() || n > header.size()) return {};
+    header = header.substr(0, n);
+  }
+  auto sequence = codecs::peekSequenceFromJson(header, readable, limits);
+  return sequence.ok() ? *sequence : codecs::SequenceRef{};
 }
 
 // "/v2/models/<m>[/versions/<v>]/<suffix>" or the repository form, for a rewritten model.
@@ -235,19 +265,16 @@ void callTyped(const std::shared_ptr<HttpExchange>& exchange, const Router& rout
       codecs::toByteBuffer(codecs::BufferChain(codecs::Buffer::fromString(request.SerializeAsString())));
   Names names(d);
   std::string full = codecs::strCat(kService, method);
-  auto call = d.upstream->grpc()->unary(
-      full, bytes, std::move(options),
+  auto call = upstream::fleetUnary(
+      d.upstream->fleet(), full, std::move(bytes), std::move(options), d.pick,
       [exchange, names, method = std::string(method), on_answer = std::move(on_answer)](
-          grpc::Status status, grpc::ByteBuffer answer) mutable {
+          codecs::Status status, grpc::ByteBuffer answer) mutable {
         exchange->loop().post([exchange, names = std::move(names), method = std::move(method),
                                on_answer = std::move(on_answer), status = std::move(status),
                                answer = std::move(answer)]() mutable {
           exchange->setCancelHandler(nullptr);
           if (exchange->responded()) return;
-          if (!status.ok()) {
-            return exchange->respond(errorResponse(
-                publicStatus(upstream::toUpstreamStatus(status, names.upstream_name), names)));
-          }
+          if (!status.ok()) return exchange->respond(errorResponse(publicStatus(status, names)));
           Response typed;
           codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
           if (!flat.ok() || !typed.ParseFromArray(flat->data(), static_cast<int>(flat->size()))) {
@@ -320,8 +347,15 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
       exchange->respond(relayAnswer(std::move(*r), endpoint, names));
     };
   }
-  auto call = d.upstream->http(exchange->loop())
-                  .send(d.upstream->nextEndpoint(), std::move(out), std::move(callbacks));
+  upstream::PickContext pick = d.pick;
+  if (m.endpoint == HttpEndpoint::kModelInfer && d.upstream->fleet()->affinityMatters()) {
+    if (codecs::SequenceRef sequence = sequenceOfBody(req, options_.limits); sequence.present()) {
+      pick.sequence = std::move(sequence);
+    }
+  }
+  auto call = upstream::fleetHttp(d.upstream->fleet(), d.upstream->http(exchange->loop()),
+                                  exchange->loop(), std::move(out), std::move(pick),
+                                  std::move(callbacks));
   if (call) exchange->setCancelHandler([call] { call->cancel(); });
 }
 
@@ -432,17 +466,19 @@ void HttpFrontend::inferOverGrpc(const Exchange& exchange, const Decision& d) {
   }
   Names names(d);
   codecs::DecodeLimits limits = options_.limits;
-  auto call = d.upstream->grpc()->unary(
-      codecs::strCat(kService, "ModelInfer"), codecs::toByteBuffer(*message), std::move(options),
-      [exchange, request, names, limits](grpc::Status status, grpc::ByteBuffer answer) mutable {
+  upstream::PickContext pick = d.pick;
+  if (codecs::SequenceRef sequence = codecs::sequenceOf(request->parameters); sequence.present()) {
+    pick.sequence = std::move(sequence);
+  }
+  auto call = upstream::fleetUnary(
+      d.upstream->fleet(), codecs::strCat(kService, "ModelInfer"), codecs::toByteBuffer(*message),
+      std::move(options), std::move(pick),
+      [exchange, request, names, limits](codecs::Status status, grpc::ByteBuffer answer) mutable {
         exchange->loop().post([exchange, request, names = std::move(names), limits,
                                status = std::move(status), answer = std::move(answer)] {
           exchange->setCancelHandler(nullptr);
           if (exchange->responded()) return;
-          if (!status.ok()) {
-            return exchange->respond(errorResponse(
-                publicStatus(upstream::toUpstreamStatus(status, names.upstream_name), names)));
-          }
+          if (!status.ok()) return exchange->respond(errorResponse(publicStatus(status, names)));
           codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
           codecs::StatusOr<codecs::InferResponse> response =
               flat.ok() ? codecs::ProtobufResponseDecoder(limits).decode(*flat) : flat.status();
@@ -470,9 +506,9 @@ void HttpFrontend::mirror(const Exchange& exchange, const Route& route, const De
       std::string path = d.rewrites() ? upstreamTarget(route.match, d, http.query()) : http.target;
       upstream::HttpUpstreamCallbacks ignore;
       ignore.on_complete = [](codecs::StatusOr<upstream::HttpUpstreamResponse>) {};
-      target.http(exchange->loop())
-          .send(target.nextEndpoint(), passthroughRequest(*router_, http, std::move(path), d.timeout),
-                std::move(ignore));
+      upstream::fleetHttp(target.fleet(), target.http(exchange->loop()), exchange->loop(),
+                          passthroughRequest(*router_, http, std::move(path), d.timeout),
+                          d.mirrorPick(), std::move(ignore));
       return;
     }
     case Upstream::Protocol::kGrpc: {
@@ -484,8 +520,9 @@ void HttpFrontend::mirror(const Exchange& exchange, const Route& route, const De
       if (!message.ok()) return;
       upstream::GrpcCallOptions options;
       options.deadline = deadlineOf(d.timeout);
-      target.grpc()->unary(codecs::strCat(kService, "ModelInfer"), codecs::toByteBuffer(*message),
-                           std::move(options), [](grpc::Status, grpc::ByteBuffer) {});
+      upstream::fleetUnary(target.fleet(), codecs::strCat(kService, "ModelInfer"),
+                           codecs::toByteBuffer(*message), std::move(options), d.mirrorPick(),
+                           [](codecs::Status, grpc::ByteBuffer) {});
       return;
     }
     case Upstream::Protocol::kBuiltin: {
@@ -533,7 +570,8 @@ void gatherAll(const std::shared_ptr<HttpExchange>& exchange, const Router& rout
                std::function<void(Gather&)> finish) {
   auto gather = std::make_shared<Gather>();
   gather->exchange = exchange;
-  upstream::UpstreamSet& set = router.upstreams();
+  std::shared_ptr<const RouterSnapshot> snapshot = router.snapshot();
+  const upstream::UpstreamSet& set = *snapshot->upstreams;
   gather->answers.resize(set.size());
   gather->pending = set.size();
   gather->finish = std::move(finish);
@@ -558,7 +596,8 @@ void gatherAll(const std::shared_ptr<HttpExchange>& exchange, const Router& rout
           if (r->status != 200) return gather->done(i, httpErrorAnswer(r->status, r->body.view(), name));
           gather->done(i, std::string(r->body.view()));
         };
-        u.http(exchange->loop()).send(u.nextEndpoint(), std::move(out), std::move(callbacks));
+        upstream::fleetHttp(u.fleet(), u.http(exchange->loop()), exchange->loop(), std::move(out),
+                            upstream::PickContext{}, std::move(callbacks));
         break;
       }
       case Upstream::Protocol::kGrpc: {
@@ -566,12 +605,13 @@ void gatherAll(const std::shared_ptr<HttpExchange>& exchange, const Router& rout
         if (u.timeout().count()) options.deadline = deadlineOf(u.timeout());
         grpc::ByteBuffer bytes = codecs::toByteBuffer(
             codecs::BufferChain(codecs::Buffer::fromString(grpc_request.SerializeAsString())));
-        u.grpc()->unary(
-            codecs::strCat(kService, grpc_method), bytes, std::move(options),
+        upstream::fleetUnary(
+            u.fleet(), codecs::strCat(kService, grpc_method), std::move(bytes), std::move(options),
+            upstream::PickContext{},
             [gather, i, to_json, name = u.name(), method = std::string(grpc_method),
-             loop = &exchange->loop()](grpc::Status status, grpc::ByteBuffer answer) {
+             loop = &exchange->loop()](codecs::Status status, grpc::ByteBuffer answer) {
               loop->post([gather, i, to_json, name, method, status, answer] {
-                if (!status.ok()) return gather->done(i, upstream::toUpstreamStatus(status, name));
+                if (!status.ok()) return gather->done(i, status);
                 GrpcResponse typed;
                 auto flat = codecs::fromByteBuffer(answer);
                 if (!flat.ok() || !typed.ParseFromArray(flat->data(), static_cast<int>(flat->size()))) {

@@ -6,6 +6,7 @@
 #include "gateway/error_mapping.h"
 #include "gateway/frontends/http_routes.h"
 #include "gateway/upstream/admin_transcode.h"
+#include "gateway/upstream/upstream_status.h"
 
 namespace infergate::gateway::frontends {
 
@@ -33,6 +34,9 @@ HttpResponse bareError(int status, std::string_view message) {
 HttpResponse errorResponse(const codecs::Status& status) {
   HttpResponse r = HttpResponse::jsonError(httpStatusFor(status), codecs::messageOf(status));
   if (isRateLimit(status)) r.header("Retry-After", "1");
+  if (std::optional<uint32_t> after = upstream::retryAfterOf(status)) {
+    r.header("Retry-After", codecs::strCat(*after));
+  }
   return r;
 }
 

@@ -26,6 +26,14 @@ EventLoop::EventLoop() {
 }
 
 EventLoop::~EventLoop() {
+  // Tasks that never ran are dropped while the base still exists: what they own (an
+  // upstream client handed here to be destroyed on its loop) may still use it.
+  std::vector<std::function<void()>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dropped.swap(tasks_);
+  }
+  dropped.clear();
   if (wake_event_) event_free(wake_event_);
   if (wake_fd_ >= 0) close(wake_fd_);
   if (base_) event_base_free(base_);

@@ -28,7 +28,9 @@ class EventLoop {
   void run();
   // Asks run() to return once pending callbacks ran; any thread.
   void stop();
-  // Runs `fn` on the loop thread soon; any thread. Tasks run in the order posted.
+  // Runs `fn` on the loop thread soon; any thread. Tasks run in the order posted. A task
+  // posted after the loop stopped never runs: it is destroyed, with what it captured,
+  // when the loop is, before the event base goes.
   void post(std::function<void()> fn);
   bool inLoopThread() const;
 

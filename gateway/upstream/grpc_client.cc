@@ -503,23 +503,26 @@ std::shared_ptr<GrpcStream> GrpcUpstreamClient::stream(std::string_view method,
 }
 
 void GrpcUpstreamClient::shutdown() { impl_->shutdown(); }
-codecs::Status toUpstreamStatus(const grpc::Status& status, std::string_view upstream) {
+codecs::Status toUpstreamStatus(const grpc::Status& status, std::string_view upstream,
+                                std::string_view endpoint) {
   const std::string& message = status.error_message();
+  const std::string own = codecs::strCat("upstream '", upstream, "'");
+  const std::string named =
+      endpoint.empty() ? own : codecs::strCat(own, " (", endpoint, ")");
   switch (status.error_code()) {
     case grpc::StatusCode::OK:
       return absl::OkStatus();
     case grpc::StatusCode::UNAVAILABLE: {
       // The client's own refusal ("upstream 'x' is shut down") names the upstream already.
-      const std::string own = codecs::strCat("upstream '", upstream, "'");
       return codecs::withOrigin(
           absl::UnavailableError(message.starts_with(own)
                                      ? message
-                                     : codecs::strCat(own, " is unavailable: ", message)),
+                                     : codecs::strCat(named, " is unavailable: ", message)),
           codecs::ErrorOrigin::kUpstream);
     }
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return codecs::withOrigin(
-          absl::DeadlineExceededError(codecs::strCat("upstream '", upstream, "' timed out",
+          absl::DeadlineExceededError(codecs::strCat(named, " timed out",
                                                      message.empty() ? "" : ": ", message)),
           codecs::ErrorOrigin::kUpstream);
     default:

@@ -96,7 +96,9 @@ class GrpcUpstreamClient {
   std::shared_ptr<Impl> impl_;
 };
 
-// The gateway's status for a failed upstream call (see above). `upstream` is its name.
-codecs::Status toUpstreamStatus(const grpc::Status& status, std::string_view upstream);
+// The gateway's status for a failed upstream call (see above). `upstream` is its name;
+// `endpoint`, when given, is named after it: "upstream 'u' (10.0.0.7:8001) is unavailable".
+codecs::Status toUpstreamStatus(const grpc::Status& status, std::string_view upstream,
+                                std::string_view endpoint = {});
 
 }  // namespace infergate::gateway::upstream

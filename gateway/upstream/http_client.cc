@@ -56,6 +56,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "gateway/upstream/upstream_status.h"
+
 namespace infergate::gateway::upstream {
 namespace {
 
@@ -823,10 +825,10 @@ Status CurlMultiClient::outcomeOf(const Call& call, CURLcode result) const {
   };
   switch (result) {
     case CURLE_COULDNT_CONNECT:
-      return upstream(absl::UnavailableError(
-          message(os_errno == ECONNREFUSED ? "connection refused" : "cannot connect")));
+      return markNotSent(upstream(absl::UnavailableError(
+          message(os_errno == ECONNREFUSED ? "connection refused" : "cannot connect"))));
     case CURLE_COULDNT_RESOLVE_HOST:
-      return upstream(absl::UnavailableError(message("cannot resolve the host name")));
+      return markNotSent(upstream(absl::UnavailableError(message("cannot resolve the host name"))));
     case CURLE_SEND_ERROR:
       return upstream(
           absl::UnavailableError(message("connection broken while sending the request")));
@@ -850,8 +852,8 @@ Status CurlMultiClient::outcomeOf(const Call& call, CURLcode result) const {
         return upstream(absl::DeadlineExceededError(message(strCat(
             "no response within the request's timeout of ", call.request.timeout.count(), " ms"))));
       }
-      return upstream(absl::UnavailableError(
-          message(strCat("cannot connect within ", options_.connect_timeout.count(), " ms"))));
+      return markNotSent(upstream(absl::UnavailableError(
+          message(strCat("cannot connect within ", options_.connect_timeout.count(), " ms")))));
     }
     case CURLE_WEIRD_SERVER_REPLY:
     case CURLE_UNSUPPORTED_PROTOCOL:

@@ -1,9 +1,9 @@
 #pragma once
 
 // The configured upstreams as the request pipeline uses them: for each, what serves it —
-// the builtin model repository (in-process), one GrpcUpstreamClient, or one
-// HttpUpstreamClient per worker loop — plus its endpoints (round robin) and whether the
-// readiness probe last found it reachable.
+// the builtin model repository (in-process), or its fleet of endpoints (fleet.h: each
+// gRPC endpoint with its own channels) and, for HTTP, one HttpUpstreamClient per worker
+// loop.
 //
 // Built once at start from the validated configuration (index i = config.upstreams[i],
 // the numbering routing::RouteTable uses), shared read-only by every thread; the clients
@@ -12,6 +12,10 @@
 // Shutdown order: shutdownGrpc() cancels gRPC calls in flight while the loops still run
 // (their completions post to the loops); the HTTP clients are destroyed with the set,
 // after the worker loops have stopped.
+//
+// Reloads: build() takes the set it replaces; an upstream whose configuration is unchanged
+// keeps its fleet (endpoints, health, connections) and HTTP clients; a changed one keeps
+// the state of the endpoints it still lists, and its sequence bindings.
 
 #include <atomic>
 #include <chrono>
@@ -23,7 +27,7 @@
 #include "config/config.h"
 #include "gateway/http/worker_pool.h"
 #include "gateway/upstream/builtin/repository.h"
-#include "gateway/upstream/grpc_client.h"
+#include "gateway/upstream/fleet.h"
 #include "gateway/upstream/http_client.h"
 
 namespace infergate::gateway::upstream {
@@ -38,19 +42,17 @@ class Upstream {
 
   // kBuiltin only (null otherwise).
   const std::shared_ptr<builtin::ModelRepository>& repository() const { return repository_; }
-  // kGrpc only (null otherwise).
-  GrpcUpstreamClient* grpc() const { return grpc_.get(); }
+  // kGrpc / kHttp: the endpoints and the choice among them (null for kBuiltin).
+  const std::shared_ptr<UpstreamFleet>& fleet() const { return fleet_; }
   // kHttp only: the client of `loop` (a worker loop of the pool the set was built with).
-  HttpUpstreamClient& http(http::EventLoop& loop) const;
-  // kHttp: the endpoint for the next request (round robin).
-  const config::ListenAddress& nextEndpoint() const;
+  const std::shared_ptr<HttpUpstreamClient>& http(http::EventLoop& loop) const;
 
   // The upstream's own per-request limit (timeout_ms), 0 = none.
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(config_.timeout_ms); }
 
-  // What the readiness probe last saw; builtin upstreams are always reachable.
-  bool reachable() const { return reachable_.load(std::memory_order_relaxed); }
-  void setReachable(bool reachable) { reachable_.store(reachable, std::memory_order_relaxed); }
+  // Whether requests can be served: builtin always; otherwise some endpoint is routable
+  // and was found healthy by its checks (or checks are off).
+  bool reachable() const;
 
  private:
   friend class UpstreamSet;
@@ -58,17 +60,17 @@ class Upstream {
 
   config::UpstreamConfig config_;
   std::shared_ptr<builtin::ModelRepository> repository_;
-  std::unique_ptr<GrpcUpstreamClient> grpc_;
-  std::vector<std::pair<http::EventLoop*, std::unique_ptr<HttpUpstreamClient>>> http_;
-  mutable std::atomic<size_t> next_endpoint_{0};
-  std::atomic<bool> reachable_{false};
+  std::shared_ptr<UpstreamFleet> fleet_;
+  std::vector<std::pair<http::EventLoop*, std::shared_ptr<HttpUpstreamClient>>> http_;
 };
 
 class UpstreamSet {
  public:
   // Errors: INVALID_ARGUMENT for a builtin upstream naming unknown demo models.
+  // `previous`: the set this one replaces (a reload), whose state is carried over.
   static codecs::StatusOr<std::unique_ptr<UpstreamSet>> build(
-      const std::vector<config::UpstreamConfig>& upstreams, http::WorkerPool& pool);
+      const std::vector<config::UpstreamConfig>& upstreams, http::WorkerPool& pool,
+      const UpstreamSet* previous = nullptr);
   // One builtin upstream named `name` serving `repository` (tests, embeddings).
   static std::unique_ptr<UpstreamSet> builtinOnly(
       std::string name, std::shared_ptr<builtin::ModelRepository> repository);
@@ -76,6 +78,8 @@ class UpstreamSet {
 
   size_t size() const { return upstreams_.size(); }
   Upstream& at(size_t index) const { return *upstreams_[index]; }
+  // The upstream named `name`, or null.
+  Upstream* find(std::string_view name) const;
   auto begin() const { return upstreams_.begin(); }
   auto end() const { return upstreams_.end(); }
 

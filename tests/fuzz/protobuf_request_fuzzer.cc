@@ -1,5 +1,7 @@
 // Property: any bytes either decode into a ModelInferRequest or fail cleanly; the model
-// peek agrees with the full decode; what decodes re-encodes and decodes to the same.
+// peek (name, version, sequence) agrees with the full decode, and the segmented peek with
+// the contiguous one however the bytes are cut; what decodes re-encodes and decodes to
+// the same.
 
 #include <cstddef>
 #include <cstdint>
@@ -7,6 +9,7 @@
 #include "codecs/protobuf_peek.h"
 #include "codecs/protobuf_request_decoder.h"
 #include "codecs/protobuf_request_encoder.h"
+#include "codecs/sequence_peek.h"
 #include "tests/fuzz/fuzz_util.h"
 
 using namespace infergate::codecs;
@@ -17,6 +20,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_tensor_bytes = 1 << 20;
   auto request = ProtobufRequestDecoder(limits).decode(message);
   auto peek = peekModelInferRequest(message.span());
+  // The segmented peek, cut where the first byte says: it refuses only what the
+  // contiguous one refuses, or top-level groups (its callers then use the contiguous one).
+  size_t at = size == 0 ? 0 : data[0] % (size + 1);
+  std::span<const uint8_t> segments[] = {{data, at}, {data + at, size - at}};
+  auto owned = peekModelInferRequest(std::span<const std::span<const uint8_t>>(segments));
+  if (owned.ok()) {
+    FUZZ_CHECK(peek.ok());
+    FUZZ_CHECK(owned->model_name == peek->model_name);
+    FUZZ_CHECK(owned->model_version == peek->model_version);
+    FUZZ_CHECK(owned->sequence == peek->sequence);
+  } else {
+    checkIsCleanError(owned.status());
+  }
   if (!request.ok()) {
     checkIsCleanError(request.status());
     return 0;
@@ -24,6 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(peek.ok());
   FUZZ_CHECK(peek->model_name == request->model_name);
   FUZZ_CHECK(peek->model_version == request->model_version);
+  FUZZ_CHECK(peek->sequence == sequenceOf(request->parameters));
   auto encoded = ProtobufRequestEncoder().encode(*request);
   if (!encoded.ok()) {
     checkIsCleanError(encoded.status());

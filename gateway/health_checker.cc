@@ -1,0 +1,254 @@
+#include "gateway/health_checker.h"
+
+#include <algorithm>
+#include <future>
+#include <unordered_map>
+
+#include "codecs/grpc_byte_buffer.h"
+#include "grpc_service.pb.h"
+#include "routing/queue_signal.h"
+
+namespace infergate::gateway {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using upstream::Endpoint;
+using upstream::Upstream;
+
+constexpr std::chrono::milliseconds kMinTick{10};
+constexpr std::chrono::milliseconds kMaxTick{1000};
+constexpr std::string_view kService = "/inference.GRPCInferenceService/";
+
+std::chrono::milliseconds checkInterval(const config::UpstreamConfig& u,
+                                        const config::ReadinessConfig& readiness) {
+  uint64_t ms = u.health_check.interval_ms ? u.health_check.interval_ms : readiness.probe_interval_ms;
+  return std::chrono::milliseconds(std::max<uint64_t>(ms, 1));
+}
+
+bool scrapes(const config::UpstreamConfig& u) {
+  return u.load_balancing.policy == config::LoadBalancingConfig::Policy::kLoadAware &&
+         u.load_balancing.metrics_port != 0;
+}
+
+grpc::ByteBuffer serialized(const google::protobuf::MessageLite& message) {
+  return codecs::toByteBuffer(
+      codecs::BufferChain(codecs::Buffer::fromString(message.SerializeAsString())));
+}
+
+template <typename Response>
+bool answeredReady(const grpc::Status& status, const grpc::ByteBuffer& answer) {
+  if (!status.ok()) return false;
+  codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
+  Response typed;
+  return flat.ok() && typed.ParseFromArray(flat->data(), static_cast<int>(flat->size())) &&
+         typed.ready();
+}
+
+}  // namespace
+
+bool upstreamsReady(config::ReadinessConfig::Policy policy, const routing::RouteTable& table,
+                    const std::vector<bool>& reachable) {
+  using Policy = config::ReadinessConfig::Policy;
+  if (policy == Policy::kAlways) return true;
+  size_t served = 0;
+  for (const routing::Route& route : table.routes()) {
+    bool any = false;
+    for (const routing::Route::Target& t : route.targets) any = any || reachable[t.upstream];
+    served += any ? 1 : 0;
+  }
+  if (policy == Policy::kAnyRoute) return served > 0;
+  return served == table.routes().size();
+}
+
+// Lives on the loop: the timer, each endpoint's schedule. Probe callbacks hold it.
+struct HealthChecker::State : std::enable_shared_from_this<State> {
+  struct Schedule {
+    std::shared_ptr<Endpoint> endpoint;
+    Clock::time_point next_probe{};
+    Clock::time_point next_scrape{};
+    bool probing = false;
+    bool scraping = false;
+    bool seen = false;  // in the current snapshot (pruning)
+  };
+
+  std::shared_ptr<Router> router;
+  http::EventLoop& loop;
+  std::shared_ptr<ServerHealth> health;
+  std::unique_ptr<http::LoopTimer> timer;
+  std::shared_ptr<upstream::HttpUpstreamClient> metrics_client;  // load-aware scrapes
+  std::unordered_map<const Endpoint*, Schedule> schedules;
+  bool stopped = false;
+
+  State(std::shared_ptr<Router> r, http::EventLoop& l, std::shared_ptr<ServerHealth> h)
+      : router(std::move(r)), loop(l), health(std::move(h)) {}
+
+  void judge() {
+    std::shared_ptr<const RouterSnapshot> snapshot = router->snapshot();
+    std::vector<bool> reachable;
+    for (const auto& u : *snapshot->upstreams) reachable.push_back(u->reachable());
+    health->upstreams_ready.store(
+        upstreamsReady(snapshot->config->readiness.policy, *snapshot->table, reachable));
+  }
+
+  std::chrono::milliseconds tick() const {
+    std::chrono::milliseconds t = kMaxTick;
+    std::shared_ptr<const RouterSnapshot> snapshot = router->snapshot();
+    const config::ReadinessConfig& readiness = snapshot->config->readiness;
+    for (const auto& u : *snapshot->upstreams) {
+      if (!u->config().isRemote()) continue;
+      if (u->config().health_check.enabled) t = std::min(t, checkInterval(u->config(), readiness));
+      if (scrapes(u->config())) {
+        t = std::min(t, std::chrono::milliseconds(u->config().load_balancing.metrics_interval_ms));
+      }
+    }
+    return std::max(t, kMinTick);
+  }
+
+  // Loop thread: probes and scrapes what is due, then sleeps one tick.
+  void round() {
+    if (stopped) return;
+    const Clock::time_point now = Clock::now();
+    std::shared_ptr<const RouterSnapshot> snapshot = router->snapshot();
+    const config::ReadinessConfig& readiness = snapshot->config->readiness;
+    for (auto& [key, schedule] : schedules) schedule.seen = false;
+    for (const auto& u : *snapshot->upstreams) {
+      if (!u->fleet()) continue;
+      const config::UpstreamConfig& c = u->config();
+      for (const std::shared_ptr<Endpoint>& e : *u->fleet()->endpoints()) {
+        Schedule& s = schedules[e.get()];
+        s.endpoint = e;
+        s.seen = true;
+        if (c.health_check.enabled && !s.probing && now >= s.next_probe) {
+          s.probing = true;
+          s.next_probe = now + checkInterval(c, readiness);
+          probe(*u, e);
+        }
+        if (scrapes(c) && !s.scraping && now >= s.next_scrape &&
+            e->address().kind == config::ListenAddress::Kind::kTcp) {
+          s.scraping = true;
+          s.next_scrape = now + std::chrono::milliseconds(c.load_balancing.metrics_interval_ms);
+          scrape(c, e);
+        }
+      }
+    }
+    // Endpoints no longer listed (a reload, a DNS change) are forgotten; a probe still in
+    // flight finds no schedule and is dropped.
+    std::erase_if(schedules, [](const auto& entry) { return !entry.second.seen; });
+    judge();
+    timer->arm(tick());
+  }
+
+  void probe(const Upstream& u, const std::shared_ptr<Endpoint>& e) {
+    const config::HealthCheckConfig& check = u.config().health_check;
+    const auto timeout = std::chrono::milliseconds(check.timeout_ms);
+    auto done = [self = shared_from_this(), e, check](bool ready) {
+      self->loop.post([self, e, check, ready] { self->probed(e, check, ready); });
+    };
+    if (u.protocol() == Upstream::Protocol::kGrpc) {
+      upstream::GrpcCallOptions options;
+      options.deadline = std::chrono::system_clock::now() + timeout;
+      if (check.model.empty()) {
+        e->grpc()->unary(codecs::strCat(kService, "ServerReady"),
+                         serialized(inference::ServerReadyRequest()), std::move(options),
+                         [done](grpc::Status status, grpc::ByteBuffer answer) {
+                           done(answeredReady<inference::ServerReadyResponse>(status, answer));
+                         });
+      } else {
+        inference::ModelReadyRequest request;
+        request.set_name(check.model);
+        request.set_version(check.version);
+        e->grpc()->unary(codecs::strCat(kService, "ModelReady"), serialized(request),
+                         std::move(options), [done](grpc::Status status, grpc::ByteBuffer answer) {
+                           done(answeredReady<inference::ModelReadyResponse>(status, answer));
+                         });
+      }
+      return;
+    }
+    upstream::HttpUpstreamRequest request;
+    request.method = "GET";
+    request.target = check.model.empty() ? "/v2/health/ready"
+                                         : modelPath(check.model, check.version, "/ready");
+    request.timeout = timeout;
+    upstream::HttpUpstreamCallbacks callbacks;
+    callbacks.on_complete = [self = shared_from_this(), e, check](
+                                codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+      self->probed(e, check, r.ok() && r->status == 200);
+    };
+    u.http(loop)->send(e->address(), std::move(request), std::move(callbacks));
+  }
+
+  void probed(const std::shared_ptr<Endpoint>& e, const config::HealthCheckConfig& check, bool ready) {
+    auto it = schedules.find(e.get());
+    if (it != schedules.end()) it->second.probing = false;
+    if (stopped) return;
+    e->recordProbe(ready, check);
+    judge();
+  }
+
+  void scrape(const config::UpstreamConfig& c, const std::shared_ptr<Endpoint>& e) {
+    if (!metrics_client) {
+      upstream::HttpClientOptions options;
+      options.upstream_name = "metrics";
+      options.max_connections_per_endpoint = 1;
+      metrics_client = std::make_shared<upstream::HttpUpstreamClient>(loop, options);
+    }
+    config::ListenAddress at = e->address();
+    at.port = c.load_balancing.metrics_port;
+    at.text = at.host.find(':') != std::string::npos ? codecs::strCat("[", at.host, "]:", at.port)
+                                                     : codecs::strCat(at.host, ":", at.port);
+    upstream::HttpUpstreamRequest request;
+    request.method = "GET";
+    request.target = "/metrics";
+    request.timeout = std::chrono::milliseconds(c.load_balancing.metrics_interval_ms);
+    upstream::HttpUpstreamCallbacks callbacks;
+    callbacks.on_complete = [self = shared_from_this(), e](
+                                codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+      auto it = self->schedules.find(e.get());
+      if (it != self->schedules.end()) it->second.scraping = false;
+      std::optional<uint64_t> pending;
+      if (r.ok() && r->status == 200) {
+        codecs::StatusOr<uint64_t> sum = routing::pendingRequestsFromMetrics(r->body.view());
+        if (sum.ok()) pending = *sum;
+      }
+      e->setScrapedQueue(pending);
+    };
+    metrics_client->send(at, std::move(request), std::move(callbacks));
+  }
+};
+
+HealthChecker::HealthChecker(std::shared_ptr<Router> router, http::EventLoop& loop,
+                             std::shared_ptr<ServerHealth> health)
+    : state_(std::make_shared<State>(std::move(router), loop, std::move(health))) {}
+
+HealthChecker::~HealthChecker() { stop(); }
+
+void HealthChecker::start() {
+  state_->judge();
+  running_ = true;  // even with readiness `always`: routing depends on the checks
+  state_->loop.post([state = state_] {
+    state->timer = std::make_unique<http::LoopTimer>(state->loop, [state] { state->round(); });
+    state->round();
+  });
+}
+
+void HealthChecker::rejudge() {
+  state_->loop.post([state = state_] {
+    if (!state->stopped) state->judge();
+  });
+}
+
+void HealthChecker::stop() {
+  if (!running_) return;
+  running_ = false;
+  std::promise<void> dropped;
+  state_->loop.post([state = state_, &dropped] {
+    state->stopped = true;
+    state->timer.reset();
+    state->metrics_client.reset();  // on its loop; pending scrapes are cancelled
+    state->schedules.clear();
+    dropped.set_value();
+  });
+  dropped.get_future().wait();
+}
+
+}  // namespace infergate::gateway

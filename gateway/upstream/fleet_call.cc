@@ -1,0 +1,288 @@
+#include "gateway/upstream/fleet_call.h"
+
+#include <mutex>
+
+namespace infergate::gateway::upstream {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Whether one more attempt may go: retries left, no sequence, time left, and the budget
+// (consumed here: call only with an attempt to make).
+bool mayRetry(UpstreamFleet& fleet, const PickContext& context, uint32_t retries_done,
+              const std::optional<std::chrono::system_clock::time_point>& deadline) {
+  if (retries_done >= fleet.config().retry.max_retries) return false;
+  if (context.sequence && context.sequence->present()) return false;
+  if (deadline && std::chrono::system_clock::now() >= *deadline) return false;
+  if (Clock::now() >= context.deadline) return false;
+  bool allowed = fleet.retryBudget().tryRetry(Clock::now());
+  if (!allowed) fleet.countRetry(false);
+  return allowed;
+}
+
+// The next attempt's lease on another endpoint than `tried`, counted as a retry.
+std::optional<EndpointLease> retryLease(UpstreamFleet& fleet, const PickContext& context,
+                                        const Endpoint* tried) {
+  codecs::StatusOr<EndpointLease> next = fleet.tryAcquire(context, tried);
+  if (!next.ok()) return std::nullopt;
+  fleet.countRetry(true);
+  return std::move(*next);
+}
+
+// ---- gRPC ----
+
+class FleetUnaryCall final : public GrpcCallHandle,
+                             public std::enable_shared_from_this<FleetUnaryCall> {
+ public:
+  FleetUnaryCall(std::shared_ptr<UpstreamFleet> fleet, std::string_view method,
+                 grpc::ByteBuffer request, GrpcCallOptions options, PickContext context,
+                 FleetUnaryDone done)
+      : fleet_(std::move(fleet)),
+        method_(method),
+        request_(std::move(request)),
+        options_(std::move(options)),
+        context_(std::move(context)),
+        done_(std::move(done)) {}
+
+  void start() {
+    fleet_->retryBudget().recordRequest(Clock::now());
+    uint64_t waiter = fleet_->acquire(
+        context_, [self = shared_from_this()](codecs::StatusOr<EndpointLease> lease) {
+          if (!lease.ok()) return self->deliver(lease.status(), {});
+          self->attempt(std::move(*lease));
+        });
+    std::lock_guard<std::mutex> lock(mu_);
+    waiter_ = waiter;
+  }
+
+  void cancel() override {
+    std::shared_ptr<GrpcCallHandle> inner;
+    uint64_t waiter;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancelled_ = true;
+      inner = inner_;
+      waiter = waiter_;
+    }
+    if (inner) return inner->cancel();
+    // Still waiting for a slot: leave the queue and answer now.
+    if (waiter != 0 && fleet_->abandon(waiter)) {
+      deliver(absl::CancelledError("the request was cancelled while waiting for a slot"), {});
+    }
+  }
+
+ private:
+  void attempt(EndpointLease lease) {
+    uint64_t id;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      id = ++attempts_;
+      if (cancelled_) id = 0;
+    }
+    if (id == 0) {
+      lease.finish(Outcome::kNeutral);
+      return deliver(absl::CancelledError("the request was cancelled"), {});
+    }
+    GrpcUpstreamClient* client = lease.endpoint().grpc();
+    lease_ = std::move(lease);
+    auto inner = client->unary(method_, request_, options_,
+                               [self = shared_from_this()](grpc::Status status, grpc::ByteBuffer answer) {
+                                 self->onAnswer(std::move(status), std::move(answer));
+                               });
+    std::lock_guard<std::mutex> lock(mu_);
+    if (id != attempts_ || done_ == nullptr) return;  // already answered (and maybe retried)
+    inner_ = inner;
+    if (cancelled_) inner->cancel();
+  }
+
+  // grpc thread: the attempt is over (its lease is ours alone again).
+  void onAnswer(grpc::Status status, grpc::ByteBuffer answer) {
+    std::shared_ptr<Endpoint> endpoint = lease_.sharedEndpoint();
+    lease_.finish(outcomeOfGrpc(status.error_code()));
+    const bool not_sent = !status.ok() && grpcNotSent(status);
+    bool cancelled;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      inner_.reset();
+      cancelled = cancelled_;
+    }
+    if (not_sent && !cancelled && mayRetry(*fleet_, context_, retries_, options_.deadline)) {
+      if (std::optional<EndpointLease> next = retryLease(*fleet_, context_, endpoint.get())) {
+        ++retries_;
+        return attempt(std::move(*next));
+      }
+    }
+    if (status.ok()) return deliver(absl::OkStatus(), std::move(answer));
+    codecs::Status out = toUpstreamStatus(status, fleet_->name(), endpoint->key());
+    deliver(not_sent ? markNotSent(std::move(out)) : std::move(out), {});
+  }
+
+  void deliver(codecs::Status status, grpc::ByteBuffer answer) {
+    FleetUnaryDone done;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done = std::move(done_);
+      done_ = nullptr;
+    }
+    if (done) done(std::move(status), std::move(answer));
+  }
+
+  std::shared_ptr<UpstreamFleet> fleet_;
+  std::string method_;
+  grpc::ByteBuffer request_;
+  GrpcCallOptions options_;
+  PickContext context_;
+  FleetUnaryDone done_;
+  EndpointLease lease_;  // the attempt in flight
+  uint32_t retries_ = 0;
+
+  std::mutex mu_;
+  bool cancelled_ = false;
+  uint64_t waiter_ = 0;  // acquire()'s, while it may wait in the queue
+  uint64_t attempts_ = 0;
+  std::shared_ptr<GrpcCallHandle> inner_;
+};
+
+// ---- HTTP ----
+
+class FleetHttpCall final : public HttpCallHandle,
+                            public std::enable_shared_from_this<FleetHttpCall> {
+ public:
+  FleetHttpCall(std::shared_ptr<UpstreamFleet> fleet, std::shared_ptr<HttpUpstreamClient> client,
+                http::EventLoop& loop, HttpUpstreamRequest request, PickContext context,
+                HttpUpstreamCallbacks callbacks)
+      : fleet_(std::move(fleet)),
+        client_(std::move(client)),
+        loop_(loop),
+        request_(std::move(request)),
+        context_(std::move(context)),
+        callbacks_(std::move(callbacks)) {}
+
+  void start() {
+    fleet_->retryBudget().recordRequest(Clock::now());
+    starting_.store(true);
+    waiter_ = fleet_->acquire(context_, [self = shared_from_this()](codecs::StatusOr<EndpointLease> lease) {
+      if (self->starting_.load() && self->loop_.inLoopThread()) {
+        return self->onLease(std::move(lease));
+      }
+      // Later, from another request's thread or the housekeeper: back to our loop.
+      self->loop_.post([self, lease = std::make_shared<codecs::StatusOr<EndpointLease>>(
+                                  std::move(lease))]() mutable { self->onLease(std::move(*lease)); });
+    });
+    starting_.store(false);
+  }
+
+  void cancel() override {
+    if (cancelled_) return;
+    cancelled_ = true;
+    if (inner_) {
+      inner_->cancel();  // no callback follows
+      inner_.reset();
+    } else if (waiter_ != 0) {
+      fleet_->abandon(waiter_);  // still queued: leave; a lease already on its way is dropped
+    }
+    lease_.finish(Outcome::kNeutral);
+    callbacks_ = {};
+  }
+
+ private:
+  void onLease(codecs::StatusOr<EndpointLease> lease) {
+    if (cancelled_) return;  // a lease, if any, is finished as it goes
+    if (!lease.ok()) return complete(lease.status());
+    attempt(std::move(*lease));
+  }
+
+  void attempt(EndpointLease lease) {
+    lease_ = std::move(lease);
+    const bool may_retry = fleet_->config().retry.max_retries > retries_ &&
+                           !(context_.sequence && context_.sequence->present());
+    HttpUpstreamRequest request = may_retry ? request_ : std::move(request_);
+    HttpUpstreamCallbacks callbacks;
+    auto self = shared_from_this();
+    if (callbacks_.on_head) {
+      callbacks.on_head = [self](int status, const http::HeaderList& headers) {
+        self->answered_ = true;
+        if (self->callbacks_.on_head) self->callbacks_.on_head(status, headers);
+      };
+      callbacks.on_data = [self](codecs::Buffer piece) {
+        if (self->callbacks_.on_data) self->callbacks_.on_data(std::move(piece));
+      };
+    }
+    callbacks.on_complete = [self](codecs::StatusOr<HttpUpstreamResponse> response) {
+      self->onComplete(std::move(response));
+    };
+    inner_ = client_->send(lease_.endpoint().address(), std::move(request), std::move(callbacks));
+  }
+
+  void onComplete(codecs::StatusOr<HttpUpstreamResponse> response) {
+    inner_.reset();
+    std::shared_ptr<Endpoint> endpoint = lease_.sharedEndpoint();
+    if (response.ok()) {
+      lease_.finish(outcomeOfHttpStatus(response->status));
+      return complete(std::move(response));
+    }
+    lease_.finish(outcomeOfError(response.status()));
+    if (wasNotSent(response.status()) && !answered_ && !cancelled_ &&
+        mayRetry(*fleet_, context_, retries_, std::nullopt)) {
+      if (std::optional<EndpointLease> next = retryLease(*fleet_, context_, endpoint.get())) {
+        ++retries_;
+        return attempt(std::move(*next));
+      }
+    }
+    complete(std::move(response));
+  }
+
+  void complete(codecs::StatusOr<HttpUpstreamResponse> response) {
+    auto on_complete = std::move(callbacks_.on_complete);
+    callbacks_ = {};
+    if (on_complete) on_complete(std::move(response));
+  }
+
+  std::shared_ptr<UpstreamFleet> fleet_;
+  std::shared_ptr<HttpUpstreamClient> client_;
+  http::EventLoop& loop_;
+  HttpUpstreamRequest request_;  // kept for a retry
+  PickContext context_;
+  HttpUpstreamCallbacks callbacks_;
+  EndpointLease lease_;
+  std::shared_ptr<HttpCallHandle> inner_;
+  uint32_t retries_ = 0;
+  uint64_t waiter_ = 0;  // acquire()'s, while it may wait in the queue
+  std::atomic<bool> starting_{false};  // acquire() may answer inline
+  bool cancelled_ = false;
+  bool answered_ = false;
+};
+
+}  // namespace
+
+bool grpcNotSent(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+  const std::string message = status.error_message();
+  // grpc's pick_first, when no connection could be made; and this client's own refusal
+  // after shutdown.
+  return message.find("failed to connect to all addresses") != std::string::npos ||
+         message.ends_with("is shut down");
+}
+
+std::shared_ptr<GrpcCallHandle> fleetUnary(const std::shared_ptr<UpstreamFleet>& fleet,
+                                           std::string_view method, grpc::ByteBuffer request,
+                                           GrpcCallOptions options, PickContext context,
+                                           FleetUnaryDone done) {
+  auto call = std::make_shared<FleetUnaryCall>(fleet, method, std::move(request), std::move(options),
+                                               std::move(context), std::move(done));
+  call->start();
+  return call;
+}
+
+std::shared_ptr<HttpCallHandle> fleetHttp(const std::shared_ptr<UpstreamFleet>& fleet,
+                                          std::shared_ptr<HttpUpstreamClient> client,
+                                          http::EventLoop& loop,
+                                          HttpUpstreamRequest request, PickContext context,
+                                          HttpUpstreamCallbacks callbacks) {
+  auto call = std::make_shared<FleetHttpCall>(fleet, std::move(client), loop, std::move(request),
+                                              std::move(context), std::move(callbacks));
+  call->start();
+  return call;
+}
+
+}  // namespace infergate::gateway::upstream

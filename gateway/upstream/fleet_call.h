@@ -1,0 +1,48 @@
+#pragma once
+
+// One request toward an upstream through its fleet (fleet.h): a slot on an endpoint, the
+// call on that endpoint's client, the outcome fed back to passive health, and retries.
+//
+// Retries (config `retry`): an attempt that never reached the upstream (connect refused or
+// failed; gRPC "failed to connect to all addresses") is sent again to another endpoint
+// (without waiting for a slot), up to max_retries times, while the deadline has not passed
+// and the upstream's retry budget allows it. Never for a sequence request, never once an
+// HTTP answer began, never after the client cancelled.
+//
+//   fleetUnary(fleet, method, request, options, context, done)
+//       gRPC: done(status, answer) exactly once, on a grpc thread or the thread that freed
+//       a slot or the housekeeper's; status is the gateway's (toUpstreamStatus naming the
+//       upstream and endpoint, or the fleet's own refusal), OK with the answer otherwise.
+//       cancel() from any thread; done still runs, with CANCELLED (at once when the call
+//       was still waiting for a slot: it leaves the queue).
+//   fleetHttp(fleet, client, loop, request, context, callbacks)
+//       HTTP on `loop` (whose client `client` is): callbacks as HttpUpstreamClient::send,
+//       all on the loop thread; after cancel() (loop thread) none runs.
+
+#include <memory>
+#include <string>
+
+#include "gateway/http/event_loop.h"
+#include "gateway/upstream/fleet.h"
+#include "gateway/upstream/grpc_client.h"
+#include "gateway/upstream/http_client.h"
+
+namespace infergate::gateway::upstream {
+
+using FleetUnaryDone = std::function<void(codecs::Status status, grpc::ByteBuffer answer)>;
+
+std::shared_ptr<GrpcCallHandle> fleetUnary(const std::shared_ptr<UpstreamFleet>& fleet,
+                                           std::string_view method, grpc::ByteBuffer request,
+                                           GrpcCallOptions options, PickContext context,
+                                           FleetUnaryDone done);
+
+std::shared_ptr<HttpCallHandle> fleetHttp(const std::shared_ptr<UpstreamFleet>& fleet,
+                                          std::shared_ptr<HttpUpstreamClient> client,
+                                          http::EventLoop& loop,
+                                          HttpUpstreamRequest request, PickContext context,
+                                          HttpUpstreamCallbacks callbacks);
+
+// Whether a failed gRPC call never reached the upstream (see above).
+bool grpcNotSent(const grpc::Status& status);
+
+}  // namespace infergate::gateway::upstream

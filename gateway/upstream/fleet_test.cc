@@ -1,0 +1,1402 @@
+// The fleet layer (endpoint.h, fleet.h, fleet_call.h): the endpoint's passive and active
+// health as a state machine on time points the test passes in; placement, overload and
+// dns endpoints on fleets of addresses no request is sent to (kHttp: no gRPC channel is
+// made); retries of refused attempts against real upstreams on loopback (port 0): the
+// project's gRPC frontend and HTTP server, each next to a port nothing listens on.
+//
+// No mocks and no sleeps as synchronisation: answers come through futures bounded by
+// kWait; the only polls wait for an ejection's time to pass.
+
+#include "gateway/upstream/fleet.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "codecs/grpc_byte_buffer.h"
+#include "config/listen_address.h"
+#include "gateway/frontends/grpc_frontend.h"
+#include "gateway/http/http_server.h"
+#include "gateway/http/listen_socket.h"
+#include "gateway/upstream/fleet_call.h"
+#include "grpc_service.grpc.pb.h"
+
+namespace infergate::gateway::upstream {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using Policy = config::LoadBalancingConfig::Policy;
+
+constexpr auto kWait = 30s;  // a bound for the slowest machine, never a synchronisation
+constexpr char kServerLive[] = "/inference.GRPCInferenceService/ServerLive";
+const std::string kA = "127.0.0.1:1", kB = "127.0.0.1:2", kC = "127.0.0.1:3";
+
+// ---- configs ----------------------------------------------------------------------------
+
+config::ListenAddress tcp(const std::string& host, int port) {
+  config::ListenAddress a;
+  a.kind = config::ListenAddress::Kind::kTcp;
+  a.host = host;
+  a.port = static_cast<uint16_t>(port);
+  a.text = host.find(':') != std::string::npos ? "[" + host + "]:" + std::to_string(port)
+                                               : host + ":" + std::to_string(port);
+  return a;
+}
+
+config::ListenAddress tcp(int port) { return tcp("127.0.0.1", port); }
+
+config::ListenAddress dnsEntry() {
+  config::ListenAddress a;
+  a.kind = config::ListenAddress::Kind::kDns;
+  a.host = "svc";
+  a.port = 9000;
+  a.text = "dns:svc:9000";
+  return a;
+}
+
+// An HTTP upstream over 127.0.0.1:1..3 (nothing is ever sent to them).
+config::UpstreamConfig threeEndpoints(Policy policy = Policy::kRoundRobin) {
+  config::UpstreamConfig c;
+  c.name = "up";
+  c.protocol = config::UpstreamConfig::Protocol::kHttp;
+  c.endpoints = {tcp(1), tcp(2), tcp(3)};
+  c.load_balancing.policy = policy;
+  return c;
+}
+
+config::OutlierConfig outlier(uint32_t failures, uint64_t base_ms, uint64_t max_ms) {
+  config::OutlierConfig o;
+  o.consecutive_failures = failures;
+  o.base_ejection_ms = base_ms;
+  o.max_ejection_ms = max_ms;
+  return o;
+}
+
+// A loopback port nothing listens on: bound, then closed.
+int freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string contains(std::string_view haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string_view::npos
+             ? ""
+             : "\"" + std::string(haystack) + "\" lacks \"" + std::string(needle) + "\"";
+}
+
+// ---- acquiring ---------------------------------------------------------------------------
+
+// What acquire() answered, whenever and from whichever thread it does.
+class Acquired {
+ public:
+  UpstreamFleet::AcquireDone done() {
+    return [state = state_](codecs::StatusOr<EndpointLease> result) {
+      std::lock_guard<std::mutex> lock(state->mu);
+      ++state->calls;
+      state->result.emplace(std::move(result));
+      state->changed.notify_all();
+    };
+  }
+  bool ready() const {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->result.has_value();
+  }
+  int calls() const {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->calls;
+  }
+  // The answer, waiting for it (bounded).
+  codecs::StatusOr<EndpointLease> take() {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    if (!state_->changed.wait_for(lock, kWait, [&] { return state_->result.has_value(); })) {
+      ADD_FAILURE() << "acquire() did not answer within 30 s";
+      return absl::InternalError("test: no answer");
+    }
+    codecs::StatusOr<EndpointLease> out = std::move(*state_->result);
+    state_->result.reset();
+    return out;
+  }
+
+ private:
+  struct State {
+    mutable std::mutex mu;
+    std::condition_variable changed;
+    std::optional<codecs::StatusOr<EndpointLease>> result;
+    int calls = 0;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+// acquire(), which must answer before it returns (a free slot, or a refusal).
+codecs::StatusOr<EndpointLease> acquireNow(UpstreamFleet& fleet, const PickContext& context = {}) {
+  Acquired acquired;
+  fleet.acquire(context, acquired.done());
+  if (!acquired.ready()) {
+    ADD_FAILURE() << "acquire() did not answer at once";
+    return absl::InternalError("test: queued");
+  }
+  return acquired.take();
+}
+
+// A lease acquired at once, on whichever endpoint.
+EndpointLease lease(UpstreamFleet& fleet, const PickContext& context = {}) {
+  codecs::StatusOr<EndpointLease> l = acquireNow(fleet, context);
+  EXPECT_TRUE(l.ok()) << l.status();
+  EXPECT_TRUE(l.ok() && l->valid());
+  return l.ok() ? std::move(*l) : EndpointLease();
+}
+
+std::string keyOf(const EndpointLease& l) { return l.valid() ? l.endpoint().key() : "(none)"; }
+
+PickContext sequenceContext(uint64_t id, bool start, bool end = false) {
+  PickContext context;
+  context.model = "m";
+  codecs::SequenceRef s;
+  s.kind = codecs::SequenceRef::Kind::kInt;
+  s.int_id = id;
+  s.start = start;
+  s.end = end;
+  context.sequence = s;
+  return context;
+}
+
+// Until `when` has passed (bounded): an ejection's time running out.
+void waitUntil(Clock::time_point when) {
+  const auto give_up = Clock::now() + kWait;
+  while (Clock::now() < when && Clock::now() < give_up) std::this_thread::sleep_for(1ms);
+  ASSERT_GE(Clock::now(), when);
+}
+
+// =========================================================================================
+// Endpoint: the state machine, on fixed time points
+// =========================================================================================
+
+class EndpointTest : public ::testing::Test {
+ protected:
+  EndpointTest() { config_.protocol = config::UpstreamConfig::Protocol::kHttp; }
+  Endpoint make() { return Endpoint(config_, tcp(1), 0); }
+
+  // `n` failures at `now` (not trials).
+  static void fail(Endpoint& e, int n, Clock::time_point now, const config::OutlierConfig& o) {
+    for (int i = 0; i < n; ++i) e.recordOutcome(Outcome::kFailure, false, now, o);
+  }
+
+  config::UpstreamConfig config_;
+  const Clock::time_point t0_ = Clock::time_point(1h);
+};
+
+TEST_F(EndpointTest, HttpEndpointHasNoGrpcClientAndStartsRoutableAndUnknown) {
+  Endpoint e(config_, tcp(1), 1);
+  EXPECT_EQ(e.grpc(), nullptr);
+  EXPECT_EQ(e.key(), kA);
+  EXPECT_EQ(e.tier(), 1);
+  EXPECT_EQ(e.activeHealth(), ActiveHealth::kUnknown);
+  EXPECT_TRUE(e.routable(t0_));
+  EXPECT_FALSE(e.ejected(t0_));
+  EXPECT_FALSE(e.ejectedUntil().has_value());
+  bool trial = true;
+  EXPECT_TRUE(e.claimTrial(t0_, &trial));  // not half open: everyone may go
+  EXPECT_FALSE(trial);
+}
+
+TEST_F(EndpointTest, EjectsExactlyAtConsecutiveFailures) {
+  const auto o = outlier(3, 1000, 30000);
+  Endpoint e(config_, tcp(1), 0);
+  fail(e, 2, t0_, o);
+  EXPECT_TRUE(e.routable(t0_));
+  // A success in between starts the count again.
+  e.recordOutcome(Outcome::kSuccess, false, t0_, o);
+  fail(e, 2, t0_, o);
+  EXPECT_FALSE(e.ejectedUntil().has_value());
+  EXPECT_TRUE(e.routable(t0_));
+  // Neither does a neutral outcome count.
+  e.recordOutcome(Outcome::kNeutral, false, t0_, o);
+  EXPECT_FALSE(e.ejectedUntil().has_value());
+  fail(e, 1, t0_, o);
+  ASSERT_TRUE(e.ejectedUntil().has_value());
+  EXPECT_EQ(*e.ejectedUntil(), t0_ + 1000ms);
+  EXPECT_TRUE(e.ejected(t0_ + 999ms));
+  EXPECT_FALSE(e.routable(t0_ + 999ms));
+  EXPECT_FALSE(e.ejected(t0_ + 1000ms));
+  // More failures of the same burst (in flight when it happened) do not eject again.
+  fail(e, 5, t0_ + 10ms, o);
+  EXPECT_EQ(*e.ejectedUntil(), t0_ + 1000ms);
+  Endpoint::Counters c = e.counters();
+  EXPECT_EQ(c.ejections, 1u);
+  EXPECT_EQ(c.requests, 12u);
+  EXPECT_EQ(c.failures, 10u);
+  EXPECT_EQ(c.consecutive_failures, 8u);  // 2 + 1 + 5 (the neutral one neither counts nor resets)
+}
+
+TEST_F(EndpointTest, EjectionDoublesAfterEachFailedTrialUpToTheMax) {
+  const auto o = outlier(2, 100, 1000);
+  Endpoint e(config_, tcp(1), 0);
+  fail(e, 2, t0_, o);
+  ASSERT_TRUE(e.ejectedUntil().has_value());
+  Clock::time_point until = *e.ejectedUntil();
+  EXPECT_EQ(until, t0_ + 100ms);
+  const std::chrono::milliseconds expected[] = {200ms, 400ms, 800ms, 1000ms, 1000ms};
+  for (auto length : expected) {
+    bool trial = false;
+    EXPECT_FALSE(e.claimTrial(until - 1ns, &trial)) << "still ejected";
+    ASSERT_TRUE(e.claimTrial(until, &trial));
+    ASSERT_TRUE(trial);
+    const Clock::time_point failed_at = until + 5ms;
+    e.recordOutcome(Outcome::kFailure, true, failed_at, o);
+    ASSERT_TRUE(e.ejectedUntil().has_value());
+    EXPECT_EQ(*e.ejectedUntil(), failed_at + length) << "after a trial failed at +" << length.count();
+    until = *e.ejectedUntil();
+    EXPECT_FALSE(e.routable(until - 1ms));
+  }
+  EXPECT_EQ(e.counters().ejections, 6u);
+  EXPECT_EQ(e.counters().readmissions, 0u);
+  // Readmitted, the next ejection starts from the base again.
+  bool trial = false;
+  ASSERT_TRUE(e.claimTrial(until, &trial));
+  e.recordOutcome(Outcome::kSuccess, true, until, o);
+  EXPECT_FALSE(e.ejectedUntil().has_value());
+  fail(e, 2, until + 1s, o);
+  ASSERT_TRUE(e.ejectedUntil().has_value());
+  EXPECT_EQ(*e.ejectedUntil(), until + 1s + 100ms);
+}
+
+TEST_F(EndpointTest, HalfOpenTrialGoesToExactlyOneClaimant) {
+  const auto o = outlier(1, 100, 1000);
+  Endpoint e(config_, tcp(1), 0);
+  fail(e, 1, t0_, o);
+  const Clock::time_point open = t0_ + 100ms;
+  EXPECT_TRUE(e.routable(open));  // half open: routable while nobody holds the trial
+  EXPECT_FALSE(e.ejected(open));
+  bool trial = false;
+  ASSERT_TRUE(e.claimTrial(open, &trial));
+  EXPECT_TRUE(trial);
+  EXPECT_FALSE(e.routable(open + 1ms));
+  for (int i = 0; i < 10; ++i) {
+    bool other = true;
+    EXPECT_FALSE(e.claimTrial(open + 1ms, &other));
+    EXPECT_FALSE(other);
+  }
+  // From many threads at once, still one.
+  Endpoint f(config_, tcp(2), 0);
+  fail(f, 1, t0_, o);
+  std::atomic<int> granted{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      for (int j = 0; j < 100; ++j) {
+        bool t = false;
+        if (f.claimTrial(open, &t) && t) granted.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(granted.load(), 1);
+}
+
+TEST_F(EndpointTest, SuccessfulTrialReadmits) {
+  const auto o = outlier(3, 100, 1000);
+  Endpoint e(config_, tcp(1), 0);
+  fail(e, 3, t0_, o);
+  const Clock::time_point open = t0_ + 100ms;
+  bool trial = false;
+  ASSERT_TRUE(e.claimTrial(open, &trial));
+  ASSERT_TRUE(trial);
+  // A request sent before the ejection succeeding is no trial: nothing changes.
+  e.recordOutcome(Outcome::kSuccess, false, open, o);
+  EXPECT_TRUE(e.ejectedUntil().has_value());
+  EXPECT_FALSE(e.routable(open));
+  e.recordOutcome(Outcome::kSuccess, true, open + 1ms, o);
+  EXPECT_FALSE(e.ejectedUntil().has_value());
+  EXPECT_TRUE(e.routable(open + 1ms));
+  bool again = true;
+  EXPECT_TRUE(e.claimTrial(open + 1ms, &again));
+  EXPECT_FALSE(again);
+  Endpoint::Counters c = e.counters();
+  EXPECT_EQ(c.readmissions, 1u);
+  EXPECT_EQ(c.ejections, 1u);
+  EXPECT_EQ(c.consecutive_failures, 0u);
+  // The count starts over: two failures do not eject, the third does.
+  fail(e, 2, open + 2ms, o);
+  EXPECT_TRUE(e.routable(open + 2ms));
+  fail(e, 1, open + 2ms, o);
+  EXPECT_FALSE(e.routable(open + 2ms));
+}
+
+TEST_F(EndpointTest, NeutralTrialFreesTheTrialForAnotherClaimant) {
+  const auto o = outlier(3, 100, 1000);
+  Endpoint e(config_, tcp(1), 0);
+  fail(e, 3, t0_, o);
+  const Clock::time_point open = t0_ + 100ms;
+  bool trial = false;
+  ASSERT_TRUE(e.claimTrial(open, &trial));
+  ASSERT_TRUE(trial);
+  e.recordOutcome(Outcome::kNeutral, true, open, o);
+  // Still half open (not readmitted), with the trial free again.
+  EXPECT_TRUE(e.ejectedUntil().has_value());
+  EXPECT_TRUE(e.routable(open));
+  bool second = false;
+  ASSERT_TRUE(e.claimTrial(open, &second));
+  EXPECT_TRUE(second);
+  bool third = true;
+  EXPECT_FALSE(e.claimTrial(open, &third));
+  EXPECT_EQ(e.counters().readmissions, 0u);
+  EXPECT_EQ(e.counters().ejections, 1u);
+}
+
+TEST_F(EndpointTest, ZeroConsecutiveFailuresNeverEjects) {
+  const auto o = outlier(0, 100, 1000);
+  Endpoint e(config_, tcp(1), 0);
+  fail(e, 1000, t0_, o);
+  EXPECT_FALSE(e.ejectedUntil().has_value());
+  EXPECT_TRUE(e.routable(t0_));
+  EXPECT_EQ(e.counters().ejections, 0u);
+  EXPECT_EQ(e.counters().failures, 1000u);
+}
+
+// A reload turned passive ejection off while the endpoint was ejected (the endpoint is
+// kept, the outlier settings come from the new fleet): its trial, failing, must not leave
+// the trial taken for good, which would keep the endpoint out of every pick.
+TEST_F(EndpointTest, TrialEndingAfterEjectionWasTurnedOffReadmits) {
+  Endpoint e(config_, tcp(1), 0);
+  fail(e, 3, t0_, outlier(3, 100, 1000));
+  const Clock::time_point open = t0_ + 100ms;
+  bool trial = false;
+  ASSERT_TRUE(e.claimTrial(open, &trial));
+  ASSERT_TRUE(trial);
+  e.recordOutcome(Outcome::kFailure, true, open, outlier(0, 100, 1000));
+  EXPECT_TRUE(e.routable(open + 1s));
+  EXPECT_FALSE(e.ejectedUntil().has_value());
+  EXPECT_EQ(e.counters().ejections, 1u);
+}
+
+TEST_F(EndpointTest, FirstProbeDecidesAnUnknownEndpoint) {
+  config::HealthCheckConfig check;
+  check.healthy_threshold = 3;
+  check.unhealthy_threshold = 3;
+  Endpoint good(config_, tcp(1), 0);
+  EXPECT_TRUE(good.recordProbe(true, check));
+  EXPECT_EQ(good.activeHealth(), ActiveHealth::kHealthy);
+  EXPECT_FALSE(good.recordProbe(true, check));  // no change
+
+  Endpoint bad(config_, tcp(2), 0);
+  EXPECT_TRUE(bad.recordProbe(false, check));
+  EXPECT_EQ(bad.activeHealth(), ActiveHealth::kUnhealthy);
+  EXPECT_FALSE(bad.routable(t0_));
+  bool trial = false;
+  EXPECT_EQ(bad.counters().probes_bad, 1u);
+  EXPECT_STREQ(activeHealthName(bad.activeHealth()), "unhealthy");
+  EXPECT_TRUE(bad.claimTrial(t0_, &trial));  // not ejected: claimTrial has no say
+}
+
+TEST_F(EndpointTest, HealthyTurnsUnhealthyOnlyAfterThresholdBadProbesInARow) {
+  config::HealthCheckConfig check;
+  check.healthy_threshold = 2;
+  check.unhealthy_threshold = 3;
+  Endpoint e(config_, tcp(1), 0);
+  ASSERT_TRUE(e.recordProbe(true, check));
+  EXPECT_FALSE(e.recordProbe(false, check));
+  EXPECT_FALSE(e.recordProbe(false, check));
+  EXPECT_FALSE(e.recordProbe(true, check));  // the streak is broken
+  EXPECT_FALSE(e.recordProbe(false, check));
+  EXPECT_FALSE(e.recordProbe(false, check));
+  EXPECT_EQ(e.activeHealth(), ActiveHealth::kHealthy);
+  EXPECT_TRUE(e.routable(t0_));
+  EXPECT_EQ(e.counters().bad_streak, 2u);
+  EXPECT_TRUE(e.recordProbe(false, check));
+  EXPECT_EQ(e.activeHealth(), ActiveHealth::kUnhealthy);
+  EXPECT_FALSE(e.routable(t0_));
+  EXPECT_EQ(e.counters().probes_bad, 5u);
+  EXPECT_EQ(e.counters().probes_good, 2u);
+}
+
+TEST_F(EndpointTest, UnhealthyTurnsHealthyOnlyAfterThresholdGoodProbesAndReadmits) {
+  config::HealthCheckConfig check;
+  check.healthy_threshold = 3;
+  check.unhealthy_threshold = 1;
+  const auto o = outlier(2, 60000, 60000);
+  Endpoint e(config_, tcp(1), 0);
+  fail(e, 2, t0_, o);  // passively ejected for a minute
+  ASSERT_TRUE(e.ejectedUntil().has_value());
+  ASSERT_TRUE(e.recordProbe(false, check));
+  ASSERT_EQ(e.activeHealth(), ActiveHealth::kUnhealthy);
+  EXPECT_FALSE(e.recordProbe(true, check));
+  EXPECT_FALSE(e.recordProbe(true, check));
+  EXPECT_FALSE(e.recordProbe(false, check));  // the streak is broken
+  EXPECT_FALSE(e.recordProbe(true, check));
+  EXPECT_FALSE(e.recordProbe(true, check));
+  EXPECT_EQ(e.activeHealth(), ActiveHealth::kUnhealthy);
+  EXPECT_EQ(e.counters().good_streak, 2u);
+  EXPECT_TRUE(e.recordProbe(true, check));
+  EXPECT_EQ(e.activeHealth(), ActiveHealth::kHealthy);
+  // Back from unhealthy: the passive ejection is over too.
+  EXPECT_FALSE(e.ejectedUntil().has_value());
+  EXPECT_TRUE(e.routable(t0_ + 1ms));
+  EXPECT_EQ(e.counters().readmissions, 1u);
+  EXPECT_EQ(e.counters().consecutive_failures, 0u);
+}
+
+TEST_F(EndpointTest, TryReserveRespectsTheCap) {
+  Endpoint e(config_, tcp(1), 0);
+  EXPECT_TRUE(e.tryReserve(2));
+  EXPECT_TRUE(e.tryReserve(2));
+  EXPECT_FALSE(e.tryReserve(2));
+  EXPECT_EQ(e.outstanding(), 2u);
+  e.unreserve();
+  EXPECT_EQ(e.outstanding(), 1u);
+  EXPECT_TRUE(e.tryReserve(2));
+  EXPECT_FALSE(e.tryReserve(2));
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(e.tryReserve(0));  // 0: no cap
+  EXPECT_EQ(e.outstanding(), 102u);
+}
+
+TEST_F(EndpointTest, QueueSignalIsTheScrapedValueElseOutstanding) {
+  Endpoint e(config_, tcp(1), 0);
+  ASSERT_TRUE(e.tryReserve(0));
+  ASSERT_TRUE(e.tryReserve(0));
+  EXPECT_EQ(e.queueSignal(), 2u);
+  e.setScrapedQueue(7);
+  EXPECT_EQ(e.queueSignal(), 7u);
+  e.setScrapedQueue(0);
+  EXPECT_EQ(e.queueSignal(), 0u);  // a scraped 0 is a value, not "none"
+  e.setScrapedQueue(std::nullopt);
+  EXPECT_EQ(e.queueSignal(), 2u);
+}
+
+// =========================================================================================
+// UpstreamFleet: placement
+// =========================================================================================
+
+TEST(UpstreamFleet, HttpEndpointsComeFromTheConfigInOrder) {
+  auto fleet = UpstreamFleet::create(threeEndpoints(), nullptr);
+  auto list = fleet->endpoints();
+  ASSERT_EQ(list->size(), 3u);
+  EXPECT_EQ((*list)[0]->key(), kA);
+  EXPECT_EQ((*list)[1]->key(), kB);
+  EXPECT_EQ((*list)[2]->key(), kC);
+  for (const auto& e : *list) {
+    EXPECT_EQ(e->grpc(), nullptr);
+    EXPECT_EQ(e->tier(), 0);
+  }
+  EXPECT_EQ(fleet->findEndpoint(kB), (*list)[1]);
+  EXPECT_EQ(fleet->findEndpoint("127.0.0.1:4"), nullptr);
+  EXPECT_TRUE(fleet->affinityMatters());
+}
+
+TEST(UpstreamFleet, RoundRobinSpreadsExactly) {
+  auto fleet = UpstreamFleet::create(threeEndpoints(Policy::kRoundRobin), nullptr);
+  std::map<std::string, int> released, held;
+  for (int i = 0; i < 300; ++i) ++released[keyOf(lease(*fleet))];  // each finished at once
+  EXPECT_EQ(released, (std::map<std::string, int>{{kA, 100}, {kB, 100}, {kC, 100}}));
+  std::vector<EndpointLease> leases;
+  for (int i = 0; i < 30; ++i) {
+    leases.push_back(lease(*fleet));
+    ++held[keyOf(leases.back())];
+  }
+  EXPECT_EQ(held, (std::map<std::string, int>{{kA, 10}, {kB, 10}, {kC, 10}}));
+  EXPECT_EQ(fleet->counters().in_flight, 30u);
+  for (const auto& e : *fleet->endpoints()) EXPECT_EQ(e->outstanding(), 10u);
+  leases.clear();
+  EXPECT_EQ(fleet->counters().in_flight, 0u);
+  for (const auto& e : *fleet->endpoints()) {
+    EXPECT_EQ(e->outstanding(), 0u);
+    EXPECT_EQ(e->counters().requests, 110u);  // released leases count as finished requests
+  }
+}
+
+TEST(UpstreamFleet, LeastRequestAvoidsAnEndpointWithManyLeasesHeld) {
+  // Ten leases held on A through a round-robin fleet over the same endpoints.
+  auto round_robin = UpstreamFleet::create(threeEndpoints(Policy::kRoundRobin), nullptr);
+  std::vector<EndpointLease> on_a;
+  while (on_a.size() < 10) {
+    EndpointLease l = lease(*round_robin);
+    if (!l.valid()) break;
+    if (keyOf(l) == kA) on_a.push_back(std::move(l));
+  }
+  ASSERT_EQ(round_robin->findEndpoint(kA)->outstanding(), 10u);
+  auto least = UpstreamFleet::create(threeEndpoints(Policy::kLeastRequest), nullptr,
+                                     round_robin->endpoints().get());
+  ASSERT_EQ(least->findEndpoint(kA), round_robin->findEndpoint(kA));
+  std::map<std::string, int> picks;
+  for (int i = 0; i < 300; ++i) ++picks[keyOf(lease(*least))];
+  EXPECT_EQ(picks[kA], 0);
+  EXPECT_GT(picks[kB], 0);
+  EXPECT_GT(picks[kC], 0);
+  EXPECT_EQ(picks[kB] + picks[kC], 300);
+  // Held leases on B and C: they fill up to A's ten, then A gets its share again.
+  std::vector<EndpointLease> held;
+  for (int i = 0; i < 60; ++i) held.push_back(lease(*least));
+  std::map<std::string, size_t> outstanding;
+  for (const auto& e : *least->endpoints()) outstanding[e->key()] = e->outstanding();
+  EXPECT_GT(outstanding[kA], 10u);
+  EXPECT_EQ(outstanding[kA] + outstanding[kB] + outstanding[kC], 70u);
+}
+
+// `failures` failures of the endpoint `key`, finished through leases of `fleet`.
+std::shared_ptr<Endpoint> ejectThroughLeases(UpstreamFleet& fleet, const std::string& key,
+                                             uint32_t failures) {
+  std::vector<EndpointLease> on_key, others;
+  for (int i = 0; i < 100 && on_key.size() < failures; ++i) {
+    EndpointLease l = lease(fleet);
+    if (!l.valid()) break;
+    (keyOf(l) == key ? on_key : others).push_back(std::move(l));
+  }
+  EXPECT_EQ(on_key.size(), failures);
+  others.clear();
+  for (auto& l : on_key) l.finish(Outcome::kFailure);
+  return fleet.findEndpoint(key);
+}
+
+TEST(UpstreamFleet, EjectedEndpointGetsNothingUntilItsEjectionPassesThenOneTrial) {
+  config::UpstreamConfig config = threeEndpoints(Policy::kRoundRobin);
+  config.outlier = outlier(3, 50, 1000);
+  auto fleet = UpstreamFleet::create(config, nullptr);
+  std::shared_ptr<Endpoint> a = ejectThroughLeases(*fleet, kA, 3);
+  ASSERT_TRUE(a->ejectedUntil().has_value());
+  const Clock::time_point until = *a->ejectedUntil();
+  EXPECT_EQ(a->counters().ejections, 1u);
+
+  // While ejected: nothing. (A pick of A is only allowed once the time has passed.)
+  int early_picks = 0;
+  for (int i = 0; i < 30; ++i) {
+    EndpointLease l = lease(*fleet);
+    const Clock::time_point after = Clock::now();
+    if (keyOf(l) == kA && after < until) ++early_picks;
+  }
+  EXPECT_EQ(early_picks, 0);
+
+  // Half open: exactly one request gets through while the trial is out.
+  waitUntil(until);
+  EXPECT_TRUE(a->routable(Clock::now()));
+  std::vector<EndpointLease> held;
+  EndpointLease trial;
+  int on_a = 0;
+  for (int i = 0; i < 30; ++i) {
+    EndpointLease l = lease(*fleet);
+    if (keyOf(l) == kA) {
+      ++on_a;
+      trial = std::move(l);
+    } else {
+      held.push_back(std::move(l));
+    }
+  }
+  EXPECT_EQ(on_a, 1);
+  ASSERT_TRUE(trial.valid());
+  EXPECT_FALSE(a->routable(Clock::now()));
+  held.clear();
+
+  // Its success readmits the endpoint: A gets its turns again.
+  trial.finish(Outcome::kSuccess);
+  EXPECT_FALSE(a->ejectedUntil().has_value());
+  EXPECT_EQ(a->counters().readmissions, 1u);
+  std::map<std::string, int> picks;
+  for (int i = 0; i < 30; ++i) ++picks[keyOf(lease(*fleet))];
+  EXPECT_EQ(picks[kA], 10);
+}
+
+TEST(UpstreamFleet, FailedTrialEjectsAgainForTwiceAsLong) {
+  config::UpstreamConfig config = threeEndpoints(Policy::kRoundRobin);
+  config.outlier = outlier(3, 50, 60000);
+  auto fleet = UpstreamFleet::create(config, nullptr);
+  std::shared_ptr<Endpoint> a = ejectThroughLeases(*fleet, kA, 3);
+  ASSERT_TRUE(a->ejectedUntil().has_value());
+  waitUntil(*a->ejectedUntil());
+  EndpointLease trial;
+  for (int i = 0; i < 3 && !trial.valid(); ++i) {
+    EndpointLease l = lease(*fleet);
+    if (keyOf(l) == kA) trial = std::move(l);
+  }
+  ASSERT_TRUE(trial.valid());
+  const Clock::time_point before = Clock::now();
+  trial.finish(Outcome::kFailure);
+  const Clock::time_point after = Clock::now();
+  ASSERT_TRUE(a->ejectedUntil().has_value());
+  EXPECT_GE(*a->ejectedUntil(), before + 100ms);
+  EXPECT_LE(*a->ejectedUntil(), after + 100ms);
+  EXPECT_EQ(a->counters().ejections, 2u);
+}
+
+TEST(UpstreamFleet, EveryEndpointEjectedIsUnavailableNamingWhy) {
+  config::UpstreamConfig config = threeEndpoints(Policy::kRoundRobin);
+  config.outlier = outlier(1, 60000, 60000);
+  auto fleet = UpstreamFleet::create(config, nullptr);
+  for (int i = 0; i < 3; ++i) lease(*fleet).finish(Outcome::kFailure);
+  config::HealthCheckConfig check;
+  // One of them unhealthy besides.
+  fleet->findEndpoint(kC)->recordProbe(false, check);
+  codecs::StatusOr<EndpointLease> refused = acquireNow(*fleet);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(contains(codecs::messageOf(refused.status()),
+                     "upstream 'up' has no healthy endpoint (3 endpoints: 1 unhealthy, 2 ejected"),
+            "");
+  EXPECT_FALSE(retryAfterOf(refused.status()).has_value());  // not an overload
+  EXPECT_EQ(fleet->counters().in_flight, 0u);
+  EXPECT_EQ(fleet->counters().shed, 0u);
+}
+
+TEST(UpstreamFleet, ColocatedEndpointTakesEverythingWhileRoutableAndUnderItsCap) {
+  config::UpstreamConfig config = threeEndpoints(Policy::kLeastRequest);
+  config.colocated = true;
+  config.overload.max_in_flight_per_endpoint = 2;
+  config.outlier = outlier(3, 60000, 60000);
+  auto fleet = UpstreamFleet::create(config, nullptr);
+  EXPECT_EQ(fleet->findEndpoint(kA)->tier(), 0);
+  EXPECT_EQ(fleet->findEndpoint(kB)->tier(), 1);
+  EXPECT_EQ(fleet->findEndpoint(kC)->tier(), 1);
+
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(keyOf(lease(*fleet)), kA);
+
+  // At its cap: the spill-over endpoints, each up to its own cap.
+  std::vector<EndpointLease> first;
+  first.push_back(lease(*fleet));
+  first.push_back(lease(*fleet));
+  EXPECT_EQ(keyOf(first[0]), kA);
+  EXPECT_EQ(keyOf(first[1]), kA);
+  std::map<std::string, int> spilled;
+  std::vector<EndpointLease> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(lease(*fleet));
+    ++spilled[keyOf(held.back())];
+  }
+  EXPECT_EQ(spilled, (std::map<std::string, int>{{kB, 2}, {kC, 2}}));
+  // Everyone at the cap: tryAcquire does not wait.
+  codecs::StatusOr<EndpointLease> full = fleet->tryAcquire({}, nullptr);
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(retryAfterOf(full.status()).has_value());
+  // A slot back on the colocated endpoint: it is preferred again.
+  first[0].finish(Outcome::kSuccess);
+  held[0].finish(Outcome::kSuccess);
+  EXPECT_EQ(keyOf(lease(*fleet)), kA);
+  first.clear();
+  held.clear();
+
+  // Ejected: the spill-over endpoints take everything.
+  for (int i = 0; i < 3; ++i) {
+    EndpointLease l = lease(*fleet);
+    ASSERT_EQ(keyOf(l), kA);
+    l.finish(Outcome::kFailure);
+  }
+  ASSERT_TRUE(fleet->findEndpoint(kA)->ejectedUntil().has_value());
+  std::map<std::string, int> picks;
+  for (int i = 0; i < 30; ++i) ++picks[keyOf(lease(*fleet))];
+  EXPECT_EQ(picks[kA], 0);
+  EXPECT_EQ(picks[kB] + picks[kC], 30);
+}
+
+TEST(UpstreamFleet, HashHeaderValueAlwaysLandsOnTheSameEndpoint) {
+  config::UpstreamConfig config = threeEndpoints(Policy::kLeastRequest);
+  config.load_balancing.hash_header = "x-session";
+  auto fleet = UpstreamFleet::create(config, nullptr);
+  PickContext context;
+  context.hash_value = "user-7";
+  // Held leases: least_request alone would move away from the loaded endpoint.
+  std::vector<EndpointLease> held;
+  for (int i = 0; i < 30; ++i) held.push_back(lease(*fleet, context));
+  const std::string home = keyOf(held[0]);
+  for (const auto& l : held) EXPECT_EQ(keyOf(l), home);
+  EXPECT_EQ(fleet->findEndpoint(home)->outstanding(), 30u);
+  held.clear();
+
+  std::map<std::string, std::string> first;
+  std::set<std::string> used;
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 60; ++i) {
+      PickContext c;
+      c.hash_value = "user-" + std::to_string(i);
+      const std::string key = keyOf(lease(*fleet, c));
+      if (round == 0) {
+        first[*c.hash_value] = key;
+        used.insert(key);
+      } else {
+        EXPECT_EQ(key, first[*c.hash_value]) << *c.hash_value;
+      }
+    }
+  }
+  EXPECT_EQ(used.size(), 3u);
+
+  // Without hash_header configured the value is ignored: round robin spreads it.
+  auto plain = UpstreamFleet::create(threeEndpoints(Policy::kRoundRobin), nullptr);
+  std::set<std::string> spread;
+  for (int i = 0; i < 3; ++i) spread.insert(keyOf(lease(*plain, context)));
+  EXPECT_EQ(spread.size(), 3u);
+}
+
+TEST(UpstreamFleet, SequenceSticksToItsEndpointUntilSequenceEnd) {
+  auto fleet = UpstreamFleet::create(threeEndpoints(Policy::kLeastRequest), nullptr);
+  std::map<uint64_t, std::string> bound;
+  for (int request = 0; request < 5; ++request) {
+    std::vector<EndpointLease> held;  // load moves about; the sequences must not
+    for (uint64_t id = 1; id <= 100; ++id) {
+      held.push_back(lease(*fleet, sequenceContext(id, request == 0, request == 4)));
+      const std::string key = keyOf(held.back());
+      if (request == 0) {
+        bound[id] = key;
+      } else {
+        EXPECT_EQ(key, bound[id]) << "sequence " << id << ", request " << request;
+      }
+    }
+    if (request < 4) {
+      EXPECT_EQ(fleet->affinity().size(), 100u);
+    }
+  }
+  std::set<std::string> endpoints;
+  for (const auto& [id, key] : bound) endpoints.insert(key);
+  EXPECT_EQ(endpoints.size(), 3u);
+  // sequence_end unbound every one.
+  EXPECT_EQ(fleet->affinity().size(), 0u);
+  EXPECT_EQ(fleet->counters().affinity_lost, 0u);
+  // A sequence id that is not present is placed as any request.
+  PickContext none;
+  none.model = "m";
+  none.sequence = codecs::SequenceRef{};
+  EXPECT_TRUE(lease(*fleet, none).valid());
+  EXPECT_EQ(fleet->affinity().size(), 0u);
+}
+
+TEST(UpstreamFleet, SequenceWhoseEndpointWasEjectedFailsUntilStartedAgain) {
+  config::UpstreamConfig config = threeEndpoints(Policy::kLeastRequest);
+  config.outlier = outlier(3, 60000, 60000);
+  auto fleet = UpstreamFleet::create(config, nullptr);
+  const std::string home = keyOf(lease(*fleet, sequenceContext(7, true)));
+  // Its next requests go to the same endpoint, and fail there until it is ejected.
+  for (int i = 0; i < 3; ++i) {
+    EndpointLease l = lease(*fleet, sequenceContext(7, false));
+    ASSERT_EQ(keyOf(l), home);
+    l.finish(Outcome::kFailure);
+  }
+  ASSERT_TRUE(fleet->findEndpoint(home)->ejectedUntil().has_value());
+
+  codecs::StatusOr<EndpointLease> lost = acquireNow(*fleet, sequenceContext(7, false));
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kUnavailable);
+  const std::string_view message = codecs::messageOf(lost.status());
+  EXPECT_EQ(contains(message, "state is lost"), "");
+  EXPECT_EQ(contains(message, "sequence 7 of model 'm'"), "");
+  EXPECT_EQ(contains(message, home), "");
+  EXPECT_EQ(contains(message, "ejected after failures"), "");
+  EXPECT_EQ(codecs::originOf(lost.status()), codecs::ErrorOrigin::kUpstream);
+  EXPECT_EQ(fleet->counters().affinity_lost, 1u);
+  EXPECT_EQ(fleet->counters().in_flight, 0u);
+
+  // Started again: placed afresh, elsewhere, and bound there.
+  const std::string again = keyOf(lease(*fleet, sequenceContext(7, true)));
+  EXPECT_NE(again, home);
+  EXPECT_NE(again, "(none)");
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(keyOf(lease(*fleet, sequenceContext(7, false))), again);
+  EXPECT_EQ(fleet->counters().affinity_lost, 1u);
+}
+
+TEST(UpstreamFleet, SequenceOnAnUnhealthyEndpointLosesItsState) {
+  auto fleet = UpstreamFleet::create(threeEndpoints(Policy::kLeastRequest), nullptr);
+  const std::string home = keyOf(lease(*fleet, sequenceContext(9, true)));
+  config::HealthCheckConfig check;
+  ASSERT_TRUE(fleet->findEndpoint(home)->recordProbe(false, check));
+  codecs::StatusOr<EndpointLease> lost = acquireNow(*fleet, sequenceContext(9, false, true));
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(contains(codecs::messageOf(lost.status()), "which is unhealthy"), "");
+  EXPECT_EQ(fleet->counters().affinity_lost, 1u);
+}
+
+TEST(UpstreamFleet, AffinityTableAndEndpointsSurviveARecreate) {
+  auto table = std::make_shared<routing::AffinityTable>(std::chrono::hours(1));
+  auto before = UpstreamFleet::create(threeEndpoints(Policy::kLeastRequest), table);
+  EXPECT_EQ(before->sharedAffinity(), table);
+  std::map<uint64_t, std::string> bound;
+  {
+    std::vector<EndpointLease> held;
+    for (uint64_t id = 1; id <= 30; ++id) {
+      held.push_back(lease(*before, sequenceContext(id, true)));
+      bound[id] = keyOf(held.back());
+    }
+  }
+  ASSERT_EQ(table->size(), 30u);
+
+  // The reload: the same table, the previous endpoints.
+  auto after = UpstreamFleet::create(threeEndpoints(Policy::kRoundRobin), table,
+                                     before->endpoints().get());
+  EXPECT_EQ(after->sharedAffinity(), table);
+  for (const std::string& key : {kA, kB, kC}) {
+    ASSERT_NE(after->findEndpoint(key), nullptr);
+    EXPECT_EQ(after->findEndpoint(key), before->findEndpoint(key)) << key;
+  }
+  EXPECT_EQ(table->size(), 30u);
+  for (uint64_t id = 1; id <= 30; ++id) {
+    EXPECT_EQ(keyOf(lease(*after, sequenceContext(id, false))), bound[id]) << "sequence " << id;
+  }
+
+  // Another reload drops B and adds D: A is the same object, D a new one; a sequence
+  // bound to B has lost its state.
+  config::UpstreamConfig next = threeEndpoints(Policy::kRoundRobin);
+  next.endpoints = {tcp(1), tcp(4)};
+  auto third = UpstreamFleet::create(next, table, after->endpoints().get());
+  EXPECT_EQ(third->findEndpoint(kA), before->findEndpoint(kA));
+  EXPECT_EQ(third->findEndpoint(kB), nullptr);
+  ASSERT_NE(third->findEndpoint("127.0.0.1:4"), nullptr);
+  uint64_t on_b = 0;
+  for (const auto& [id, key] : bound) {
+    if (key == kB) on_b = id;
+  }
+  ASSERT_NE(on_b, 0u);
+  codecs::StatusOr<EndpointLease> lost = acquireNow(*third, sequenceContext(on_b, false));
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(contains(codecs::messageOf(lost.status()), "no longer one of its endpoints"), "");
+
+  // Without `previous`, new endpoints.
+  auto fresh = UpstreamFleet::create(threeEndpoints(), table);
+  EXPECT_NE(fresh->findEndpoint(kA), before->findEndpoint(kA));
+}
+
+// =========================================================================================
+// UpstreamFleet: overload
+// =========================================================================================
+
+config::UpstreamConfig capped(uint32_t max_in_flight, uint32_t max_queue, uint64_t timeout_ms) {
+  config::UpstreamConfig config = threeEndpoints(Policy::kRoundRobin);
+  config.overload.max_in_flight = max_in_flight;
+  config.overload.max_queue = max_queue;
+  config.overload.queue_timeout_ms = timeout_ms;
+  config.overload.retry_after_s = 7;
+  return config;
+}
+
+TEST(UpstreamFleet, AtTheCapOneWaitsAndTheRestAreShedWithRetryAfter) {
+  auto fleet = UpstreamFleet::create(capped(2, 1, 60000), nullptr);
+  EndpointLease first = lease(*fleet);
+  EndpointLease second = lease(*fleet);
+  ASSERT_EQ(fleet->counters().in_flight, 2u);
+
+  Acquired waiting;
+  fleet->acquire({}, waiting.done());
+  EXPECT_FALSE(waiting.ready());
+  EXPECT_EQ(fleet->counters().queued, 1u);
+
+  for (int i = 0; i < 5; ++i) {
+    codecs::StatusOr<EndpointLease> refused = acquireNow(*fleet);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(retryAfterOf(refused.status()), std::optional<uint32_t>(7));
+    EXPECT_EQ(contains(codecs::messageOf(refused.status()), "upstream 'up' is overloaded"), "");
+    EXPECT_EQ(fleet->counters().queued, 1u);  // never more than max_queue
+  }
+  EXPECT_EQ(fleet->counters().shed, 5u);
+  EXPECT_FALSE(waiting.ready());
+
+  // A finished lease hands its slot to the waiter, on the finishing thread.
+  first.finish(Outcome::kSuccess);
+  ASSERT_TRUE(waiting.ready());
+  codecs::StatusOr<EndpointLease> handed = waiting.take();
+  ASSERT_TRUE(handed.ok()) << handed.status();
+  EXPECT_TRUE(handed->valid());
+  EXPECT_EQ(fleet->counters().queued, 0u);
+  EXPECT_EQ(fleet->counters().in_flight, 2u);
+  second.finish(Outcome::kSuccess);
+  EXPECT_EQ(fleet->counters().in_flight, 1u);
+  *handed = EndpointLease();
+  EXPECT_EQ(fleet->counters().in_flight, 0u);
+  EXPECT_EQ(waiting.calls(), 1);
+  EXPECT_EQ(fleet->counters().shed, 5u);
+}
+
+TEST(UpstreamFleet, PerEndpointCapQueuesUntilAnEndpointHasRoom) {
+  config::UpstreamConfig config = capped(0, 4, 60000);
+  config.overload.max_in_flight_per_endpoint = 1;
+  auto fleet = UpstreamFleet::create(config, nullptr);
+  std::vector<EndpointLease> held;
+  for (int i = 0; i < 3; ++i) held.push_back(lease(*fleet));
+  Acquired waiting;
+  fleet->acquire({}, waiting.done());
+  EXPECT_FALSE(waiting.ready());
+  const std::string freed = keyOf(held[1]);
+  held[1].finish(Outcome::kSuccess);
+  codecs::StatusOr<EndpointLease> handed = waiting.take();
+  ASSERT_TRUE(handed.ok()) << handed.status();
+  EXPECT_EQ(keyOf(*handed), freed);
+}
+
+// A freed slot offered to a waiter that can only fail (its sequence's endpoint went
+// unhealthy while it waited) is still free: the next waiter gets it.
+TEST(UpstreamFleet, SlotRefusedByAFailingWaiterGoesToTheNextOne) {
+  auto fleet = UpstreamFleet::create(capped(1, 4, 60000), nullptr);
+  const std::string home = keyOf(lease(*fleet, sequenceContext(5, true)));
+  EndpointLease only = lease(*fleet);
+  Acquired sequence, plain;
+  fleet->acquire(sequenceContext(5, false), sequence.done());
+  fleet->acquire({}, plain.done());
+  ASSERT_EQ(fleet->counters().queued, 2u);
+  config::HealthCheckConfig check;
+  ASSERT_TRUE(fleet->findEndpoint(home)->recordProbe(false, check));
+  only.finish(Outcome::kSuccess);
+  ASSERT_TRUE(sequence.ready());
+  codecs::StatusOr<EndpointLease> lost = sequence.take();
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(contains(codecs::messageOf(lost.status()), "state is lost"), "");
+  ASSERT_TRUE(plain.ready()) << "the slot stayed free while a request waited";
+  codecs::StatusOr<EndpointLease> handed = plain.take();
+  ASSERT_TRUE(handed.ok()) << handed.status();
+  EXPECT_NE(keyOf(*handed), home);
+  EXPECT_EQ(fleet->counters().queued, 0u);
+  EXPECT_EQ(fleet->counters().in_flight, 1u);
+}
+
+TEST(UpstreamFleet, WaiterTimesOutWithRetryAfter) {
+  auto fleet = UpstreamFleet::create(capped(1, 4, 50), nullptr);
+  EndpointLease only = lease(*fleet);
+  Acquired waiting;
+  fleet->acquire({}, waiting.done());
+  EXPECT_FALSE(waiting.ready());
+  codecs::StatusOr<EndpointLease> expired = waiting.take();  // from the housekeeper's thread
+  ASSERT_FALSE(expired.ok());
+  EXPECT_EQ(expired.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(retryAfterOf(expired.status()), std::optional<uint32_t>(7));
+  EXPECT_EQ(contains(codecs::messageOf(expired.status()), "no slot came free within 50 ms"), "");
+  EXPECT_EQ(fleet->counters().queued, 0u);
+  EXPECT_EQ(fleet->counters().shed, 1u);
+  // The slot freed later goes to nobody; the waiter was answered once.
+  only.finish(Outcome::kSuccess);
+  EXPECT_EQ(waiting.calls(), 1);
+  EXPECT_EQ(fleet->counters().in_flight, 0u);
+}
+
+TEST(UpstreamFleet, RequestDeadlineBoundsTheWait) {
+  auto fleet = UpstreamFleet::create(capped(1, 4, 60000), nullptr);
+  EndpointLease only = lease(*fleet);
+  PickContext context;
+  context.deadline = Clock::now() + 30ms;
+  Acquired waiting;
+  fleet->acquire(context, waiting.done());
+  codecs::StatusOr<EndpointLease> expired = waiting.take();
+  ASSERT_FALSE(expired.ok());
+  EXPECT_EQ(expired.status().code(), absl::StatusCode::kUnavailable);
+  // A deadline already passed does not wait at all.
+  context.deadline = Clock::now() - 1ms;
+  codecs::StatusOr<EndpointLease> at_once = acquireNow(*fleet, context);
+  ASSERT_FALSE(at_once.ok());
+  EXPECT_TRUE(retryAfterOf(at_once.status()).has_value());
+}
+
+TEST(UpstreamFleet, NoQueueRefusesAtOnce) {
+  auto fleet = UpstreamFleet::create(capped(1, 0, 60000), nullptr);
+  EndpointLease only = lease(*fleet);
+  codecs::StatusOr<EndpointLease> refused = acquireNow(*fleet);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(retryAfterOf(refused.status()), std::optional<uint32_t>(7));
+  EXPECT_EQ(fleet->counters().queued, 0u);
+  EXPECT_EQ(fleet->counters().shed, 1u);
+  only.finish(Outcome::kSuccess);
+  EXPECT_TRUE(lease(*fleet).valid());
+}
+
+// =========================================================================================
+// UpstreamFleet: dns: entries
+// =========================================================================================
+
+TEST(UpstreamFleet, DnsEntryStartsWithNoEndpoints) {
+  config::UpstreamConfig config = threeEndpoints();
+  config.endpoints = {dnsEntry()};
+  auto fleet = UpstreamFleet::create(config, nullptr);
+  EXPECT_TRUE(fleet->endpoints()->empty());
+  EXPECT_TRUE(fleet->affinityMatters());
+  codecs::StatusOr<EndpointLease> none = acquireNow(*fleet);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(contains(codecs::messageOf(none.status()), "has no endpoints"), "");
+  EXPECT_EQ(fleet->counters().in_flight, 0u);
+}
+
+TEST(UpstreamFleet, SetResolvedKeepsTheEndpointsThatStayAndDropsTheOthers) {
+  config::UpstreamConfig config = threeEndpoints();
+  config.endpoints = {dnsEntry()};
+  auto fleet = UpstreamFleet::create(config, nullptr);
+  fleet->setResolved(dnsEntry(), {"10.0.0.1", "10.0.0.2"});
+  auto list = fleet->endpoints();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0]->key(), "10.0.0.1:9000");
+  EXPECT_EQ((*list)[1]->key(), "10.0.0.2:9000");
+  EXPECT_EQ((*list)[0]->address().kind, config::ListenAddress::Kind::kTcp);
+  EXPECT_EQ((*list)[0]->address().host, "10.0.0.1");
+  EXPECT_EQ((*list)[0]->address().port, 9000);
+  const std::shared_ptr<Endpoint> kept = fleet->findEndpoint("10.0.0.1:9000");
+  EXPECT_TRUE(lease(*fleet).valid());
+
+  fleet->setResolved(dnsEntry(), {"10.0.0.1"});
+  list = fleet->endpoints();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0], kept);
+  EXPECT_EQ(fleet->findEndpoint("10.0.0.2:9000"), nullptr);
+
+  // An entry this upstream does not have changes nothing.
+  config::ListenAddress other = dnsEntry();
+  other.text = "dns:other:9000";
+  fleet->setResolved(other, {"10.0.0.9"});
+  EXPECT_EQ(fleet->endpoints()->size(), 1u);
+
+  fleet->setResolved(dnsEntry(), {"fd00::1"});
+  list = fleet->endpoints();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0]->key(), "[fd00::1]:9000");
+  EXPECT_EQ((*list)[0]->address().host, "fd00::1");
+
+  fleet->setResolved(dnsEntry(), {});
+  EXPECT_TRUE(fleet->endpoints()->empty());
+}
+
+TEST(UpstreamFleet, ResolvedEndpointKeepsALeaseInFlightAfterItIsDropped) {
+  config::UpstreamConfig config = threeEndpoints();
+  config.endpoints = {tcp(1), dnsEntry()};
+  auto fleet = UpstreamFleet::create(config, nullptr);
+  fleet->setResolved(dnsEntry(), {"10.0.0.1"});
+  ASSERT_EQ(fleet->endpoints()->size(), 2u);
+  EndpointLease on_resolved;
+  for (int i = 0; i < 2 && !on_resolved.valid(); ++i) {
+    EndpointLease l = lease(*fleet);
+    if (keyOf(l) == "10.0.0.1:9000") on_resolved = std::move(l);
+  }
+  ASSERT_TRUE(on_resolved.valid());
+  fleet->setResolved(dnsEntry(), {});
+  ASSERT_EQ(fleet->endpoints()->size(), 1u);
+  EXPECT_EQ(on_resolved.endpoint().outstanding(), 1u);
+  on_resolved.finish(Outcome::kSuccess);  // finishes on the dropped endpoint
+  EXPECT_EQ(fleet->counters().in_flight, 0u);
+}
+
+// =========================================================================================
+// Retries over real upstreams
+// =========================================================================================
+
+grpc::ByteBuffer serialized(const google::protobuf::MessageLite& message) {
+  return codecs::toByteBuffer(
+      codecs::BufferChain(codecs::Buffer::fromString(message.SerializeAsString())));
+}
+
+// One gRPC upstream: the gRPC frontend serving the builtin demo models.
+class GrpcUpstream {
+ public:
+  GrpcUpstream() : pool_(1), repository_(builtin::ModelRepository::createDemo({})) {
+    pool_.start();
+    auto health = std::make_shared<ServerHealth>();
+    health->ready = true;
+    frontend_ = std::make_unique<frontends::GrpcFrontend>(
+        Router::builtinOnly(repository_, pool_),
+        std::make_shared<SettingsStore>(repositoryModelCheck(repository_)), ServerInfo{}, health,
+        pool_, frontends::GrpcFrontendOptions{});
+    auto bound = frontend_->start("127.0.0.1:0");
+    EXPECT_TRUE(bound.ok()) << bound.status();
+  }
+  ~GrpcUpstream() {
+    frontend_->shutdown(0ms);
+    pool_.stop();
+  }
+  int port() const { return frontend_->port(); }
+
+ private:
+  http::WorkerPool pool_;
+  std::shared_ptr<builtin::ModelRepository> repository_;
+  std::unique_ptr<frontends::GrpcFrontend> frontend_;
+};
+
+struct UnaryResult {
+  codecs::Status status;
+  grpc::ByteBuffer answer;
+};
+
+UnaryResult callServerLive(const std::shared_ptr<UpstreamFleet>& fleet) {
+  auto promise = std::make_shared<std::promise<UnaryResult>>();
+  auto future = promise->get_future();
+  fleetUnary(fleet, kServerLive, serialized(inference::ServerLiveRequest()), {}, PickContext{},
+             [promise](codecs::Status status, grpc::ByteBuffer answer) {
+               promise->set_value(UnaryResult{std::move(status), std::move(answer)});
+             });
+  if (future.wait_for(kWait) != std::future_status::ready) {
+    ADD_FAILURE() << "no answer within 30 s";
+    return UnaryResult{absl::InternalError("test: no answer"), {}};
+  }
+  return future.get();
+}
+
+config::UpstreamConfig grpcPair(int refused_port, int good_port, uint32_t max_retries) {
+  config::UpstreamConfig config;
+  config.name = "up";
+  config.protocol = config::UpstreamConfig::Protocol::kGrpc;
+  config.endpoints = {tcp(refused_port), tcp(good_port)};
+  config.channels = 1;
+  config.load_balancing.policy = Policy::kRoundRobin;
+  config.retry.max_retries = max_retries;
+  return config;
+}
+
+TEST(FleetUnary, RefusedAttemptsAreRetriedOnTheOtherEndpoint) {
+  GrpcUpstream up;
+  const int refused = freePort();
+  auto fleet = UpstreamFleet::create(grpcPair(refused, up.port(), 2), nullptr);
+  std::shared_ptr<Endpoint> bad = fleet->findEndpoint(tcp(refused).text);
+  std::shared_ptr<Endpoint> good = fleet->findEndpoint(tcp(up.port()).text);
+  ASSERT_NE(bad, nullptr);
+  ASSERT_NE(good, nullptr);
+  ASSERT_NE(bad->grpc(), nullptr);
+  for (int i = 0; i < 20; ++i) {
+    UnaryResult r = callServerLive(fleet);
+    ASSERT_TRUE(r.status.ok()) << "call " << i << ": " << r.status;
+    inference::ServerLiveResponse live;
+    auto flat = codecs::fromByteBuffer(r.answer);
+    ASSERT_TRUE(flat.ok()) << flat.status();
+    ASSERT_TRUE(live.ParseFromArray(flat->data(), static_cast<int>(flat->size())));
+    EXPECT_TRUE(live.live());
+  }
+  EXPECT_GE(bad->counters().failures, 1u);
+  EXPECT_EQ(bad->counters().failures, bad->counters().requests);
+  EXPECT_EQ(good->counters().requests, 20u);
+  EXPECT_EQ(good->counters().failures, 0u);
+  EXPECT_GE(fleet->counters().retries, bad->counters().failures);
+  EXPECT_EQ(fleet->counters().retries_refused, 0u);
+  EXPECT_EQ(fleet->counters().in_flight, 0u);
+  fleet.reset();
+  Housekeeper::instance().drain();  // the endpoints' gRPC clients go on its thread
+}
+
+TEST(FleetUnary, WithoutRetriesRefusedAttemptsFailMarkedNotSent) {
+  GrpcUpstream up;
+  const int refused = freePort();
+  config::UpstreamConfig config = grpcPair(refused, up.port(), 0);
+  config.outlier.consecutive_failures = 0;  // the refused endpoint keeps its turns
+  auto fleet = UpstreamFleet::create(config, nullptr);
+  int failed = 0;
+  for (int i = 0; i < 10; ++i) {
+    UnaryResult r = callServerLive(fleet);
+    if (r.status.ok()) continue;
+    ++failed;
+    EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+    EXPECT_TRUE(wasNotSent(r.status)) << r.status;
+    EXPECT_EQ(contains(codecs::messageOf(r.status), tcp(refused).text), "");
+    EXPECT_EQ(codecs::originOf(r.status), codecs::ErrorOrigin::kUpstream);
+  }
+  EXPECT_EQ(failed, 5);  // round robin: every other call on the refused endpoint
+  EXPECT_EQ(fleet->counters().retries, 0u);
+  EXPECT_EQ(fleet->findEndpoint(tcp(refused).text)->counters().failures, 5u);
+  fleet.reset();
+  Housekeeper::instance().drain();
+}
+
+TEST(FleetUnary, GrpcNotSentRecognisesARefusedConnection) {
+  config::UpstreamConfig config = grpcPair(freePort(), 1, 0);
+  config.endpoints.resize(1);
+  auto done = std::make_shared<std::promise<grpc::Status>>();
+  auto future = done->get_future();
+  GrpcUpstreamClient client(config);
+  client.unary(kServerLive, serialized(inference::ServerLiveRequest()), {},
+               [done](grpc::Status status, grpc::ByteBuffer) { done->set_value(std::move(status)); });
+  ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
+  grpc::Status status = future.get();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(grpcNotSent(status)) << status.error_message();
+
+  EXPECT_FALSE(grpcNotSent(grpc::Status::OK));
+  EXPECT_FALSE(grpcNotSent(grpc::Status(grpc::StatusCode::UNAVAILABLE, "Socket closed")));
+  EXPECT_FALSE(grpcNotSent(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                        "failed to connect to all addresses")));
+  EXPECT_TRUE(grpcNotSent(grpc::Status(grpc::StatusCode::UNAVAILABLE, "upstream 'up' is shut down")));
+}
+
+TEST(FleetOutcomes, AnswersMapToPassiveHealthOutcomes) {
+  EXPECT_EQ(outcomeOfGrpc(0), Outcome::kSuccess);
+  EXPECT_EQ(outcomeOfGrpc(static_cast<int>(grpc::StatusCode::NOT_FOUND)), Outcome::kSuccess);
+  EXPECT_EQ(outcomeOfGrpc(static_cast<int>(grpc::StatusCode::UNAVAILABLE)), Outcome::kFailure);
+  EXPECT_EQ(outcomeOfGrpc(static_cast<int>(grpc::StatusCode::DEADLINE_EXCEEDED)), Outcome::kNeutral);
+  EXPECT_EQ(outcomeOfGrpc(static_cast<int>(grpc::StatusCode::CANCELLED)), Outcome::kNeutral);
+  EXPECT_EQ(outcomeOfHttpStatus(200), Outcome::kSuccess);
+  EXPECT_EQ(outcomeOfHttpStatus(404), Outcome::kSuccess);
+  EXPECT_EQ(outcomeOfHttpStatus(503), Outcome::kFailure);
+  EXPECT_EQ(outcomeOfError(absl::UnavailableError("x")), Outcome::kFailure);
+  EXPECT_EQ(outcomeOfError(codecs::withOrigin(absl::InvalidArgumentError("garbage"),
+                                              codecs::ErrorOrigin::kUpstream)),
+            Outcome::kFailure);
+  EXPECT_EQ(outcomeOfError(absl::DeadlineExceededError("late")), Outcome::kNeutral);
+  EXPECT_EQ(outcomeOfError(absl::CancelledError("gone")), Outcome::kNeutral);
+}
+
+// An EventLoop run by its own thread.
+class LoopThread {
+ public:
+  LoopThread() : thread_([this] { loop_.run(); }) {}
+  ~LoopThread() {
+    loop_.stop();
+    thread_.join();
+  }
+  http::EventLoop& loop() { return loop_; }
+  // Runs `fn` on the loop and waits for it.
+  void run(std::function<void()> fn) {
+    std::promise<void> done;
+    loop_.post([&] {
+      fn();
+      done.set_value();
+    });
+    if (done.get_future().wait_for(kWait) != std::future_status::ready) {
+      ADD_FAILURE() << "the loop did not run a task within 30 s";
+      std::abort();  // the task refers to this frame
+    }
+  }
+
+ private:
+  http::EventLoop loop_;
+  std::thread thread_;
+};
+
+TEST(FleetHttp, RefusedAttemptsAreRetriedOnTheOtherEndpoint) {
+  http::WorkerPool pool(1);
+  http::HttpServer server(pool, http::HttpLimits{}, 100, [](std::shared_ptr<http::HttpExchange> e) {
+    http::HttpResponse r;
+    r.body.append(codecs::Buffer::copyOf("hello"));
+    e->respond(std::move(r));
+  });
+  auto bound = server.listen(http::ListenSpec::tcp("127.0.0.1", 0));
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  pool.start();
+  server.start();
+
+  const int refused = freePort();
+  config::UpstreamConfig config = threeEndpoints(Policy::kRoundRobin);
+  config.endpoints = {tcp(refused), tcp(bound->port)};
+  config.retry.max_retries = 2;
+  auto fleet = UpstreamFleet::create(config, nullptr);
+
+  LoopThread client_thread;
+  std::shared_ptr<HttpUpstreamClient> client;
+  client_thread.run([&] {
+    client = std::make_shared<HttpUpstreamClient>(client_thread.loop(),
+                                                  HttpClientOptions{.upstream_name = "up"});
+  });
+  for (int i = 0; i < 10; ++i) {
+    auto promise = std::make_shared<std::promise<codecs::StatusOr<HttpUpstreamResponse>>>();
+    auto future = promise->get_future();
+    client_thread.run([&] {
+      HttpUpstreamRequest request;
+      request.method = "GET";
+      request.target = "/v2/health/ready";
+      HttpUpstreamCallbacks callbacks;
+      callbacks.on_complete = [promise](codecs::StatusOr<HttpUpstreamResponse> r) {
+        promise->set_value(std::move(r));
+      };
+      fleetHttp(fleet, client, client_thread.loop(), std::move(request), PickContext{},
+                std::move(callbacks));
+    });
+    ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
+    codecs::StatusOr<HttpUpstreamResponse> r = future.get();
+    ASSERT_TRUE(r.ok()) << "request " << i << ": " << r.status();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body.view(), "hello");
+  }
+  std::shared_ptr<Endpoint> bad = fleet->findEndpoint(tcp(refused).text);
+  std::shared_ptr<Endpoint> good = fleet->findEndpoint(tcp(bound->port).text);
+  EXPECT_GE(bad->counters().failures, 1u);
+  EXPECT_EQ(good->counters().requests, 10u);
+  EXPECT_GE(fleet->counters().retries, 1u);
+  EXPECT_EQ(fleet->counters().in_flight, 0u);
+
+  client_thread.run([&] { client.reset(); });
+  server.shutdown(200ms);
+  pool.stop();
+}
+
+// =========================================================================================
+// Housekeeper
+// =========================================================================================
+
+// Holds the housekeeper's thread in a task until release() (or the destructor), so that
+// the tasks a test adds meanwhile are all queued before any runs.
+class HousekeeperHold {
+ public:
+  HousekeeperHold() {
+    auto released = released_.get_future().share();
+    auto holding = std::make_shared<std::promise<void>>();
+    auto held = holding->get_future();
+    Housekeeper::instance().post([released, holding] {
+      holding->set_value();
+      released.wait_for(kWait);
+    });
+    EXPECT_EQ(held.wait_for(kWait), std::future_status::ready);
+  }
+  ~HousekeeperHold() { release(); }
+  void release() {
+    if (!done_) released_.set_value();
+    done_ = true;
+  }
+
+ private:
+  std::promise<void> released_;
+  bool done_ = false;
+};
+
+TEST(Housekeeper, RunsTasksInTimeOrder) {
+  std::mutex mu;
+  std::condition_variable changed;
+  std::vector<int> order;
+  auto record = [&](int n) {
+    return [&, n] {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(n);
+      changed.notify_all();
+    };
+  };
+  {
+    HousekeeperHold hold;
+    const Clock::time_point base = Clock::now();
+    Housekeeper::instance().at(base + 30ms, record(3));
+    Housekeeper::instance().at(base + 10ms, record(1));
+    Housekeeper::instance().at(base + 20ms, record(2));
+    Housekeeper::instance().post(record(0));
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(changed.wait_for(lock, kWait, [&] { return order.size() == 4; }));
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(Housekeeper, CancelledTaskDoesNotRun) {
+  std::atomic<bool> cancelled_ran{false}, kept_ran{false};
+  uint64_t later = 0;
+  {
+    HousekeeperHold hold;
+    const Clock::time_point now = Clock::now();
+    uint64_t cancelled = Housekeeper::instance().at(now, [&] { cancelled_ran = true; });
+    Housekeeper::instance().at(now, [&] { kept_ran = true; });
+    later = Housekeeper::instance().at(now + 1h, [&] { cancelled_ran = true; });
+    Housekeeper::instance().cancel(cancelled);
+    Housekeeper::instance().cancel(987654321);  // unknown: ignored
+  }
+  Housekeeper::instance().drain();  // does not wait for the task an hour away
+  EXPECT_TRUE(kept_ran.load());
+  EXPECT_FALSE(cancelled_ran.load());
+  Housekeeper::instance().cancel(later);
+}
+
+TEST(Housekeeper, DrainWaitsForDueTasks) {
+  std::atomic<int> ran{0};
+  {
+    HousekeeperHold hold;
+    for (int i = 0; i < 100; ++i) Housekeeper::instance().post([&] { ran.fetch_add(1); });
+  }
+  Housekeeper::instance().drain();
+  EXPECT_EQ(ran.load(), 100);
+}
+
+}  // namespace
+}  // namespace infergate::gateway::upstream
