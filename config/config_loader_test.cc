@@ -598,6 +598,22 @@ TEST(ConfigLoader, LoadsTheDemoExample) {
   EXPECT_EQ(r->routes[0].targets[0].upstream, "demo");
 }
 
+TEST(ConfigLoader, LoadsTheFleetExample) {
+  auto r = loadConfigFile(INFERGATE_SOURCE_DIR "/deploy/examples/fleet.yaml");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->upstreams.size(), 2u);
+  const UpstreamConfig& fleet = r->upstreams[0];
+  ASSERT_EQ(fleet.endpoints.size(), 1u);
+  EXPECT_EQ(fleet.endpoints[0].kind, ListenAddress::Kind::kDns);
+  EXPECT_EQ(fleet.endpoints[0].port, 8001);
+  EXPECT_EQ(fleet.load_balancing.policy, LoadBalancingConfig::Policy::kLoadAware);
+  EXPECT_EQ(fleet.load_balancing.metrics_port, 8002);
+  EXPECT_EQ(fleet.health_check.model, "resnet50");
+  EXPECT_EQ(fleet.overload.max_in_flight_per_endpoint, 64u);
+  EXPECT_TRUE(r->upstreams[1].colocated);
+  EXPECT_EQ(r->lifecycle.drain_timeout_ms, 20000u);
+}
+
 }  // namespace
 }  // namespace infergate::config
 

@@ -208,8 +208,9 @@ codecs::StatusOr<codecs::InferResponse> httpInferAnswer(
 
 class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
  public:
-  ModelInferReactor(std::shared_ptr<Shared> shared, ByteBuffer* response)
-      : shared_(std::move(shared)), loop_(shared_->nextLoop()), response_(response) {}
+  ModelInferReactor(std::shared_ptr<Shared> shared, ::grpc::CallbackServerContext* context,
+                    ByteBuffer* response)
+      : shared_(std::move(shared)), loop_(shared_->nextLoop()), context_(context), response_(response) {}
 
   // grpc thread, before the reactor is returned: route on the peeked model; a builtin
   // upstream decodes and runs here (pure CPU, never blocking) and a response due at once
@@ -284,7 +285,7 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
 
   // grpc thread (the upstream call's completion), or the thread that freed a slot.
   void onGrpcAnswer(codecs::Status status, ByteBuffer answer) {
-    if (!status.ok()) return finish(publicGrpcStatus(status, decision_));
+    if (!status.ok()) return finishUpstreamError(status);
     if (decision_.rewrites()) {
       auto flat = codecs::fromByteBuffer(answer);
       auto renamed =
@@ -364,7 +365,7 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
         codecs::StatusOr<codecs::InferResponse> answer =
             httpInferAnswer(*shared_, r, decision_.upstream->name());
         if (!answer.ok()) {
-          finish(publicGrpcStatus(answer.status(), decision_));
+          finishUpstreamError(answer.status());
         } else {
           answer->model_name = decision_.client_model;
           if (!decision_.client_version.empty()) answer->model_version = decision_.client_version;
@@ -428,6 +429,15 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   }
 
   // Once, from whichever thread gets there first.
+  // An upstream's (or the fleet's) error; an overload refusal also tells when to come back,
+  // as trailing metadata `retry-after` (seconds), the HTTP header's counterpart.
+  void finishUpstreamError(const codecs::Status& status) {
+    if (std::optional<uint32_t> after = upstream::retryAfterOf(status)) {
+      context_->AddTrailingMetadata("retry-after", std::to_string(*after));
+    }
+    finish(publicGrpcStatus(status, decision_));
+  }
+
   void finish(const ::grpc::Status& status) {
     if (finished_.exchange(true)) return;
     Finish(status);
@@ -461,6 +471,7 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
 
   std::shared_ptr<Shared> shared_;
   http::EventLoop& loop_;
+  ::grpc::CallbackServerContext* context_;  // grpc's, valid until OnDone
   ByteBuffer* response_;  // grpc's, valid until OnDone
   Decision decision_;
   Flag cancelled_ = std::make_shared<std::atomic<bool>>(false);
@@ -948,7 +959,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
 
 ::grpc::ServerUnaryReactor* InferenceService::ModelInfer(Ctx* context, const ByteBuffer* request,
                                                          ByteBuffer* response) {
-  auto* reactor = new ModelInferReactor(shared_, response);
+  auto* reactor = new ModelInferReactor(shared_, context, response);
   reactor->start(*context, *request);
   return reactor;
 }

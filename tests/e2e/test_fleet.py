@@ -467,6 +467,28 @@ class FleetTest(unittest.TestCase):
             self.assertEqual(fleet["shed"], len(shed))
             self.assertEqual(fleet["queued"], 0)
 
+            # gRPC clients get UNAVAILABLE, and the wait as trailing metadata.
+            def slow_grpc(i):
+                req = pb.ModelInferRequest(model_name="sleep")
+                t = req.inputs.add()
+                t.name, t.datatype = "INPUT0", "INT32"
+                t.shape.extend([1])
+                req.raw_input_contents.append(struct.pack("<i", 400))
+                try:
+                    stub_of(g).ModelInfer(req, timeout=15)
+                    return ("ok", None, None)
+                except grpc.RpcError as e:
+                    return (e.code(), e.details(), dict(e.trailing_metadata() or ()))
+
+            with concurrent.futures.ThreadPoolExecutor(12) as pool:
+                grpc_answers = list(pool.map(slow_grpc, range(12)))
+            refused = [a for a in grpc_answers if a[0] != "ok"]
+            self.assertGreaterEqual(len(refused), 6)
+            for code, details, trailers in refused:
+                self.assertEqual(code, grpc.StatusCode.UNAVAILABLE, details)
+                self.assertIn("overloaded", details)
+                self.assertEqual(trailers.get("retry-after"), "2")
+
             # Far more offered than the caps admit: the gateway's memory stays flat.
             def rss_kb():
                 with open("/proc/%d/status" % g.proc.pid) as f:
