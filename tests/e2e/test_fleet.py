@@ -14,6 +14,7 @@ states and counters and on every answer, never on elapsed time.
 Every process must exit 0 on SIGTERM without a sanitizer report.
 """
 import concurrent.futures
+import http.server
 import json
 import os
 import signal
@@ -53,10 +54,11 @@ upstreams:
     endpoints: [$endpoints]
     timeout_ms: 20000
     load_balancing: { policy: $policy$hash }
-    health_check: { interval_ms: 100, timeout_ms: 1000, healthy_threshold: 3, unhealthy_threshold: 2 }
+    health_check: { interval_ms: 100, timeout_ms: 1000, healthy_threshold: 3, unhealthy_threshold: 2$check }
     outlier: { consecutive_failures: 2, base_ejection_ms: 500, max_ejection_ms: 4000 }
     retry: { max_retries: 2, budget_percent: 50, min_retries_per_second: 50 }
-    overload: { max_in_flight: $max_in_flight, max_queue: $max_queue, queue_timeout_ms: 300, retry_after_s: 2 }
+    overload: { max_in_flight: $max_in_flight, max_queue: $max_queue, queue_timeout_ms: 300, retry_after_s: 2$per_endpoint }
+$extra
 routes:
   - match: { model: "*" }
     upstream: fleet
@@ -64,10 +66,15 @@ routes:
 
 
 def fleet_config(endpoints, protocol="grpc", policy="round_robin", hash_header=None,
-                 max_in_flight=0, max_queue=1024, hosts_file="/nonexistent"):
+                 max_in_flight=0, max_queue=1024, hosts_file="/nonexistent", metrics_port=None,
+                 check_model=None, per_endpoint=None, colocated=False):
     return string.Template(FLEET_TEMPLATE).substitute(
         protocol=protocol, endpoints=", ".join('"%s"' % e for e in endpoints), policy=policy,
-        hash=(", hash_header: %s" % hash_header) if hash_header else "",
+        hash=((", hash_header: %s" % hash_header) if hash_header else "") +
+             ((", metrics_port: %d, metrics_interval_ms: 50" % metrics_port) if metrics_port else ""),
+        check=(", model: %s" % check_model) if check_model else "",
+        per_endpoint=(", max_in_flight_per_endpoint: %d" % per_endpoint) if per_endpoint else "",
+        extra="    colocated: true" if colocated else "",
         max_in_flight=max_in_flight, max_queue=max_queue, hosts_file=hosts_file)
 
 
@@ -633,6 +640,120 @@ class FleetTest(unittest.TestCase):
                 stop_gateway(self, g)
         finally:
             os.unlink(hosts.name)
+
+    def test_sequences_survive_a_reload(self):
+        g = start_gateway("G_seqreload", fleet_config(self.grpc_endpoints(U), policy="round_robin"))
+        path = os.path.join(g.dir.name, "infergate.yaml")
+        try:
+            self.assertTrue(wait_until(lambda: healthy_everywhere(g, 3)))
+            ids = list(range(610000, 610030))
+            for seq in ids:
+                self.assertEqual(sequence_step_grpc(g, seq, 1, start=True), ("ok", 1))
+            # The same replicas under another policy: bindings and endpoints carry over.
+            with open(path, "w") as f:
+                f.write(fleet_config(self.grpc_endpoints(U), policy="least_request"))
+            status, answer = admin(g, "/admin/reload", method="POST")
+            self.assertEqual(status, 200, answer)
+            self.assertEqual(endpoints(g)[1]["sequences"], len(ids))
+            for seq in ids:
+                self.assertEqual(sequence_step_http(g, seq, 2), ("ok", 3))
+                self.assertEqual(sequence_step_grpc(g, seq, 3, end=True), ("ok", 6))
+            self.assertEqual(endpoints(g)[1]["sequences"], 0)
+        finally:
+            stop_gateway(self, g)
+
+    def test_colocated_first_endpoint_takes_the_traffic_until_full(self):
+        g = start_gateway("G_colocated", fleet_config(self.http_endpoints(U), protocol="http",
+                                                      policy="least_request", colocated=True,
+                                                      per_endpoint=2))
+        local = U[0].address("http")
+        try:
+            self.assertTrue(wait_until(lambda: healthy_everywhere(g, 3)))
+            before = requests_by_endpoint(g)
+            for i in range(30):
+                self.assertEqual(http_simple(g, i)[0], "ok")
+            after = requests_by_endpoint(g)
+            self.assertEqual({a: after[a] - before[a] for a in after if after[a] != before[a]},
+                             {local: 30})
+            eps, _ = endpoints(g)
+            self.assertEqual([eps[a]["tier"] for a in self.http_endpoints(U)], [0, 1, 1])
+
+            # Past its cap (two in flight) the spill-over replicas take the rest.
+            def slow(i):
+                body = json.dumps({"inputs": [
+                    {"name": "INPUT0", "shape": [1], "datatype": "INT32", "data": [300]}]}).encode()
+                return g.request("POST", "/v2/models/sleep/infer", body)[0]
+
+            before = requests_by_endpoint(g)
+            with concurrent.futures.ThreadPoolExecutor(6) as pool:
+                self.assertEqual(list(pool.map(slow, range(6))), [200] * 6)
+            after = requests_by_endpoint(g)
+            spilled = sum(after[a] - before[a] for a in after if a != local)
+            self.assertGreaterEqual(spilled, 2)
+            self.assertLessEqual(after[local] - before[local], 4)
+        finally:
+            stop_gateway(self, g)
+
+    def test_health_checks_can_require_a_model(self):
+        for model, health in (("simple", "healthy"), ("no_such_model", "unhealthy")):
+            with self.subTest(model=model):
+                g = start_gateway("G_check_" + model,
+                                  fleet_config(self.grpc_endpoints(U[:1]), check_model=model))
+                try:
+                    address = U[0].address("grpc")
+                    self.assertTrue(wait_until(lambda: endpoints(g)[0][address]["health"] == health))
+                    expected = 200 if health == "healthy" else 400
+                    self.assertTrue(wait_until(lambda: g.request("GET", "/v2/health/ready")[0] == expected))
+                finally:
+                    stop_gateway(self, g)
+
+    def test_load_aware_follows_the_queue_the_replicas_report(self):
+        metrics_port = free_port()
+        reported = {"127.0.0.2": 50, "127.0.0.3": 0}
+
+        class Metrics(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                host = self.server.server_address[0]
+                body = ("# HELP nv_inference_pending_request_count pending\n"
+                        "# TYPE nv_inference_pending_request_count gauge\n"
+                        'nv_inference_pending_request_count{model="simple",version="1"} %d\n'
+                        % reported[host]).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        servers = [http.server.ThreadingHTTPServer((host, metrics_port), Metrics) for host in reported]
+        for server in servers:
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+        first, second = "127.0.0.2:%d" % D_PORT, "127.0.0.3:%d" % D_PORT
+        g = start_gateway("G_load", fleet_config([first, second], policy="load_aware",
+                                                 metrics_port=metrics_port))
+        try:
+            self.assertTrue(wait_until(lambda: healthy_everywhere(g, 2)))
+            self.assertTrue(wait_until(lambda: endpoints(g)[0][first]["queue"] >= 50))
+            before = requests_by_endpoint(g)
+            for i in range(20):
+                self.assertEqual(grpc_simple(g, i)[0], "ok")
+            after = requests_by_endpoint(g)
+            self.assertEqual(after[second] - before[second], 20)
+            # The queues turn around: so does the traffic.
+            reported.update({"127.0.0.2": 0, "127.0.0.3": 50})
+            self.assertTrue(wait_until(lambda: endpoints(g)[0][second]["queue"] >= 50))
+            before = requests_by_endpoint(g)
+            for i in range(20):
+                self.assertEqual(grpc_simple(g, i)[0], "ok")
+            after = requests_by_endpoint(g)
+            self.assertEqual(after[first] - before[first], 20)
+        finally:
+            stop_gateway(self, g)
+            for server in servers:
+                server.shutdown()
+                server.server_close()
 
     def test_admin_api_is_only_on_the_metrics_listener(self):
         g = start_gateway("G_admin", fleet_config(self.grpc_endpoints(U[:1])))
