@@ -82,7 +82,7 @@ struct LoadBalancingConfig {
   std::string hash_header;
   // kLoadAware: the port of each endpoint's Prometheus metrics (Triton: 8002), read every
   // metrics_interval_ms; the queue signal is nv_inference_pending_request_count summed
-  // over models. 0 = use the gateway's own outstanding count instead.
+  // over models plus the gateway's own outstanding count. 0 = the outstanding count alone.
   uint16_t metrics_port = 0;
   uint64_t metrics_interval_ms = 1000;
 };

@@ -12,8 +12,9 @@
 //
 //   load_balancing.policy load_aware with metrics_port: every metrics_interval_ms each
 //   endpoint's GET http://HOST:metrics_port/metrics is read and the sum of
-//   nv_inference_pending_request_count becomes its queue signal; when that fails the
-//   gateway's own outstanding count is used until it works again.
+//   nv_inference_pending_request_count is added to its queue signal (the gateway's own
+//   outstanding count); when that fails the outstanding count alone is used until it
+//   works again.
 //
 //   After each answer the readiness policy decides ServerHealth::upstreams_ready:
 //     all_routes  every route has a reachable upstream among its targets

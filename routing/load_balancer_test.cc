@@ -2,26 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <new>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
-// Counts allocations on this thread while `counting` is set, to prove pick() makes none.
-namespace {
-thread_local bool counting = false;
-thread_local size_t allocations = 0;
-}  // namespace
-
-[[gnu::noinline]] void* operator new(size_t size) {
-  if (counting) ++allocations;
-  if (void* p = std::malloc(size ? size : 1)) return p;
-  throw std::bad_alloc();
-}
-[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete(void* p, size_t) noexcept { std::free(p); }
+#include "routing/routing_test_util.h"  // counts allocations, to prove pick() makes none
 
 namespace infergate::routing {
 namespace {
@@ -125,10 +111,9 @@ TEST(LoadBalancer, PickDoesNotAllocate) {
   std::vector<EndpointLoad> eps = {up(0, 3, 3), up(0, 1, 9), down(), up(1, 0, 0)};
   for (Policy policy : kPolicies) {
     LoadBalancer lb(policy);
-    allocations = 0;
-    counting = true;
-    for (uint64_t draw = 0; draw < 100; ++draw) lb.pick(eps, draw * 0x9E3779B97F4A7C15ull);
-    counting = false;
+    size_t allocations = testing::allocationsDuring([&] {
+      for (uint64_t draw = 0; draw < 100; ++draw) lb.pick(eps, draw * 0x9E3779B97F4A7C15ull);
+    });
     EXPECT_EQ(allocations, 0u);
   }
 }

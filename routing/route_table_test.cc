@@ -2,30 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <map>
-#include <new>
 #include <random>
 #include <string>
 #include <vector>
 
-// Counts allocations on this thread while `counting` is set, to prove match() makes none.
-// Replacing the global operators is the only way to see allocations made inside the
-// standard library (a std::string built for a hash lookup, say).
-namespace {
-thread_local bool counting = false;
-thread_local size_t allocations = 0;
-}  // namespace
-
-// Kept out of line: inlined, GCC sees free() meet a pointer from operator new and warns
-// (-Wmismatched-new-delete), though both sides here are malloc's.
-[[gnu::noinline]] void* operator new(size_t size) {
-  if (counting) ++allocations;
-  if (void* p = std::malloc(size ? size : 1)) return p;
-  throw std::bad_alloc();
-}
-[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete(void* p, size_t) noexcept { std::free(p); }
+#include "routing/routing_test_util.h"  // counts allocations, to prove match() makes none
 
 namespace infergate::routing {
 namespace {
@@ -229,11 +211,12 @@ TEST(RouteTable, MatchDoesNotAllocate) {
   ASSERT_TRUE(table);
   MapHeaders headers{{"x-tenant", "beta"}};
   std::string unknown(64, 'u');
-  allocations = 0;
-  counting = true;
-  const Route* hit = table->match({long_name, "1", nullptr});
-  const Route* fallback = table->match({unknown, "", nullptr});
-  counting = false;
+  const Route* hit = nullptr;
+  const Route* fallback = nullptr;
+  size_t allocations = testing::allocationsDuring([&] {
+    hit = table->match({long_name, "1", nullptr});
+    fallback = table->match({unknown, "", nullptr});
+  });
   EXPECT_EQ(allocations, 0u);
   ASSERT_NE(hit, nullptr);
   EXPECT_EQ(hit->index, 1u);

@@ -40,132 +40,13 @@ std::string contains(const std::string& haystack, std::string_view needle) {
              : "\"" + haystack + "\" lacks \"" + std::string(needle) + "\"";
 }
 
-class DnsDiscoveryTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "infergate_dns_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-    hosts_ = (dir_ / "hosts").string();
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  // Replaces the hosts file at once (written aside, then renamed over it), so that a
-  // watcher reading it never sees half of it.
-  void writeHosts(const std::string& text) {
-    std::filesystem::path aside = dir_ / "hosts.new";
-    {
-      std::ofstream out(aside, std::ios::binary | std::ios::trunc);
-      out << text;
-      ASSERT_TRUE(out.good());
-    }
-    std::filesystem::rename(aside, hosts_);
-  }
-
-  std::filesystem::path dir_;
-  std::string hosts_;
-};
-
-TEST_F(DnsDiscoveryTest, HostsFileGathersEveryLineNamingTheName) {
-  writeHosts(
-      "# the pods of triton\n"
-      "10.0.0.8\ttriton.models.svc   triton\n"
-      "10.0.0.7 other.svc triton # an alias counts\n"
-      "   10.0.0.9 TRITON.Models.SVC\n"
-      "\n"
-      "fd00::0009 triton.models.svc\n"
-      "10.0.0.1 unrelated.svc\n"
-      "# 10.0.0.2 triton.models.svc\n"
-      "10.0.0.7 triton.models.svc\r\n");
-  auto full = resolveName("triton.models.svc", hosts_);
-  ASSERT_TRUE(full.ok()) << full.status();
-  EXPECT_EQ(*full, (Addresses{"10.0.0.7", "10.0.0.8", "10.0.0.9", "fd00::9"}));
-
-  auto alias = resolveName("Triton", hosts_);
-  ASSERT_TRUE(alias.ok()) << alias.status();
-  EXPECT_EQ(*alias, (Addresses{"10.0.0.7", "10.0.0.8"}));
-}
-
-TEST_F(DnsDiscoveryTest, HostsFileSkipsInvalidAddresses) {
-  writeHosts(
-      "10.0.0.300 svc\n"
-      "not-an-address svc\n"
-      "[fd00::1] svc\n"
-      "fd00::1%eth0 svc\n"
-      "10.0.0.5 svc\n"
-      "::1 svc\n"
-      "svc\n");
-  auto found = resolveName("svc", hosts_);
-  ASSERT_TRUE(found.ok()) << found.status();
-  EXPECT_EQ(*found, (Addresses{"10.0.0.5", "::1"}));
-}
-
-TEST_F(DnsDiscoveryTest, HostsFileWithoutTheNameIsNotFound) {
-  writeHosts(
-      "10.0.0.1 a.svc\n"
-      "# 10.0.0.2 b.svc\n"
-      "garbage b.svc\n"
-      "10.0.0.3 a.svc#b.svc\n");
-  auto found = resolveName("b.svc", hosts_);
+// `found` is an error with `code` whose message names each of `named`.
+void expectError(const codecs::StatusOr<Addresses>& found, absl::StatusCode code,
+                 std::initializer_list<std::string_view> named = {}) {
   ASSERT_FALSE(found.ok());
-  EXPECT_EQ(found.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(found.status().code(), code) << found.status();
   std::string message(codecs::messageOf(found.status()));
-  EXPECT_EQ(contains(message, "b.svc"), "");
-  EXPECT_EQ(contains(message, hosts_), "");
-}
-
-TEST_F(DnsDiscoveryTest, EmptyHostsFileIsNotFound) {
-  writeHosts("");
-  auto found = resolveName("a.svc", hosts_);
-  ASSERT_FALSE(found.ok());
-  EXPECT_EQ(found.status().code(), absl::StatusCode::kNotFound);
-}
-
-TEST_F(DnsDiscoveryTest, MissingHostsFileIsUnavailable) {
-  std::string path = (dir_ / "absent").string();
-  auto found = resolveName("a.svc", path);
-  ASSERT_FALSE(found.ok());
-  EXPECT_EQ(found.status().code(), absl::StatusCode::kUnavailable);
-  std::string message(codecs::messageOf(found.status()));
-  EXPECT_EQ(contains(message, path), "");
-  EXPECT_EQ(contains(message, std::strerror(ENOENT)), "");
-}
-
-TEST_F(DnsDiscoveryTest, UnreadableHostsFileIsUnavailable) {
-  // A folder opens but cannot be read (EISDIR), even for root.
-  auto found = resolveName("a.svc", dir_.string());
-  ASSERT_FALSE(found.ok());
-  EXPECT_EQ(found.status().code(), absl::StatusCode::kUnavailable);
-  std::string message(codecs::messageOf(found.status()));
-  EXPECT_EQ(contains(message, dir_.string()), "");
-  EXPECT_EQ(contains(message, std::strerror(EISDIR)), "");
-}
-
-TEST(ResolveName, SystemResolverFindsLocalhostOnLoopback) {
-  auto found = resolveName("localhost", "");
-  ASSERT_TRUE(found.ok()) << found.status();
-  ASSERT_FALSE(found->empty());
-  EXPECT_TRUE(std::is_sorted(found->begin(), found->end()));
-  for (const std::string& address : *found) {
-    EXPECT_TRUE(address == "::1" || address.rfind("127.", 0) == 0) << address;
-  }
-}
-
-TEST(ResolveName, SystemResolverReturnsLiteralsAsGiven) {
-  auto found = resolveName("10.1.2.3", "");
-  ASSERT_TRUE(found.ok()) << found.status();
-  EXPECT_EQ(*found, (Addresses{"10.1.2.3"}));
-}
-
-TEST(ResolveName, SystemResolverSaysNotFoundForAMalformedName) {
-  // An empty label: glibc refuses it before asking any server.
-  auto found = resolveName("no..such.svc", "");
-  ASSERT_FALSE(found.ok());
-  EXPECT_EQ(found.status().code(), absl::StatusCode::kNotFound) << found.status();
-  std::string message(codecs::messageOf(found.status()));
-  EXPECT_EQ(contains(message, "no..such.svc"), "");
-  EXPECT_EQ(contains(message, "system resolver"), "");
+  for (std::string_view part : named) EXPECT_EQ(contains(message, part), "");
 }
 
 // What a watcher reported, in order, and the threads it reported on.
@@ -217,11 +98,125 @@ class Reports {
   std::vector<std::thread::id> threads_;
 };
 
+class DnsDiscoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "infergate_dns_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    hosts_ = (dir_ / "hosts").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Replaces the hosts file at once (written aside, then renamed over it), so that a
+  // watcher reading it never sees half of it.
+  void writeHosts(const std::string& text) {
+    std::filesystem::path aside = dir_ / "hosts.new";
+    {
+      std::ofstream out(aside, std::ios::binary | std::ios::trunc);
+      out << text;
+      ASSERT_TRUE(out.good());
+    }
+    std::filesystem::rename(aside, hosts_);
+  }
+
+  // A watcher of `names` in the hosts file, reporting to `reports`, with no timer of its
+  // own: it resolves on start() and on refreshNow() only.
+  DnsWatcher watch(std::vector<std::string> names, Reports& reports) {
+    return DnsWatcher(std::move(names), kNoTimer, hosts_, reports.onChange(), reports.onError());
+  }
+
+  std::filesystem::path dir_;
+  std::string hosts_;
+};
+
+TEST_F(DnsDiscoveryTest, HostsFileGathersEveryLineNamingTheName) {
+  writeHosts(
+      "# the pods of triton\n"
+      "10.0.0.8\ttriton.models.svc   triton\n"
+      "10.0.0.7 other.svc triton # an alias counts\n"
+      "   10.0.0.9 TRITON.Models.SVC\n"
+      "\n"
+      "fd00::0009 triton.models.svc\n"
+      "10.0.0.1 unrelated.svc\n"
+      "# 10.0.0.2 triton.models.svc\n"
+      "10.0.0.7 triton.models.svc\r\n");
+  auto full = resolveName("triton.models.svc", hosts_);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(*full, (Addresses{"10.0.0.7", "10.0.0.8", "10.0.0.9", "fd00::9"}));
+
+  auto alias = resolveName("Triton", hosts_);
+  ASSERT_TRUE(alias.ok()) << alias.status();
+  EXPECT_EQ(*alias, (Addresses{"10.0.0.7", "10.0.0.8"}));
+}
+
+TEST_F(DnsDiscoveryTest, HostsFileSkipsInvalidAddresses) {
+  writeHosts(
+      "10.0.0.300 svc\n"
+      "not-an-address svc\n"
+      "[fd00::1] svc\n"
+      "fd00::1%eth0 svc\n"
+      "10.0.0.5 svc\n"
+      "::1 svc\n"
+      "svc\n");
+  auto found = resolveName("svc", hosts_);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, (Addresses{"10.0.0.5", "::1"}));
+}
+
+TEST_F(DnsDiscoveryTest, HostsFileWithoutTheNameIsNotFound) {
+  writeHosts(
+      "10.0.0.1 a.svc\n"
+      "# 10.0.0.2 b.svc\n"
+      "garbage b.svc\n"
+      "10.0.0.3 a.svc#b.svc\n");
+  expectError(resolveName("b.svc", hosts_), absl::StatusCode::kNotFound, {"b.svc", hosts_});
+}
+
+TEST_F(DnsDiscoveryTest, EmptyHostsFileIsNotFound) {
+  writeHosts("");
+  expectError(resolveName("a.svc", hosts_), absl::StatusCode::kNotFound);
+}
+
+TEST_F(DnsDiscoveryTest, MissingHostsFileIsUnavailable) {
+  std::string path = (dir_ / "absent").string();
+  expectError(resolveName("a.svc", path), absl::StatusCode::kUnavailable,
+              {path, std::strerror(ENOENT)});
+}
+
+TEST_F(DnsDiscoveryTest, UnreadableHostsFileIsUnavailable) {
+  // A folder opens but cannot be read (EISDIR), even for root.
+  expectError(resolveName("a.svc", dir_.string()), absl::StatusCode::kUnavailable,
+              {dir_.string(), std::strerror(EISDIR)});
+}
+
+TEST(ResolveName, SystemResolverFindsLocalhostOnLoopback) {
+  auto found = resolveName("localhost", "");
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_FALSE(found->empty());
+  EXPECT_TRUE(std::is_sorted(found->begin(), found->end()));
+  for (const std::string& address : *found) {
+    EXPECT_TRUE(address == "::1" || address.rfind("127.", 0) == 0) << address;
+  }
+}
+
+TEST(ResolveName, SystemResolverReturnsLiteralsAsGiven) {
+  auto found = resolveName("10.1.2.3", "");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, (Addresses{"10.1.2.3"}));
+}
+
+TEST(ResolveName, SystemResolverSaysNotFoundForAMalformedName) {
+  // An empty label: glibc refuses it before asking any server.
+  expectError(resolveName("no..such.svc", ""), absl::StatusCode::kNotFound,
+              {"no..such.svc", "system resolver"});
+}
+
 TEST_F(DnsDiscoveryTest, WatcherReportsEveryNameOnceBeforeStartReturns) {
   writeHosts("10.0.0.2 a.svc\n10.0.0.1 a.svc\n");
   Reports reports;
-  DnsWatcher watcher({"a.svc", "b.svc", "a.svc"}, kNoTimer, hosts_, reports.onChange(),
-                     reports.onError());
+  DnsWatcher watcher = watch({"a.svc", "b.svc", "a.svc"}, reports);
   ASSERT_EQ(watcher.targets().size(), 2u);
   EXPECT_EQ(watcher.targets()[0].name, "a.svc");
   EXPECT_EQ(watcher.targets()[1].name, "b.svc");
@@ -238,7 +233,7 @@ TEST_F(DnsDiscoveryTest, WatcherReportsEveryNameOnceBeforeStartReturns) {
 TEST_F(DnsDiscoveryTest, WatcherReportsAChangeAfterRefreshNow) {
   writeHosts("10.0.0.1 a.svc\n");
   Reports reports;
-  DnsWatcher watcher({"a.svc"}, kNoTimer, hosts_, reports.onChange(), reports.onError());
+  DnsWatcher watcher = watch({"a.svc"}, reports);
   watcher.start();
   ASSERT_EQ(reports.changes("a.svc").size(), 1u);
 
@@ -258,8 +253,7 @@ TEST_F(DnsDiscoveryTest, WatcherReportsAChangeAfterRefreshNow) {
 TEST_F(DnsDiscoveryTest, WatcherReportsNothingWhenTheSetIsUnchanged) {
   writeHosts("10.0.0.1 a.svc\nfd00::1 a.svc\n10.0.0.9 marker\n");
   Reports reports;
-  DnsWatcher watcher({"a.svc", "marker"}, kNoTimer, hosts_, reports.onChange(),
-                     reports.onError());
+  DnsWatcher watcher = watch({"a.svc", "marker"}, reports);
   watcher.start();
 
   // The same set for a.svc: other order, case and IPv6 spelling, a comment, a duplicate
@@ -283,8 +277,7 @@ TEST_F(DnsDiscoveryTest, WatcherReportsNothingWhenTheSetIsUnchanged) {
 TEST_F(DnsDiscoveryTest, WatcherKeepsTheLastSetThroughErrorsAndReportsEachStreakOnce) {
   writeHosts("10.0.0.1 a.svc\n10.0.0.2 a.svc\n10.0.1.1 marker\n");
   Reports reports;
-  DnsWatcher watcher({"a.svc", "marker"}, kNoTimer, hosts_, reports.onChange(),
-                     reports.onError());
+  DnsWatcher watcher = watch({"a.svc", "marker"}, reports);
   watcher.start();
   ASSERT_EQ(reports.changes("a.svc").size(), 1u);
 
@@ -326,7 +319,7 @@ TEST_F(DnsDiscoveryTest, WatcherKeepsTheLastSetThroughErrorsAndReportsEachStreak
 TEST_F(DnsDiscoveryTest, WatcherReportsANameFirstFoundAfterStart) {
   writeHosts("10.0.0.1 other.svc\n");
   Reports reports;
-  DnsWatcher watcher({"a.svc"}, kNoTimer, hosts_, reports.onChange(), reports.onError());
+  DnsWatcher watcher = watch({"a.svc"}, reports);
   watcher.start();
   ASSERT_EQ(reports.errors("a.svc").size(), 1u);
   EXPECT_TRUE(reports.changes("a.svc").empty());
@@ -365,7 +358,7 @@ TEST_F(DnsDiscoveryTest, StopIsPromptWithALongIntervalAndIdempotent) {
 
 TEST_F(DnsDiscoveryTest, WatcherNeverStartedStopsAndDestroys) {
   Reports reports;
-  DnsWatcher watcher({"a.svc"}, kNoTimer, hosts_, reports.onChange(), reports.onError());
+  DnsWatcher watcher = watch({"a.svc"}, reports);
   watcher.stop();
   EXPECT_TRUE(reports.threads().empty());
 }

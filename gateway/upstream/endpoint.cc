@@ -52,7 +52,7 @@ bool Endpoint::tryReserve(uint32_t cap) {
 
 uint64_t Endpoint::queueSignal() const {
   int64_t scraped = scraped_queue_.load(std::memory_order_relaxed);
-  return scraped >= 0 ? static_cast<uint64_t>(scraped) : outstanding();
+  return outstanding() + (scraped > 0 ? static_cast<uint64_t>(scraped) : 0);
 }
 
 void Endpoint::setScrapedQueue(std::optional<uint64_t> pending) {

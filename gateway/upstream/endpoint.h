@@ -67,8 +67,10 @@ class Endpoint {
   // Reserves a slot when fewer than `cap` requests are in flight (cap 0 = no cap).
   bool tryReserve(uint32_t cap);
   void unreserve() { outstanding_.fetch_sub(1, std::memory_order_relaxed); }
-  // The load-aware signal: the pending count last read from the endpoint's metrics, else
-  // the gateway's own outstanding count.
+  // The load-aware signal: the gateway's own outstanding count, plus the pending count
+  // last read from the endpoint's metrics when there is one. The scraped part is the
+  // replica's queue (other gateways' requests too); the outstanding part moves with every
+  // request, so the requests between two scrapes do not all herd onto one endpoint.
   uint64_t queueSignal() const;
   void setScrapedQueue(std::optional<uint64_t> pending);
 

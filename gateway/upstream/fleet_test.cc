@@ -2,7 +2,8 @@
 // health as a state machine on time points the test passes in; placement, overload and
 // dns endpoints on fleets of addresses no request is sent to (kHttp: no gRPC channel is
 // made); retries of refused attempts against real upstreams on loopback (port 0): the
-// project's gRPC frontend and HTTP server, each next to a port nothing listens on.
+// project's gRPC frontend and HTTP server (upstream_test_servers.h), each next to a port
+// nothing listens on.
 //
 // No mocks and no sleeps as synchronisation: answers come through futures bounded by
 // kWait; the only polls wait for an ejection's time to pass.
@@ -11,9 +12,6 @@
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -25,10 +23,9 @@
 
 #include "codecs/grpc_byte_buffer.h"
 #include "config/listen_address.h"
-#include "gateway/frontends/grpc_frontend.h"
 #include "gateway/http/http_server.h"
-#include "gateway/http/listen_socket.h"
 #include "gateway/upstream/fleet_call.h"
+#include "gateway/upstream/upstream_test_servers.h"
 #include "grpc_service.grpc.pb.h"
 
 namespace infergate::gateway::upstream {
@@ -37,6 +34,11 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using Policy = config::LoadBalancingConfig::Policy;
+using testing::freePort;
+using testing::GrpcTestUpstream;
+using testing::HttpTestUpstream;
+using testing::LoopThread;
+using testing::serialized;
 
 constexpr auto kWait = 30s;  // a bound for the slowest machine, never a synchronisation
 constexpr char kServerLive[] = "/inference.GRPCInferenceService/ServerLive";
@@ -83,18 +85,11 @@ config::OutlierConfig outlier(uint32_t failures, uint64_t base_ms, uint64_t max_
   return o;
 }
 
-// A loopback port nothing listens on: bound, then closed.
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+config::HealthCheckConfig healthCheck(uint32_t healthy_threshold, uint32_t unhealthy_threshold) {
+  config::HealthCheckConfig check;
+  check.healthy_threshold = healthy_threshold;
+  check.unhealthy_threshold = unhealthy_threshold;
+  return check;
 }
 
 std::string contains(std::string_view haystack, std::string_view needle) {
@@ -167,6 +162,16 @@ EndpointLease lease(UpstreamFleet& fleet, const PickContext& context = {}) {
 
 std::string keyOf(const EndpointLease& l) { return l.valid() ? l.endpoint().key() : "(none)"; }
 
+// The first of `attempts` leases that lands on `key` (the others are released at once);
+// invalid if none did.
+EndpointLease leaseOn(UpstreamFleet& fleet, const std::string& key, int attempts) {
+  for (int i = 0; i < attempts; ++i) {
+    EndpointLease l = lease(fleet);
+    if (keyOf(l) == key) return l;
+  }
+  return EndpointLease();
+}
+
 PickContext sequenceContext(uint64_t id, bool start, bool end = false) {
   PickContext context;
   context.model = "m";
@@ -198,6 +203,17 @@ class EndpointTest : public ::testing::Test {
   // `n` failures at `now` (not trials).
   static void fail(Endpoint& e, int n, Clock::time_point now, const config::OutlierConfig& o) {
     for (int i = 0; i < n; ++i) e.recordOutcome(Outcome::kFailure, false, now, o);
+  }
+
+  // `e` ejected at t0_ by `o.consecutive_failures` failures, then the half-open trial
+  // claimed at `open`: a success when claimTrial() granted it, as the trial.
+  ::testing::AssertionResult ejectThenClaimTrial(Endpoint& e, const config::OutlierConfig& o,
+                                                 Clock::time_point open) {
+    fail(e, static_cast<int>(o.consecutive_failures), t0_, o);
+    bool trial = false;
+    if (!e.claimTrial(open, &trial)) return ::testing::AssertionFailure() << "no claim granted";
+    if (!trial) return ::testing::AssertionFailure() << "a claim granted, but not as the trial";
+    return ::testing::AssertionSuccess();
   }
 
   config::UpstreamConfig config_;
@@ -315,11 +331,8 @@ TEST_F(EndpointTest, HalfOpenTrialGoesToExactlyOneClaimant) {
 TEST_F(EndpointTest, SuccessfulTrialReadmits) {
   const auto o = outlier(3, 100, 1000);
   Endpoint e(config_, tcp(1), 0);
-  fail(e, 3, t0_, o);
   const Clock::time_point open = t0_ + 100ms;
-  bool trial = false;
-  ASSERT_TRUE(e.claimTrial(open, &trial));
-  ASSERT_TRUE(trial);
+  ASSERT_TRUE(ejectThenClaimTrial(e, o, open));
   // A request sent before the ejection succeeding is no trial: nothing changes.
   e.recordOutcome(Outcome::kSuccess, false, open, o);
   EXPECT_TRUE(e.ejectedUntil().has_value());
@@ -344,11 +357,8 @@ TEST_F(EndpointTest, SuccessfulTrialReadmits) {
 TEST_F(EndpointTest, NeutralTrialFreesTheTrialForAnotherClaimant) {
   const auto o = outlier(3, 100, 1000);
   Endpoint e(config_, tcp(1), 0);
-  fail(e, 3, t0_, o);
   const Clock::time_point open = t0_ + 100ms;
-  bool trial = false;
-  ASSERT_TRUE(e.claimTrial(open, &trial));
-  ASSERT_TRUE(trial);
+  ASSERT_TRUE(ejectThenClaimTrial(e, o, open));
   e.recordOutcome(Outcome::kNeutral, true, open, o);
   // Still half open (not readmitted), with the trial free again.
   EXPECT_TRUE(e.ejectedUntil().has_value());
@@ -377,11 +387,8 @@ TEST_F(EndpointTest, ZeroConsecutiveFailuresNeverEjects) {
 // the trial taken for good, which would keep the endpoint out of every pick.
 TEST_F(EndpointTest, TrialEndingAfterEjectionWasTurnedOffReadmits) {
   Endpoint e(config_, tcp(1), 0);
-  fail(e, 3, t0_, outlier(3, 100, 1000));
   const Clock::time_point open = t0_ + 100ms;
-  bool trial = false;
-  ASSERT_TRUE(e.claimTrial(open, &trial));
-  ASSERT_TRUE(trial);
+  ASSERT_TRUE(ejectThenClaimTrial(e, outlier(3, 100, 1000), open));
   e.recordOutcome(Outcome::kFailure, true, open, outlier(0, 100, 1000));
   EXPECT_TRUE(e.routable(open + 1s));
   EXPECT_FALSE(e.ejectedUntil().has_value());
@@ -389,9 +396,7 @@ TEST_F(EndpointTest, TrialEndingAfterEjectionWasTurnedOffReadmits) {
 }
 
 TEST_F(EndpointTest, FirstProbeDecidesAnUnknownEndpoint) {
-  config::HealthCheckConfig check;
-  check.healthy_threshold = 3;
-  check.unhealthy_threshold = 3;
+  const config::HealthCheckConfig check = healthCheck(3, 3);
   Endpoint good(config_, tcp(1), 0);
   EXPECT_TRUE(good.recordProbe(true, check));
   EXPECT_EQ(good.activeHealth(), ActiveHealth::kHealthy);
@@ -408,9 +413,7 @@ TEST_F(EndpointTest, FirstProbeDecidesAnUnknownEndpoint) {
 }
 
 TEST_F(EndpointTest, HealthyTurnsUnhealthyOnlyAfterThresholdBadProbesInARow) {
-  config::HealthCheckConfig check;
-  check.healthy_threshold = 2;
-  check.unhealthy_threshold = 3;
+  const config::HealthCheckConfig check = healthCheck(2, 3);
   Endpoint e(config_, tcp(1), 0);
   ASSERT_TRUE(e.recordProbe(true, check));
   EXPECT_FALSE(e.recordProbe(false, check));
@@ -429,9 +432,7 @@ TEST_F(EndpointTest, HealthyTurnsUnhealthyOnlyAfterThresholdBadProbesInARow) {
 }
 
 TEST_F(EndpointTest, UnhealthyTurnsHealthyOnlyAfterThresholdGoodProbesAndReadmits) {
-  config::HealthCheckConfig check;
-  check.healthy_threshold = 3;
-  check.unhealthy_threshold = 1;
+  const config::HealthCheckConfig check = healthCheck(3, 1);
   const auto o = outlier(2, 60000, 60000);
   Endpoint e(config_, tcp(1), 0);
   fail(e, 2, t0_, o);  // passively ejected for a minute
@@ -468,17 +469,19 @@ TEST_F(EndpointTest, TryReserveRespectsTheCap) {
   EXPECT_EQ(e.outstanding(), 102u);
 }
 
-TEST_F(EndpointTest, QueueSignalIsTheScrapedValueElseOutstanding) {
+TEST_F(EndpointTest, QueueSignalIsOutstandingPlusTheScrapedQueue) {
   Endpoint e(config_, tcp(1), 0);
   ASSERT_TRUE(e.tryReserve(0));
   ASSERT_TRUE(e.tryReserve(0));
   EXPECT_EQ(e.queueSignal(), 2u);
   e.setScrapedQueue(7);
-  EXPECT_EQ(e.queueSignal(), 7u);
+  EXPECT_EQ(e.queueSignal(), 9u);
+  e.unreserve();
+  EXPECT_EQ(e.queueSignal(), 8u);  // moves with every request between scrapes
   e.setScrapedQueue(0);
-  EXPECT_EQ(e.queueSignal(), 0u);  // a scraped 0 is a value, not "none"
+  EXPECT_EQ(e.queueSignal(), 1u);
   e.setScrapedQueue(std::nullopt);
-  EXPECT_EQ(e.queueSignal(), 2u);
+  EXPECT_EQ(e.queueSignal(), 1u);
 }
 
 // =========================================================================================
@@ -619,11 +622,7 @@ TEST(UpstreamFleet, FailedTrialEjectsAgainForTwiceAsLong) {
   std::shared_ptr<Endpoint> a = ejectThroughLeases(*fleet, kA, 3);
   ASSERT_TRUE(a->ejectedUntil().has_value());
   waitUntil(*a->ejectedUntil());
-  EndpointLease trial;
-  for (int i = 0; i < 3 && !trial.valid(); ++i) {
-    EndpointLease l = lease(*fleet);
-    if (keyOf(l) == kA) trial = std::move(l);
-  }
+  EndpointLease trial = leaseOn(*fleet, kA, 3);
   ASSERT_TRUE(trial.valid());
   const Clock::time_point before = Clock::now();
   trial.finish(Outcome::kFailure);
@@ -1067,11 +1066,7 @@ TEST(UpstreamFleet, ResolvedEndpointKeepsALeaseInFlightAfterItIsDropped) {
   auto fleet = UpstreamFleet::create(config, nullptr);
   fleet->setResolved(dnsEntry(), {"10.0.0.1"});
   ASSERT_EQ(fleet->endpoints()->size(), 2u);
-  EndpointLease on_resolved;
-  for (int i = 0; i < 2 && !on_resolved.valid(); ++i) {
-    EndpointLease l = lease(*fleet);
-    if (keyOf(l) == "10.0.0.1:9000") on_resolved = std::move(l);
-  }
+  EndpointLease on_resolved = leaseOn(*fleet, "10.0.0.1:9000", 2);
   ASSERT_TRUE(on_resolved.valid());
   fleet->setResolved(dnsEntry(), {});
   ASSERT_EQ(fleet->endpoints()->size(), 1u);
@@ -1083,37 +1078,6 @@ TEST(UpstreamFleet, ResolvedEndpointKeepsALeaseInFlightAfterItIsDropped) {
 // =========================================================================================
 // Retries over real upstreams
 // =========================================================================================
-
-grpc::ByteBuffer serialized(const google::protobuf::MessageLite& message) {
-  return codecs::toByteBuffer(
-      codecs::BufferChain(codecs::Buffer::fromString(message.SerializeAsString())));
-}
-
-// One gRPC upstream: the gRPC frontend serving the builtin demo models.
-class GrpcUpstream {
- public:
-  GrpcUpstream() : pool_(1), repository_(builtin::ModelRepository::createDemo({})) {
-    pool_.start();
-    auto health = std::make_shared<ServerHealth>();
-    health->ready = true;
-    frontend_ = std::make_unique<frontends::GrpcFrontend>(
-        Router::builtinOnly(repository_, pool_),
-        std::make_shared<SettingsStore>(repositoryModelCheck(repository_)), ServerInfo{}, health,
-        pool_, frontends::GrpcFrontendOptions{});
-    auto bound = frontend_->start("127.0.0.1:0");
-    EXPECT_TRUE(bound.ok()) << bound.status();
-  }
-  ~GrpcUpstream() {
-    frontend_->shutdown(0ms);
-    pool_.stop();
-  }
-  int port() const { return frontend_->port(); }
-
- private:
-  http::WorkerPool pool_;
-  std::shared_ptr<builtin::ModelRepository> repository_;
-  std::unique_ptr<frontends::GrpcFrontend> frontend_;
-};
 
 struct UnaryResult {
   codecs::Status status;
@@ -1146,7 +1110,7 @@ config::UpstreamConfig grpcPair(int refused_port, int good_port, uint32_t max_re
 }
 
 TEST(FleetUnary, RefusedAttemptsAreRetriedOnTheOtherEndpoint) {
-  GrpcUpstream up;
+  GrpcTestUpstream up;
   const int refused = freePort();
   auto fleet = UpstreamFleet::create(grpcPair(refused, up.port(), 2), nullptr);
   std::shared_ptr<Endpoint> bad = fleet->findEndpoint(tcp(refused).text);
@@ -1175,7 +1139,7 @@ TEST(FleetUnary, RefusedAttemptsAreRetriedOnTheOtherEndpoint) {
 }
 
 TEST(FleetUnary, WithoutRetriesRefusedAttemptsFailMarkedNotSent) {
-  GrpcUpstream up;
+  GrpcTestUpstream up;
   const int refused = freePort();
   config::UpstreamConfig config = grpcPair(refused, up.port(), 0);
   config.outlier.consecutive_failures = 0;  // the refused endpoint keeps its turns
@@ -1234,43 +1198,14 @@ TEST(FleetOutcomes, AnswersMapToPassiveHealthOutcomes) {
   EXPECT_EQ(outcomeOfError(absl::CancelledError("gone")), Outcome::kNeutral);
 }
 
-// An EventLoop run by its own thread.
-class LoopThread {
- public:
-  LoopThread() : thread_([this] { loop_.run(); }) {}
-  ~LoopThread() {
-    loop_.stop();
-    thread_.join();
-  }
-  http::EventLoop& loop() { return loop_; }
-  // Runs `fn` on the loop and waits for it.
-  void run(std::function<void()> fn) {
-    std::promise<void> done;
-    loop_.post([&] {
-      fn();
-      done.set_value();
-    });
-    if (done.get_future().wait_for(kWait) != std::future_status::ready) {
-      ADD_FAILURE() << "the loop did not run a task within 30 s";
-      std::abort();  // the task refers to this frame
-    }
-  }
-
- private:
-  http::EventLoop loop_;
-  std::thread thread_;
-};
-
 TEST(FleetHttp, RefusedAttemptsAreRetriedOnTheOtherEndpoint) {
-  http::WorkerPool pool(1);
-  http::HttpServer server(pool, http::HttpLimits{}, 100, [](std::shared_ptr<http::HttpExchange> e) {
+  HttpTestUpstream server([](std::shared_ptr<http::HttpExchange> e) {
     http::HttpResponse r;
     r.body.append(codecs::Buffer::copyOf("hello"));
     e->respond(std::move(r));
   });
-  auto bound = server.listen(http::ListenSpec::tcp("127.0.0.1", 0));
+  auto bound = server.listenOnLoopback();
   ASSERT_TRUE(bound.ok()) << bound.status();
-  pool.start();
   server.start();
 
   const int refused = freePort();
@@ -1313,8 +1248,7 @@ TEST(FleetHttp, RefusedAttemptsAreRetriedOnTheOtherEndpoint) {
   EXPECT_EQ(fleet->counters().in_flight, 0u);
 
   client_thread.run([&] { client.reset(); });
-  server.shutdown(200ms);
-  pool.stop();
+  server.stop();
 }
 
 // =========================================================================================

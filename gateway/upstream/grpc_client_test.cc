@@ -1,6 +1,7 @@
 // GrpcUpstreamClient against real upstreams: the project's own gRPC server (GrpcFrontend
-// over the builtin demo models) on loopback, port 0, or on a unix socket. No mocks; every
-// wait is on a promise with a generous bound, never a sleep.
+// over the builtin demo models: GrpcTestUpstream, upstream_test_servers.h) on loopback,
+// port 0, or on a unix socket. No mocks; every wait is on a promise with a generous bound,
+// never a sleep.
 
 #include "gateway/upstream/grpc_client.h"
 
@@ -18,12 +19,16 @@
 
 #include "codecs/grpc_byte_buffer.h"
 #include "gateway/frontends/grpc_frontend.h"
+#include "gateway/upstream/upstream_test_servers.h"
 #include "grpc_service.grpc.pb.h"
 
 namespace infergate::gateway::upstream {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::freePort;
+using testing::GrpcTestUpstream;
+using testing::serialized;
 
 constexpr char kModelInfer[] = "/inference.GRPCInferenceService/ModelInfer";
 constexpr char kStreamInfer[] = "/inference.GRPCInferenceService/ModelStreamInfer";
@@ -32,11 +37,6 @@ constexpr char kModelMetadata[] = "/inference.GRPCInferenceService/ModelMetadata
 constexpr auto kWait = 30s;  // a bound for the slowest machine, never a synchronisation
 
 // ---- messages ---------------------------------------------------------------------------
-
-grpc::ByteBuffer serialized(const google::protobuf::MessageLite& message) {
-  return codecs::toByteBuffer(
-      codecs::BufferChain(codecs::Buffer::fromString(message.SerializeAsString())));
-}
 
 template <typename T>
 T parsed(const grpc::ByteBuffer& bytes) {
@@ -124,47 +124,7 @@ void expectSimpleAnswer(const inference::ModelInferResponse& r, int32_t base = 0
   }
 }
 
-// ---- the upstream -------------------------------------------------------------------
-
-// One upstream server: the gRPC frontend serving the builtin demo models.
-class Upstream {
- public:
-  explicit Upstream(std::string address = "127.0.0.1:0",
-                    frontends::GrpcFrontendOptions options = {})
-      : pool_(1), repository_(builtin::ModelRepository::createDemo({})) {
-    pool_.start();
-    auto health = std::make_shared<ServerHealth>();
-    health->ready = true;
-    frontend_ = std::make_unique<frontends::GrpcFrontend>(
-        Router::builtinOnly(repository_, pool_),
-        std::make_shared<SettingsStore>(repositoryModelCheck(repository_)), ServerInfo{}, health,
-        pool_, std::move(options));
-    auto bound = frontend_->start(std::move(address));
-    EXPECT_TRUE(bound.ok()) << bound.status();
-    if (bound.ok()) address_ = *bound;
-  }
-  ~Upstream() {
-    frontend_->shutdown(0ms);
-    pool_.stop();
-  }
-
-  int port() const { return frontend_->port(); }
-  const std::string& address() const { return address_; }
-
-  // Inferences the upstream ran for `model` (its statistics).
-  uint64_t inferences(const std::string& model) const {
-    auto stats = repository_->statisticsProto(model, "");
-    EXPECT_TRUE(stats.ok()) << stats.status();
-    return stats.ok() && stats->model_stats_size() > 0 ? stats->model_stats(0).inference_count()
-                                                       : 0;
-  }
-
- private:
-  http::WorkerPool pool_;
-  std::shared_ptr<builtin::ModelRepository> repository_;
-  std::unique_ptr<frontends::GrpcFrontend> frontend_;
-  std::string address_;
-};
+// ---- configs -----------------------------------------------------------------------
 
 config::ListenAddress tcp(int port) {
   config::ListenAddress a;
@@ -181,20 +141,6 @@ config::UpstreamConfig upstreamAt(std::vector<config::ListenAddress> endpoints) 
   c.endpoints = std::move(endpoints);
   c.channels = 2;
   return c;
-}
-
-// A loopback port nothing listens on: bound, then closed.
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 // ---- calls --------------------------------------------------------------------------
@@ -272,7 +218,7 @@ class StreamRecorder {
 // ---- tests ----------------------------------------------------------------------------
 
 TEST(GrpcUpstreamClient, ModelInferPassesTheSerializedMessageBothWays) {
-  Upstream up;
+  GrpcTestUpstream up;
   GrpcUpstreamClient client(upstreamAt({tcp(up.port())}));
   EXPECT_EQ(client.name(), "up");
   Answer a = call(client, kModelInfer, serialized(simpleRequest("req-1", 100)));
@@ -285,7 +231,7 @@ TEST(GrpcUpstreamClient, ModelInferPassesTheSerializedMessageBothWays) {
 }
 
 TEST(GrpcUpstreamClient, TypedRpcsTravelAsSerializedMessages) {
-  Upstream up;
+  GrpcTestUpstream up;
   GrpcUpstreamClient client(upstreamAt({tcp(up.port())}));
   // ServerLiveRequest serializes to zero bytes: an empty message is still sent.
   Answer live = call(client, kServerLive, serialized(inference::ServerLiveRequest()));
@@ -308,7 +254,7 @@ TEST(GrpcUpstreamClient, TypedRpcsTravelAsSerializedMessages) {
 
 // The upstream's status reaches the caller exactly as a direct client sees it.
 TEST(GrpcUpstreamClient, UpstreamErrorsPassThroughWithTheirCodeAndText) {
-  Upstream up;
+  GrpcTestUpstream up;
   inference::ModelInferRequest unknown = simpleRequest();
   unknown.set_model_name("no_such_model");
   auto stub = inference::GRPCInferenceService::NewStub(
@@ -355,7 +301,7 @@ TEST(GrpcUpstreamClient, ToUpstreamStatusNamesTheUpstreamForTransportFailures) {
 }
 
 TEST(GrpcUpstreamClient, DeadlineEndsASlowCall) {
-  Upstream up;
+  GrpcTestUpstream up;
   GrpcUpstreamClient client(upstreamAt({tcp(up.port())}));
   GrpcCallOptions options;
   options.deadline = std::chrono::system_clock::now() + 200ms;
@@ -368,7 +314,7 @@ TEST(GrpcUpstreamClient, DeadlineEndsASlowCall) {
 }
 
 TEST(GrpcUpstreamClient, CancelEndsAnInFlightUnaryCall) {
-  Upstream up;
+  GrpcTestUpstream up;
   GrpcUpstreamClient client(upstreamAt({tcp(up.port())}));
   Pending p = start(client, kModelInfer, serialized(sleepRequest(20000)));
   p.handle->cancel();
@@ -380,7 +326,7 @@ TEST(GrpcUpstreamClient, CancelEndsAnInFlightUnaryCall) {
 }
 
 TEST(GrpcUpstreamClient, CancelFromAnotherThreadWhileTheCallerDroppedTheHandle) {
-  Upstream up;
+  GrpcTestUpstream up;
   GrpcUpstreamClient client(upstreamAt({tcp(up.port())}));
   Pending p = start(client, kModelInfer, serialized(sleepRequest(20000)));
   std::thread canceller([handle = std::move(p.handle)] { handle->cancel(); });
@@ -389,7 +335,7 @@ TEST(GrpcUpstreamClient, CancelFromAnotherThreadWhileTheCallerDroppedTheHandle) 
 }
 
 TEST(GrpcUpstreamClient, StreamCarriesRequestsAndDecoupledAnswersUntilWritesDone) {
-  Upstream up;
+  GrpcTestUpstream up;
   GrpcUpstreamClient client(upstreamAt({tcp(up.port())}));
   StreamRecorder recorder;
   auto stream = client.stream(kStreamInfer, {}, recorder.callbacks());
@@ -428,7 +374,7 @@ TEST(GrpcUpstreamClient, StreamCarriesRequestsAndDecoupledAnswersUntilWritesDone
 // Writes are sent one at a time in the order queued: the upstream answers non-decoupled
 // requests in request order, so the ids come back in the order written.
 TEST(GrpcUpstreamClient, StreamKeepsTheOrderOfQueuedWrites) {
-  Upstream up;
+  GrpcTestUpstream up;
   GrpcUpstreamClient client(upstreamAt({tcp(up.port())}));
   StreamRecorder recorder;
   auto stream = client.stream(kStreamInfer, {}, recorder.callbacks());
@@ -447,7 +393,7 @@ TEST(GrpcUpstreamClient, StreamKeepsTheOrderOfQueuedWrites) {
 }
 
 TEST(GrpcUpstreamClient, CancelEndsAStream) {
-  Upstream up;
+  GrpcTestUpstream up;
   GrpcUpstreamClient client(upstreamAt({tcp(up.port())}));
   StreamRecorder recorder;
   auto stream = client.stream(kStreamInfer, {}, recorder.callbacks());
@@ -462,7 +408,7 @@ TEST(GrpcUpstreamClient, CancelEndsAStream) {
 // The server ends the stream first (triton_grpc_error: the first error ends it) while the
 // client has not half-closed: the end still reaches on_done.
 TEST(GrpcUpstreamClient, StreamEndedByTheUpstreamReportsItsStatus) {
-  Upstream up;
+  GrpcTestUpstream up;
   GrpcUpstreamClient client(upstreamAt({tcp(up.port())}));
   StreamRecorder recorder;
   GrpcCallOptions options;
@@ -501,7 +447,7 @@ TEST(GrpcUpstreamClient, UpstreamThatComesBackIsUsedAgain) {
   GrpcUpstreamClient client(config);
   ASSERT_EQ(call(client, kModelInfer, serialized(simpleRequest())).status.error_code(),
             grpc::StatusCode::UNAVAILABLE);
-  Upstream up("127.0.0.1:" + std::to_string(port));
+  GrpcTestUpstream up("127.0.0.1:" + std::to_string(port));
   ASSERT_EQ(up.port(), port);
   const auto give_up = std::chrono::steady_clock::now() + kWait;
   Answer a;
@@ -541,7 +487,7 @@ TEST(GrpcUpstreamClient, UnixSocketEndpoint) {
       ::testing::TempDir() + "infergate_grpc_client_" + std::to_string(::getpid()) + ".sock";
   ::unlink(path.c_str());
   {
-    Upstream up("unix:" + path);
+    GrpcTestUpstream up("unix:" + path);
     config::ListenAddress endpoint;
     endpoint.kind = config::ListenAddress::Kind::kUnix;
     endpoint.path = path;
@@ -556,7 +502,7 @@ TEST(GrpcUpstreamClient, UnixSocketEndpoint) {
 TEST(GrpcUpstreamClient, ConfiguredHeadersReachTheUpstreamAndReplaceForwardedOnes) {
   frontends::GrpcFrontendOptions options;
   options.restricted["inference"] = {"key", "v"};
-  Upstream up("127.0.0.1:0", std::move(options));
+  GrpcTestUpstream up("127.0.0.1:0", std::move(options));
 
   GrpcUpstreamClient bare(upstreamAt({tcp(up.port())}));
   Answer refused = call(bare, kModelInfer, serialized(simpleRequest()));
@@ -585,7 +531,7 @@ TEST(GrpcUpstreamClient, ConfiguredHeadersReachTheUpstreamAndReplaceForwardedOne
 
 // grpc aborts the process on metadata it cannot send; the client refuses the call instead.
 TEST(GrpcUpstreamClient, MetadataGrpcCannotCarryFailsTheCall) {
-  Upstream up;
+  GrpcTestUpstream up;
   GrpcUpstreamClient client(upstreamAt({tcp(up.port())}));
   for (auto [key, value] : std::vector<std::pair<std::string, std::string>>{
            {"Upper-Case", "v"}, {"x-note", "caf\xc3\xa9"}, {"", "v"}, {"x-line", "a\nb"}}) {
@@ -602,7 +548,7 @@ TEST(GrpcUpstreamClient, MetadataGrpcCannotCarryFailsTheCall) {
 }
 
 TEST(GrpcUpstreamClient, RoundRobinSpreadsCallsOverEndpoints) {
-  Upstream a, b;
+  GrpcTestUpstream a, b;
   GrpcUpstreamClient client(upstreamAt({tcp(a.port()), tcp(b.port())}));  // 2 x 2 channels
   constexpr int kCalls = 12;
   for (int i = 0; i < kCalls; ++i) {
@@ -613,7 +559,7 @@ TEST(GrpcUpstreamClient, RoundRobinSpreadsCallsOverEndpoints) {
 }
 
 TEST(GrpcUpstreamClient, ShutdownCancelsCallsInFlightAndRefusesLaterOnes) {
-  Upstream up;
+  GrpcTestUpstream up;
   GrpcUpstreamClient client(upstreamAt({tcp(up.port())}));
   std::vector<Pending> pending;
   for (int i = 0; i < 10; ++i) {
@@ -645,7 +591,7 @@ TEST(GrpcUpstreamClient, ShutdownCancelsCallsInFlightAndRefusesLaterOnes) {
 
 // The handles own nothing of grpc's: they outlive the client and do nothing then.
 TEST(GrpcUpstreamClient, DestructorWaitsForCallsInFlightAndHandlesOutliveIt) {
-  Upstream up;
+  GrpcTestUpstream up;
   std::vector<Pending> pending;
   StreamRecorder recorder;
   std::shared_ptr<GrpcStream> stream;
@@ -673,7 +619,7 @@ TEST(GrpcUpstreamClient, DestructorWaitsForCallsInFlightAndHandlesOutliveIt) {
 // threads (the call's context holds a reference) crashed here.
 TEST(GrpcUpstreamClient, ClientsAndUpstreamsComeAndGo) {
   for (int round = 0; round < 20; ++round) {
-    Upstream up;
+    GrpcTestUpstream up;
     GrpcUpstreamClient client(upstreamAt({tcp(up.port())}));
     Pending unary = start(client, kModelInfer, serialized(simpleRequest()));
     StreamRecorder recorder;
@@ -687,7 +633,7 @@ TEST(GrpcUpstreamClient, ClientsAndUpstreamsComeAndGo) {
 }
 
 TEST(GrpcUpstreamClient, ManyConcurrentCallsFromSeveralThreadsAllComplete) {
-  Upstream up;
+  GrpcTestUpstream up;
   GrpcUpstreamClient client(upstreamAt({tcp(up.port())}));
   constexpr int kThreads = 4, kPerThread = 50;
   std::vector<std::vector<Pending>> pending(kThreads);

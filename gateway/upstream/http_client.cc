@@ -183,6 +183,10 @@ class Call final : public HttpCallHandle, public std::enable_shared_from_this<Ca
   // Upload position in request.body.
   size_t segment = 0;
   size_t segment_offset = 0;
+  // libcurl took body bytes (or rewound to send them again): the request may have reached
+  // the upstream, even when the exchange ends in a connect error (libcurl re-sends on a new
+  // connection when a reused one breaks, and that connect may fail).
+  bool body_taken = false;
 
   // The response as it arrives. A new status line (after a 1xx) starts over.
   int status = 0;
@@ -775,6 +779,7 @@ size_t CurlMultiClient::onRead(char* dest, size_t size, size_t count, void* user
     size_t take = std::min(room - copied, segment.size() - call.segment_offset);
     std::memcpy(dest + copied, segment.data() + call.segment_offset, take);
     copied += take;
+    call.body_taken = true;
     call.segment_offset += take;
     if (call.segment_offset == segment.size()) {
       ++call.segment;
@@ -786,6 +791,7 @@ size_t CurlMultiClient::onRead(char* dest, size_t size, size_t count, void* user
 
 int CurlMultiClient::onSeek(void* userdata, curl_off_t offset, int origin) {
   auto& call = *static_cast<Call*>(userdata);
+  call.body_taken = true;
   if (origin != SEEK_SET || offset < 0) return CURL_SEEKFUNC_CANTSEEK;
   auto remaining = static_cast<uint64_t>(offset);
   const std::vector<codecs::Buffer>& segments = call.request.body.segments();
@@ -822,6 +828,10 @@ Status CurlMultiClient::outcomeOf(const Call& call, CURLcode result) const {
   };
   auto upstream = [](Status s) {
     return codecs::withOrigin(std::move(s), codecs::ErrorOrigin::kUpstream);
+  };
+  // A connect error is "never sent" only for a request whose body libcurl never took.
+  auto markNotSent = [&call](Status s) {
+    return call.body_taken ? s : gateway::upstream::markNotSent(std::move(s));
   };
   switch (result) {
     case CURLE_COULDNT_CONNECT:

@@ -20,8 +20,9 @@
 // Errors (on_complete's status, naming the upstream and endpoint):
 //   UNAVAILABLE        connection refused / reset / closed before a full response,
 //                      name not resolved, connect timeout; the ones before any byte was
-//                      sent (refused, not resolved, connect timeout) are marked
-//                      markNotSent (upstream_status.h)
+//                      sent (refused, not resolved, connect timeout, and libcurl never
+//                      took body bytes: it re-sends on a new connection when a reused one
+//                      breaks) are marked markNotSent (upstream_status.h)
 //   DEADLINE_EXCEEDED  the request's timeout passed
 //   INVALID_ARGUMENT, stamped ErrorOrigin::kUpstream (-> 502)
 //                      a response that is not HTTP/1.x, or malformed

@@ -1,12 +1,14 @@
 // HttpUpstreamClient against real upstreams on loopback (port 0, no mocks): the project's
-// own HttpServer, a counting acceptor in front of HttpConnection where the number of TCP
-// connections matters, and raw sockets where the upstream must misbehave on purpose.
+// own HttpServer (HttpTestUpstream, upstream_test_servers.h), a counting acceptor in front
+// of HttpConnection where the number of TCP connections matters, and raw sockets where the
+// upstream must misbehave on purpose.
 //
 // The client's loop runs on its own thread; the tests post to it and wait on futures.
 // Nothing sleeps: where an order must be shown (a streamed piece before the end), the
 // server's next step is triggered by what the client saw.
 
 #include "gateway/upstream/http_client.h"
+#include "gateway/upstream/upstream_status.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -26,6 +28,7 @@
 #include "config/listen_address.h"
 #include "gateway/http/http_server.h"
 #include "gateway/http/listen_socket.h"
+#include "gateway/upstream/upstream_test_servers.h"
 
 namespace infergate::gateway::upstream {
 namespace {
@@ -34,6 +37,8 @@ using codecs::Buffer;
 using codecs::StatusOr;
 using http::HttpExchange;
 using http::HttpResponse;
+using testing::HttpTestUpstream;
+using testing::LoopThread;
 using namespace std::chrono_literals;
 
 constexpr auto kWait = std::chrono::seconds(30);
@@ -71,33 +76,6 @@ class Counter {
   std::mutex mutex_;
   std::condition_variable changed_;
   int value_ = 0;
-};
-
-// An EventLoop run by its own thread.
-class LoopThread {
- public:
-  LoopThread() : thread_([this] { loop_.run(); }) {}
-  ~LoopThread() {
-    loop_.stop();
-    thread_.join();
-  }
-  http::EventLoop& loop() { return loop_; }
-  // Runs `fn` on the loop and waits for it.
-  void run(std::function<void()> fn) {
-    std::promise<void> done;
-    loop_.post([&] {
-      fn();
-      done.set_value();
-    });
-    if (done.get_future().wait_for(kWait) != std::future_status::ready) {
-      ADD_FAILURE() << "the loop did not run a task within 30 s";
-      std::abort();  // the task refers to this frame
-    }
-  }
-
- private:
-  http::EventLoop loop_;
-  std::thread thread_;
 };
 
 // An HTTP upstream that counts the TCP connections it accepts: HttpServer cannot tell a
@@ -174,9 +152,14 @@ class RawUpstream {
   }
   ~RawUpstream() {
     thread_.join();
-    ::close(listen_fd_);
+    closeListener();
   }
   const config::ListenAddress& endpoint() const { return endpoint_; }
+  // From now on connecting is refused (script thread).
+  void closeListener() {
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    listen_fd_ = -1;
+  }
 
   // A connected socket, or -1 after 10 s.
   int accept() {
@@ -240,10 +223,9 @@ struct Seen {
 class HttpClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = std::make_unique<http::HttpServer>(
-        pool_, http::HttpLimits{}, 10000,
+    server_ = std::make_unique<HttpTestUpstream>(
         [this](std::shared_ptr<HttpExchange> e) { handle(std::move(e)); });
-    auto bound = server_->listen(http::ListenSpec::tcp("127.0.0.1", 0));
+    auto bound = server_->listenOnLoopback();
     ASSERT_TRUE(bound.ok()) << bound.status();
     endpoint_ = address(bound->address);
     unix_path_ = (std::filesystem::temp_directory_path() /
@@ -252,18 +234,16 @@ class HttpClientTest : public ::testing::Test {
     auto bound_unix = server_->listen(http::ListenSpec::unixPath(unix_path_));
     ASSERT_TRUE(bound_unix.ok()) << bound_unix.status();
     unix_endpoint_ = address(bound_unix->address);
-    pool_.start();
     server_->start();
   }
 
   void TearDown() override {
     client_thread_.run([this] { client_.reset(); });
-    server_->shutdown(200ms);
-    pool_.stop();
+    server_->stop();
     std::filesystem::remove(unix_path_);
   }
 
-  http::EventLoop& serverLoop() { return pool_.loop(0); }
+  http::EventLoop& serverLoop() { return server_->loop(); }
 
   // The client, made on its loop on first use.
   HttpUpstreamClient& client() {
@@ -367,8 +347,7 @@ class HttpClientTest : public ::testing::Test {
   }
 
   HttpClientOptions options_{.upstream_name = "triton-a"};
-  http::WorkerPool pool_{1};
-  std::unique_ptr<http::HttpServer> server_;
+  std::unique_ptr<HttpTestUpstream> server_;
   config::ListenAddress endpoint_;
   config::ListenAddress unix_endpoint_;
   std::string unix_path_;
@@ -561,7 +540,7 @@ TEST_F(HttpClientTest, UnixSocketEndpoint) {
 }
 
 TEST_F(HttpClientTest, Ipv6Endpoint) {
-  http::HttpServer server(pool_, http::HttpLimits{}, 10, [](std::shared_ptr<HttpExchange> e) {
+  HttpTestUpstream server([](std::shared_ptr<HttpExchange> e) {
     e->respond(HttpResponse::json(200, R"({"v6":true})"));
   });
   auto bound = server.listen(http::ListenSpec::tcp("::1", 0));
@@ -570,7 +549,7 @@ TEST_F(HttpClientTest, Ipv6Endpoint) {
   config::ListenAddress endpoint = address(bound->address);  // "[::1]:port"
   auto r = fetch(get("/v2"), &endpoint);
   client_thread_.run([this] { client_.reset(); });
-  server.shutdown(200ms);
+  server.stop();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->body.view(), R"({"v6":true})");
 }
@@ -698,6 +677,26 @@ TEST_F(HttpClientTest, ResendsTheBodyWhenAReusedConnectionTurnsOutDead) {
   EXPECT_EQ(contains(resent, "\r\n\r\nseg-1|seg-2|seg-3"), "");
 }
 
+TEST_F(HttpClientTest, ARequestResentAfterAReusedConnectionDiedIsNotMarkedNotSent) {
+  // The second request reaches the upstream on the kept-alive connection, which then dies
+  // unanswered; libcurl's fresh connection for the resend is refused. The connect error
+  // must not claim the request never got there: the upstream may be running it.
+  RawUpstream upstream([](RawUpstream& u) {
+    int first = u.accept();
+    if (first < 0) return;
+    RawUpstream::readRequest(first);
+    RawUpstream::write(first, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na");
+    RawUpstream::readRequest(first);
+    u.closeListener();
+    ::close(first);
+  });
+  ASSERT_TRUE(fetch(post("/first", "one"), &upstream.endpoint()).ok());
+  auto r = fetch(post("/second", "two"), &upstream.endpoint());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(wasNotSent(r.status())) << r.status();
+}
+
 // ---- streaming ----
 
 TEST_F(HttpClientTest, StreamingDeliversHeadThenPiecesBeforeTheEnd) {
@@ -805,6 +804,7 @@ TEST_F(HttpClientTest, ConnectionRefusedIsUnavailable) {
   EXPECT_EQ(codecs::originOf(r.status()), codecs::ErrorOrigin::kUpstream);
   std::string message(codecs::messageOf(r.status()));
   EXPECT_EQ(contains(message, "upstream 'triton-a' (" + where + "): connection refused"), "");
+  EXPECT_TRUE(wasNotSent(r.status()));  // safe to send to another endpoint
 }
 
 TEST_F(HttpClientTest, RequestTimeoutIsDeadlineExceeded) {

@@ -1,0 +1,180 @@
+#pragma once
+
+// In-process upstreams and the scaffolding around them, shared by the tests of the
+// upstream clients and of the fleet (grpc_client_test, http_client_test, fleet_test).
+// Everything listens on loopback, port 0 (or a Unix socket a test names): no mocks.
+//
+//   GrpcTestUpstream   the project's gRPC frontend serving the builtin demo models
+//                      ("simple", "sleep", "repeat_int32", ...); its port, its address,
+//                      and how many inferences it ran for a model. serialized() turns a
+//                      message into the grpc::ByteBuffer the raw clients send.
+//   HttpTestUpstream   the project's HttpServer on a one-loop WorkerPool, answering with
+//                      the handler the test gives (run on that loop): listen, start,
+//                      stop (also from the destructor).
+//   LoopThread         an EventLoop on its own thread, for the HTTP client, which lives
+//                      on a loop; run() runs a task there and waits for it.
+//   freePort()         a loopback port nothing listens on.
+//
+// The HTTP side is defined here (target infergate_upstream_test_servers); the gRPC side
+// in upstream_test_servers.cc (infergate_upstream_test_servers_grpc), so that a test
+// using only the HTTP side compiles and links none of the gRPC frontend.
+// Waits are bounded by kTestWait, a bound for the slowest machine, never a
+// synchronisation.
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "codecs/status.h"
+#include "gateway/http/event_loop.h"
+#include "gateway/http/http_server.h"
+#include "gateway/http/listen_socket.h"
+#include "gateway/http/worker_pool.h"
+
+namespace google::protobuf {
+class MessageLite;
+}  // namespace google::protobuf
+
+namespace grpc {
+class ByteBuffer;
+}  // namespace grpc
+
+namespace infergate::gateway::builtin {
+class ModelRepository;
+}  // namespace infergate::gateway::builtin
+
+namespace infergate::gateway::frontends {
+class GrpcFrontend;
+struct GrpcFrontendOptions;
+}  // namespace infergate::gateway::frontends
+
+namespace infergate::gateway::upstream::testing {
+
+inline constexpr std::chrono::seconds kTestWait{30};
+
+// ---- gRPC -----------------------------------------------------------------------------
+
+// One gRPC upstream: the gRPC frontend serving the builtin demo models, on `address`
+// ("127.0.0.1:0" for a free loopback port, "unix:/path", or a fixed "127.0.0.1:N").
+// Binding failures are test failures (the port is then 0).
+class GrpcTestUpstream {
+ public:
+  GrpcTestUpstream();
+  explicit GrpcTestUpstream(std::string address);
+  GrpcTestUpstream(std::string address, frontends::GrpcFrontendOptions options);
+  ~GrpcTestUpstream();  // shuts the frontend down at once, then its pool
+  GrpcTestUpstream(const GrpcTestUpstream&) = delete;
+  GrpcTestUpstream& operator=(const GrpcTestUpstream&) = delete;
+
+  int port() const;
+  // The bound address, as the frontend reports it.
+  const std::string& address() const { return address_; }
+  // Inferences the upstream ran for `model` (its statistics).
+  uint64_t inferences(const std::string& model) const;
+
+ private:
+  http::WorkerPool pool_;
+  std::shared_ptr<builtin::ModelRepository> repository_;
+  std::unique_ptr<frontends::GrpcFrontend> frontend_;
+  std::string address_;
+};
+
+// `message` serialized, as the raw gRPC clients send it.
+grpc::ByteBuffer serialized(const google::protobuf::MessageLite& message);
+
+// ---- HTTP -----------------------------------------------------------------------------
+
+// One HTTP upstream: the project's HttpServer on a WorkerPool of one loop, answering
+// every request with `handler` on that loop. listen...() before start(); stop() shuts
+// the server down (200 ms for requests in flight, then closes the rest) and the pool.
+class HttpTestUpstream {
+ public:
+  explicit HttpTestUpstream(http::HttpHandler handler)
+      : server_(pool_, http::HttpLimits{}, 10000, std::move(handler)) {}
+  ~HttpTestUpstream() { stop(); }
+  HttpTestUpstream(const HttpTestUpstream&) = delete;
+  HttpTestUpstream& operator=(const HttpTestUpstream&) = delete;
+
+  codecs::StatusOr<http::BoundSockets> listen(const http::ListenSpec& spec) {
+    return server_.listen(spec);
+  }
+  // A free loopback port.
+  codecs::StatusOr<http::BoundSockets> listenOnLoopback() {
+    return listen(http::ListenSpec::tcp("127.0.0.1", 0));
+  }
+  void start() {
+    pool_.start();
+    server_.start();
+    started_ = true;
+  }
+  // Idempotent; nothing to do before start().
+  void stop() {
+    if (!started_) return;
+    started_ = false;
+    server_.shutdown(std::chrono::milliseconds(200));
+    pool_.stop();
+  }
+  // The loop the handler runs on.
+  http::EventLoop& loop() { return pool_.loop(0); }
+
+ private:
+  http::WorkerPool pool_{1};
+  http::HttpServer server_;
+  bool started_ = false;
+};
+
+// An EventLoop run by its own thread.
+class LoopThread {
+ public:
+  LoopThread() : thread_([this] { loop_.run(); }) {}
+  ~LoopThread() {
+    loop_.stop();
+    thread_.join();
+  }
+  http::EventLoop& loop() { return loop_; }
+  // Runs `fn` on the loop and waits for it.
+  void run(std::function<void()> fn) {
+    std::promise<void> done;
+    loop_.post([&] {
+      fn();
+      done.set_value();
+    });
+    if (done.get_future().wait_for(kTestWait) != std::future_status::ready) {
+      ADD_FAILURE() << "the loop did not run a task within 30 s";
+      std::abort();  // the task refers to this frame
+    }
+  }
+
+ private:
+  http::EventLoop loop_;
+  std::thread thread_;
+};
+
+// ---- ports ----------------------------------------------------------------------------
+
+// A loopback port nothing listens on: bound, then closed.
+inline int freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace infergate::gateway::upstream::testing
