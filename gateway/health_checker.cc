@@ -110,7 +110,8 @@ struct HealthChecker::State : std::enable_shared_from_this<State> {
   void round() {
     if (stopped) return;
     const std::chrono::milliseconds period = tick();
-    const Clock::time_point now = Clock::now() + period / 4;
+    const Clock::time_point now = Clock::now();
+    const Clock::time_point due = now + period / 4;
     std::shared_ptr<const RouterSnapshot> snapshot = router->snapshot();
     const config::ReadinessConfig& readiness = snapshot->config->readiness;
     for (auto& [key, schedule] : schedules) schedule.seen = false;
@@ -121,12 +122,12 @@ struct HealthChecker::State : std::enable_shared_from_this<State> {
         Schedule& s = schedules[e.get()];
         s.endpoint = e;
         s.seen = true;
-        if (c.health_check.enabled && !s.probing && now >= s.next_probe) {
+        if (c.health_check.enabled && !s.probing && due >= s.next_probe) {
           s.probing = true;
           s.next_probe = now + checkInterval(c, readiness);
           probe(*u, e);
         }
-        if (scrapes(c) && !s.scraping && now >= s.next_scrape &&
+        if (scrapes(c) && !s.scraping && due >= s.next_scrape &&
             e->address().kind == config::ListenAddress::Kind::kTcp) {
           s.scraping = true;
           s.next_scrape = now + std::chrono::milliseconds(c.load_balancing.metrics_interval_ms);
@@ -148,8 +149,16 @@ struct HealthChecker::State : std::enable_shared_from_this<State> {
       self->loop.post([self, e, check, ready] { self->probed(e, check, ready); });
     };
     if (u.protocol() == Upstream::Protocol::kGrpc) {
+      // A replica that is back must be seen at its first probe: its channels may still sit
+      // in a reconnect backoff from the failures, and a probe failing at once would delay
+      // re-admission by a whole interval. So a probe of an endpoint not known healthy
+      // resets the backoff and waits (up to its timeout) for the connection; a probe of a
+      // healthy one fails at once when it cannot connect, so a death is seen quickly.
+      const bool doubtful = e->activeHealth() != upstream::ActiveHealth::kHealthy;
+      if (doubtful) e->grpc()->resetConnectBackoff();
       upstream::GrpcCallOptions options;
       options.deadline = std::chrono::system_clock::now() + timeout;
+      options.wait_for_ready = doubtful;
       if (check.model.empty()) {
         e->grpc()->unary(codecs::strCat(kService, "ServerReady"),
                          serialized(inference::ServerReadyRequest()), std::move(options),

@@ -144,10 +144,16 @@ class ClientCore {
     const uint32_t per_endpoint = std::max<uint32_t>(config.channels, 1);
     for (uint32_t i = 0; i < per_endpoint; ++i) {
       for (const config::ListenAddress& endpoint : config.endpoints) {
-        stubs_.push_back(std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(
-            targetOf(endpoint), grpc::InsecureChannelCredentials(), channelArguments(config))));
+        channels_.push_back(grpc::CreateCustomChannel(
+            targetOf(endpoint), grpc::InsecureChannelCredentials(), channelArguments(config)));
+        stubs_.push_back(std::make_unique<grpc::GenericStub>(channels_.back()));
       }
     }
+  }
+
+  // Every channel in reconnect backoff tries to connect again now.
+  void resetConnectBackoff() {
+    for (const auto& channel : channels_) grpc::experimental::ChannelResetConnectionBackoff(channel.get());
   }
 
   const std::string& name() const { return name_; }
@@ -215,13 +221,14 @@ class ClientCore {
     }
     for (const auto& [key, value] : headers_) context.AddMetadata(key, value);
     if (options.deadline) context.set_deadline(*options.deadline);
-    context.set_wait_for_ready(false);
+    context.set_wait_for_ready(options.wait_for_ready);
     return grpc::Status::OK;
   }
 
   const std::string name_;
   std::vector<std::pair<std::string, std::string>> headers_;  // configured, lowercase keys
-  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;     // they own the channels
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;     // they hold the channels too
   std::atomic<uint64_t> next_{0};
 
   std::mutex mu_;
@@ -503,6 +510,8 @@ std::shared_ptr<GrpcStream> GrpcUpstreamClient::stream(std::string_view method,
 }
 
 void GrpcUpstreamClient::shutdown() { impl_->shutdown(); }
+
+void GrpcUpstreamClient::resetConnectBackoff() { impl_->resetConnectBackoff(); }
 codecs::Status toUpstreamStatus(const grpc::Status& status, std::string_view upstream,
                                 std::string_view endpoint) {
   const std::string& message = status.error_message();

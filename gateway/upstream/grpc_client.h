@@ -47,6 +47,9 @@ struct GrpcCallOptions {
   // Sent as the call's metadata (keys lowercase); the upstream's configured headers are
   // added by the client, replacing entries of the same key.
   std::vector<std::pair<std::string, std::string>> metadata;
+  // Wait (up to the deadline) for a connection instead of failing at once while the
+  // channel cannot connect: for health probes, which must see an upstream come back.
+  bool wait_for_ready = false;
 };
 
 // A call in flight; cancel() from any thread, any number of times (after the end: nothing).
@@ -89,6 +92,11 @@ class GrpcUpstreamClient {
   // Cancels every call in flight and waits for their callbacks. Later calls fail at once
   // with UNAVAILABLE. Idempotent.
   void shutdown();
+
+  // Channels waiting out a reconnect backoff (up to 1 s) try again now: the health
+  // checker's probe of an endpoint that is not healthy, so that one that came back is seen
+  // at its first probe.
+  void resetConnectBackoff();
 
  private:
   struct Impl;
