@@ -35,6 +35,13 @@ std::string sequenceName(const codecs::SequenceRef& sequence) {
              : codecs::strCat(sequence.int_id);
 }
 
+std::shared_ptr<Endpoint> findIn(const UpstreamFleet::EndpointList& list, std::string_view key) {
+  for (const auto& e : list) {
+    if (e->key() == key) return e;
+  }
+  return nullptr;
+}
+
 // A concrete address for one resolved IP of a "dns:" entry.
 config::ListenAddress resolvedAddress(const config::ListenAddress& entry, const std::string& ip) {
   config::ListenAddress a;
@@ -248,11 +255,7 @@ void UpstreamFleet::rebuild() {
 }
 
 std::shared_ptr<Endpoint> UpstreamFleet::findEndpoint(std::string_view key) const {
-  std::shared_ptr<const EndpointList> list = endpoints();
-  for (const auto& e : *list) {
-    if (e->key() == key) return e;
-  }
-  return nullptr;
+  return findIn(*endpoints(), key);
 }
 
 void UpstreamFleet::setResolved(const config::ListenAddress& entry,
@@ -265,10 +268,7 @@ void UpstreamFleet::setResolved(const config::ListenAddress& entry,
     std::vector<std::shared_ptr<Endpoint>> next;
     for (const std::string& ip : addresses) {
       config::ListenAddress address = resolvedAddress(configured, ip);
-      std::shared_ptr<Endpoint> kept;
-      for (const auto& e : sources_[i]) {
-        if (e->key() == address.text) kept = e;
-      }
+      std::shared_ptr<Endpoint> kept = findIn(sources_[i], address.text);
       next.push_back(kept ? kept : makeEndpoint(config_, address, tier));
     }
     sources_[i] = std::move(next);
@@ -316,10 +316,7 @@ EndpointLease UpstreamFleet::place(const PickContext& context, const Endpoint* e
   if (sticky) {
     sequence_key = affinityKey(context.model, *context.sequence);
     if (std::optional<std::string> bound = affinity_->find(sequence_key, now)) {
-      std::shared_ptr<Endpoint> e;
-      for (const auto& candidate : *list) {
-        if (candidate->key() == *bound) e = candidate;
-      }
+      std::shared_ptr<Endpoint> e = findIn(*list, *bound);
       if (e && e->routable(now)) {
         if (!e->tryReserve(endpoint_cap)) {
           giveBack();
