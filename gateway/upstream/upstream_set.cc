@@ -75,17 +75,15 @@ codecs::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::build(
         options.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
         for (size_t i = 0; i < pool.size(); ++i) {
           http::EventLoop& loop = pool.loop(i);
-          // A client lives on its loop and dies there (a reload drops the old set from any
-          // thread); once the loop has stopped, the task dies with the loop, still on a
-          // live event base.
+          // A client lives on its loop and dies there, in a task of its own: the last
+          // reference may go anywhere, even inside one of the client's own callbacks (a
+          // call finishing after a reload dropped the old set), where deleting it would
+          // pull the client from under its caller. Once the loop has stopped, the task dies
+          // with the loop, still on a live event base.
           std::shared_ptr<HttpUpstreamClient> client(
               new HttpUpstreamClient(loop, options), [&loop](HttpUpstreamClient* c) {
-                if (loop.inLoopThread()) {
-                  delete c;
-                } else {
-                  auto owned = std::make_shared<std::unique_ptr<HttpUpstreamClient>>(c);
-                  loop.post([owned] { owned->reset(); });
-                }
+                auto owned = std::make_shared<std::unique_ptr<HttpUpstreamClient>>(c);
+                loop.post([owned] { owned->reset(); });
               });
           u->http_.emplace_back(&loop, std::move(client));
         }

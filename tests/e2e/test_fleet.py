@@ -242,6 +242,7 @@ def requests_by_endpoint(g):
 
 
 class FleetTest(unittest.TestCase):
+    maxDiff = None  # a sanitizer report in a process's exit problems is read whole
     def grpc_endpoints(self, processes):
         return [p.address("grpc") for p in processes]
 
