@@ -137,7 +137,13 @@ class Gateway:
         code = self.stop()
         problems = self.sanitizer_reports()
         if code != 0:
-            problems.insert(0, "exited with %d:\n%s" % (code, "".join(self.stderr_lines[-50:])))
+            # The report from its first line (where a sanitizer says what happened), else
+            # the last lines.
+            lines = self.stderr_lines
+            first = next((i for i, l in enumerate(lines)
+                          if "ERROR: AddressSanitizer" in l or "ERROR: LeakSanitizer" in l
+                          or "runtime error:" in l), max(0, len(lines) - 50))
+            problems.insert(0, "exited with %d:\n%s" % (code, "".join(lines[first:first + 120])))
         return problems
 
     def sanitizer_reports(self):
