@@ -5,7 +5,9 @@ set(INFERGATE_GRPC_FRONTEND_DIR ${CMAKE_CURRENT_LIST_DIR}/frontends)
 add_library(infergate_grpc_frontend STATIC
   ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_frontend.cc
   ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_admin_rpcs.cc
-  ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_infer_reactors.cc
+  ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_infer_common.cc
+  ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_model_infer.cc
+  ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_stream_infer.cc
 )
 target_include_directories(infergate_grpc_frontend PUBLIC ${PROJECT_SOURCE_DIR})
 target_compile_definitions(infergate_grpc_frontend PUBLIC

@@ -7,7 +7,7 @@
 //   ModelInfer, ModelStreamInfer   raw grpc::ByteBuffer in and out (the generated
 //                                  WithRawCallbackMethod_* helpers): the codecs decode
 //                                  and encode the wire format without copying tensors
-//                                  (grpc_infer_reactors.cc)
+//                                  (grpc_model_infer.cc, grpc_stream_infer.cc)
 //   the other 18 + Health/Check    generated typed messages, answered on grpc's thread
 //                                  with the context's default reactor; none of them
 //                                  blocks (grpc_admin_rpcs.cc)

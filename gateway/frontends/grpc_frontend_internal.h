@@ -4,7 +4,9 @@
 //
 //   grpc_frontend.cc        GrpcFrontend (server build, start, shutdown), Shared helpers
 //   grpc_admin_rpcs.cc      the 18 typed RPCs and Health/Check
-//   grpc_infer_reactors.cc  ModelInfer (unary) and ModelStreamInfer (bidi) reactors
+//   grpc_infer_common.*     what the two infer reactors share (routing, HTTP requests)
+//   grpc_model_infer.cc     the ModelInfer (unary) reactor
+//   grpc_stream_infer.cc    the ModelStreamInfer (bidi) reactor
 
 #include <grpcpp/grpcpp.h>
 
@@ -90,7 +92,7 @@ class InferenceService final : public InferenceServiceBase {
   using Ctx = ::grpc::CallbackServerContext;
   using Unary = ::grpc::ServerUnaryReactor;
 
-  // grpc_infer_reactors.cc
+  // grpc_model_infer.cc, grpc_stream_infer.cc
   Unary* ModelInfer(Ctx* context, const ::grpc::ByteBuffer* request,
                     ::grpc::ByteBuffer* response) override;
   ::grpc::ServerBidiReactor<::grpc::ByteBuffer, ::grpc::ByteBuffer>* ModelStreamInfer(

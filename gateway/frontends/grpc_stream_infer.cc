@@ -1,45 +1,28 @@
-// ModelInfer and ModelStreamInfer on the raw byte path (PROTOCOL.md 11.4, 11.5), routed
-// per message on the model name and version peeked from fields 1 and 2.
+// ModelStreamInfer (PROTOCOL.md 11.5): one bidi reactor per stream, each message routed
+// on its own peeked model (grpc_infer_common.h has the threading rule both reactors
+// follow).
 //
-// Rule of both reactors: the reactor's state is touched, and StartRead / StartWrite /
-// Finish are called, on the call's event loop (ModelInfer also finishes on grpc's thread
-// where it has everything at once). grpc's reactions and upstream completions run on
-// grpc's threads and post to that loop. The reactor is deleted on the loop, once grpc is
-// done with it and no upstream call can still call back into it (a reference count:
-// grpc's, plus one per upstream call or stream in flight); runners of builtin models
-// never emit once the cancel flag is set.
-//
-//   ModelInfer:        peek + route (grpc thread), then by the upstream's protocol:
-//                        builtin  decode, repository.infer(), runExecution -> encode
-//                        grpc     the ByteBuffer as it came (fields 1/2 rewritten when the
-//                                 route says so) -> upstream ModelInfer -> its answer
-//                        http     decode -> binary-tensor /infer -> decode -> encode
-//
-//   ModelStreamInfer:  OnReadDone: peek + route (+ decode unless gRPC) -> loop: onRequest
-//                        builtin  infer + runExecution; non-decoupled answers in request
-//                                 order (ordered slots), decoupled as produced
-//                        grpc     written to that upstream's stream (one per upstream,
-//                                 opened on first use, half-closed with the client's);
-//                                 its answers relayed as they come, in its own order
-//                        http     one /infer exchange per request, answered as it comes
-//                      pump(): one StartWrite at a time from out_; a terminal status
-//                      (triton_grpc_error) or the end of the stream -> Finish
+//   OnReadDone: peek + route (+ decode unless gRPC) -> loop: onRequest
+//     builtin  infer + runExecution; non-decoupled answers in request order (ordered
+//              slots), decoupled as produced
+//     grpc     written to that upstream's stream (one per upstream endpoint, opened on
+//              first use, half-closed with the client's); its answers relayed as they
+//              come, in its own order
+//     http     one /infer exchange per request, answered as it comes
+//   pump(): one StartWrite at a time from out_; a terminal status (triton_grpc_error) or
+//   the end of the stream -> Finish
 
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
+#include <string>
+#include <vector>
 
-#include "codecs/binary_tensor.h"
 #include "codecs/grpc_byte_buffer.h"
-#include "codecs/json_request_encoder.h"
-#include "codecs/json_response_decoder.h"
-#include "codecs/protobuf_peek.h"
 #include "codecs/protobuf_wire.h"
-#include "codecs/text.h"
 #include "gateway/error_mapping.h"
 #include "gateway/execution_runner.h"
-#include "gateway/frontends/grpc_frontend_internal.h"
+#include "gateway/frontends/grpc_infer_common.h"
 #include "gateway/shared_memory_refusal.h"
 #include "gateway/upstream/admin_transcode.h"
 #include "gateway/upstream/fleet_call.h"
@@ -48,55 +31,6 @@ namespace infergate::gateway::frontends::grpc_detail {
 namespace {
 
 using ::grpc::ByteBuffer;
-using Flag = std::shared_ptr<std::atomic<bool>>;
-
-
-// An encoder failure on a response the gateway built itself is the gateway's fault
-// (INTERNAL), except a response past the 2 GiB message limit (RESOURCE_EXHAUSTED).
-codecs::Status encodeFailure(codecs::Status status) {
-  if (status.code() == absl::StatusCode::kResourceExhausted) return status;
-  return codecs::internalError("cannot encode the response: ", codecs::messageOf(status));
-}
-
-// ---- ModelInfer ----------------------------------------------------------------------
-
-// A call's route: the model and version peeked from the message's slices (fields 1 and
-// 2; nothing joined, nothing else decoded) and the client's metadata.
-codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ByteBuffer& message,
-                                        const ::grpc::CallbackServerContext& context) {
-  std::vector<::grpc::Slice> slices;
-  if (!message.Dump(&slices).ok()) return codecs::internalError("cannot read the gRPC message");
-  std::vector<std::span<const uint8_t>> segments;
-  segments.reserve(slices.size());
-  for (const ::grpc::Slice& slice : slices) segments.emplace_back(slice.begin(), slice.size());
-  codecs::StatusOr<codecs::OwnedModelRef> ref = codecs::peekModelInferRequest(std::span(segments));
-  if (!ref.ok()) {
-    // Proto2 groups are only read by the contiguous peek; this path is never hot.
-    INFERGATE_ASSIGN_OR_RETURN(codecs::Buffer whole, codecs::fromByteBuffer(message));
-    INFERGATE_ASSIGN_OR_RETURN(codecs::ModelRef contiguous, codecs::peekModelInferRequest(whole.span()));
-    ref = codecs::OwnedModelRef{std::string(contiguous.model_name),
-                                std::string(contiguous.model_version), contiguous.sequence};
-  }
-  GrpcMetadataHeaders headers(context.client_metadata());
-  INFERGATE_ASSIGN_OR_RETURN(Decision d,
-                             shared.router->decide(ref->model_name, ref->model_version, &headers));
-  if (ref->sequence.present()) d.pick.sequence = std::move(ref->sequence);
-  return d;
-}
-
-// The deadline toward the upstream: the client's, shortened by the route's timeout.
-std::optional<std::chrono::system_clock::time_point> upstreamDeadline(
-    const ::grpc::CallbackServerContext& context, std::chrono::milliseconds timeout) {
-  std::chrono::system_clock::time_point deadline = context.deadline();
-  if (timeout.count() > 0) deadline = std::min(deadline, std::chrono::system_clock::now() + timeout);
-  if (deadline == std::chrono::system_clock::time_point::max()) return std::nullopt;
-  return deadline;
-}
-
-// An upstream's error under the client's model name (a rewrite must stay invisible).
-::grpc::Status publicGrpcStatus(const codecs::Status& status, const Decision& d) {
-  return grpcStatusFor(publicStatus(status, d.upstream_model, d.client_model));
-}
 
 // The model_name inside a serialized ModelStreamInferResponse (field 2, then field 1), or
 // nullopt when there is none or the message is malformed.
@@ -153,336 +87,6 @@ bool isFinalStreamAnswer(const codecs::Buffer& message) {
       });
   return !walked.ok() || final;
 }
-
-// A ModelInfer (or stream) request toward an HTTP upstream: the binary-tensor extension
-// (or JSON when the upstream is configured so), with the gateway's own headers.
-// A gRPC client reads raw outputs: the binary form asks for every output binary too, so
-// that FP16/BF16 and non-UTF-8 BYTES come back exactly (`target`: the upstream sent to,
-// the route's or its mirror).
-codecs::StatusOr<upstream::HttpUpstreamRequest> httpInferRequest(
-    const Shared& shared, codecs::InferRequest& request, const Decision& d,
-    const upstream::Upstream& target, const ::grpc::CallbackServerContext& context) {
-  codecs::JsonRequestEncoder::Options options;
-  options.binary_inputs =
-      target.config().http_format == config::UpstreamConfig::HttpFormat::kBinary;
-  if (options.binary_inputs) request.binary_data_output = true;
-  INFERGATE_ASSIGN_OR_RETURN(codecs::HttpInferBody body,
-                             codecs::JsonRequestEncoder(options).encode(request));
-  upstream::HttpUpstreamRequest out;
-  out.method = "POST";
-  out.target = modelPath(d.upstream_model, d.upstream_version, "/infer");
-  out.headers = metadataToHttpHeaders(shared.router->forwardedMetadata(context.client_metadata(), false));
-  out.headers.emplace_back("Content-Type", std::string(body.contentType()));
-  if (body.header_length) {
-    out.headers.emplace_back("Inference-Header-Content-Length", std::to_string(*body.header_length));
-  }
-  out.body = std::move(body.body);
-  if (auto deadline = upstreamDeadline(context, d.timeout)) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline -
-                                                                      std::chrono::system_clock::now());
-    out.timeout = std::max(left, std::chrono::milliseconds(1));
-  }
-  return out;
-}
-
-// An HTTP upstream's /infer answer as an InferResponse; its error answers as the status
-// the upstream meant (their own message, the code from the HTTP status).
-codecs::StatusOr<codecs::InferResponse> httpInferAnswer(
-    const Shared& shared, const codecs::StatusOr<upstream::HttpUpstreamResponse>& r,
-    std::string_view upstream_name) {
-  if (!r.ok()) return r.status();
-  if (r->status != 200) return httpErrorAnswer(r->status, r->body.view(), upstream_name);
-  std::optional<uint64_t> header_length;
-  if (const std::string* ihcl = r->headers.find("Inference-Header-Content-Length")) {
-    header_length = codecs::parseUint64(codecs::trimAscii(*ihcl));
-    if (!header_length) {
-      return upstreamGarbage(upstream_name, "response", codecs::invalidArgument(
-                                                "Inference-Header-Content-Length '", *ihcl, "'"));
-    }
-  }
-  auto decoded = codecs::BinaryTensorDecoder(shared.options.limits)
-                     .decodeResponse(r->body, header_length, r->body.size());
-  if (!decoded.ok()) return upstreamGarbage(upstream_name, "response", decoded.status());
-  return decoded;
-}
-
-class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
- public:
-  ModelInferReactor(std::shared_ptr<Shared> shared, ::grpc::CallbackServerContext* context,
-                    ByteBuffer* response)
-      : shared_(std::move(shared)), loop_(shared_->nextLoop()), context_(context), response_(response) {}
-
-  // grpc thread, before the reactor is returned: route on the peeked model; a builtin
-  // upstream decodes and runs here (pure CPU, never blocking) and a response due at once
-  // is finished right here, without a hop to the loop; a gRPC upstream gets the message
-  // as it came (rewritten only in fields 1 and 2 when the route says so).
-  void start(const ::grpc::CallbackServerContext& context, const ByteBuffer& request) {
-    ::grpc::Status restricted = shared_->checkRestricted(context, "inference");
-    if (!restricted.ok()) return finish(restricted);
-    codecs::StatusOr<Decision> decision = routeMessage(*shared_, request, context);
-    if (!decision.ok()) return finish(grpcStatusFor(decision.status()));
-    decision_ = std::move(*decision);
-    if (decision_.mirror) mirror(context, request);
-    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
-      return passthrough(context, request);
-    }
-    // Builtin and HTTP upstreams decode the message: one contiguous view of it.
-    codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
-    if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
-    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kHttp) {
-      return overHttp(context, *bytes);
-    }
-    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(*bytes);
-    if (decoded.ok()) {
-      decoded->model_name = decision_.upstream_model;
-      decoded->model_version = decision_.upstream_version;
-    }
-    if (decoded.ok() && refuseSharedMemory(*decoded).ok()) {
-      builtin::Execution execution =
-          decision_.upstream->repository()->infer(*decoded, /*streaming=*/false);
-      if (isImmediate(execution)) {
-        builtin::TimedResponse& only = execution.responses.front();
-        return onEmission(Emission{std::move(only.response), true, only.from_model, false});
-      }
-      loop_.post([this, execution = std::move(execution)]() mutable { play(std::move(execution)); });
-      return;
-    }
-    loop_.post([this, decoded = std::move(decoded)]() mutable { run(std::move(decoded)); });
-  }
-
-  void OnCancel() override {
-    cancelled_->store(true);
-    cancelUpstream();
-    loop_.post([this] { finish(::grpc::Status(::grpc::StatusCode::CANCELLED, "cancelled")); });
-  }
-
-  void OnDone() override { release(); }
-
- private:
-  // ---- gRPC upstream: passthrough ----
-  void passthrough(const ::grpc::CallbackServerContext& context, const ByteBuffer& request) {
-    ByteBuffer message = request;  // shares the slices
-    if (decision_.rewrites()) {
-      codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
-      if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
-      auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model,
-                                                    decision_.upstream_version);
-      if (!rewritten.ok()) return finish(grpcStatusFor(rewritten.status()));
-      message = codecs::toByteBuffer(*rewritten);
-    }
-    upstream::GrpcCallOptions options;
-    options.deadline = upstreamDeadline(context, decision_.timeout);
-    options.metadata = shared_->router->forwardedMetadata(context.client_metadata(), true);
-    hold();
-    auto call = upstream::fleetUnary(
-        decision_.upstream->fleet(), kModelInferMethod, std::move(message), std::move(options),
-        decision_.pick, [this](codecs::Status status, ByteBuffer answer) {
-          onGrpcAnswer(std::move(status), std::move(answer));
-          release();
-        });
-    setUpstreamCall([call] { call->cancel(); });
-  }
-
-  // grpc thread (the upstream call's completion), or the thread that freed a slot.
-  void onGrpcAnswer(codecs::Status status, ByteBuffer answer) {
-    if (!status.ok()) return finishUpstreamError(status);
-    if (decision_.rewrites()) {
-      auto flat = codecs::fromByteBuffer(answer);
-      auto renamed =
-          flat.ok() ? upstream::rewriteModelFields(
-                          *flat, decision_.client_model,
-                          decision_.client_version.empty()
-                              ? std::nullopt
-                              : std::optional<std::string_view>(decision_.client_version))
-                    : codecs::StatusOr<codecs::BufferChain>(flat.status());
-      if (!renamed.ok()) {
-        return finish(grpcStatusFor(upstreamGarbage(decision_.upstream->name(), "response", renamed.status())));
-      }
-      answer = codecs::toByteBuffer(*renamed);
-    }
-    *response_ = std::move(answer);
-    finish(::grpc::Status::OK);
-  }
-
-  // Shadow traffic toward the route's mirror, in its protocol; the answer is dropped and
-  // nothing of it touches this reactor (which may be gone by then).
-  void mirror(const ::grpc::CallbackServerContext& context, const ByteBuffer& message) {
-    upstream::Upstream& target = *decision_.mirror;
-    codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(message);
-    if (!bytes.ok()) return;
-    if (target.protocol() == upstream::Upstream::Protocol::kGrpc) {
-      ByteBuffer copy = message;
-      if (decision_.rewrites()) {
-        auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model,
-                                                      decision_.upstream_version);
-        if (!rewritten.ok()) return;
-        copy = codecs::toByteBuffer(*rewritten);
-      }
-      upstream::GrpcCallOptions options;
-      options.deadline = upstreamDeadline(context, decision_.timeout);
-      upstream::fleetUnary(target.fleet(), kModelInferMethod, std::move(copy), std::move(options),
-                           decision_.mirrorPick(), [](codecs::Status, ByteBuffer) {});
-      return;
-    }
-    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(*bytes);
-    if (!decoded.ok()) return;
-    decoded->model_name = decision_.upstream_model;
-    decoded->model_version = decision_.upstream_version;
-    http::EventLoop& loop = shared_->nextLoop();
-    if (target.protocol() == upstream::Upstream::Protocol::kBuiltin) {
-      loop.post([&loop, &target, request = std::move(*decoded)] {
-        runExecution(loop, target.repository()->infer(request, /*streaming=*/false),
-                     std::make_shared<std::atomic<bool>>(false), [](Emission) {});
-      });
-      return;
-    }
-    auto out = httpInferRequest(*shared_, *decoded, decision_, target, context);
-    if (!out.ok()) return;
-    loop.post([&loop, &target, snapshot = decision_.snapshot, pick = decision_.mirrorPick(),
-               out = std::move(*out)]() mutable {
-      upstream::HttpUpstreamCallbacks ignore;
-      ignore.on_complete = [](codecs::StatusOr<upstream::HttpUpstreamResponse>) {};
-      upstream::fleetHttp(target.fleet(), target.http(loop), loop, std::move(out), std::move(pick),
-                          std::move(ignore));
-    });
-  }
-
-  // ---- HTTP upstream: transcoded ----
-  void overHttp(const ::grpc::CallbackServerContext& context, const codecs::Buffer& bytes) {
-    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(bytes);
-    if (!decoded.ok()) return finish(grpcStatusFor(decoded.status()));
-    decoded->model_name = decision_.upstream_model;
-    decoded->model_version = decision_.upstream_version;
-    if (codecs::Status shm = refuseSharedMemory(*decoded); !shm.ok()) return finish(grpcStatusFor(shm));
-    auto out = httpInferRequest(*shared_, *decoded, decision_, *decision_.upstream, context);
-    if (!out.ok()) return finish(grpcStatusFor(out.status()));
-    hold();
-    loop_.post([this, out = std::move(*out)]() mutable {
-      if (cancelled_->load()) return release();
-      upstream::HttpUpstreamCallbacks callbacks;
-      callbacks.on_complete = [this](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
-        http_call_.reset();
-        codecs::StatusOr<codecs::InferResponse> answer =
-            httpInferAnswer(*shared_, r, decision_.upstream->name());
-        if (!answer.ok()) {
-          finishUpstreamError(answer.status());
-        } else {
-          answer->model_name = decision_.client_model;
-          if (!decision_.client_version.empty()) answer->model_version = decision_.client_version;
-          auto chain = shared_->encoder.encode(*answer);
-          if (!chain.ok()) {
-            finish(grpcStatusFor(encodeFailure(chain.status())));
-          } else {
-            *response_ = codecs::toByteBuffer(*chain);
-            finish(::grpc::Status::OK);
-          }
-        }
-        release();
-      };
-      http_call_ = upstream::fleetHttp(decision_.upstream->fleet(), decision_.upstream->http(loop_),
-                                       loop_, std::move(out), decision_.pick, std::move(callbacks));
-      // The loop cancels it (OnCancel posts here first, then cancelUpstream runs below).
-      setUpstreamCall([this] {
-        loop_.post([this] {
-          if (!http_call_) return;
-          http_call_->cancel();  // no callback follows: the reference is ours to drop
-          http_call_.reset();
-          release();
-        });
-      });
-    });
-  }
-
-  // ---- builtin upstream ----
-  void run(codecs::StatusOr<codecs::InferRequest> request) {
-    if (cancelled_->load()) return;  // OnCancel's task finishes the call
-    if (!request.ok()) return finish(grpcStatusFor(request.status()));
-    codecs::Status shm = refuseSharedMemory(*request);
-    if (!shm.ok()) return finish(grpcStatusFor(shm));
-    play(decision_.upstream->repository()->infer(*request, /*streaming=*/false));
-  }
-
-  static bool isImmediate(const builtin::Execution& execution) {
-    return execution.responses.size() == 1 && execution.responses[0].delay.count() == 0 &&
-           execution.complete_after.count() == 0;
-  }
-
-  // Loop thread.
-  void play(builtin::Execution execution) {
-    if (cancelled_->load()) return;  // OnCancel's task finishes the call
-    runExecution(loop_, std::move(execution), cancelled_,
-                 [this](Emission emission) { onEmission(std::move(emission)); });
-  }
-
-  // The loop thread, or grpc's thread on the immediate path.
-  void onEmission(Emission emission) {
-    if (finished_.load()) return;
-    if (emission.empty) {  // not for a non-decoupled model; refuse rather than hang
-      return finish(grpcStatusFor(codecs::internalError("the model completed without a response")));
-    }
-    if (!emission.response.ok()) return finish(publicGrpcStatus(emission.response.status(), decision_));
-    emission.response->model_name = decision_.client_model;
-    codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*emission.response);
-    if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
-    *response_ = codecs::toByteBuffer(*chain);
-    finish(::grpc::Status::OK);
-  }
-
-  // Once, from whichever thread gets there first.
-  // An upstream's (or the fleet's) error; an overload refusal also tells when to come back,
-  // as trailing metadata `retry-after` (seconds), the HTTP header's counterpart.
-  void finishUpstreamError(const codecs::Status& status) {
-    if (std::optional<uint32_t> after = upstream::retryAfterOf(status)) {
-      context_->AddTrailingMetadata("retry-after", std::to_string(*after));
-    }
-    finish(publicGrpcStatus(status, decision_));
-  }
-
-  void finish(const ::grpc::Status& status) {
-    if (finished_.exchange(true)) return;
-    Finish(status);
-  }
-
-  // The reactor is deleted once grpc is done with it (OnDone) and no upstream call can
-  // still call back into it; the delete runs on the loop, after every task naming it.
-  void hold() { refs_.fetch_add(1, std::memory_order_relaxed); }
-  void release() {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) loop_.post([this] { delete this; });
-  }
-
-  void setUpstreamCall(std::function<void()> cancel) {
-    std::lock_guard<std::mutex> lock(upstream_mu_);
-    if (cancelled_->load()) {
-      cancel();
-      return;
-    }
-    cancel_upstream_ = std::move(cancel);
-  }
-  void cancelUpstream() {
-    std::function<void()> cancel;
-    {
-      std::lock_guard<std::mutex> lock(upstream_mu_);
-      cancel = std::move(cancel_upstream_);
-    }
-    if (cancel) cancel();
-  }
-
-  static constexpr const char* kModelInferMethod = "/inference.GRPCInferenceService/ModelInfer";
-
-  std::shared_ptr<Shared> shared_;
-  http::EventLoop& loop_;
-  ::grpc::CallbackServerContext* context_;  // grpc's, valid until OnDone
-  ByteBuffer* response_;  // grpc's, valid until OnDone
-  Decision decision_;
-  Flag cancelled_ = std::make_shared<std::atomic<bool>>(false);
-  std::atomic<bool> finished_{false};
-  std::atomic<int> refs_{1};  // grpc's (OnDone) + one per upstream call in flight
-  std::mutex upstream_mu_;
-  std::function<void()> cancel_upstream_;
-  std::shared_ptr<upstream::HttpCallHandle> http_call_;  // loop thread
-};
-
-// ---- ModelStreamInfer -----------------------------------------------------------------
 
 // One message to send, or the status that ends the stream (triton_grpc_error).
 struct Outgoing {
@@ -956,13 +560,6 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
 };
 
 }  // namespace
-
-::grpc::ServerUnaryReactor* InferenceService::ModelInfer(Ctx* context, const ByteBuffer* request,
-                                                         ByteBuffer* response) {
-  auto* reactor = new ModelInferReactor(shared_, context, response);
-  reactor->start(*context, *request);
-  return reactor;
-}
 
 ::grpc::ServerBidiReactor<ByteBuffer, ByteBuffer>* InferenceService::ModelStreamInfer(
     Ctx* context) {

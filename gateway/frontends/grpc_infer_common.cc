@@ -1,0 +1,107 @@
+// The helpers both inference reactors use (grpc_infer_common.h): routing a message on its
+// peeked model, the upstream deadline, an error as the client sees it, and a request's
+// exchange with an HTTP upstream (binary-tensor /infer there and back).
+
+#include "gateway/frontends/grpc_infer_common.h"
+
+#include <algorithm>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codecs/binary_tensor.h"
+#include "codecs/grpc_byte_buffer.h"
+#include "codecs/json_request_encoder.h"
+#include "codecs/protobuf_peek.h"
+#include "codecs/text.h"
+#include "gateway/error_mapping.h"
+
+namespace infergate::gateway::frontends::grpc_detail {
+
+using ::grpc::ByteBuffer;
+
+codecs::Status encodeFailure(codecs::Status status) {
+  if (status.code() == absl::StatusCode::kResourceExhausted) return status;
+  return codecs::internalError("cannot encode the response: ", codecs::messageOf(status));
+}
+
+codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ByteBuffer& message,
+                                        const ::grpc::CallbackServerContext& context) {
+  std::vector<::grpc::Slice> slices;
+  if (!message.Dump(&slices).ok()) return codecs::internalError("cannot read the gRPC message");
+  std::vector<std::span<const uint8_t>> segments;
+  segments.reserve(slices.size());
+  for (const ::grpc::Slice& slice : slices) segments.emplace_back(slice.begin(), slice.size());
+  codecs::StatusOr<codecs::OwnedModelRef> ref = codecs::peekModelInferRequest(std::span(segments));
+  if (!ref.ok()) {
+    // Proto2 groups are only read by the contiguous peek; this path is never hot.
+    INFERGATE_ASSIGN_OR_RETURN(codecs::Buffer whole, codecs::fromByteBuffer(message));
+    INFERGATE_ASSIGN_OR_RETURN(codecs::ModelRef contiguous, codecs::peekModelInferRequest(whole.span()));
+    ref = codecs::OwnedModelRef{std::string(contiguous.model_name),
+                                std::string(contiguous.model_version), contiguous.sequence};
+  }
+  GrpcMetadataHeaders headers(context.client_metadata());
+  INFERGATE_ASSIGN_OR_RETURN(Decision d,
+                             shared.router->decide(ref->model_name, ref->model_version, &headers));
+  if (ref->sequence.present()) d.pick.sequence = std::move(ref->sequence);
+  return d;
+}
+
+std::optional<std::chrono::system_clock::time_point> upstreamDeadline(
+    const ::grpc::CallbackServerContext& context, std::chrono::milliseconds timeout) {
+  std::chrono::system_clock::time_point deadline = context.deadline();
+  if (timeout.count() > 0) deadline = std::min(deadline, std::chrono::system_clock::now() + timeout);
+  if (deadline == std::chrono::system_clock::time_point::max()) return std::nullopt;
+  return deadline;
+}
+
+::grpc::Status publicGrpcStatus(const codecs::Status& status, const Decision& d) {
+  return grpcStatusFor(publicStatus(status, d.upstream_model, d.client_model));
+}
+
+codecs::StatusOr<upstream::HttpUpstreamRequest> httpInferRequest(
+    const Shared& shared, codecs::InferRequest& request, const Decision& d,
+    const upstream::Upstream& target, const ::grpc::CallbackServerContext& context) {
+  codecs::JsonRequestEncoder::Options options;
+  options.binary_inputs =
+      target.config().http_format == config::UpstreamConfig::HttpFormat::kBinary;
+  if (options.binary_inputs) request.binary_data_output = true;
+  INFERGATE_ASSIGN_OR_RETURN(codecs::HttpInferBody body,
+                             codecs::JsonRequestEncoder(options).encode(request));
+  upstream::HttpUpstreamRequest out;
+  out.method = "POST";
+  out.target = modelPath(d.upstream_model, d.upstream_version, "/infer");
+  out.headers = metadataToHttpHeaders(shared.router->forwardedMetadata(context.client_metadata(), false));
+  out.headers.emplace_back("Content-Type", std::string(body.contentType()));
+  if (body.header_length) {
+    out.headers.emplace_back("Inference-Header-Content-Length", std::to_string(*body.header_length));
+  }
+  out.body = std::move(body.body);
+  if (auto deadline = upstreamDeadline(context, d.timeout)) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline -
+                                                                      std::chrono::system_clock::now());
+    out.timeout = std::max(left, std::chrono::milliseconds(1));
+  }
+  return out;
+}
+
+codecs::StatusOr<codecs::InferResponse> httpInferAnswer(
+    const Shared& shared, const codecs::StatusOr<upstream::HttpUpstreamResponse>& r,
+    std::string_view upstream_name) {
+  if (!r.ok()) return r.status();
+  if (r->status != 200) return httpErrorAnswer(r->status, r->body.view(), upstream_name);
+  std::optional<uint64_t> header_length;
+  if (const std::string* ihcl = r->headers.find("Inference-Header-Content-Length")) {
+    header_length = codecs::parseUint64(codecs::trimAscii(*ihcl));
+    if (!header_length) {
+      return upstreamGarbage(upstream_name, "response", codecs::invalidArgument(
+                                                "Inference-Header-Content-Length '", *ihcl, "'"));
+    }
+  }
+  auto decoded = codecs::BinaryTensorDecoder(shared.options.limits)
+                     .decodeResponse(r->body, header_length, r->body.size());
+  if (!decoded.ok()) return upstreamGarbage(upstream_name, "response", decoded.status());
+  return decoded;
+}
+
+}  // namespace infergate::gateway::frontends::grpc_detail

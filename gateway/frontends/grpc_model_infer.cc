@@ -1,0 +1,313 @@
+// ModelInfer (PROTOCOL.md 11.4): one reactor per call, routed on the peeked model
+// (grpc_infer_common.h has the threading rule both reactors follow).
+//
+//   peek + route (grpc thread), then by the upstream's protocol:
+//     builtin  decode, repository.infer(), runExecution -> encode
+//     grpc     the ByteBuffer as it came (fields 1/2 rewritten when the route says so)
+//              -> upstream ModelInfer -> its answer
+//     http     decode -> binary-tensor /infer -> decode -> encode
+//   A route's mirror gets a copy in its own protocol; its answer is dropped.
+
+#include <functional>
+#include <mutex>
+#include <optional>
+
+#include "codecs/grpc_byte_buffer.h"
+#include "gateway/error_mapping.h"
+#include "gateway/execution_runner.h"
+#include "gateway/frontends/grpc_infer_common.h"
+#include "gateway/shared_memory_refusal.h"
+#include "gateway/upstream/admin_transcode.h"
+#include "gateway/upstream/fleet_call.h"
+
+namespace infergate::gateway::frontends::grpc_detail {
+namespace {
+
+using ::grpc::ByteBuffer;
+
+class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
+ public:
+  ModelInferReactor(std::shared_ptr<Shared> shared, ::grpc::CallbackServerContext* context,
+                    ByteBuffer* response)
+      : shared_(std::move(shared)), loop_(shared_->nextLoop()), context_(context), response_(response) {}
+
+  // grpc thread, before the reactor is returned: route on the peeked model; a builtin
+  // upstream decodes and runs here (pure CPU, never blocking) and a response due at once
+  // is finished right here, without a hop to the loop; a gRPC upstream gets the message
+  // as it came (rewritten only in fields 1 and 2 when the route says so).
+  void start(const ::grpc::CallbackServerContext& context, const ByteBuffer& request) {
+    ::grpc::Status restricted = shared_->checkRestricted(context, "inference");
+    if (!restricted.ok()) return finish(restricted);
+    codecs::StatusOr<Decision> decision = routeMessage(*shared_, request, context);
+    if (!decision.ok()) return finish(grpcStatusFor(decision.status()));
+    decision_ = std::move(*decision);
+    if (decision_.mirror) mirror(context, request);
+    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
+      return passthrough(context, request);
+    }
+    // Builtin and HTTP upstreams decode the message: one contiguous view of it.
+    codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
+    if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
+    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kHttp) {
+      return overHttp(context, *bytes);
+    }
+    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(*bytes);
+    if (decoded.ok()) {
+      decoded->model_name = decision_.upstream_model;
+      decoded->model_version = decision_.upstream_version;
+    }
+    if (decoded.ok() && refuseSharedMemory(*decoded).ok()) {
+      builtin::Execution execution =
+          decision_.upstream->repository()->infer(*decoded, /*streaming=*/false);
+      if (isImmediate(execution)) {
+        builtin::TimedResponse& only = execution.responses.front();
+        return onEmission(Emission{std::move(only.response), true, only.from_model, false});
+      }
+      loop_.post([this, execution = std::move(execution)]() mutable { play(std::move(execution)); });
+      return;
+    }
+    loop_.post([this, decoded = std::move(decoded)]() mutable { run(std::move(decoded)); });
+  }
+
+  void OnCancel() override {
+    cancelled_->store(true);
+    cancelUpstream();
+    loop_.post([this] { finish(::grpc::Status(::grpc::StatusCode::CANCELLED, "cancelled")); });
+  }
+
+  void OnDone() override { release(); }
+
+ private:
+  // ---- gRPC upstream: passthrough ----
+  void passthrough(const ::grpc::CallbackServerContext& context, const ByteBuffer& request) {
+    ByteBuffer message = request;  // shares the slices
+    if (decision_.rewrites()) {
+      codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
+      if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
+      auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model,
+                                                    decision_.upstream_version);
+      if (!rewritten.ok()) return finish(grpcStatusFor(rewritten.status()));
+      message = codecs::toByteBuffer(*rewritten);
+    }
+    upstream::GrpcCallOptions options;
+    options.deadline = upstreamDeadline(context, decision_.timeout);
+    options.metadata = shared_->router->forwardedMetadata(context.client_metadata(), true);
+    hold();
+    auto call = upstream::fleetUnary(
+        decision_.upstream->fleet(), kModelInferMethod, std::move(message), std::move(options),
+        decision_.pick, [this](codecs::Status status, ByteBuffer answer) {
+          onGrpcAnswer(std::move(status), std::move(answer));
+          release();
+        });
+    setUpstreamCall([call] { call->cancel(); });
+  }
+
+  // grpc thread (the upstream call's completion), or the thread that freed a slot.
+  void onGrpcAnswer(codecs::Status status, ByteBuffer answer) {
+    if (!status.ok()) return finishUpstreamError(status);
+    if (decision_.rewrites()) {
+      auto flat = codecs::fromByteBuffer(answer);
+      auto renamed =
+          flat.ok() ? upstream::rewriteModelFields(
+                          *flat, decision_.client_model,
+                          decision_.client_version.empty()
+                              ? std::nullopt
+                              : std::optional<std::string_view>(decision_.client_version))
+                    : codecs::StatusOr<codecs::BufferChain>(flat.status());
+      if (!renamed.ok()) {
+        return finish(grpcStatusFor(upstreamGarbage(decision_.upstream->name(), "response", renamed.status())));
+      }
+      answer = codecs::toByteBuffer(*renamed);
+    }
+    *response_ = std::move(answer);
+    finish(::grpc::Status::OK);
+  }
+
+  // Shadow traffic toward the route's mirror, in its protocol; the answer is dropped and
+  // nothing of it touches this reactor (which may be gone by then).
+  void mirror(const ::grpc::CallbackServerContext& context, const ByteBuffer& message) {
+    upstream::Upstream& target = *decision_.mirror;
+    codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(message);
+    if (!bytes.ok()) return;
+    if (target.protocol() == upstream::Upstream::Protocol::kGrpc) {
+      ByteBuffer copy = message;
+      if (decision_.rewrites()) {
+        auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model,
+                                                      decision_.upstream_version);
+        if (!rewritten.ok()) return;
+        copy = codecs::toByteBuffer(*rewritten);
+      }
+      upstream::GrpcCallOptions options;
+      options.deadline = upstreamDeadline(context, decision_.timeout);
+      upstream::fleetUnary(target.fleet(), kModelInferMethod, std::move(copy), std::move(options),
+                           decision_.mirrorPick(), [](codecs::Status, ByteBuffer) {});
+      return;
+    }
+    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(*bytes);
+    if (!decoded.ok()) return;
+    decoded->model_name = decision_.upstream_model;
+    decoded->model_version = decision_.upstream_version;
+    http::EventLoop& loop = shared_->nextLoop();
+    if (target.protocol() == upstream::Upstream::Protocol::kBuiltin) {
+      loop.post([&loop, &target, request = std::move(*decoded)] {
+        runExecution(loop, target.repository()->infer(request, /*streaming=*/false),
+                     std::make_shared<std::atomic<bool>>(false), [](Emission) {});
+      });
+      return;
+    }
+    auto out = httpInferRequest(*shared_, *decoded, decision_, target, context);
+    if (!out.ok()) return;
+    loop.post([&loop, &target, snapshot = decision_.snapshot, pick = decision_.mirrorPick(),
+               out = std::move(*out)]() mutable {
+      upstream::HttpUpstreamCallbacks ignore;
+      ignore.on_complete = [](codecs::StatusOr<upstream::HttpUpstreamResponse>) {};
+      upstream::fleetHttp(target.fleet(), target.http(loop), loop, std::move(out), std::move(pick),
+                          std::move(ignore));
+    });
+  }
+
+  // ---- HTTP upstream: transcoded ----
+  void overHttp(const ::grpc::CallbackServerContext& context, const codecs::Buffer& bytes) {
+    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(bytes);
+    if (!decoded.ok()) return finish(grpcStatusFor(decoded.status()));
+    decoded->model_name = decision_.upstream_model;
+    decoded->model_version = decision_.upstream_version;
+    if (codecs::Status shm = refuseSharedMemory(*decoded); !shm.ok()) return finish(grpcStatusFor(shm));
+    auto out = httpInferRequest(*shared_, *decoded, decision_, *decision_.upstream, context);
+    if (!out.ok()) return finish(grpcStatusFor(out.status()));
+    hold();
+    loop_.post([this, out = std::move(*out)]() mutable {
+      if (cancelled_->load()) return release();
+      upstream::HttpUpstreamCallbacks callbacks;
+      callbacks.on_complete = [this](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+        http_call_.reset();
+        codecs::StatusOr<codecs::InferResponse> answer =
+            httpInferAnswer(*shared_, r, decision_.upstream->name());
+        if (!answer.ok()) {
+          finishUpstreamError(answer.status());
+        } else {
+          answer->model_name = decision_.client_model;
+          if (!decision_.client_version.empty()) answer->model_version = decision_.client_version;
+          auto chain = shared_->encoder.encode(*answer);
+          if (!chain.ok()) {
+            finish(grpcStatusFor(encodeFailure(chain.status())));
+          } else {
+            *response_ = codecs::toByteBuffer(*chain);
+            finish(::grpc::Status::OK);
+          }
+        }
+        release();
+      };
+      http_call_ = upstream::fleetHttp(decision_.upstream->fleet(), decision_.upstream->http(loop_),
+                                       loop_, std::move(out), decision_.pick, std::move(callbacks));
+      // The loop cancels it (OnCancel posts here first, then cancelUpstream runs below).
+      setUpstreamCall([this] {
+        loop_.post([this] {
+          if (!http_call_) return;
+          http_call_->cancel();  // no callback follows: the reference is ours to drop
+          http_call_.reset();
+          release();
+        });
+      });
+    });
+  }
+
+  // ---- builtin upstream ----
+  void run(codecs::StatusOr<codecs::InferRequest> request) {
+    if (cancelled_->load()) return;  // OnCancel's task finishes the call
+    if (!request.ok()) return finish(grpcStatusFor(request.status()));
+    codecs::Status shm = refuseSharedMemory(*request);
+    if (!shm.ok()) return finish(grpcStatusFor(shm));
+    play(decision_.upstream->repository()->infer(*request, /*streaming=*/false));
+  }
+
+  static bool isImmediate(const builtin::Execution& execution) {
+    return execution.responses.size() == 1 && execution.responses[0].delay.count() == 0 &&
+           execution.complete_after.count() == 0;
+  }
+
+  // Loop thread.
+  void play(builtin::Execution execution) {
+    if (cancelled_->load()) return;  // OnCancel's task finishes the call
+    runExecution(loop_, std::move(execution), cancelled_,
+                 [this](Emission emission) { onEmission(std::move(emission)); });
+  }
+
+  // The loop thread, or grpc's thread on the immediate path.
+  void onEmission(Emission emission) {
+    if (finished_.load()) return;
+    if (emission.empty) {  // not for a non-decoupled model; refuse rather than hang
+      return finish(grpcStatusFor(codecs::internalError("the model completed without a response")));
+    }
+    if (!emission.response.ok()) return finish(publicGrpcStatus(emission.response.status(), decision_));
+    emission.response->model_name = decision_.client_model;
+    codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*emission.response);
+    if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
+    *response_ = codecs::toByteBuffer(*chain);
+    finish(::grpc::Status::OK);
+  }
+
+  // Once, from whichever thread gets there first.
+  // An upstream's (or the fleet's) error; an overload refusal also tells when to come back,
+  // as trailing metadata `retry-after` (seconds), the HTTP header's counterpart.
+  void finishUpstreamError(const codecs::Status& status) {
+    if (std::optional<uint32_t> after = upstream::retryAfterOf(status)) {
+      context_->AddTrailingMetadata("retry-after", std::to_string(*after));
+    }
+    finish(publicGrpcStatus(status, decision_));
+  }
+
+  void finish(const ::grpc::Status& status) {
+    if (finished_.exchange(true)) return;
+    Finish(status);
+  }
+
+  // The reactor is deleted once grpc is done with it (OnDone) and no upstream call can
+  // still call back into it; the delete runs on the loop, after every task naming it.
+  void hold() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) loop_.post([this] { delete this; });
+  }
+
+  void setUpstreamCall(std::function<void()> cancel) {
+    std::lock_guard<std::mutex> lock(upstream_mu_);
+    if (cancelled_->load()) {
+      cancel();
+      return;
+    }
+    cancel_upstream_ = std::move(cancel);
+  }
+  void cancelUpstream() {
+    std::function<void()> cancel;
+    {
+      std::lock_guard<std::mutex> lock(upstream_mu_);
+      cancel = std::move(cancel_upstream_);
+    }
+    if (cancel) cancel();
+  }
+
+  static constexpr const char* kModelInferMethod = "/inference.GRPCInferenceService/ModelInfer";
+
+  std::shared_ptr<Shared> shared_;
+  http::EventLoop& loop_;
+  ::grpc::CallbackServerContext* context_;  // grpc's, valid until OnDone
+  ByteBuffer* response_;  // grpc's, valid until OnDone
+  Decision decision_;
+  Flag cancelled_ = std::make_shared<std::atomic<bool>>(false);
+  std::atomic<bool> finished_{false};
+  std::atomic<int> refs_{1};  // grpc's (OnDone) + one per upstream call in flight
+  std::mutex upstream_mu_;
+  std::function<void()> cancel_upstream_;
+  std::shared_ptr<upstream::HttpCallHandle> http_call_;  // loop thread
+};
+
+}  // namespace
+
+::grpc::ServerUnaryReactor* InferenceService::ModelInfer(Ctx* context, const ByteBuffer* request,
+                                                         ByteBuffer* response) {
+  auto* reactor = new ModelInferReactor(shared_, context, response);
+  reactor->start(*context, *request);
+  return reactor;
+}
+
+}  // namespace infergate::gateway::frontends::grpc_detail
