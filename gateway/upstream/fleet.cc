@@ -84,7 +84,10 @@ struct Housekeeper::State {
         if (tasks.empty()) {
           wake.wait(lock);
         } else {
-          wake.wait_until(lock, tasks.begin()->first);
+          // A copy: wait_until reads its time point again after waking, and the task it
+          // belongs to may have been cancelled (erased) meanwhile.
+          const Clock::time_point until = tasks.begin()->first;
+          wake.wait_until(lock, until);
         }
         continue;
       }
