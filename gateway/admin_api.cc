@@ -138,7 +138,8 @@ std::string AdminApi::upstreamsJson(const RouterSnapshot& snapshot) {
       w.key("affinity_lost").uint64(c.affinity_lost);
       w.key("sequences").uint64(fleet->affinity().size());
       w.key("endpoints").beginArray();
-      for (const auto& e : *fleet->endpoints()) writeEndpoint(w, *e, bindings);
+      std::shared_ptr<const upstream::UpstreamFleet::EndpointList> endpoints = fleet->endpoints();
+      for (const auto& e : *endpoints) writeEndpoint(w, *e, bindings);
       w.endArray();
     }
     w.endObject();

@@ -118,7 +118,10 @@ struct HealthChecker::State : std::enable_shared_from_this<State> {
     for (const auto& u : *snapshot->upstreams) {
       if (!u->fleet()) continue;
       const config::UpstreamConfig& c = u->config();
-      for (const std::shared_ptr<Endpoint>& e : *u->fleet()->endpoints()) {
+      // Held by name: a range-for over *endpoints() would let the list go while it runs
+      // (discovery swaps it from its own thread).
+      std::shared_ptr<const upstream::UpstreamFleet::EndpointList> endpoints = u->fleet()->endpoints();
+      for (const std::shared_ptr<Endpoint>& e : *endpoints) {
         Schedule& s = schedules[e.get()];
         s.endpoint = e;
         s.seen = true;

@@ -130,6 +130,9 @@ class UpstreamFleet : public std::enable_shared_from_this<UpstreamFleet> {
 
   const config::UpstreamConfig& config() const { return config_; }
   const std::string& name() const { return config_.name; }
+  // The endpoints now. Hold the result by name while using it: discovery may swap the
+  // list from its thread, and `for (... : *endpoints())` lets the snapshot go before the
+  // loop runs (the temporary dies with the range expression).
   std::shared_ptr<const EndpointList> endpoints() const { return std::atomic_load(&endpoints_); }
   // Whether sequence affinity can make a difference here: it is on and the upstream has,
   // or may come to have (dns:), more than one endpoint. Frontends skip reading a

@@ -32,7 +32,9 @@ bool Upstream::reachable() const {
   if (!fleet_) return true;
   const auto now = Endpoint::Clock::now();
   const bool checked = config_.health_check.enabled;
-  for (const auto& e : *fleet_->endpoints()) {
+  // Held by name: a range-for over *endpoints() would let the list go while it runs.
+  std::shared_ptr<const UpstreamFleet::EndpointList> endpoints = fleet_->endpoints();
+  for (const auto& e : *endpoints) {
     if (!e->routable(now)) continue;
     if (!checked || e->activeHealth() == ActiveHealth::kHealthy) return true;
   }
