@@ -74,17 +74,23 @@ class FleetUnaryCall final : public GrpcCallHandle,
  private:
   void attempt(EndpointLease lease) {
     uint64_t id;
+    GrpcUpstreamClient* client = lease.endpoint().grpc();
     {
+      // Under the mutex although attempts follow one another: the answer comes on a grpc
+      // thread, ordered after this by grpc's own (uninstrumented) locks, which a thread
+      // sanitizer cannot see.
       std::lock_guard<std::mutex> lock(mu_);
       id = ++attempts_;
-      if (cancelled_) id = 0;
+      if (cancelled_) {
+        id = 0;
+      } else {
+        lease_ = std::move(lease);
+      }
     }
     if (id == 0) {
       lease.finish(Outcome::kNeutral);
       return deliver(absl::CancelledError("the request was cancelled"), {});
     }
-    GrpcUpstreamClient* client = lease.endpoint().grpc();
-    lease_ = std::move(lease);
     auto inner = client->unary(method_, request_, options_,
                                [self = shared_from_this()](grpc::Status status, grpc::ByteBuffer answer) {
                                  self->onAnswer(std::move(status), std::move(answer));
@@ -97,15 +103,17 @@ class FleetUnaryCall final : public GrpcCallHandle,
 
   // grpc thread: the attempt is over (its lease is ours alone again).
   void onAnswer(grpc::Status status, grpc::ByteBuffer answer) {
-    std::shared_ptr<Endpoint> endpoint = lease_.sharedEndpoint();
-    lease_.finish(outcomeOfGrpc(status.error_code()));
-    const bool not_sent = !status.ok() && grpcNotSent(status);
+    EndpointLease lease;
     bool cancelled;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      lease = std::move(lease_);
       inner_.reset();
       cancelled = cancelled_;
     }
+    std::shared_ptr<Endpoint> endpoint = lease.sharedEndpoint();
+    lease.finish(outcomeOfGrpc(status.error_code()));
+    const bool not_sent = !status.ok() && grpcNotSent(status);
     if (not_sent && !cancelled && mayRetry(*fleet_, context_, retries_, options_.deadline)) {
       if (std::optional<EndpointLease> next = retryLease(*fleet_, context_, endpoint.get())) {
         ++retries_;
@@ -133,10 +141,10 @@ class FleetUnaryCall final : public GrpcCallHandle,
   GrpcCallOptions options_;
   PickContext context_;
   FleetUnaryDone done_;
-  EndpointLease lease_;  // the attempt in flight
   uint32_t retries_ = 0;
 
   std::mutex mu_;
+  EndpointLease lease_;  // the attempt in flight
   bool cancelled_ = false;
   uint64_t waiter_ = 0;  // acquire()'s, while it may wait in the queue
   uint64_t attempts_ = 0;
