@@ -17,7 +17,7 @@
 #include "gateway/execution_runner.h"
 #include "gateway/frontends/grpc_infer_common.h"
 #include "gateway/shared_memory_refusal.h"
-#include "gateway/upstream/admin_transcode.h"
+#include "gateway/upstream/model_rename.h"
 #include "gateway/upstream/fleet_call.h"
 
 namespace infergate::gateway::frontends::grpc_detail {

@@ -34,6 +34,7 @@
 #include "gateway/frontends/http_frontend_internal.h"
 #include "gateway/shared_memory_refusal.h"
 #include "gateway/upstream/admin_transcode.h"
+#include "gateway/upstream/model_rename.h"
 #include "gateway/upstream/fleet_call.h"
 #include "grpc_service.pb.h"
 

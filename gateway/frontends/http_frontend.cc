@@ -6,6 +6,7 @@
 #include "gateway/error_mapping.h"
 #include "gateway/frontends/http_routes.h"
 #include "gateway/upstream/admin_transcode.h"
+#include "gateway/upstream/model_rename.h"
 #include "gateway/upstream/upstream_status.h"
 
 namespace infergate::gateway::frontends {

@@ -1,6 +1,7 @@
 #pragma once
 
-// The non-infer endpoints across protocols, and the model-name rewrite in answers.
+// The non-infer endpoints across protocols. (The model-name rewrite in answers is in
+// model_rename.h.)
 //
 // A client that speaks one protocol may be routed to an upstream that speaks the other;
 // its metadata, config, statistics, repository and trace calls are then converted:
@@ -14,12 +15,6 @@
 // numbers where Triton writes numbers, the model config as Triton's /config prints it
 // (builtin::modelConfigJson). Parsing accepts what Triton and KServe servers send
 // (unknown keys ignored, int64 given as number or string).
-//
-// Rewrite: a route may alias a public model name to another name upstream; the answers
-// must show the client the name it asked for. renameInJson() replaces a top-level string
-// member of a JSON text keeping every other byte (an /infer response header, metadata,
-// ...); rewriteModelFields() does the same for fields 1 and 2 of a serialized
-// ModelInferRequest / ModelInferResponse without copying the tensor bytes.
 //
 // Errors: INVALID_ARGUMENT naming what was wrong; callers stamp ErrorOrigin::kUpstream on
 // failures to parse an upstream's answer (-> 502). Pure; thread-safe.
@@ -74,24 +69,5 @@ std::string traceSettingRequestToJson(const inference::TraceSettingRequest& requ
 std::string mergeRepositoryIndexJson(const std::vector<std::string>& answers);
 // /v2/models/stats of every upstream: one {"model_stats": [...]} with all entries.
 codecs::StatusOr<std::string> mergeModelStatisticsJson(const std::vector<std::string>& answers);
-
-// ---- rewrite ----
-// `json` with the top-level member `key` (a string) set to `value`, every other byte
-// kept; a key given twice is replaced twice. nullopt when `json` is not exactly one
-// well-formed object, has no such member, or has one whose value is not a string.
-std::optional<std::string> renameInJson(std::string_view json, std::string_view key,
-                                        std::string_view value);
-// A serialized ModelInferRequest or ModelInferResponse (fields 1 = model_name,
-// 2 = model_version) with those fields replaced: the new fields 1 and 2 first (omitted
-// when empty, as proto3 writes them), then every other field as slices of `message`.
-// `version` nullopt keeps the message's own version field. INVALID_ARGUMENT when the
-// message is not well-formed wire format.
-codecs::StatusOr<codecs::BufferChain> rewriteModelFields(const codecs::Buffer& message,
-                                                         std::string_view model,
-                                                         std::optional<std::string_view> version);
-// The same inside a ModelStreamInferResponse (field 2 holds the ModelInferResponse).
-codecs::StatusOr<codecs::BufferChain> rewriteStreamModelFields(
-    const codecs::Buffer& message, std::string_view model,
-    std::optional<std::string_view> version);
 
 }  // namespace infergate::gateway::upstream
