@@ -117,9 +117,9 @@ codecs::StatusOr<Decision> Router::decide(std::string_view model, std::string_vi
   return d;
 }
 
-bool Router::forwards(std::string_view n) const {
+bool Router::forwards(const config::ForwardConfig& forward, std::string_view n) {
   if (isHopByHopHeader(n)) return false;
-  for (const std::string& f : snapshot()->config->forward.headers) {
+  for (const std::string& f : forward.headers) {
     if (f.ends_with('*') ? n.starts_with(std::string_view(f).substr(0, f.size() - 1)) : n == f) {
       return true;
     }
@@ -128,10 +128,13 @@ bool Router::forwards(std::string_view n) const {
 }
 
 HeaderPairs Router::forwardedHeaders(const http::HeaderList& headers) const {
+  // Loaded once per request, and held: a reload may drop the snapshot meanwhile.
+  const std::shared_ptr<const RouterSnapshot> held = snapshot();
+  const config::ForwardConfig& forward = held->config->forward;
   HeaderPairs out;
   for (const auto& [name, value] : headers) {
     std::string n = lowercase(name);
-    if (forwards(n)) out.emplace_back(std::move(n), value);
+    if (forwards(forward, n)) out.emplace_back(std::move(n), value);
   }
   return out;
 }

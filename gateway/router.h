@@ -121,15 +121,19 @@ class Router {
   // The same for gRPC metadata (already lowercase); `-bin` keys are kept only toward gRPC.
   template <typename Metadata>
   HeaderPairs forwardedMetadata(const Metadata& metadata, bool toward_grpc) const {
+    // Loaded once per request, and held: a reload may drop the snapshot meanwhile.
+    const std::shared_ptr<const RouterSnapshot> held = snapshot();
+    const config::ForwardConfig& forward = held->config->forward;
     HeaderPairs out;
     for (const auto& [key, value] : metadata) {
       std::string_view k(key.data(), key.size());
-      if (!forwards(k) || (!toward_grpc && k.ends_with("-bin"))) continue;
+      if (!forwards(forward, k) || (!toward_grpc && k.ends_with("-bin"))) continue;
       out.emplace_back(std::string(k), std::string(value.data(), value.size()));
     }
     return out;
   }
-  bool forwards(std::string_view lowercase_name) const;
+  // Whether `forward` lets header / metadata `lowercase_name` travel upstream.
+  static bool forwards(const config::ForwardConfig& forward, std::string_view lowercase_name);
 
   // Stops the gRPC upstream calls in flight (see UpstreamSet::shutdownGrpc).
   void shutdown() { snapshot()->upstreams->shutdownGrpc(); }
