@@ -1,19 +1,16 @@
 #include "config/config_loader.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/parser.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <exception>
 #include <sstream>
 
 #include "config/config_checks.h"
 #include "config/listen_address.h"
 #include "config/section_readers.h"
+#include "config/text_file.h"
 #include "config/yaml_reader.h"
 
 namespace infergate::config {
@@ -366,32 +363,7 @@ StatusOr<GatewayConfig> parseConfig(std::string_view yaml_text, std::string_view
 }
 
 StatusOr<GatewayConfig> loadConfigFile(const std::string& path) {
-  auto failed = [&path](int err) {
-    std::string message = strCat("cannot read ", path, ": ", std::strerror(err));
-    return err == ENOENT ? absl::NotFoundError(message)
-                         : absl::FailedPreconditionError(message);
-  };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return failed(errno);
-  std::string text;
-  char chunk[65536];
-  while (true) {
-    ssize_t n = ::read(fd, chunk, sizeof(chunk));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return failed(err);
-    }
-    if (n == 0) break;
-    text.append(chunk, static_cast<size_t>(n));
-    if (text.size() > kMaxConfigFileBytes) {
-      ::close(fd);
-      return absl::FailedPreconditionError(
-          strCat("cannot read ", path, ": larger than ", kMaxConfigFileBytes, " bytes"));
-    }
-  }
-  ::close(fd);
+  INFERGATE_ASSIGN_OR_RETURN(std::string text, readTextFile(path, kMaxConfigFileBytes));
   return parseConfig(text, path);
 }
 

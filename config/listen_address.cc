@@ -242,4 +242,14 @@ bool listenAddressesClash(const ListenAddress& a, const ListenAddress& b) {
   return covers(a, b) || covers(b, a);
 }
 
+std::string formatHostPort(std::string_view host, uint16_t port) {
+  return host.find(':') != std::string_view::npos ? codecs::strCat("[", host, "]:", port)
+                                                  : codecs::strCat(host, ":", port);
+}
+
+std::string formatAddress(const ListenAddress& address) {
+  if (address.kind == ListenAddress::Kind::kUnix) return "unix:" + address.path;
+  return formatHostPort(address.host, address.port);
+}
+
 }  // namespace infergate::config

@@ -6,6 +6,8 @@
 // `infergate validate` gives the same answer on any machine.
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "codecs/status.h"
@@ -38,5 +40,11 @@ bool sameEndpoint(const ListenAddress& a, const ListenAddress& b);
 // and names; :: covers everything, since Linux listens dual-stack by default). Port 0
 // never clashes. Names are compared as text (nothing is resolved).
 bool listenAddressesClash(const ListenAddress& a, const ListenAddress& b);
+
+// "host:port", or "[v6]:port" when the host is an IPv6 literal.
+std::string formatHostPort(std::string_view host, uint16_t port);
+// A concrete address (kTcp or kUnix) as grpc takes it for a target and as the gateway
+// names it: formatHostPort(host, port), or "unix:/path".
+std::string formatAddress(const ListenAddress& address);
 
 }  // namespace infergate::config

@@ -213,3 +213,21 @@ TEST(EndpointAddress, SameEndpointComparesKindHostAndPort) {
 
 }  // namespace
 }  // namespace infergate::config
+
+namespace infergate::config {
+namespace {
+
+TEST(ListenAddressFormat, BracketsIpv6AndNamesUnixSockets) {
+  EXPECT_EQ(formatHostPort("10.0.0.7", 8001), "10.0.0.7:8001");
+  EXPECT_EQ(formatHostPort("triton-0.svc", 8001), "triton-0.svc:8001");
+  EXPECT_EQ(formatHostPort("fd00::1", 8001), "[fd00::1]:8001");
+  auto tcp = parseEndpointAddress("[::1]:9000");
+  ASSERT_TRUE(tcp.ok()) << tcp.status();
+  EXPECT_EQ(formatAddress(*tcp), "[::1]:9000");
+  auto unix_socket = parseEndpointAddress("unix:/run/t.sock");
+  ASSERT_TRUE(unix_socket.ok()) << unix_socket.status();
+  EXPECT_EQ(formatAddress(*unix_socket), "unix:/run/t.sock");
+}
+
+}  // namespace
+}  // namespace infergate::config

@@ -10,6 +10,7 @@
 
 #include "codecs/json_writer.h"
 #include "config/config_loader.h"
+#include "config/listen_address.h"
 #include "gateway/admin_api.h"
 #include "gateway/discovery.h"
 #include "gateway/frontends/grpc_frontend.h"
@@ -30,14 +31,6 @@ http::ListenSpec listenSpecOf(const config::ListenAddress& address) {
     return http::ListenSpec::unixPath(address.path);
   }
   return http::ListenSpec::tcp(address.host, address.port);
-}
-
-std::string grpcTarget(const config::ListenAddress& address) {
-  if (address.kind == config::ListenAddress::Kind::kUnix) return "unix:" + address.path;
-  if (address.host.find(':') != std::string::npos) {
-    return codecs::strCat("[", address.host, "]:", address.port);
-  }
-  return codecs::strCat(address.host, ":", address.port);
 }
 
 http::HttpLimits httpLimitsOf(const config::LimitsConfig& l) {
@@ -234,7 +227,7 @@ struct GatewayServer::Impl {
     options.limits.max_binary_body_bytes = config.limits.max_grpc_message_bytes;
     grpc_frontend = std::make_unique<frontends::GrpcFrontend>(router, settings, ServerInfo{},
                                                               health, *pool, options);
-    INFERGATE_ASSIGN_OR_RETURN(grpc_address, grpc_frontend->start(grpcTarget(config.grpc->address)));
+    INFERGATE_ASSIGN_OR_RETURN(grpc_address, grpc_frontend->start(config::formatAddress(config.grpc->address)));
     return absl::OkStatus();
   }
 
@@ -271,7 +264,7 @@ struct GatewayServer::Impl {
       std::lock_guard<std::mutex> lock(reload_mu);
       if (stampOf(config.source) == file_stamp) return;
     }
-    reload();
+    reload().IgnoreError();  // reload() logs its outcome
   }
 };
 

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "codecs/grpc_byte_buffer.h"
+#include "config/listen_address.h"
 #include "grpc_service.pb.h"
 #include "routing/queue_signal.h"
 
@@ -209,8 +210,7 @@ struct HealthChecker::State : std::enable_shared_from_this<State> {
     }
     config::ListenAddress at = e->address();
     at.port = c.load_balancing.metrics_port;
-    at.text = at.host.find(':') != std::string::npos ? codecs::strCat("[", at.host, "]:", at.port)
-                                                     : codecs::strCat(at.host, ":", at.port);
+    at.text = config::formatHostPort(at.host, at.port);
     upstream::HttpUpstreamRequest request;
     request.method = "GET";
     request.target = "/metrics";

@@ -75,7 +75,8 @@ int runGateway(std::string_view config_path, std::string_view ready_file) {
   }
   int signal = 0;
   while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) {
-    server.reload();  // logs its outcome; a broken file leaves the old table serving
+    // reload() logs its outcome; a broken file leaves the old table serving.
+    server.reload().IgnoreError();
   }
   std::cerr << "infergate: signal " << signal << ", draining\n";
   server.shutdown(drain);

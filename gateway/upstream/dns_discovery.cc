@@ -1,11 +1,9 @@
 #include "gateway/upstream/dns_discovery.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +13,8 @@
 #include <string_view>
 #include <unordered_set>
 #include <utility>
+
+#include "config/text_file.h"
 
 namespace infergate::gateway::upstream {
 namespace {
@@ -62,34 +62,17 @@ std::vector<std::string_view> words(std::string_view line) {
   return out;
 }
 
-codecs::Status unreadable(const std::string& path, int err) {
-  return absl::UnavailableError(
-      codecs::strCat("cannot read hosts file ", path, ": ", std::strerror(err)));
-}
-
-codecs::StatusOr<std::string> readFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return unreadable(path, errno);
-  std::string text;
-  char chunk[16384];
-  while (true) {
-    ssize_t n = ::read(fd, chunk, sizeof(chunk));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return unreadable(path, err);
-    }
-    if (n == 0) break;
-    text.append(chunk, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return text;
-}
+// Hosts files are small; a runaway one is refused rather than read whole.
+constexpr size_t kMaxHostsFileBytes = 16 * 1024 * 1024;
 
 codecs::StatusOr<std::vector<std::string>> resolveFromFile(const std::string& name,
                                                            const std::string& path) {
-  INFERGATE_ASSIGN_OR_RETURN(std::string text, readFile(path));
+  codecs::StatusOr<std::string> read = config::readTextFile(path, kMaxHostsFileBytes);
+  // For the watcher any failure to read means "keep the last addresses": UNAVAILABLE.
+  if (!read.ok()) {
+    return absl::UnavailableError(codecs::strCat(codecs::messageOf(read.status()), " (hosts file)"));
+  }
+  const std::string& text = *read;
   std::vector<std::string> addresses;
   std::string_view rest = text;
   while (!rest.empty()) {

@@ -48,8 +48,7 @@ config::ListenAddress resolvedAddress(const config::ListenAddress& entry, const 
   a.kind = config::ListenAddress::Kind::kTcp;
   a.host = ip;
   a.port = entry.port;
-  a.text = ip.find(':') != std::string::npos ? codecs::strCat("[", ip, "]:", entry.port)
-                                              : codecs::strCat(ip, ":", entry.port);
+  a.text = config::formatHostPort(ip, entry.port);
   a.where = entry.where;
   return a;
 }

@@ -80,6 +80,8 @@
 #include <deque>
 #include <unordered_map>
 
+#include "config/listen_address.h"
+
 namespace infergate::gateway::upstream {
 namespace {
 
@@ -87,15 +89,6 @@ constexpr int kInitialReconnectBackoffMs = 100;
 constexpr int kMaxReconnectBackoffMs = 1000;
 constexpr int kKeepaliveTimeMs = 360000;
 constexpr int kKeepaliveTimeoutMs = 20000;
-
-// grpc's target: "host:port", "[v6]:port" or "unix:/path".
-std::string targetOf(const config::ListenAddress& endpoint) {
-  if (endpoint.kind == config::ListenAddress::Kind::kUnix) return "unix:" + endpoint.path;
-  if (endpoint.host.find(':') != std::string::npos) {
-    return codecs::strCat("[", endpoint.host, "]:", endpoint.port);
-  }
-  return codecs::strCat(endpoint.host, ":", endpoint.port);
-}
 
 grpc::ChannelArguments channelArguments(const config::UpstreamConfig& config) {
   grpc::ChannelArguments args;
@@ -145,7 +138,7 @@ class ClientCore {
     for (uint32_t i = 0; i < per_endpoint; ++i) {
       for (const config::ListenAddress& endpoint : config.endpoints) {
         channels_.push_back(grpc::CreateCustomChannel(
-            targetOf(endpoint), grpc::InsecureChannelCredentials(), channelArguments(config)));
+            config::formatAddress(endpoint), grpc::InsecureChannelCredentials(), channelArguments(config)));
         stubs_.push_back(std::make_unique<grpc::GenericStub>(channels_.back()));
       }
     }

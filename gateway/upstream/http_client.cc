@@ -56,6 +56,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "config/listen_address.h"
 #include "gateway/upstream/upstream_status.h"
 
 namespace infergate::gateway::upstream {
@@ -136,10 +137,7 @@ bool validHeaderValue(std::string_view value) {
 }
 
 std::string endpointText(const config::ListenAddress& e) {
-  if (!e.text.empty()) return e.text;
-  if (e.kind == config::ListenAddress::Kind::kUnix) return "unix:" + e.path;
-  if (e.host.find(':') != std::string::npos) return strCat("[", e.host, "]:", e.port);
-  return strCat(e.host, ":", e.port);
+  return e.text.empty() ? config::formatAddress(e) : e.text;
 }
 
 // "http://host:port" (IPv6 bracketed, a zone's '%' escaped as URLs require), or
