@@ -13,9 +13,53 @@ namespace {
 
 constexpr uint32_t kModelNameField = 1;
 constexpr uint32_t kModelVersionField = 2;
+constexpr uint32_t kIdField = 3;
 constexpr uint32_t kParametersField = 4;
+constexpr uint32_t kInputsField = 5;
+constexpr uint32_t kOutputsField = 6;
+constexpr uint32_t kInputParametersField = 4;   // InferInputTensor.parameters
+constexpr uint32_t kOutputParametersField = 2;  // InferRequestedOutputTensor.parameters
 constexpr uint32_t kEntryKeyField = 1;
 constexpr uint32_t kEntryValueField = 2;
+
+// The parameters field of an inputs (5) or outputs (6) element.
+uint32_t tensorParametersField(uint32_t field) {
+  return field == kInputsField ? kInputParametersField : kOutputParametersField;
+}
+
+// The key of a parameters-map entry: the last key field (protobuf's rule; it may follow
+// the value), "" when there is none.
+StatusOr<std::string_view> entryKey(std::span<const uint8_t> entry) {
+  std::string_view key;
+  INFERGATE_RETURN_IF_ERROR(forEachField(entry, [&](FieldTag tag, WireReader& reader) -> Status {
+    if (tag.type != WireType::kLen || tag.number != kEntryKeyField) return reader.skip(tag);
+    INFERGATE_ASSIGN_OR_RETURN(std::span<const uint8_t> s, reader.readLengthDelimited());
+    key = asChars(s);
+    return absl::OkStatus();
+  }));
+  return key;
+}
+
+// Sets `found` when the entry's key names a shared-memory region. Only the key: the
+// decoder refuses a region without byte_size, or of the wrong kind, but the message must
+// be decoded to say so.
+Status noteSharedMemoryEntry(std::span<const uint8_t> entry, bool& found) {
+  INFERGATE_ASSIGN_OR_RETURN(std::string_view key, entryKey(entry));
+  found = found || key == param::kShmRegion;
+  return absl::OkStatus();
+}
+
+// Sets `found` when an input or requested output (`field` 5 or 6) has a parameters entry
+// keyed shared_memory_region. Its other fields (name, datatype, shape, typed contents)
+// are skipped by wire type and length.
+Status noteSharedMemoryTensor(std::span<const uint8_t> tensor, uint32_t field, bool& found) {
+  const uint32_t parameters = tensorParametersField(field);
+  return forEachField(tensor, [&](FieldTag tag, WireReader& reader) -> Status {
+    if (tag.type != WireType::kLen || tag.number != parameters) return reader.skip(tag);
+    INFERGATE_ASSIGN_OR_RETURN(std::span<const uint8_t> entry, reader.readLengthDelimited());
+    return noteSharedMemoryEntry(entry, found);
+  });
+}
 
 // Merges one InferParameter message into `value` as protobuf merges a oneof: the last
 // member set wins; a member with another wire type is an unknown field (skipped).
@@ -46,13 +90,7 @@ Status mergeInferParameter(std::span<const uint8_t> message, std::optional<Param
 // the key first (the last key field wins and may follow the value), then, only for the
 // three sequence keys, the value fields, merged.
 Status applyParameterEntry(std::span<const uint8_t> entry, SequenceRef& sequence) {
-  std::string_view key;
-  INFERGATE_RETURN_IF_ERROR(forEachField(entry, [&](FieldTag tag, WireReader& reader) -> Status {
-    if (tag.type != WireType::kLen || tag.number != kEntryKeyField) return reader.skip(tag);
-    INFERGATE_ASSIGN_OR_RETURN(std::span<const uint8_t> s, reader.readLengthDelimited());
-    key = asChars(s);
-    return absl::OkStatus();
-  }));
+  INFERGATE_ASSIGN_OR_RETURN(std::string_view key, entryKey(entry));
   if (!isSequenceKey(key)) return absl::OkStatus();
   std::optional<ParamValue> value;
   INFERGATE_RETURN_IF_ERROR(forEachField(entry, [&](FieldTag tag, WireReader& reader) -> Status {
@@ -69,29 +107,38 @@ Status applyParameterEntry(std::span<const uint8_t> entry, SequenceRef& sequence
 StatusOr<ModelRef> peekModelInferRequest(std::span<const uint8_t> message) {
   ModelRef ref;
   INFERGATE_RETURN_IF_ERROR(forEachField(message, [&](FieldTag tag, WireReader& reader) -> Status {
-    if (tag.type != WireType::kLen ||
-        (tag.number != kModelNameField && tag.number != kModelVersionField &&
-         tag.number != kParametersField)) {
-      return reader.skip(tag);
+    if (tag.type != WireType::kLen || tag.number < kModelNameField ||
+        tag.number > kOutputsField || tag.number == kIdField) {
+      return reader.skip(tag);  // raw_input_contents (7) among them, by its length
     }
     INFERGATE_ASSIGN_OR_RETURN(std::span<const uint8_t> value, reader.readLengthDelimited());
-    if (tag.number == kParametersField) return applyParameterEntry(value, ref.sequence);
-    (tag.number == kModelNameField ? ref.model_name : ref.model_version) = asChars(value);
-    return absl::OkStatus();
+    switch (tag.number) {
+      case kParametersField:
+        return applyParameterEntry(value, ref.sequence);
+      case kInputsField:
+      case kOutputsField:
+        return noteSharedMemoryTensor(value, tag.number, ref.shared_memory);
+      default:
+        (tag.number == kModelNameField ? ref.model_name : ref.model_version) = asChars(value);
+        return absl::OkStatus();
+    }
   }));
   return ref;
 }
 
 namespace {
 
-// A forward-only cursor over segments.
+// A forward-only cursor over segments, counting the bytes it has passed.
 class SegmentCursor {
  public:
   explicit SegmentCursor(std::span<const std::span<const uint8_t>> segments) : segments_(segments) {
+    for (std::span<const uint8_t> segment : segments) remaining_ += segment.size();
     settle();
   }
 
   bool done() const { return seg_ >= segments_.size(); }
+  uint64_t offset() const { return offset_; }
+  uint64_t remaining() const { return remaining_; }
 
   StatusOr<uint64_t> readVarint() {
     uint64_t value = 0;
@@ -146,6 +193,8 @@ class SegmentCursor {
  private:
   void advance(size_t n) {
     pos_ += n;
+    offset_ += n;
+    remaining_ -= n;
     settle();
   }
   // Moves past exhausted (and empty) segments.
@@ -159,18 +208,23 @@ class SegmentCursor {
   std::span<const std::span<const uint8_t>> segments_;
   size_t seg_ = 0;
   size_t pos_ = 0;
+  uint64_t offset_ = 0;
+  uint64_t remaining_ = 0;
 };
 
-}  // namespace
-
-StatusOr<OwnedModelRef> peekModelInferRequest(std::span<const std::span<const uint8_t>> segments) {
-  OwnedModelRef ref;
-  std::string scratch;  // a parameters entry that straddles segments
-  SegmentCursor cursor(segments);
-  while (!cursor.done()) {
+// Walks the fields of the next `size` bytes at the cursor (a message or a sub-message),
+// calling fn(number, length) -> Status for each LEN field with the cursor at its value;
+// fn consumes exactly `length` bytes (read, view or skip). Other fields are skipped.
+// Groups are refused (callers fall back to the contiguous peek), and so is a field that
+// runs past `size`, as WireReader refuses one past its span.
+template <typename Fn>
+Status forEachSegmentedField(SegmentCursor& cursor, uint64_t size, Fn&& fn) {
+  if (size > cursor.remaining()) return invalidArgument("a field runs past the end of the message");
+  const uint64_t end = cursor.offset() + size;
+  while (cursor.offset() < end) {
     INFERGATE_ASSIGN_OR_RETURN(uint64_t key, cursor.readVarint());
     uint64_t number = key >> 3;
-    if (number == 0 || number > 0x1fffffff) return invalidArgument("invalid field number");
+    if (number == 0 || number > kMaxFieldNumber) return invalidArgument("invalid field number");
     switch (static_cast<WireType>(key & 7)) {
       case WireType::kVarint:
         INFERGATE_RETURN_IF_ERROR(cursor.readVarint().status());
@@ -183,22 +237,55 @@ StatusOr<OwnedModelRef> peekModelInferRequest(std::span<const std::span<const ui
         break;
       case WireType::kLen: {
         INFERGATE_ASSIGN_OR_RETURN(uint64_t length, cursor.readVarint());
-        if (number == kModelNameField) {
-          INFERGATE_RETURN_IF_ERROR(cursor.read(length, ref.model_name));
-        } else if (number == kModelVersionField) {
-          INFERGATE_RETURN_IF_ERROR(cursor.read(length, ref.model_version));
-        } else if (number == kParametersField) {
-          INFERGATE_ASSIGN_OR_RETURN(std::span<const uint8_t> entry, cursor.view(length, scratch));
-          INFERGATE_RETURN_IF_ERROR(applyParameterEntry(entry, ref.sequence));
-        } else {
-          INFERGATE_RETURN_IF_ERROR(cursor.skip(length));
+        if (cursor.offset() > end || length > end - cursor.offset()) {
+          return invalidArgument("a field runs past the end of its message");
         }
+        INFERGATE_RETURN_IF_ERROR(fn(static_cast<uint32_t>(number), length));
         break;
       }
       default:
         return invalidArgument("wire type ", key & 7, " is not read by the segmented peek");
     }
+    if (cursor.offset() > end) return invalidArgument("a field runs past the end of its message");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+StatusOr<OwnedModelRef> peekModelInferRequest(std::span<const std::span<const uint8_t>> segments) {
+  OwnedModelRef ref;
+  std::string scratch;  // a parameters entry that straddles segments
+  SegmentCursor cursor(segments);
+  // An input or output is walked in place, not gathered: one with typed contents may be
+  // as big as its tensor. Only its parameters entries are gathered when they straddle.
+  auto tensor = [&](uint32_t field, uint64_t length) -> Status {
+    const uint32_t parameters = tensorParametersField(field);
+    return forEachSegmentedField(cursor, length, [&](uint32_t number, uint64_t n) -> Status {
+      if (number != parameters) return cursor.skip(n);
+      INFERGATE_ASSIGN_OR_RETURN(std::span<const uint8_t> entry, cursor.view(n, scratch));
+      return noteSharedMemoryEntry(entry, ref.shared_memory);
+    });
+  };
+  INFERGATE_RETURN_IF_ERROR(forEachSegmentedField(
+      cursor, cursor.remaining(), [&](uint32_t number, uint64_t length) -> Status {
+        switch (number) {
+          case kModelNameField:
+            return cursor.read(length, ref.model_name);
+          case kModelVersionField:
+            return cursor.read(length, ref.model_version);
+          case kParametersField: {
+            INFERGATE_ASSIGN_OR_RETURN(std::span<const uint8_t> entry,
+                                       cursor.view(length, scratch));
+            return applyParameterEntry(entry, ref.sequence);
+          }
+          case kInputsField:
+          case kOutputsField:
+            return tensor(number, length);
+          default:
+            return cursor.skip(length);
+        }
+      }));
   return ref;
 }
 

@@ -136,6 +136,21 @@ struct AffinityConfig {
   uint64_t idle_timeout_ms = 300000;
 };
 
+// Shared-memory handoff to a colocated upstream (`upstreams[].handoff`): tensors reach
+// the upstream's memory instead of being copied through the socket.
+struct HandoffConfig {
+  enum class Kind { kSystem, kCuda };
+  bool enabled = false;             // true when the section is given, unless `enabled: false`
+  bool passthrough = true;          // client regions registered with the upstream and passed
+                                    // by reference
+  uint64_t min_bytes = 65536;       // inline tensors at least this big go through the pool
+  uint64_t pool_bytes = 268435456;  // 0 = no pool (pass-through only); else >= min_bytes
+  Kind kind = Kind::kSystem;
+  int device = 0;                   // kCuda: the upstream's GPU
+  std::string key_prefix = "/infergate_pool_";  // kSystem: the pool object's name prefix
+  SourceLocation where;             // the handoff mapping (empty when not given)
+};
+
 struct UpstreamConfig {
   enum class Protocol { kBuiltin, kGrpc, kHttp };
   // How an HTTP upstream is sent requests the gateway encodes itself (transcoded from
@@ -165,6 +180,7 @@ struct UpstreamConfig {
   RetryConfig retry;
   OverloadConfig overload;
   AffinityConfig affinity;
+  HandoffConfig handoff;  // only on a colocated grpc / http upstream
   SourceLocation where;  // the upstream's mapping
 
   bool isRemote() const { return protocol != Protocol::kBuiltin; }
@@ -241,6 +257,18 @@ struct LifecycleConfig {
   uint64_t drain_timeout_ms = 10000;
 };
 
+// Client shared memory (PROTOCOL.md section 8) at the gateway.
+struct ShmConfig {
+  bool enabled = false;                           // register/unregister refused unless true
+  std::vector<std::string> allowed_key_prefixes;  // system keys must start with one
+                                                  // ("/infergate_"); none = no system region
+  bool cuda = true;                               // CUDA regions (still need a GPU)
+  uint32_t max_regions = 1024;
+  bool http = true;                               // which frontends may register /
+  bool grpc = true;                               // unregister: `listeners: [http, grpc]`
+  SourceLocation where;                           // the shm mapping (empty when not given)
+};
+
 struct GatewayConfig {
   std::string source;  // the file (or name) it was read from
   std::string text;    // its text as read (the admin API's config hash)
@@ -253,6 +281,7 @@ struct GatewayConfig {
   ReadinessConfig readiness;
   DiscoveryConfig discovery;
   LifecycleConfig lifecycle;
+  ShmConfig shm;
 
   // The upstream named `name`, or nullptr.
   const UpstreamConfig* findUpstream(std::string_view name) const;

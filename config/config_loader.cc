@@ -24,6 +24,27 @@ constexpr size_t kMaxConfigFileBytes = 16 * 1024 * 1024;
 constexpr uint64_t kInt32Max = 2147483647;
 constexpr uint64_t kInt64Max = 9223372036854775807;
 constexpr uint64_t kMaxWorkers = 1024;
+constexpr uint64_t kMaxShmRegions = 1000000;
+
+// Empty when client system regions may have keys starting with `prefix`; else why not.
+// Keys are POSIX shared-memory names: leading '/'s, then a name without '/'.
+std::string shmKeyPrefixProblem(std::string_view prefix) {
+  std::string_view name = prefix.substr(std::min(prefix.find_first_not_of('/'), prefix.size()));
+  if (prefix.empty()) return "a key prefix must not be empty: it would admit every key";
+  if (name.empty()) {
+    return strCat("\"", prefix, "\" is only slashes: it would admit every key");
+  }
+  if (name.find('/') != std::string_view::npos) {
+    return strCat("\"", prefix,
+                  "\" has a '/' after its leading ones; a shared-memory key has none there");
+  }
+  // Either way round: "/triton" admits the reserved keys, and so does a longer prefix.
+  if (name.starts_with(kTritonReservedShmPrefix) || kTritonReservedShmPrefix.starts_with(name)) {
+    return strCat("\"", prefix, "\" would admit keys reserved by Triton (\"/",
+                  kTritonReservedShmPrefix, "...\", the python backend's own regions)");
+  }
+  return "";
+}
 
 // Reads one GatewayConfig section by section. Each read records its own errors and
 // leaves the default in place, so one pass reports every mistake in the file.
@@ -51,6 +72,9 @@ class Loader {
   void readReadiness(const YamlValue& value);
   void readDiscovery(const YamlValue& value);
   void readLifecycle(const YamlValue& value);
+  void readShm(const YamlValue& value);
+  void readShmKeyPrefixes(const YamlValue& value);
+  void readShmListeners(const YamlValue& value);
 
   YamlReader reader_;
   GatewayConfig config_;
@@ -70,7 +94,7 @@ bool Loader::load(const YAML::Node& root) {
   }
   std::optional<YamlMap> map = reader_.mapping(
       top, {"listeners", "workers", "limits", "upstreams", "routes", "forward", "readiness",
-            "discovery", "lifecycle"});
+            "discovery", "lifecycle", "shm"});
   if (const YamlValue* v = map->find("listeners")) readListeners(*v);
   if (const YamlValue* v = map->find("workers")) {
     if (auto n = reader_.unsignedInteger(*v, 0, kMaxWorkers)) {
@@ -84,6 +108,7 @@ bool Loader::load(const YAML::Node& root) {
   if (const YamlValue* v = map->find("readiness")) readReadiness(*v);
   if (const YamlValue* v = map->find("discovery")) readDiscovery(*v);
   if (const YamlValue* v = map->find("lifecycle")) readLifecycle(*v);
+  if (const YamlValue* v = map->find("shm")) readShm(*v);
   return true;
 }
 
@@ -266,6 +291,69 @@ void Loader::readLifecycle(const YamlValue& value) {
   }
   if (const YamlValue* v = map->find("drain_timeout_ms")) {
     if (auto n = reader_.unsignedInteger(*v, 1, kMaxTimeoutMs)) l.drain_timeout_ms = *n;
+  }
+}
+
+// `shm.enabled: false` with the other keys written is fine: they are checked all the same,
+// so turning registration on later needs no other edit.
+void Loader::readShm(const YamlValue& value) {
+  std::optional<YamlMap> map = reader_.mapping(
+      value, {"enabled", "allowed_key_prefixes", "cuda", "max_regions", "listeners"});
+  if (!map) return;
+  ShmConfig& s = config_.shm;
+  s.where = map->where;
+  if (const YamlValue* v = map->find("enabled")) {
+    if (std::optional<bool> b = readBoolean(reader_, *v)) s.enabled = *b;
+  }
+  if (const YamlValue* v = map->find("allowed_key_prefixes")) readShmKeyPrefixes(*v);
+  if (const YamlValue* v = map->find("cuda")) {
+    if (std::optional<bool> b = readBoolean(reader_, *v)) s.cuda = *b;
+  }
+  if (const YamlValue* v = map->find("max_regions")) {
+    if (auto n = reader_.unsignedInteger(*v, 1, kMaxShmRegions)) {
+      s.max_regions = static_cast<uint32_t>(*n);
+    }
+  }
+  if (const YamlValue* v = map->find("listeners")) readShmListeners(*v);
+}
+
+void Loader::readShmKeyPrefixes(const YamlValue& value) {
+  std::optional<std::vector<YamlValue>> items = reader_.sequence(value);
+  if (!items) return;
+  std::vector<std::string>& out = config_.shm.allowed_key_prefixes;
+  for (const YamlValue& item : *items) {
+    std::optional<std::string> text = reader_.string(item);
+    if (!text) continue;
+    std::string problem = shmKeyPrefixProblem(*text);
+    if (problem.empty() && std::find(out.begin(), out.end(), *text) != out.end()) {
+      problem = strCat("key prefix \"", *text, "\" is listed twice");
+    }
+    if (!problem.empty()) {
+      reader_.error(item, std::move(problem));
+      continue;
+    }
+    out.push_back(std::move(*text));
+  }
+}
+
+// Given, the list replaces the default (both): `listeners: []` lets no frontend register.
+void Loader::readShmListeners(const YamlValue& value) {
+  std::optional<std::vector<YamlValue>> items = reader_.sequence(value);
+  if (!items) return;
+  ShmConfig& s = config_.shm;
+  s.http = false;
+  s.grpc = false;
+  for (const YamlValue& item : *items) {
+    std::optional<std::string> text = reader_.string(item);
+    if (!text) continue;
+    bool* flag = *text == "http" ? &s.http : *text == "grpc" ? &s.grpc : nullptr;
+    if (!flag) {
+      reader_.error(item, strCat("unknown listener \"", *text, "\" (allowed: http, grpc)"));
+    } else if (*flag) {
+      reader_.error(item, strCat("listener \"", *text, "\" is listed twice"));
+    } else {
+      *flag = true;
+    }
   }
 }
 

@@ -210,11 +210,11 @@ routes: [{ match: { model: "*" }, upstream: demo }]
 
 TEST(ConfigLoader, RejectsUnknownTopLevelKey) {
   expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
-shm: { allowed_key_prefixes: [x] }
+tracing: { sample_rate: 1 }
 )"),
-                  "test.yaml:2:1: shm: ",
-                  "unknown key \"shm\" (allowed: listeners, workers, limits, upstreams, routes, "
-                  "forward, readiness, discovery, lifecycle)");
+                  "test.yaml:2:1: tracing: ",
+                  "unknown key \"tracing\" (allowed: listeners, workers, limits, upstreams, "
+                  "routes, forward, readiness, discovery, lifecycle, shm)");
 }
 
 TEST(ConfigLoader, RejectsAStringWhereAnIntegerGoes) {

@@ -19,6 +19,11 @@ namespace infergate::config {
 
 inline constexpr uint64_t kMaxTimeoutMs = 86400000;  // 24 hours, for every *_ms key
 
+// The names Triton's python backend gives its own shared-memory objects start with this
+// (after the leading '/'). A client allowed to register such a key could read and write
+// that backend's tensors, and a handoff pool named so could collide with them.
+inline constexpr std::string_view kTritonReservedShmPrefix = "triton_python_backend_shm_region";
+
 // Who a header map is for: the rules differ.
 enum class HeaderUse {
   kMatch,         // routes[].match.headers: compared with a request's headers or metadata

@@ -1,5 +1,6 @@
 // One `upstreams` entry: name, protocol, the keys that apply to that protocol, and the
-// endpoint policies of a remote one (load balancing, health, retries, overload, affinity).
+// endpoint policies of a remote one (load balancing, health, retries, overload, affinity,
+// shared-memory handoff).
 
 #include <algorithm>
 
@@ -21,6 +22,12 @@ constexpr uint64_t kMaxRetries = 10;
 constexpr uint64_t kMaxRetriesPerSecond = 1000000;
 constexpr uint64_t kMaxRequests = 10000000;           // in flight or queued
 constexpr uint64_t kMaxRetryAfterS = 86400;
+constexpr uint64_t kMaxHandoffMinBytes = 2147483647;  // no inline tensor is bigger (int32
+                                                      // gRPC messages and HTTP bodies)
+constexpr uint64_t kMaxPoolBytes = uint64_t{1} << 40;  // 1 TiB
+constexpr uint64_t kMaxDevice = 1023;
+constexpr size_t kMaxPoolKeyPrefix = 200;  // leaves room under NAME_MAX (255) for the
+                                           // pool's own suffix
 
 std::optional<Protocol> readProtocol(YamlReader& reader, const YamlValue& value) {
   std::optional<std::string> text = reader.string(value);
@@ -126,9 +133,12 @@ bool readNumber(YamlReader& reader, const YamlValue* value, T& field, uint64_t m
   return n.has_value();
 }
 
-void readFlag(YamlReader& reader, const YamlValue* value, bool& field) {
-  if (!value) return;
-  if (std::optional<bool> b = readBoolean(reader, *value)) field = *b;
+// False only when `value` is written and refused.
+bool readFlag(YamlReader& reader, const YamlValue* value, bool& field) {
+  if (!value) return true;
+  std::optional<bool> b = readBoolean(reader, *value);
+  if (b) field = *b;
+  return b.has_value();
 }
 
 // A name that may be left out but not written empty; `if_empty` says what to do instead.
@@ -243,13 +253,79 @@ void readAffinity(YamlReader& reader, const YamlValue& value, AffinityConfig& a)
   readNumber(reader, map->find("idle_timeout_ms"), a.idle_timeout_ms, 1, kMaxTimeoutMs);
 }
 
+// Empty when the handoff pool's shared-memory objects may be named `prefix` + a suffix.
+std::string poolKeyPrefixProblem(std::string_view prefix) {
+  if (!prefix.starts_with('/')) {
+    return strCat("\"", prefix, "\" must start with '/' (a POSIX shared-memory name)");
+  }
+  if (prefix.find('/', 1) != std::string_view::npos) {
+    return strCat("\"", prefix, "\" has a '/' after the first; a shared-memory name has one");
+  }
+  if (prefix.size() > kMaxPoolKeyPrefix) {
+    return strCat("is ", prefix.size(), " characters long; at most ", kMaxPoolKeyPrefix,
+                  " (the pool adds its own suffix)");
+  }
+  if (prefix.substr(1).starts_with(kTritonReservedShmPrefix)) {
+    return strCat("\"", prefix, "\" starts with a prefix reserved by Triton (\"/",
+                  kTritonReservedShmPrefix, "\", the python backend's own regions)");
+  }
+  return "";
+}
+
+void readHandoffKind(YamlReader& reader, const YamlValue& value, HandoffConfig& h) {
+  std::optional<std::string> text = reader.string(value);
+  if (!text) return;
+  if (*text == "system") {
+    h.kind = HandoffConfig::Kind::kSystem;
+  } else if (*text == "cuda") {
+    h.kind = HandoffConfig::Kind::kCuda;
+  } else {
+    reader.error(value, strCat("unknown kind \"", *text, "\" (allowed: system, cuda)"));
+  }
+}
+
+// Writing the section turns the handoff on; `enabled: false` keeps it written but off.
+void readHandoff(YamlReader& reader, const YamlValue& value, HandoffConfig& h) {
+  std::optional<YamlMap> map = reader.mapping(
+      value, {"enabled", "passthrough", "min_bytes", "pool_bytes", "kind", "device",
+              "key_prefix"});
+  if (!map) return;
+  h.where = map->where;
+  h.enabled = true;
+  readFlag(reader, map->find("enabled"), h.enabled);
+  readFlag(reader, map->find("passthrough"), h.passthrough);
+  const YamlValue* min = map->find("min_bytes");
+  const YamlValue* pool = map->find("pool_bytes");
+  bool both_read = readNumber(reader, min, h.min_bytes, 1, kMaxHandoffMinBytes);
+  both_read = readNumber(reader, pool, h.pool_bytes, 0, kMaxPoolBytes) && both_read;
+  // A pool smaller than the smallest tensor it takes would never be used.
+  if (both_read && h.pool_bytes != 0 && h.pool_bytes < h.min_bytes) {
+    if (pool) {
+      reader.error(*pool, strCat("must be 0 (no pool) or at least min_bytes (", h.min_bytes,
+                                 min ? "" : " by default", "), got ", h.pool_bytes));
+    } else {
+      reader.error(*min, strCat("must be at most pool_bytes (", h.pool_bytes,
+                                " by default), got ", h.min_bytes, "; or set pool_bytes: 0"));
+    }
+  }
+  if (const YamlValue* v = map->find("kind")) readHandoffKind(reader, *v, h);
+  readNumber(reader, map->find("device"), h.device, 0, kMaxDevice);
+  if (const YamlValue* v = map->find("key_prefix")) {
+    std::optional<std::string> text = reader.string(*v);
+    std::string problem = text ? poolKeyPrefixProblem(*text) : "";
+    if (!problem.empty()) reader.error(*v, std::move(problem));
+    if (text && problem.empty()) h.key_prefix = std::move(*text);
+  }
+}
+
 // `colocated` and the endpoint policies, all for grpc and http upstreams only.
 // `first_endpoint_kept`: endpoints[0] is the first endpoint as written.
 void readEndpointPolicies(YamlReader& reader, const YamlMap& map,
                           std::optional<Protocol> protocol, bool first_endpoint_kept,
                           UpstreamConfig& upstream) {
+  bool colocated_read = true;
   if (const YamlValue* v = keyFor(reader, map, "colocated", protocol, kRemoteOnly)) {
-    readFlag(reader, v, upstream.colocated);
+    colocated_read = readFlag(reader, v, upstream.colocated);
     const ListenAddress* first = first_endpoint_kept ? &upstream.endpoints[0] : nullptr;
     if (upstream.colocated && first && first->kind == ListenAddress::Kind::kDns) {
       // A dns: entry is every address of a name: no one of them is "the" local one.
@@ -276,6 +352,14 @@ void readEndpointPolicies(YamlReader& reader, const YamlMap& map,
   if (const YamlValue* v = keyFor(reader, map, "affinity", protocol, kRemoteOnly)) {
     readAffinity(reader, *v, upstream.affinity);
   }
+  if (const YamlValue* v = keyFor(reader, map, "handoff", protocol, kRemoteOnly)) {
+    readHandoff(reader, *v, upstream.handoff);
+    // Shared memory is only shared on one host. (A refused `colocated` is reported already.)
+    if (colocated_read && !upstream.colocated) {
+      reader.error(*v, "handoff needs colocated: true (the first endpoint on this host, "
+                       "whose memory the gateway shares)");
+    }
+  }
 }
 
 }  // namespace
@@ -286,7 +370,7 @@ std::optional<UpstreamConfig> readUpstream(YamlReader& reader, const YamlValue& 
       value, {"name", "protocol", "endpoints", "http_format", "timeout_ms",
               "connect_timeout_ms", "channels", "max_connections", "headers", "models",
               "colocated", "load_balancing", "health_check", "outlier", "retry", "overload",
-              "affinity"});
+              "affinity", "handoff"});
   if (!map) {
     names_known = false;
     return std::nullopt;

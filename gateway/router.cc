@@ -52,10 +52,26 @@ codecs::StatusOr<std::shared_ptr<const RouterSnapshot>> Router::build(
   return std::shared_ptr<const RouterSnapshot>(std::move(snapshot));
 }
 
+shm::RegistryPolicy registryPolicy(const config::GatewayConfig& config) {
+  const config::ShmConfig& shm = config.shm;
+  shm::RegistryPolicy policy;
+  // The default pool prefix always, and every prefix a handoff section names.
+  policy.reserved_key_prefixes.push_back(config::HandoffConfig().key_prefix);
+  for (const config::UpstreamConfig& u : config.upstreams) {
+    if (u.handoff.enabled) policy.reserved_key_prefixes.push_back(u.handoff.key_prefix);
+  }
+  policy.enabled = shm.enabled;
+  policy.allowed_key_prefixes = shm.allowed_key_prefixes;
+  policy.cuda = shm.cuda;
+  policy.max_regions = shm.max_regions;
+  return policy;
+}
+
 codecs::StatusOr<std::unique_ptr<Router>> Router::create(const config::GatewayConfig& config,
                                                          http::WorkerPool& pool) {
   std::unique_ptr<Router> router(new Router(&pool));
   INFERGATE_ASSIGN_OR_RETURN(router->snapshot_, build(config, pool, nullptr));
+  router->regions_->setPolicy(registryPolicy(config));
   return router;
 }
 
@@ -66,6 +82,7 @@ codecs::Status Router::reload(const config::GatewayConfig& config,
   INFERGATE_ASSIGN_OR_RETURN(std::shared_ptr<const RouterSnapshot> next,
                              build(config, *pool_, current.get()));
   if (prepare) prepare(*next);
+  regions_->setPolicy(registryPolicy(config));
   std::atomic_store(&snapshot_, std::move(next));
   return absl::OkStatus();
 }

@@ -37,6 +37,7 @@
 #include "gateway/http/http_message.h"
 #include "gateway/upstream/upstream_set.h"
 #include "routing/route_table.h"
+#include "shm/region_registry.h"
 
 namespace infergate::gateway {
 
@@ -135,18 +136,28 @@ class Router {
   // Whether `forward` lets header / metadata `lowercase_name` travel upstream.
   static bool forwards(const config::ForwardConfig& forward, std::string_view lowercase_name);
 
+  // The client shared-memory regions registered at the gateway: one table for the process,
+  // whatever the reloads (its policy follows the loaded config's `shm:` section).
+  shm::RegionRegistry& regions() const { return *regions_; }
+
   // Stops the gRPC upstream calls in flight (see UpstreamSet::shutdownGrpc).
   void shutdown() { snapshot()->upstreams->shutdownGrpc(); }
 
  private:
-  explicit Router(http::WorkerPool* pool) : pool_(pool) {}
+  explicit Router(http::WorkerPool* pool)
+      : pool_(pool), regions_(std::make_shared<shm::RegionRegistry>()) {}
   static codecs::StatusOr<std::shared_ptr<const RouterSnapshot>> build(
       const config::GatewayConfig& config, http::WorkerPool& pool, const RouterSnapshot* previous);
 
   http::WorkerPool* pool_;
   std::mutex reload_mu_;
   std::shared_ptr<const RouterSnapshot> snapshot_;
+  std::shared_ptr<shm::RegionRegistry> regions_;
 };
+
+// The registry's rules from the config's `shm:` section; the handoff pools' key prefixes
+// are reserved.
+shm::RegistryPolicy registryPolicy(const config::GatewayConfig& config);
 
 // A short, stable hash of a configuration's text, for the admin API and metrics labels.
 std::string configHash(std::string_view text);

@@ -20,6 +20,7 @@
 #include "codecs/json_response_decoder.h"
 #include "gateway/error_mapping.h"
 #include "gateway/frontends/grpc_frontend_internal.h"
+#include "gateway/shm_binding.h"
 #include "gateway/upstream/admin_transcode.h"
 #include "gateway/upstream/fleet_call.h"
 
@@ -47,12 +48,13 @@ bool modelKnown(const builtin::ModelRepository& repository, std::string_view nam
   return false;
 }
 
-Status shmDisabled() {
-  return codecs::unimplemented(
-      "Client shared memory is disabled. Enable shared memory in the gateway's configuration "
-      "to use it.");
+std::optional<std::string_view> optionalName(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  return std::string_view(name);
 }
 
+// Whether `shm.listeners` lets the gRPC listener register and unregister regions.
+bool grpcMayChangeShm(const Shared& shared) { return shared.router->snapshot()->config->shm.grpc; }
 constexpr char kRepositoryNameUnsupported[] = "'repository_name' specification is not supported";
 constexpr std::string_view kService = "/inference.GRPCInferenceService/";
 
@@ -585,49 +587,91 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
   return routed(context, *shared_, *request, response, std::move(rpc));
 }
 
-// Client shared memory is disabled: no region is ever registered.
+// Shared memory (PROTOCOL.md 8): the gateway's own region table (shm/region_registry.h);
+// the HTTP frontend answers the same from the same table (http_shm.cc).
 ::grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
     Ctx* context, const inference::SystemSharedMemoryStatusRequest* request,
-    inference::SystemSharedMemoryStatusResponse*) {
+    inference::SystemSharedMemoryStatusResponse* response) {
   return answer(context, *shared_, "shared-memory", [&]() -> Status {
-    if (request->name().empty()) return absl::OkStatus();
-    return absl::NotFoundError(
-        codecs::strCat("Unable to find system shared memory region: '", request->name(), "'"));
+    INFERGATE_ASSIGN_OR_RETURN(std::vector<shm::RegionStatus> rows,
+                               shared_->router->regions().status(shm::RegionKind::kSystem,
+                                                                 optionalName(request->name())));
+    for (const shm::RegionStatus& row : rows) {
+      auto& out = (*response->mutable_regions())[row.name];
+      out.set_name(row.name);
+      out.set_key(row.key);
+      out.set_offset(row.offset);
+      out.set_byte_size(row.byte_size);
+    }
+    return absl::OkStatus();
   });
 }
 
 ::grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryRegister(
-    Ctx* context, const inference::SystemSharedMemoryRegisterRequest*,
+    Ctx* context, const inference::SystemSharedMemoryRegisterRequest* request,
     inference::SystemSharedMemoryRegisterResponse*) {
-  return answer(context, *shared_, "shared-memory", [] { return shmDisabled(); });
+  return answer(context, *shared_, "shared-memory", [&]() -> Status {
+    shm::RegionRegistry& regions = shared_->router->regions();
+    INFERGATE_RETURN_IF_ERROR(shmChangeAllowed(regions, grpcMayChangeShm(*shared_), "gRPC"));
+    if (request->name().empty()) {
+      return codecs::invalidArgument("'region name' is necessary to register system shared memory region");
+    }
+    return regions.registerSystem(request->name(), request->key(), request->offset(),
+                                  request->byte_size());
+  });
 }
 
 ::grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryUnregister(
-    Ctx* context, const inference::SystemSharedMemoryUnregisterRequest*,
+    Ctx* context, const inference::SystemSharedMemoryUnregisterRequest* request,
     inference::SystemSharedMemoryUnregisterResponse*) {
-  return answer(context, *shared_, "shared-memory", [] { return shmDisabled(); });
+  return answer(context, *shared_, "shared-memory", [&]() -> Status {
+    shm::RegionRegistry& regions = shared_->router->regions();
+    INFERGATE_RETURN_IF_ERROR(shmChangeAllowed(regions, grpcMayChangeShm(*shared_), "gRPC"));
+    return request->name().empty() ? regions.unregisterAll(shm::RegionKind::kSystem)
+                                   : regions.unregister(shm::RegionKind::kSystem, request->name());
+  });
 }
 
 ::grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryStatus(
     Ctx* context, const inference::CudaSharedMemoryStatusRequest* request,
-    inference::CudaSharedMemoryStatusResponse*) {
+    inference::CudaSharedMemoryStatusResponse* response) {
   return answer(context, *shared_, "shared-memory", [&]() -> Status {
-    if (request->name().empty()) return absl::OkStatus();
-    return absl::NotFoundError(
-        codecs::strCat("Unable to find cuda shared memory region: '", request->name(), "'"));
+    INFERGATE_ASSIGN_OR_RETURN(std::vector<shm::RegionStatus> rows,
+                               shared_->router->regions().status(shm::RegionKind::kCuda,
+                                                                 optionalName(request->name())));
+    for (const shm::RegionStatus& row : rows) {
+      auto& out = (*response->mutable_regions())[row.name];
+      out.set_name(row.name);
+      out.set_device_id(static_cast<uint64_t>(row.device_id));
+      out.set_byte_size(row.byte_size);
+    }
+    return absl::OkStatus();
   });
 }
 
 ::grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryRegister(
-    Ctx* context, const inference::CudaSharedMemoryRegisterRequest*,
+    Ctx* context, const inference::CudaSharedMemoryRegisterRequest* request,
     inference::CudaSharedMemoryRegisterResponse*) {
-  return answer(context, *shared_, "shared-memory", [] { return shmDisabled(); });
+  return answer(context, *shared_, "shared-memory", [&]() -> Status {
+    shm::RegionRegistry& regions = shared_->router->regions();
+    INFERGATE_RETURN_IF_ERROR(shmChangeAllowed(regions, grpcMayChangeShm(*shared_), "gRPC"));
+    if (request->name().empty()) {
+      return codecs::invalidArgument("'region name' is necessary to register cuda shared memory region");
+    }
+    return regions.registerCuda(request->name(), request->raw_handle(), request->device_id(),
+                                request->byte_size());
+  });
 }
 
 ::grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryUnregister(
-    Ctx* context, const inference::CudaSharedMemoryUnregisterRequest*,
+    Ctx* context, const inference::CudaSharedMemoryUnregisterRequest* request,
     inference::CudaSharedMemoryUnregisterResponse*) {
-  return answer(context, *shared_, "shared-memory", [] { return shmDisabled(); });
+  return answer(context, *shared_, "shared-memory", [&]() -> Status {
+    shm::RegionRegistry& regions = shared_->router->regions();
+    INFERGATE_RETURN_IF_ERROR(shmChangeAllowed(regions, grpcMayChangeShm(*shared_), "gRPC"));
+    return request->name().empty() ? regions.unregisterAll(shm::RegionKind::kCuda)
+                                   : regions.unregister(shm::RegionKind::kCuda, request->name());
+  });
 }
 
 ::grpc::ServerUnaryReactor* InferenceService::TraceSetting(

@@ -405,8 +405,10 @@ TEST_F(GrpcFrontendTest, ClientSharedMemoryIsDisabled) {
   (*in->mutable_parameters())["shared_memory_byte_size"].set_int64_param(16);
   ModelInferResponse response;
   ::grpc::Status s = infer(request, &response);
-  EXPECT_EQ(s.error_code(), ::grpc::StatusCode::INVALID_ARGUMENT);
+  // Disabled, like registration: UNIMPLEMENTED, saying which key enables it.
+  EXPECT_EQ(s.error_code(), ::grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_NE(s.error_message().find("shared-memory region 'r0'"), std::string::npos);
+  EXPECT_NE(s.error_message().find("shm.enabled"), std::string::npos);
 }
 
 TEST_F(GrpcFrontendTest, ModelInferAddsAndSubtracts) {

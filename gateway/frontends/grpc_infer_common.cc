@@ -15,6 +15,7 @@
 #include "codecs/protobuf_peek.h"
 #include "codecs/text.h"
 #include "gateway/error_mapping.h"
+#include "gateway/http_upstream_infer.h"
 
 namespace infergate::gateway::frontends::grpc_detail {
 
@@ -26,7 +27,8 @@ codecs::Status encodeFailure(codecs::Status status) {
 }
 
 codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ByteBuffer& message,
-                                        const ::grpc::CallbackServerContext& context) {
+                                        const ::grpc::CallbackServerContext& context,
+                                        bool* names_regions) {
   std::vector<::grpc::Slice> slices;
   if (!message.Dump(&slices).ok()) return codecs::internalError("cannot read the gRPC message");
   std::vector<std::span<const uint8_t>> segments;
@@ -38,8 +40,10 @@ codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ByteBuffer& 
     INFERGATE_ASSIGN_OR_RETURN(codecs::Buffer whole, codecs::fromByteBuffer(message));
     INFERGATE_ASSIGN_OR_RETURN(codecs::ModelRef contiguous, codecs::peekModelInferRequest(whole.span()));
     ref = codecs::OwnedModelRef{std::string(contiguous.model_name),
-                                std::string(contiguous.model_version), contiguous.sequence};
+                                std::string(contiguous.model_version), contiguous.sequence,
+                                contiguous.shared_memory};
   }
+  *names_regions = ref->shared_memory;
   GrpcMetadataHeaders headers(context.client_metadata());
   INFERGATE_ASSIGN_OR_RETURN(Decision d,
                              shared.router->decide(ref->model_name, ref->model_version, &headers));
@@ -62,46 +66,16 @@ std::optional<std::chrono::system_clock::time_point> upstreamDeadline(
 codecs::StatusOr<upstream::HttpUpstreamRequest> httpInferRequest(
     const Shared& shared, codecs::InferRequest& request, const Decision& d,
     const upstream::Upstream& target, const ::grpc::CallbackServerContext& context) {
-  codecs::JsonRequestEncoder::Options options;
-  options.binary_inputs =
-      target.config().http_format == config::UpstreamConfig::HttpFormat::kBinary;
-  if (options.binary_inputs) request.binary_data_output = true;
-  INFERGATE_ASSIGN_OR_RETURN(codecs::HttpInferBody body,
-                             codecs::JsonRequestEncoder(options).encode(request));
-  upstream::HttpUpstreamRequest out;
-  out.method = "POST";
-  out.target = modelPath(d.upstream_model, d.upstream_version, "/infer");
-  out.headers = metadataToHttpHeaders(shared.router->forwardedMetadata(context.client_metadata(), false));
-  out.headers.emplace_back("Content-Type", std::string(body.contentType()));
-  if (body.header_length) {
-    out.headers.emplace_back("Inference-Header-Content-Length", std::to_string(*body.header_length));
-  }
-  out.body = std::move(body.body);
-  if (auto deadline = upstreamDeadline(context, d.timeout)) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline -
-                                                                      std::chrono::system_clock::now());
-    out.timeout = std::max(left, std::chrono::milliseconds(1));
-  }
-  return out;
+  return httpUpstreamInfer(
+      request, d, target,
+      metadataToHttpHeaders(shared.router->forwardedMetadata(context.client_metadata(), false)),
+      upstreamDeadline(context, d.timeout));
 }
 
 codecs::StatusOr<codecs::InferResponse> httpInferAnswer(
     const Shared& shared, const codecs::StatusOr<upstream::HttpUpstreamResponse>& r,
     std::string_view upstream_name) {
-  if (!r.ok()) return r.status();
-  if (r->status != 200) return httpErrorAnswer(r->status, r->body.view(), upstream_name);
-  std::optional<uint64_t> header_length;
-  if (const std::string* ihcl = r->headers.find("Inference-Header-Content-Length")) {
-    header_length = codecs::parseUint64(codecs::trimAscii(*ihcl));
-    if (!header_length) {
-      return upstreamGarbage(upstream_name, "response", codecs::invalidArgument(
-                                                "Inference-Header-Content-Length '", *ihcl, "'"));
-    }
-  }
-  auto decoded = codecs::BinaryTensorDecoder(shared.options.limits)
-                     .decodeResponse(r->body, header_length, r->body.size());
-  if (!decoded.ok()) return upstreamGarbage(upstream_name, "response", decoded.status());
-  return decoded;
+  return httpUpstreamInferAnswer(shared.options.limits, r, upstream_name);
 }
 
 }  // namespace infergate::gateway::frontends::grpc_detail

@@ -45,9 +45,12 @@ using Flag = std::shared_ptr<std::atomic<bool>>;
 codecs::Status encodeFailure(codecs::Status status);
 
 // A call's route: the model and version peeked from the message's slices (fields 1 and
-// 2; nothing joined, nothing else decoded) and the client's metadata.
+// 2; nothing joined, nothing else decoded) and the client's metadata. `*names_regions`:
+// whether some input or output names a shared-memory region (the same peek), in which case
+// the message must never be passed through: the gateway resolves the regions itself.
 codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ::grpc::ByteBuffer& message,
-                                        const ::grpc::CallbackServerContext& context);
+                                        const ::grpc::CallbackServerContext& context,
+                                        bool* names_regions);
 
 // The deadline toward the upstream: the client's, shortened by the route's timeout;
 // nullopt when neither sets one.
@@ -57,11 +60,9 @@ std::optional<std::chrono::system_clock::time_point> upstreamDeadline(
 // An upstream's error under the client's model name (a rewrite must stay invisible).
 ::grpc::Status publicGrpcStatus(const codecs::Status& status, const Decision& d);
 
-// A ModelInfer (or stream) request toward an HTTP upstream: the binary-tensor extension
-// (or JSON when the upstream is configured so), with the gateway's own headers.
-// A gRPC client reads raw outputs: the binary form asks for every output binary too, so
-// that FP16/BF16 and non-UTF-8 BYTES come back exactly (`target`: the upstream sent to,
-// the route's or its mirror). May set request.binary_data_output.
+// A ModelInfer (or stream) request toward an HTTP upstream (gateway/http_upstream_infer.h)
+// with the client's forwarded metadata and deadline (`target`: the upstream sent to, the
+// route's or its mirror).
 codecs::StatusOr<upstream::HttpUpstreamRequest> httpInferRequest(
     const Shared& shared, codecs::InferRequest& request, const Decision& d,
     const upstream::Upstream& target, const ::grpc::CallbackServerContext& context);

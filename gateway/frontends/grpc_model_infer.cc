@@ -4,7 +4,9 @@
 //   peek + route (grpc thread), then by the upstream's protocol:
 //     builtin  decode, repository.infer(), runExecution -> encode
 //     grpc     the ByteBuffer as it came (fields 1/2 rewritten when the route says so)
-//              -> upstream ModelInfer -> its answer
+//              -> upstream ModelInfer -> its answer; a message naming client shared-memory
+//              regions is decoded instead, its regions read and its outputs written back
+//              by the gateway (shm_binding.h): the upstream never sees a client region
 //     http     decode -> binary-tensor /infer -> decode -> encode
 //   A route's mirror gets a copy in its own protocol; its answer is dropped.
 
@@ -13,10 +15,12 @@
 #include <optional>
 
 #include "codecs/grpc_byte_buffer.h"
+#include "codecs/protobuf_request_encoder.h"
+#include "codecs/protobuf_response_decoder.h"
 #include "gateway/error_mapping.h"
 #include "gateway/execution_runner.h"
 #include "gateway/frontends/grpc_infer_common.h"
-#include "gateway/shared_memory_refusal.h"
+#include "gateway/shm_binding.h"
 #include "gateway/upstream/model_rename.h"
 #include "gateway/upstream/fleet_call.h"
 
@@ -38,25 +42,27 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   void start(const ::grpc::CallbackServerContext& context, const ByteBuffer& request) {
     ::grpc::Status restricted = shared_->checkRestricted(context, "inference");
     if (!restricted.ok()) return finish(restricted);
-    codecs::StatusOr<Decision> decision = routeMessage(*shared_, request, context);
+    bool names_regions = false;
+    codecs::StatusOr<Decision> decision = routeMessage(*shared_, request, context, &names_regions);
     if (!decision.ok()) return finish(grpcStatusFor(decision.status()));
     decision_ = std::move(*decision);
-    if (decision_.mirror) mirror(context, request);
-    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
+    // A request naming client regions is not mirrored: the mirror must never see them, and
+    // reading them a second time would race with the client reusing its regions.
+    if (decision_.mirror && !names_regions) mirror(context, request);
+    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc && !names_regions) {
       return passthrough(context, request);
     }
-    // Builtin and HTTP upstreams decode the message: one contiguous view of it.
+    // The other paths decode the message: one contiguous view of it.
     codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
     if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
+    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
+      return overGrpcDecoded(context, *bytes);
+    }
     if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kHttp) {
       return overHttp(context, *bytes);
     }
-    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(*bytes);
+    codecs::StatusOr<codecs::InferRequest> decoded = decodeBound(*bytes);
     if (decoded.ok()) {
-      decoded->model_name = decision_.upstream_model;
-      decoded->model_version = decision_.upstream_version;
-    }
-    if (decoded.ok() && refuseSharedMemory(*decoded).ok()) {
       builtin::Execution execution =
           decision_.upstream->repository()->infer(*decoded, /*streaming=*/false);
       if (isImmediate(execution)) {
@@ -78,6 +84,60 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   void OnDone() override { release(); }
 
  private:
+  // The message decoded for the upstream's model, its client regions bound (binding_).
+  codecs::StatusOr<codecs::InferRequest> decodeBound(const codecs::Buffer& bytes) {
+    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(bytes);
+    if (!decoded.ok()) return decoded;
+    decoded->model_name = decision_.upstream_model;
+    decoded->model_version = decision_.upstream_version;
+    codecs::StatusOr<ShmBinding> bound = ShmBinding::bind(shared_->router->regions(), *decoded);
+    if (!bound.ok()) return bound.status();
+    binding_ = std::move(*bound);
+    return decoded;
+  }
+
+  // ---- gRPC upstream, a request naming client regions: decoded, regions read, re-encoded ----
+  void overGrpcDecoded(const ::grpc::CallbackServerContext& context, const codecs::Buffer& bytes) {
+    codecs::StatusOr<codecs::InferRequest> decoded = decodeBound(bytes);
+    if (!decoded.ok()) return finish(grpcStatusFor(decoded.status()));
+    codecs::StatusOr<codecs::BufferChain> message = codecs::ProtobufRequestEncoder().encode(*decoded);
+    if (!message.ok()) return finish(grpcStatusFor(message.status()));
+    upstream::GrpcCallOptions options;
+    options.deadline = upstreamDeadline(context, decision_.timeout);
+    options.metadata = shared_->router->forwardedMetadata(context.client_metadata(), true);
+    upstream::PickContext pick = decision_.pick;
+    hold();
+    auto call = upstream::fleetUnary(
+        decision_.upstream->fleet(), kModelInferMethod, codecs::toByteBuffer(*message),
+        std::move(options), std::move(pick), [this](codecs::Status status, ByteBuffer answer) {
+          onDecodedGrpcAnswer(std::move(status), answer);
+          release();
+        });
+    setUpstreamCall([call] { call->cancel(); });
+  }
+
+  // grpc thread: the upstream's answer decoded, outputs written into their regions, encoded.
+  void onDecodedGrpcAnswer(codecs::Status status, const ByteBuffer& answer) {
+    if (!status.ok()) return finishUpstreamError(status);
+    codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
+    codecs::StatusOr<codecs::InferResponse> response =
+        flat.ok() ? codecs::ProtobufResponseDecoder(shared_->options.limits).decode(*flat)
+                  : flat.status();
+    if (!response.ok()) {
+      return finish(grpcStatusFor(
+          upstreamGarbage(decision_.upstream->name(), "ModelInfer response", response.status())));
+    }
+    if (codecs::Status delivered = binding_.deliver(*response); !delivered.ok()) {
+      return finish(grpcStatusFor(delivered));
+    }
+    response->model_name = decision_.client_model;
+    if (!decision_.client_version.empty()) response->model_version = decision_.client_version;
+    codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*response);
+    if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
+    *response_ = codecs::toByteBuffer(*chain);
+    finish(::grpc::Status::OK);
+  }
+
   // ---- gRPC upstream: passthrough ----
   void passthrough(const ::grpc::CallbackServerContext& context, const ByteBuffer& request) {
     ByteBuffer message = request;  // shares the slices
@@ -168,11 +228,8 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
 
   // ---- HTTP upstream: transcoded ----
   void overHttp(const ::grpc::CallbackServerContext& context, const codecs::Buffer& bytes) {
-    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(bytes);
+    codecs::StatusOr<codecs::InferRequest> decoded = decodeBound(bytes);
     if (!decoded.ok()) return finish(grpcStatusFor(decoded.status()));
-    decoded->model_name = decision_.upstream_model;
-    decoded->model_version = decision_.upstream_version;
-    if (codecs::Status shm = refuseSharedMemory(*decoded); !shm.ok()) return finish(grpcStatusFor(shm));
     auto out = httpInferRequest(*shared_, *decoded, decision_, *decision_.upstream, context);
     if (!out.ok()) return finish(grpcStatusFor(out.status()));
     hold();
@@ -183,6 +240,9 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
         http_call_.reset();
         codecs::StatusOr<codecs::InferResponse> answer =
             httpInferAnswer(*shared_, r, decision_.upstream->name());
+        if (answer.ok()) {
+          if (codecs::Status delivered = binding_.deliver(*answer); !delivered.ok()) answer = delivered;
+        }
         if (!answer.ok()) {
           finishUpstreamError(answer.status());
         } else {
@@ -216,8 +276,6 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   void run(codecs::StatusOr<codecs::InferRequest> request) {
     if (cancelled_->load()) return;  // OnCancel's task finishes the call
     if (!request.ok()) return finish(grpcStatusFor(request.status()));
-    codecs::Status shm = refuseSharedMemory(*request);
-    if (!shm.ok()) return finish(grpcStatusFor(shm));
     play(decision_.upstream->repository()->infer(*request, /*streaming=*/false));
   }
 
@@ -240,6 +298,9 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
       return finish(grpcStatusFor(codecs::internalError("the model completed without a response")));
     }
     if (!emission.response.ok()) return finish(publicGrpcStatus(emission.response.status(), decision_));
+    if (codecs::Status delivered = binding_.deliver(*emission.response); !delivered.ok()) {
+      return finish(grpcStatusFor(delivered));
+    }
     emission.response->model_name = decision_.client_model;
     codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*emission.response);
     if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
@@ -293,6 +354,7 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   ::grpc::CallbackServerContext* context_;  // grpc's, valid until OnDone
   ByteBuffer* response_;  // grpc's, valid until OnDone
   Decision decision_;
+  ShmBinding binding_;  // set before any upstream call or execution starts; read after
   Flag cancelled_ = std::make_shared<std::atomic<bool>>(false);
   std::atomic<bool> finished_{false};
   std::atomic<int> refs_{1};  // grpc's (OnDone) + one per upstream call in flight

@@ -23,7 +23,7 @@
 #include "gateway/error_mapping.h"
 #include "gateway/execution_runner.h"
 #include "gateway/frontends/grpc_infer_common.h"
-#include "gateway/shared_memory_refusal.h"
+#include "gateway/shm_binding.h"
 #include "gateway/upstream/model_rename.h"
 #include "gateway/upstream/fleet_call.h"
 
@@ -106,6 +106,9 @@ struct Incoming {
 struct RequestTag {
   std::string id, model_name, model_version;
   std::optional<uint64_t> slot;  // ordered position (non-decoupled), none when decoupled
+  // The outputs to write into client regions (and the regions held until the request is
+  // done); null when the request names none.
+  std::shared_ptr<const ShmBinding> shm;
 };
 
 class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, ByteBuffer> {
@@ -167,7 +170,17 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   // gRPC upstream, which gets the bytes as they came.
   Incoming route(const ByteBuffer& message) {
     Incoming in{codecs::InferRequest(), {}, std::nullopt, {}};
-    codecs::StatusOr<Decision> decision = routeMessage(*shared_, message, *context_);
+    bool names_regions = false;
+    codecs::StatusOr<Decision> decision = routeMessage(*shared_, message, *context_, &names_regions);
+    // Client regions are resolved by the gateway for builtin and HTTP upstreams; a stream
+    // leg to a gRPC upstream relays messages as they are, so a message naming a region is
+    // refused there, never passed on (the upstream would resolve the name in its own table).
+    if (decision.ok() && names_regions &&
+        decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
+      decision = codecs::unimplemented(
+          "ModelStreamInfer requests naming shared-memory regions are not forwarded to gRPC "
+          "upstream '", decision->upstream->name(), "'; send them with ModelInfer");
+    }
     bool passthrough =
         decision.ok() && decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc &&
         !decision->rewrites();
@@ -415,8 +428,15 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       tag.slot = next_slot_++;
       ordered_.push_back(Slot{*tag.slot, false, {}});
     }
-    codecs::Status refused =
-        in.request.ok() ? refuseSharedMemory(*in.request) : in.request.status();
+    codecs::Status refused = in.request.status();
+    if (refused.ok()) {
+      codecs::StatusOr<ShmBinding> bound = ShmBinding::bind(shared_->router->regions(), *in.request);
+      if (!bound.ok()) {
+        refused = bound.status();
+      } else if (bound->hasOutputs()) {
+        tag.shm = std::make_shared<const ShmBinding>(std::move(*bound));
+      }
+    }
     if (!refused.ok()) {
       onEmission(tag, Emission{std::move(refused), true, false, false});
     } else if (repository == nullptr) {
@@ -434,6 +454,11 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
 
   void onEmission(const RequestTag& tag, Emission emission) {
     if (finish_called_ || abandoned_) return;
+    if (tag.shm && emission.response.ok() && !emission.empty) {
+      if (codecs::Status delivered = tag.shm->deliver(*emission.response); !delivered.ok()) {
+        emission.response = delivered;
+      }
+    }
     std::optional<Outgoing> item = toOutgoing(tag, emission);
     if (emission.final && in_flight_ > 0) --in_flight_;
     if (tag.slot) {

@@ -32,7 +32,8 @@
 #include "gateway/execution_runner.h"
 #include "gateway/frontends/http_frontend.h"
 #include "gateway/frontends/http_frontend_internal.h"
-#include "gateway/shared_memory_refusal.h"
+#include "gateway/http_upstream_infer.h"
+#include "gateway/shm_binding.h"
 #include "gateway/upstream/admin_transcode.h"
 #include "gateway/upstream/model_rename.h"
 #include "gateway/upstream/fleet_call.h"
@@ -76,32 +77,52 @@ std::optional<std::chrono::system_clock::time_point> deadlineOf(std::chrono::mil
   return std::chrono::system_clock::now() + timeout;
 }
 
-// The sequence of an /infer body forwarded untouched: its JSON header (the whole body, or
-// the first Inference-Header-Content-Length bytes), decompressed first when it came
-// compressed. None when it cannot be read: the upstream will say what is wrong.
-codecs::SequenceRef sequenceOfBody(const http::HttpRequest& req, const codecs::DecodeLimits& limits) {
-  codecs::Buffer body = req.body;
-  size_t readable = std::max(req.body_readable, body.size());
+// The JSON header of an /infer body forwarded untouched: the whole body, or its first
+// Inference-Header-Content-Length bytes, decompressed first when it came compressed.
+// nullopt when it cannot be read that way.
+struct BodyHeader {
+  codecs::Buffer body;    // holds `text`
+  std::string_view text;  // "" for a raw binary body (Inference-Header-Content-Length: 0)
+  size_t readable = 0;    // bytes readable from text.data() (simdjson's padding)
+};
+
+std::optional<BodyHeader> jsonHeaderOf(const http::HttpRequest& req,
+                                       const codecs::DecodeLimits& limits) {
+  BodyHeader h;
+  h.body = req.body;
+  h.readable = std::max(req.body_readable, h.body.size());
   if (const std::string* encoding = req.headers.find("Content-Encoding")) {
     auto parsed = codecs::parseContentEncoding(*encoding);
-    if (!parsed.ok()) return {};
+    if (!parsed.ok()) return std::nullopt;
     if (*parsed != codecs::ContentEncoding::kIdentity) {
       auto plain = codecs::decompress(*parsed, codecs::BufferChain(req.body),
                                       limits.max_decompressed_bytes);
-      if (!plain.ok()) return {};
-      body = std::move(*plain);
-      readable = body.size();
+      if (!plain.ok()) return std::nullopt;
+      h.body = std::move(*plain);
+      h.readable = h.body.size();
     }
   }
-  std::string_view header = body.view();
+  h.text = h.body.view();
   if (const std::string* length = req.headers.find("Inference-Header-Content-Length")) {
     uint64_t n = 0;
     auto [end, ec] = std::from_chars(length->data(), length->data() + length->size(), n);
-    if (ec != std::errc() || end != length->data() + length->size() || n > header.size()) return {};
-    header = header.substr(0, n);
+    if (ec != std::errc() || end != length->data() + length->size() || n > h.text.size()) {
+      return std::nullopt;
+    }
+    h.text = h.text.substr(0, n);
   }
-  auto sequence = codecs::peekSequenceFromJson(header, readable, limits);
-  return sequence.ok() ? *sequence : codecs::SequenceRef{};
+  return h;
+}
+
+// Whether a JSON header may name a shared-memory region, so that the gateway must decode
+// the request rather than pass it through: an upstream must never be handed a client's
+// region name (it would resolve it in its own table: another client's region, or the
+// gateway's handoff pool). Sound by construction: the key is either written plainly or
+// with a \u escape somewhere in the text, and both are caught; a false positive only
+// costs a decode.
+bool mayNameRegion(std::string_view json) {
+  return json.find("shared_memory_region") != std::string_view::npos ||
+         json.find("\\u") != std::string_view::npos;
 }
 
 // "/v2/models/<m>[/versions/<v>]/<suffix>" or the repository form, for a rewritten model.
@@ -300,6 +321,15 @@ HttpResponse emptyOk() {
 void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, const Decision& d) {
   const http::HttpRequest& req = exchange->request();
   const HttpRoute& m = route.match;
+  codecs::SequenceRef sequence;
+  if (m.endpoint == HttpEndpoint::kModelInfer) {
+    std::optional<BodyHeader> header = jsonHeaderOf(req, options_.limits);
+    if (!header || mayNameRegion(header->text)) return inferOverHttp(exchange, d);
+    if (d.upstream->fleet()->affinityMatters()) {
+      auto peeked = codecs::peekSequenceFromJson(header->text, header->readable, options_.limits);
+      if (peeked.ok()) sequence = std::move(*peeked);
+    }
+  }
   std::string target = d.rewrites() ? upstreamTarget(m, d, req.query()) : req.target;
   upstream::HttpUpstreamRequest out =
       passthroughRequest(*router_, req, std::move(target), d.timeout);
@@ -349,11 +379,7 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
     };
   }
   upstream::PickContext pick = d.pick;
-  if (m.endpoint == HttpEndpoint::kModelInfer && d.upstream->fleet()->affinityMatters()) {
-    if (codecs::SequenceRef sequence = sequenceOfBody(req, options_.limits); sequence.present()) {
-      pick.sequence = std::move(sequence);
-    }
-  }
+  if (sequence.present()) pick.sequence = std::move(sequence);
   auto call = upstream::fleetHttp(d.upstream->fleet(), d.upstream->http(exchange->loop()),
                                   exchange->loop(), std::move(out), std::move(pick),
                                   std::move(callbacks));
@@ -454,9 +480,8 @@ void HttpFrontend::inferOverGrpc(const Exchange& exchange, const Decision& d) {
   auto request = std::make_shared<codecs::InferRequest>(std::move(*decoded));
   request->model_name = d.upstream_model;
   request->model_version = d.upstream_version;
-  if (auto refused = refuseSharedMemory(*request); !refused.ok()) {
-    return exchange->respond(errorResponse(refused));
-  }
+  auto bound = ShmBinding::bind(router_->regions(), *request);
+  if (!bound.ok()) return exchange->respond(errorResponse(bound.status()));
   codecs::StatusOr<codecs::BufferChain> message = codecs::ProtobufRequestEncoder().encode(*request);
   if (!message.ok()) return exchange->respond(errorResponse(message.status()));
 
@@ -474,9 +499,11 @@ void HttpFrontend::inferOverGrpc(const Exchange& exchange, const Decision& d) {
   auto call = upstream::fleetUnary(
       d.upstream->fleet(), codecs::strCat(kService, "ModelInfer"), codecs::toByteBuffer(*message),
       std::move(options), std::move(pick),
-      [exchange, request, names, limits](codecs::Status status, grpc::ByteBuffer answer) mutable {
+      [exchange, request, names, limits, binding = std::move(*bound)](
+          codecs::Status status, grpc::ByteBuffer answer) mutable {
         exchange->loop().post([exchange, request, names = std::move(names), limits,
-                               status = std::move(status), answer = std::move(answer)] {
+                               binding = std::move(binding), status = std::move(status),
+                               answer = std::move(answer)] {
           exchange->setCancelHandler(nullptr);
           if (exchange->responded()) return;
           if (!status.ok()) return exchange->respond(errorResponse(publicStatus(status, names)));
@@ -487,6 +514,9 @@ void HttpFrontend::inferOverGrpc(const Exchange& exchange, const Decision& d) {
             return exchange->respond(errorResponse(
                 upstreamGarbage(names.upstream_name, "ModelInfer response", response.status())));
           }
+          if (codecs::Status delivered = binding.deliver(*response); !delivered.ok()) {
+            return exchange->respond(errorResponse(delivered));
+          }
           response->model_name = names.client_model;
           if (!names.client_version.empty()) response->model_version = names.client_version;
           exchange->respond(inferResponse(*response, *request, exchange->request()));
@@ -495,12 +525,56 @@ void HttpFrontend::inferOverGrpc(const Exchange& exchange, const Decision& d) {
   exchange->setCancelHandler([call] { call->cancel(); });
 }
 
+// An /infer toward an HTTP upstream that cannot go through as it came: the request names
+// shared-memory regions, which the gateway reads (and writes the outputs into) itself.
+void HttpFrontend::inferOverHttp(const Exchange& exchange, const Decision& d) {
+  const http::HttpRequest& http = exchange->request();
+  codecs::StatusOr<codecs::InferRequest> decoded = decodeHttpInfer(http, options_.limits, nullptr);
+  if (!decoded.ok()) return exchange->respond(decodeErrorResponse(http, decoded.status()));
+  auto request = std::make_shared<codecs::InferRequest>(std::move(*decoded));
+  request->model_name = d.upstream_model;
+  request->model_version = d.upstream_version;
+  auto bound = ShmBinding::bind(router_->regions(), *request);
+  if (!bound.ok()) return exchange->respond(errorResponse(bound.status()));
+  auto out = httpUpstreamInfer(*request, d, *d.upstream, router_->forwardedHeaders(http.headers),
+                               deadlineOf(d.timeout));
+  if (!out.ok()) return exchange->respond(errorResponse(out.status()));
+  upstream::PickContext pick = d.pick;
+  if (codecs::SequenceRef sequence = codecs::sequenceOf(request->parameters); sequence.present()) {
+    pick.sequence = std::move(sequence);
+  }
+  upstream::HttpUpstreamCallbacks callbacks;
+  callbacks.on_complete = [exchange, request, names = Names(d), limits = options_.limits,
+                           binding = std::move(*bound)](
+                              codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+    exchange->setCancelHandler(nullptr);
+    if (exchange->responded()) return;
+    codecs::StatusOr<codecs::InferResponse> response =
+        httpUpstreamInferAnswer(limits, r, names.upstream_name);
+    if (!response.ok()) return exchange->respond(errorResponse(publicStatus(response.status(), names)));
+    if (codecs::Status delivered = binding.deliver(*response); !delivered.ok()) {
+      return exchange->respond(errorResponse(delivered));
+    }
+    response->model_name = names.client_model;
+    if (!names.client_version.empty()) response->model_version = names.client_version;
+    exchange->respond(inferResponse(*response, *request, exchange->request()));
+  };
+  auto call = upstream::fleetHttp(d.upstream->fleet(), d.upstream->http(exchange->loop()),
+                                  exchange->loop(), std::move(*out), std::move(pick),
+                                  std::move(callbacks));
+  if (call) exchange->setCancelHandler([call] { call->cancel(); });
+}
+
 // Shadow traffic: the same infer request to the mirror upstream, in its protocol, the
 // answer dropped. The client's request is never held up: every path is asynchronous and
 // failures are only counted by the upstream.
 void HttpFrontend::mirror(const Exchange& exchange, const Route& route, const Decision& d) {
   if (route.match.endpoint != HttpEndpoint::kModelInfer) return;
   const http::HttpRequest& http = exchange->request();
+  // A request naming client regions is not mirrored: the mirror must never see them, and
+  // reading them a second time would race with the client reusing its regions.
+  std::optional<BodyHeader> header = jsonHeaderOf(http, options_.limits);
+  if (!header || mayNameRegion(header->text)) return;
   Upstream& target = *d.mirror;
   switch (target.protocol()) {
     case Upstream::Protocol::kHttp: {

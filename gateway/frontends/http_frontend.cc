@@ -293,25 +293,4 @@ void HttpFrontend::repository(const Exchange& exchange, const Route& route, cons
   exchange->respond(status.ok() ? emptyResponse(200) : errorResponse(status));
 }
 
-// Client shared memory is off in this build of the frontend (the shared-memory issue
-// turns it on): status lists nothing, register and unregister are refused as Triton
-// refuses them with --allow-client-shm=false.
-void HttpFrontend::sharedMemory(const Exchange& exchange, const Route& route) {
-  const HttpRoute& m = route.match;
-  bool cuda = m.endpoint == HttpEndpoint::kCudaShmStatus ||
-              m.endpoint == HttpEndpoint::kCudaShmRegister ||
-              m.endpoint == HttpEndpoint::kCudaShmUnregister;
-  if (m.endpoint == HttpEndpoint::kSystemShmStatus || m.endpoint == HttpEndpoint::kCudaShmStatus) {
-    if (!m.region.empty()) {
-      return exchange->respond(HttpResponse::jsonError(
-          404, codecs::strCat("Unable to find ", cuda ? "cuda" : "system",
-                              " shared memory region: '", m.region, "'")));
-    }
-    return exchange->respond(HttpResponse::json(200, "[]"));
-  }
-  exchange->respond(HttpResponse::jsonError(
-      501, "Client shared memory is disabled. Enable shared memory in the gateway's "
-           "configuration to register regions."));
-}
-
 }  // namespace infergate::gateway::frontends

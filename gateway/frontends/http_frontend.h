@@ -5,7 +5,7 @@
 // and never blocks.
 //
 //   gateway's own       health, server metadata, logging, global trace settings, shared
-//                       memory (refused until the shm issue)
+//                       memory regions (http_shm.cc)
 //   routed by model     metadata, ready, config, stats, infer, generate(_stream), load,
 //                       unload, model trace settings: Router::decide() picks the upstream,
 //                       then by its protocol:
@@ -13,6 +13,9 @@
 //                                  runExecution on the loop)            http_infer.cc
 //                         http     passed through as is (raw body, the headers that
 //                                  matter, SSE relayed as it arrives)   http_forward.cc
+//                                  except an infer naming shared-memory
+//                                  regions: decoded, regions read, re-
+//                                  encoded (inferOverHttp)
 //                         grpc     transcoded to the typed RPC / ModelInfer with raw
 //                                  contents, the answer back to JSON    http_forward.cc
 //   merged              repository index and /v2/models/stats ask every upstream
@@ -69,10 +72,12 @@ class HttpFrontend {
   void forwardHttp(const Exchange& exchange, const Route& route, const Decision& d);
   void forwardGrpc(const Exchange& exchange, const Route& route, const Decision& d);
   void inferOverGrpc(const Exchange& exchange, const Decision& d);
+  void inferOverHttp(const Exchange& exchange, const Decision& d);
   void mirror(const Exchange& exchange, const Route& route, const Decision& d);
   // every upstream (http_forward.cc)
   void mergedIndex(const Exchange& exchange);
   void mergedStatistics(const Exchange& exchange);
+  // the gateway's shared-memory regions (http_shm.cc)
   void sharedMemory(const Exchange& exchange, const Route& route);
 
   std::shared_ptr<Router> router_;

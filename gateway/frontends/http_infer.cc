@@ -12,7 +12,7 @@
 #include "gateway/frontends/http_frontend.h"
 #include "gateway/frontends/http_frontend_internal.h"
 #include "gateway/frontends/http_routes.h"
-#include "gateway/shared_memory_refusal.h"
+#include "gateway/shm_binding.h"
 
 namespace infergate::gateway::frontends {
 
@@ -122,21 +122,25 @@ void HttpFrontend::infer(const Exchange& exchange, const Route& route, const Dec
   auto request = std::make_shared<codecs::InferRequest>(std::move(*decoded));
   request->model_name = d.upstream_model;
   request->model_version = d.upstream_version;
-  if (auto refused = refuseSharedMemory(*request); !refused.ok()) {
-    return exchange->respond(errorResponse(refused));
-  }
+  auto binding = ShmBinding::bind(router_->regions(), *request);
+  if (!binding.ok()) return exchange->respond(errorResponse(binding.status()));
 
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
   exchange->setCancelHandler([cancelled] { cancelled->store(true); });
   builtin::Execution execution = repo.infer(*request, /*streaming=*/false);
   runExecution(exchange->loop(), std::move(execution), cancelled,
-               [exchange, request, public_name = d.client_model](Emission emission) {
+               [exchange, request, binding = std::move(*binding),
+                public_name = d.client_model](Emission emission) {
                  if (exchange->responded()) return;
+                 codecs::Status delivered =
+                     emission.response.ok() ? binding.deliver(*emission.response) : absl::OkStatus();
                  if (!emission.response.ok()) {
                    exchange->respond(errorResponse(emission.response.status()));
                  } else if (emission.empty) {
                    exchange->respond(HttpResponse::jsonError(
                        500, "the model completed the request without a response"));
+                 } else if (!delivered.ok()) {
+                   exchange->respond(errorResponse(delivered));
                  } else {
                    emission.response->model_name = public_name;
                    exchange->respond(inferResponse(*emission.response, *request, exchange->request()));

@@ -35,6 +35,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "codecs/base64.h"
 #include "codecs/json_value.h"
 #include "codecs/json_writer.h"
 #include "codecs/protobuf_wire.h"
@@ -172,35 +173,6 @@ void writeTraceValue(JsonWriter& w, std::string_view key, const SettingValue& v)
   } else {
     w.string(v.value(0));
   }
-}
-
-// ---- base64 (RFC 4648 with padding), for `file:` load parameters ----
-
-constexpr std::string_view kBase64Alphabet =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-// The value of each byte in the alphabet, -1 for the others.
-constexpr std::array<int8_t, 256> kBase64Values = [] {
-  std::array<int8_t, 256> values{};
-  values.fill(-1);
-  for (size_t i = 0; i < kBase64Alphabet.size(); ++i) {
-    values[static_cast<uint8_t>(kBase64Alphabet[i])] = static_cast<int8_t>(i);
-  }
-  return values;
-}();
-
-std::string base64Encode(std::string_view in) {
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  auto byte = [&](size_t i) { return i < in.size() ? static_cast<uint8_t>(in[i]) : 0u; };
-  for (size_t i = 0; i < in.size(); i += 3) {
-    const uint32_t group = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
-    const size_t present = std::min<size_t>(3, in.size() - i);  // bytes of this group
-    for (size_t k = 0; k < 4; ++k) {
-      out.push_back(k <= present ? kBase64Alphabet[(group >> (18 - 6 * k)) & 63] : '=');
-    }
-  }
-  return out;
 }
 
 // ==== JSON reading =========================================================================
@@ -479,35 +451,10 @@ Status readTraceSettings(const JsonValue& doc, const Path& root, SettingsMap* ou
   return absl::OkStatus();
 }
 
-// Strict base64 with a little of libb64's leniency (Triton's decoder): ASCII whitespace is
-// skipped and padding is optional. Any other byte outside the alphabet is refused rather
-// than skipped as libb64 does, so a mangled model file is reported, not loaded.
 StatusOr<std::string> base64Decode(std::string_view text, const Path& at) {
-  std::string out;
-  out.reserve(text.size() / 4 * 3 + 2);
-  uint32_t bits = 0;
-  int pending = 0;  // bits in `bits` not yet written out
-  size_t digits = 0;
-  size_t padding = 0;
-  for (char c : text) {
-    if (codecs::isAsciiSpace(c)) continue;
-    if (c == '=') {
-      ++padding;
-      continue;
-    }
-    const int8_t value = kBase64Values[static_cast<uint8_t>(c)];
-    if (value < 0 || padding > 0) return at.error("is not valid base64");
-    bits = bits << 6 | static_cast<uint32_t>(value);
-    pending += 6;
-    ++digits;
-    if (pending >= 8) {
-      pending -= 8;
-      out.push_back(static_cast<char>((bits >> pending) & 0xff));
-    }
-  }
-  // One digit past a whole group carries 6 bits: less than a byte.
-  if (digits % 4 == 1 || padding > 2) return at.error("is not valid base64");
-  return out;
+  std::optional<std::string> bytes = codecs::base64Decode(text);
+  if (!bytes) return at.error("is not valid base64");
+  return std::move(*bytes);
 }
 
 // A JSON value of a repository request parameter as its protobuf kind.
@@ -544,7 +491,7 @@ void writeRepositoryParameters(JsonWriter& w, const Map& parameters) {
         w.string(p->string_param());
         break;
       case RepositoryParameter::kBytesParam:
-        w.string(base64Encode(p->bytes_param()));
+        w.string(codecs::base64Encode(p->bytes_param()));
         break;
       case RepositoryParameter::PARAMETER_CHOICE_NOT_SET:
         w.null();  // the upstream refuses it, as Triton's gRPC handler would

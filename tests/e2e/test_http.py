@@ -319,7 +319,7 @@ class HttpE2E(unittest.TestCase):
         req = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
                            "parameters": {"shared_memory_region": "r", "shared_memory_byte_size": 16}}]}
         status, _, body = gw.request("POST", "/v2/models/identity_fp32/infer", json.dumps(req).encode())
-        self.assertError(status, body, 400, "shared memory")
+        self.assertError(status, body, 501, "shm.enabled")
 
     def test_trace_and_log_settings(self):
         status, _, body = gw.request("GET", "/v2/trace/setting")
