@@ -65,6 +65,23 @@ void writeEndpoint(codecs::JsonWriter& w, const upstream::Endpoint& e,
   w.key("bad_streak").uint64(c.bad_streak);
   auto bound = bindings.find(e.key());
   w.key("sequences").uint64(bound == bindings.end() ? 0 : bound->second);
+  if (const upstream::EndpointHandoff* h = e.handoff()) {
+    const upstream::EndpointHandoff::Counters hc = h->counters();
+    w.key("handoff").beginObject();
+    w.key("pool").string(h->poolName());
+    w.key("pool_ready").boolean(hc.pool_ready);
+    w.key("refused").boolean(hc.refused);
+    w.key("pool_registrations").uint64(hc.pool_registrations);
+    w.key("region_registrations").uint64(hc.region_registrations);
+    w.key("refusals").uint64(hc.refusals);
+    w.key("pool_bytes_in").uint64(hc.pool_bytes_in);
+    w.key("pool_bytes_out").uint64(hc.pool_bytes_out);
+    w.key("passthrough_bytes").uint64(hc.passthrough_bytes);
+    w.key("inline_bytes").uint64(hc.inline_bytes);
+    w.key("pool_full").uint64(hc.pool_full);
+    w.key("inline_retries").uint64(hc.inline_retries);
+    w.endObject();
+  }
   w.endObject();
 }
 

@@ -44,8 +44,9 @@ http::HttpLimits httpLimitsOf(const config::LimitsConfig& l) {
   return h;
 }
 
-// What a running gateway cannot change without a restart: the sockets, the threads and
-// the limits every connection was set up with. Empty when none of it changed.
+// What a running gateway cannot change without a restart: the sockets, the threads, the
+// limits every connection was set up with, and an upstream's shared-memory handoff (its
+// pool is registered with the upstream). Empty when none of it changed.
 std::vector<std::string> restartOnlyChanges(const config::GatewayConfig& a,
                                             const config::GatewayConfig& b) {
   std::vector<std::string> changed;
@@ -67,6 +68,18 @@ std::vector<std::string> restartOnlyChanges(const config::GatewayConfig& a,
       x.header_timeout_ms != y.header_timeout_ms || x.body_timeout_ms != y.body_timeout_ms ||
       x.idle_timeout_ms != y.idle_timeout_ms || x.max_connections != y.max_connections) {
     changed.push_back("limits");
+  }
+  // An endpoint kept by a reload keeps its handoff pool and registrations.
+  for (const config::UpstreamConfig& u : b.upstreams) {
+    const config::UpstreamConfig* before = a.findUpstream(u.name);
+    if (before == nullptr) continue;
+    const config::HandoffConfig& h = before->handoff;
+    const config::HandoffConfig& k = u.handoff;
+    if (h.enabled != k.enabled || h.passthrough != k.passthrough || h.min_bytes != k.min_bytes ||
+        h.pool_bytes != k.pool_bytes || h.kind != k.kind || h.device != k.device ||
+        h.key_prefix != k.key_prefix || before->colocated != u.colocated) {
+      changed.push_back(codecs::strCat("upstreams[", u.name, "].handoff"));
+    }
   }
   return changed;
 }

@@ -6,6 +6,7 @@
 
 #include "codecs/grpc_byte_buffer.h"
 #include "config/listen_address.h"
+#include "gateway/handoff_registrar.h"
 #include "grpc_service.pb.h"
 #include "routing/queue_signal.h"
 
@@ -18,6 +19,7 @@ using upstream::Upstream;
 
 constexpr std::chrono::milliseconds kMinTick{10};
 constexpr std::chrono::milliseconds kMaxTick{1000};
+constexpr std::chrono::milliseconds kHandoffTick{100};
 constexpr std::string_view kService = "/inference.GRPCInferenceService/";
 
 std::chrono::milliseconds checkInterval(const config::UpstreamConfig& u,
@@ -77,11 +79,13 @@ struct HealthChecker::State : std::enable_shared_from_this<State> {
   std::shared_ptr<ServerHealth> health;
   std::unique_ptr<http::LoopTimer> timer;
   std::shared_ptr<upstream::HttpUpstreamClient> metrics_client;  // load-aware scrapes
+  std::shared_ptr<HandoffRegistrar> registrar;  // shared-memory handoff registrations
   std::unordered_map<const Endpoint*, Schedule> schedules;
   bool stopped = false;
 
   State(std::shared_ptr<Router> r, http::EventLoop& l, std::shared_ptr<ServerHealth> h)
-      : router(std::move(r)), loop(l), health(std::move(h)) {}
+      : router(std::move(r)), loop(l), health(std::move(h)),
+        registrar(std::make_shared<HandoffRegistrar>(l)) {}
 
   void judge() {
     std::shared_ptr<const RouterSnapshot> snapshot = router->snapshot();
@@ -98,6 +102,8 @@ struct HealthChecker::State : std::enable_shared_from_this<State> {
     for (const auto& u : *snapshot->upstreams) {
       if (!u->config().isRemote()) continue;
       if (u->config().health_check.enabled) t = std::min(t, checkInterval(u->config(), readiness));
+      // Handoff registrations wait for a round: keep rounds short where there are some.
+      if (u->config().colocated && u->config().handoff.enabled) t = std::min(t, kHandoffTick);
       if (scrapes(u->config())) {
         t = std::min(t, std::chrono::milliseconds(u->config().load_balancing.metrics_interval_ms));
       }
@@ -142,6 +148,7 @@ struct HealthChecker::State : std::enable_shared_from_this<State> {
     // Endpoints no longer listed (a reload, a DNS change) are forgotten; a probe still in
     // flight finds no schedule and is dropped.
     std::erase_if(schedules, [](const auto& entry) { return !entry.second.seen; });
+    registrar->round(*snapshot->upstreams);
     judge();
     timer->arm(period);
   }
@@ -258,6 +265,7 @@ void HealthChecker::stop() {
   std::promise<void> dropped;
   state_->loop.post([state = state_, &dropped] {
     state->stopped = true;
+    state->registrar->stop();
     state->timer.reset();
     state->metrics_client.reset();  // on its loop; pending scrapes are cancelled
     state->schedules.clear();

@@ -1,5 +1,7 @@
 #include "gateway/router.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <random>
 
@@ -55,10 +57,13 @@ codecs::StatusOr<std::shared_ptr<const RouterSnapshot>> Router::build(
 shm::RegistryPolicy registryPolicy(const config::GatewayConfig& config) {
   const config::ShmConfig& shm = config.shm;
   shm::RegistryPolicy policy;
-  // The default pool prefix always, and every prefix a handoff section names.
-  policy.reserved_key_prefixes.push_back(config::HandoffConfig().key_prefix);
+  // This process's own pools (`<key_prefix><pid>_<n>`, shm/handoff_pool.h): the default
+  // prefix always, and every prefix a handoff section names. Another process's pools (an
+  // upstream infergate handed this one's pool, say) are its own to protect.
+  const std::string own = std::to_string(::getpid()) + "_";
+  policy.reserved_key_prefixes.push_back(config::HandoffConfig().key_prefix + own);
   for (const config::UpstreamConfig& u : config.upstreams) {
-    if (u.handoff.enabled) policy.reserved_key_prefixes.push_back(u.handoff.key_prefix);
+    if (u.handoff.enabled) policy.reserved_key_prefixes.push_back(u.handoff.key_prefix + own);
   }
   policy.enabled = shm.enabled;
   policy.allowed_key_prefixes = shm.allowed_key_prefixes;

@@ -3,7 +3,8 @@
 #include "shm/region.h"
 
 namespace infergate::gateway {
-namespace {
+
+namespace shm_detail {
 
 codecs::Status disabled(std::string_view what, const std::string& tensor,
                         const std::string& region) {
@@ -13,7 +14,6 @@ codecs::Status disabled(std::string_view what, const std::string& tensor,
       "configuration");
 }
 
-// The region a reference names, checked to hold [offset, offset + byte_size).
 codecs::StatusOr<std::shared_ptr<const shm::Region>> resolve(const shm::RegionRegistry& registry,
                                                              const codecs::SharedMemoryRef& ref) {
   INFERGATE_ASSIGN_OR_RETURN(std::shared_ptr<const shm::Region> region, registry.find(ref.region));
@@ -21,41 +21,54 @@ codecs::StatusOr<std::shared_ptr<const shm::Region>> resolve(const shm::RegionRe
   return region;
 }
 
-// The bytes of an input held in a region: a view of a system mapping, a host copy of a
-// CUDA one.
-codecs::StatusOr<codecs::Buffer> inputBytes(std::shared_ptr<const shm::Region> region,
-                                            const codecs::SharedMemoryRef& ref) {
-  if (region->hostData() != nullptr) return shm::viewOf(std::move(region), ref.offset, ref.byte_size);
-  codecs::MutableBuffer copy = codecs::MutableBuffer::allocate(ref.byte_size);
-  INFERGATE_RETURN_IF_ERROR(region->read(ref.offset, std::span<uint8_t>(copy.data(), copy.size())));
-  return std::move(copy).freeze();
-}
-
-codecs::Status bindInput(const shm::RegionRegistry& registry, codecs::InferInput& input) {
-  const codecs::SharedMemoryRef& ref = *input.shared_memory;
+codecs::Status checkInputSize(const codecs::InferInput& input, const codecs::SharedMemoryRef& ref) {
   // A fixed-size tensor's size is known from its shape: checked before any byte is read
   // (or copied off a GPU).
-  if (codecs::isFixedSize(input.datatype)) {
-    INFERGATE_ASSIGN_OR_RETURN(uint64_t expected,
-                               input.shape.byteSize(codecs::elementSize(input.datatype), input.name));
-    if (expected != ref.byte_size) {
-      return codecs::invalidArgument(
-          "input '", input.name, "' of datatype ", codecs::dataTypeName(input.datatype),
-          " and shape ", input.shape.toString(), " needs ", expected, " bytes, but ",
-          ref.byte_size, " bytes of shared memory region '", ref.region, "' were given");
-    }
+  if (!codecs::isFixedSize(input.datatype)) return absl::OkStatus();
+  INFERGATE_ASSIGN_OR_RETURN(uint64_t expected,
+                             input.shape.byteSize(codecs::elementSize(input.datatype), input.name));
+  if (expected != ref.byte_size) {
+    return codecs::invalidArgument(
+        "input '", input.name, "' of datatype ", codecs::dataTypeName(input.datatype),
+        " and shape ", input.shape.toString(), " needs ", expected, " bytes, but ",
+        ref.byte_size, " bytes of shared memory region '", ref.region, "' were given");
   }
-  INFERGATE_ASSIGN_OR_RETURN(std::shared_ptr<const shm::Region> region, resolve(registry, ref));
-  INFERGATE_ASSIGN_OR_RETURN(codecs::Buffer data, inputBytes(std::move(region), ref));
-  // BYTES elements are length-prefixed: their count is only known by walking them.
-  INFERGATE_RETURN_IF_ERROR(
-      codecs::validateTensorData(input.name, input.datatype, input.shape, data));
-  input.data = std::move(data);
-  input.shared_memory.reset();
   return absl::OkStatus();
 }
 
-}  // namespace
+codecs::StatusOr<codecs::Buffer> readInput(const codecs::InferInput& input,
+                                           std::shared_ptr<const shm::Region> region,
+                                           const codecs::SharedMemoryRef& ref) {
+  codecs::Buffer data;
+  if (region->hostData() != nullptr) {
+    data = shm::viewOf(std::move(region), ref.offset, ref.byte_size);
+  } else {
+    codecs::MutableBuffer copy = codecs::MutableBuffer::allocate(ref.byte_size);
+    INFERGATE_RETURN_IF_ERROR(
+        region->read(ref.offset, std::span<uint8_t>(copy.data(), copy.size())));
+    data = std::move(copy).freeze();
+  }
+  // BYTES elements are length-prefixed: their count is only known by walking them.
+  INFERGATE_RETURN_IF_ERROR(
+      codecs::validateTensorData(input.name, input.datatype, input.shape, data));
+  return data;
+}
+
+codecs::Status writeOutput(codecs::InferOutput& output, const codecs::SharedMemoryRef& ref,
+                           const shm::Region& region) {
+  if (output.data.size() > ref.byte_size) {
+    return codecs::internalError(
+        "shared memory size specified with the request for output '", output.name, "' (",
+        ref.byte_size, " bytes) should be at least ", output.data.size(),
+        " bytes to hold the results");
+  }
+  INFERGATE_RETURN_IF_ERROR(region.write(ref.offset, output.data.span()));
+  output.data = codecs::Buffer();
+  output.shared_memory = ref;
+  return absl::OkStatus();
+}
+
+}  // namespace shm_detail
 
 codecs::Status shmChangeAllowed(const shm::RegionRegistry& registry, bool listener_allowed,
                                 std::string_view listener) {
@@ -89,14 +102,19 @@ codecs::StatusOr<ShmBinding> ShmBinding::bind(const shm::RegionRegistry& registr
   const bool enabled = registry.policy().enabled;
   for (codecs::InferInput& input : request.inputs) {
     if (!input.shared_memory) continue;
-    if (!enabled) return disabled("input", input.name, input.shared_memory->region);
-    INFERGATE_RETURN_IF_ERROR(bindInput(registry, input));
+    if (!enabled) return shm_detail::disabled("input", input.name, input.shared_memory->region);
+    const codecs::SharedMemoryRef& ref = *input.shared_memory;
+    INFERGATE_RETURN_IF_ERROR(shm_detail::checkInputSize(input, ref));
+    INFERGATE_ASSIGN_OR_RETURN(std::shared_ptr<const shm::Region> region,
+                               shm_detail::resolve(registry, ref));
+    INFERGATE_ASSIGN_OR_RETURN(input.data, shm_detail::readInput(input, std::move(region), ref));
+    input.shared_memory.reset();
   }
   for (codecs::RequestedOutput& output : request.outputs) {
     if (!output.shared_memory) continue;
-    if (!enabled) return disabled("output", output.name, output.shared_memory->region);
+    if (!enabled) return shm_detail::disabled("output", output.name, output.shared_memory->region);
     INFERGATE_ASSIGN_OR_RETURN(std::shared_ptr<const shm::Region> region,
-                               resolve(registry, *output.shared_memory));
+                               shm_detail::resolve(registry, *output.shared_memory));
     binding.outputs_.push_back(OutputTarget{output.name, *output.shared_memory, std::move(region)});
     output.shared_memory.reset();
   }
@@ -107,15 +125,7 @@ codecs::Status ShmBinding::deliver(codecs::InferResponse& response) const {
   for (const OutputTarget& target : outputs_) {
     for (codecs::InferOutput& output : response.outputs) {
       if (output.name != target.name || output.shared_memory) continue;
-      if (output.data.size() > target.ref.byte_size) {
-        return codecs::internalError(
-            "shared memory size specified with the request for output '", output.name, "' (",
-            target.ref.byte_size, " bytes) should be at least ", output.data.size(),
-            " bytes to hold the results");
-      }
-      INFERGATE_RETURN_IF_ERROR(target.region->write(target.ref.offset, output.data.span()));
-      output.data = codecs::Buffer();
-      output.shared_memory = target.ref;
+      INFERGATE_RETURN_IF_ERROR(shm_detail::writeOutput(output, target.ref, *target.region));
     }
   }
   return absl::OkStatus();

@@ -67,4 +67,24 @@ codecs::Status shmChangeAllowed(const shm::RegionRegistry& registry, bool listen
 // Whether `request` names any region (an input or an output).
 bool referencesSharedMemory(const codecs::InferRequest& request);
 
+// The steps bind() and HandoffRequest (handoff_request.h) share.
+namespace shm_detail {
+// UNIMPLEMENTED: `what` ("input" / "output") names a region while client shm is disabled.
+codecs::Status disabled(std::string_view what, const std::string& tensor,
+                        const std::string& region);
+// The region `ref` names, checked to hold [offset, offset + byte_size).
+codecs::StatusOr<std::shared_ptr<const shm::Region>> resolve(const shm::RegionRegistry& registry,
+                                                             const codecs::SharedMemoryRef& ref);
+// A fixed-size input's byte size (from its shape and datatype) against `ref`'s.
+codecs::Status checkInputSize(const codecs::InferInput& input, const codecs::SharedMemoryRef& ref);
+// An input's bytes from its region: a view keeping a system mapping alive, a host copy of a
+// CUDA region; BYTES elements checked against the shape.
+codecs::StatusOr<codecs::Buffer> readInput(const codecs::InferInput& input,
+                                           std::shared_ptr<const shm::Region> region,
+                                           const codecs::SharedMemoryRef& ref);
+// An output's bytes into `ref` of `region`; the output then carries `ref` and no data.
+codecs::Status writeOutput(codecs::InferOutput& output, const codecs::SharedMemoryRef& ref,
+                           const shm::Region& region);
+}  // namespace shm_detail
+
 }  // namespace infergate::gateway

@@ -5,9 +5,10 @@
 //     builtin  decode, repository.infer(), runExecution -> encode
 //     grpc     the ByteBuffer as it came (fields 1/2 rewritten when the route says so)
 //              -> upstream ModelInfer -> its answer; a message naming client shared-memory
-//              regions is decoded instead, its regions read and its outputs written back
-//              by the gateway (shm_binding.h): the upstream never sees a client region
-//     http     decode -> binary-tensor /infer -> decode -> encode
+//              regions, or one big enough for the handoff to a colocated upstream, is
+//              decoded instead (decoded_forward.h): the upstream never sees a client
+//              region the gateway did not register with it
+//     http     decode -> binary-tensor /infer -> decode -> encode (decoded_forward.h)
 //   A route's mirror gets a copy in its own protocol; its answer is dropped.
 
 #include <functional>
@@ -15,11 +16,11 @@
 #include <optional>
 
 #include "codecs/grpc_byte_buffer.h"
-#include "codecs/protobuf_request_encoder.h"
-#include "codecs/protobuf_response_decoder.h"
 #include "gateway/error_mapping.h"
 #include "gateway/execution_runner.h"
+#include "gateway/decoded_forward.h"
 #include "gateway/frontends/grpc_infer_common.h"
+#include "gateway/handoff_request.h"
 #include "gateway/shm_binding.h"
 #include "gateway/upstream/model_rename.h"
 #include "gateway/upstream/fleet_call.h"
@@ -49,17 +50,15 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     // A request naming client regions is not mirrored: the mirror must never see them, and
     // reading them a second time would race with the client reusing its regions.
     if (decision_.mirror && !names_regions) mirror(context, request);
-    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc && !names_regions) {
+    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc && !names_regions &&
+        !takesHandoff(*decision_.upstream, request.Length())) {
       return passthrough(context, request);
     }
     // The other paths decode the message: one contiguous view of it.
     codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
     if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
-    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
-      return overGrpcDecoded(context, *bytes);
-    }
-    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kHttp) {
-      return overHttp(context, *bytes);
+    if (decision_.upstream->protocol() != upstream::Upstream::Protocol::kBuiltin) {
+      return forwardDecodedMessage(context, *bytes);
     }
     codecs::StatusOr<codecs::InferRequest> decoded = decodeBound(*bytes);
     if (decoded.ok()) {
@@ -84,7 +83,8 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   void OnDone() override { release(); }
 
  private:
-  // The message decoded for the upstream's model, its client regions bound (binding_).
+  // Builtin upstream: the message decoded for the upstream's model, its client regions
+  // bound (binding_).
   codecs::StatusOr<codecs::InferRequest> decodeBound(const codecs::Buffer& bytes) {
     codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(bytes);
     if (!decoded.ok()) return decoded;
@@ -94,48 +94,6 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     if (!bound.ok()) return bound.status();
     binding_ = std::move(*bound);
     return decoded;
-  }
-
-  // ---- gRPC upstream, a request naming client regions: decoded, regions read, re-encoded ----
-  void overGrpcDecoded(const ::grpc::CallbackServerContext& context, const codecs::Buffer& bytes) {
-    codecs::StatusOr<codecs::InferRequest> decoded = decodeBound(bytes);
-    if (!decoded.ok()) return finish(grpcStatusFor(decoded.status()));
-    codecs::StatusOr<codecs::BufferChain> message = codecs::ProtobufRequestEncoder().encode(*decoded);
-    if (!message.ok()) return finish(grpcStatusFor(message.status()));
-    upstream::GrpcCallOptions options;
-    options.deadline = upstreamDeadline(context, decision_.timeout);
-    options.metadata = shared_->router->forwardedMetadata(context.client_metadata(), true);
-    upstream::PickContext pick = decision_.pick;
-    hold();
-    auto call = upstream::fleetUnary(
-        decision_.upstream->fleet(), kModelInferMethod, codecs::toByteBuffer(*message),
-        std::move(options), std::move(pick), [this](codecs::Status status, ByteBuffer answer) {
-          onDecodedGrpcAnswer(std::move(status), answer);
-          release();
-        });
-    setUpstreamCall([call] { call->cancel(); });
-  }
-
-  // grpc thread: the upstream's answer decoded, outputs written into their regions, encoded.
-  void onDecodedGrpcAnswer(codecs::Status status, const ByteBuffer& answer) {
-    if (!status.ok()) return finishUpstreamError(status);
-    codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
-    codecs::StatusOr<codecs::InferResponse> response =
-        flat.ok() ? codecs::ProtobufResponseDecoder(shared_->options.limits).decode(*flat)
-                  : flat.status();
-    if (!response.ok()) {
-      return finish(grpcStatusFor(
-          upstreamGarbage(decision_.upstream->name(), "ModelInfer response", response.status())));
-    }
-    if (codecs::Status delivered = binding_.deliver(*response); !delivered.ok()) {
-      return finish(grpcStatusFor(delivered));
-    }
-    response->model_name = decision_.client_model;
-    if (!decision_.client_version.empty()) response->model_version = decision_.client_version;
-    codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*response);
-    if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
-    *response_ = codecs::toByteBuffer(*chain);
-    finish(::grpc::Status::OK);
   }
 
   // ---- gRPC upstream: passthrough ----
@@ -226,50 +184,64 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     });
   }
 
-  // ---- HTTP upstream: transcoded ----
-  void overHttp(const ::grpc::CallbackServerContext& context, const codecs::Buffer& bytes) {
-    codecs::StatusOr<codecs::InferRequest> decoded = decodeBound(bytes);
+  // ---- remote upstream, decoded: HTTP always; gRPC when the message names client regions
+  // or takes the shared-memory handoff (gateway/decoded_forward.h) ----
+  void forwardDecodedMessage(const ::grpc::CallbackServerContext& context, const codecs::Buffer& bytes) {
+    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(bytes);
     if (!decoded.ok()) return finish(grpcStatusFor(decoded.status()));
-    auto out = httpInferRequest(*shared_, *decoded, decision_, *decision_.upstream, context);
-    if (!out.ok()) return finish(grpcStatusFor(out.status()));
+    decoded->model_name = decision_.upstream_model;
+    decoded->model_version = decision_.upstream_version;
+    auto request = HandoffRequest::create(shared_->router->regions(), std::move(*decoded));
+    if (!request.ok()) return finish(grpcStatusFor(request.status()));
+    DecodedForwardOptions options;
+    options.deadline = upstreamDeadline(context, decision_.timeout);
+    options.limits = shared_->options.limits;
+    options.loop = &loop_;
     hold();
-    loop_.post([this, out = std::move(*out)]() mutable {
+    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
+      options.metadata = shared_->router->forwardedMetadata(context.client_metadata(), true);
+      // Answered on a grpc thread; cancel() from any thread, and the answer still comes.
+      auto call = forwardDecoded(decision_, *request, std::move(options),
+                                 [this](codecs::StatusOr<codecs::InferResponse> response) {
+                                   onDecodedAnswer(std::move(response));
+                                   release();
+                                 });
+      setUpstreamCall([call] { call->cancel(); });
+      return;
+    }
+    options.metadata = metadataToHttpHeaders(
+        shared_->router->forwardedMetadata(context.client_metadata(), false));
+    // Toward HTTP everything runs on the loop, cancel included (no answer follows it).
+    loop_.post([this, request = *request, options = std::move(options)]() mutable {
       if (cancelled_->load()) return release();
-      upstream::HttpUpstreamCallbacks callbacks;
-      callbacks.on_complete = [this](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
-        http_call_.reset();
-        codecs::StatusOr<codecs::InferResponse> answer =
-            httpInferAnswer(*shared_, r, decision_.upstream->name());
-        if (answer.ok()) {
-          if (codecs::Status delivered = binding_.deliver(*answer); !delivered.ok()) answer = delivered;
-        }
-        if (!answer.ok()) {
-          finishUpstreamError(answer.status());
-        } else {
-          answer->model_name = decision_.client_model;
-          if (!decision_.client_version.empty()) answer->model_version = decision_.client_version;
-          auto chain = shared_->encoder.encode(*answer);
-          if (!chain.ok()) {
-            finish(grpcStatusFor(encodeFailure(chain.status())));
-          } else {
-            *response_ = codecs::toByteBuffer(*chain);
-            finish(::grpc::Status::OK);
-          }
-        }
-        release();
-      };
-      http_call_ = upstream::fleetHttp(decision_.upstream->fleet(), decision_.upstream->http(loop_),
-                                       loop_, std::move(out), decision_.pick, std::move(callbacks));
-      // The loop cancels it (OnCancel posts here first, then cancelUpstream runs below).
+      auto call = forwardDecoded(decision_, std::move(request), std::move(options),
+                                 [this](codecs::StatusOr<codecs::InferResponse> response) {
+                                   decoded_answered_ = true;
+                                   decoded_call_.reset();
+                                   onDecodedAnswer(std::move(response));
+                                   release();
+                                 });
+      if (decoded_answered_) return;  // a refusal answers at once
+      decoded_call_ = std::move(call);
       setUpstreamCall([this] {
         loop_.post([this] {
-          if (!http_call_) return;
-          http_call_->cancel();  // no callback follows: the reference is ours to drop
-          http_call_.reset();
+          if (!decoded_call_) return;
+          decoded_call_->cancel();  // no answer follows: the reference is ours to drop
+          decoded_call_.reset();
           release();
         });
       });
     });
+  }
+
+  void onDecodedAnswer(codecs::StatusOr<codecs::InferResponse> response) {
+    if (!response.ok()) return finishUpstreamError(response.status());
+    response->model_name = decision_.client_model;
+    if (!decision_.client_version.empty()) response->model_version = decision_.client_version;
+    codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*response);
+    if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
+    *response_ = codecs::toByteBuffer(*chain);
+    finish(::grpc::Status::OK);
   }
 
   // ---- builtin upstream ----
@@ -360,7 +332,8 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   std::atomic<int> refs_{1};  // grpc's (OnDone) + one per upstream call in flight
   std::mutex upstream_mu_;
   std::function<void()> cancel_upstream_;
-  std::shared_ptr<upstream::HttpCallHandle> http_call_;  // loop thread
+  std::shared_ptr<DecodedCall> decoded_call_;  // toward HTTP; loop thread
+  bool decoded_answered_ = false;             // loop thread
 };
 
 }  // namespace

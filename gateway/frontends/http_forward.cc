@@ -32,6 +32,8 @@
 #include "gateway/execution_runner.h"
 #include "gateway/frontends/http_frontend.h"
 #include "gateway/frontends/http_frontend_internal.h"
+#include "gateway/decoded_forward.h"
+#include "gateway/handoff_request.h"
 #include "gateway/http_upstream_infer.h"
 #include "gateway/shm_binding.h"
 #include "gateway/upstream/admin_transcode.h"
@@ -324,7 +326,9 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
   codecs::SequenceRef sequence;
   if (m.endpoint == HttpEndpoint::kModelInfer) {
     std::optional<BodyHeader> header = jsonHeaderOf(req, options_.limits);
-    if (!header || mayNameRegion(header->text)) return inferOverHttp(exchange, d);
+    if (!header || mayNameRegion(header->text) || takesHandoff(*d.upstream, req.body.size())) {
+      return inferDecoded(exchange, d);
+    }
     if (d.upstream->fleet()->affinityMatters()) {
       auto peeked = codecs::peekSequenceFromJson(header->text, header->readable, options_.limits);
       if (peeked.ok()) sequence = std::move(*peeked);
@@ -392,7 +396,7 @@ void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, con
   std::string client_model = d.client_model;
   switch (m.endpoint) {
     case HttpEndpoint::kModelInfer:
-      return inferOverGrpc(exchange, d);
+      return inferDecoded(exchange, d);
     case HttpEndpoint::kModelMetadata: {
       inference::ModelMetadataRequest r;
       r.set_name(d.upstream_model);
@@ -473,96 +477,45 @@ void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, con
   }
 }
 
-void HttpFrontend::inferOverGrpc(const Exchange& exchange, const Decision& d) {
+// An /infer the gateway decodes and sends in the upstream's protocol: toward gRPC always;
+// toward HTTP when the request names client regions or the upstream takes tensors through
+// the handoff (decoded_forward.h).
+void HttpFrontend::inferDecoded(const Exchange& exchange, const Decision& d) {
   const http::HttpRequest& http = exchange->request();
   codecs::StatusOr<codecs::InferRequest> decoded = decodeHttpInfer(http, options_.limits, nullptr);
   if (!decoded.ok()) return exchange->respond(decodeErrorResponse(http, decoded.status()));
-  auto request = std::make_shared<codecs::InferRequest>(std::move(*decoded));
-  request->model_name = d.upstream_model;
-  request->model_version = d.upstream_version;
-  auto bound = ShmBinding::bind(router_->regions(), *request);
-  if (!bound.ok()) return exchange->respond(errorResponse(bound.status()));
-  codecs::StatusOr<codecs::BufferChain> message = codecs::ProtobufRequestEncoder().encode(*request);
-  if (!message.ok()) return exchange->respond(errorResponse(message.status()));
+  decoded->model_name = d.upstream_model;
+  decoded->model_version = d.upstream_version;
+  auto request = HandoffRequest::create(router_->regions(), std::move(*decoded));
+  if (!request.ok()) return exchange->respond(errorResponse(request.status()));
 
-  upstream::GrpcCallOptions options;
+  DecodedForwardOptions options;
   options.deadline = deadlineOf(d.timeout);
+  options.limits = options_.limits;
+  options.loop = &exchange->loop();
+  const bool toward_grpc = d.upstream->protocol() == Upstream::Protocol::kGrpc;
   for (auto& [k, v] : router_->forwardedHeaders(http.headers)) {
-    if (!k.ends_with("-bin")) options.metadata.emplace_back(std::move(k), std::move(v));
+    if (!toward_grpc || !k.ends_with("-bin")) options.metadata.emplace_back(std::move(k), std::move(v));
   }
-  Names names(d);
-  codecs::DecodeLimits limits = options_.limits;
-  upstream::PickContext pick = d.pick;
-  if (codecs::SequenceRef sequence = codecs::sequenceOf(request->parameters); sequence.present()) {
-    pick.sequence = std::move(sequence);
-  }
-  auto call = upstream::fleetUnary(
-      d.upstream->fleet(), codecs::strCat(kService, "ModelInfer"), codecs::toByteBuffer(*message),
-      std::move(options), std::move(pick),
-      [exchange, request, names, limits, binding = std::move(*bound)](
-          codecs::Status status, grpc::ByteBuffer answer) mutable {
-        exchange->loop().post([exchange, request, names = std::move(names), limits,
-                               binding = std::move(binding), status = std::move(status),
-                               answer = std::move(answer)] {
-          exchange->setCancelHandler(nullptr);
-          if (exchange->responded()) return;
-          if (!status.ok()) return exchange->respond(errorResponse(publicStatus(status, names)));
-          codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
-          codecs::StatusOr<codecs::InferResponse> response =
-              flat.ok() ? codecs::ProtobufResponseDecoder(limits).decode(*flat) : flat.status();
-          if (!response.ok()) {
-            return exchange->respond(errorResponse(
-                upstreamGarbage(names.upstream_name, "ModelInfer response", response.status())));
-          }
-          if (codecs::Status delivered = binding.deliver(*response); !delivered.ok()) {
-            return exchange->respond(errorResponse(delivered));
-          }
-          response->model_name = names.client_model;
-          if (!names.client_version.empty()) response->model_version = names.client_version;
-          exchange->respond(inferResponse(*response, *request, exchange->request()));
-        });
-      });
-  exchange->setCancelHandler([call] { call->cancel(); });
-}
-
-// An /infer toward an HTTP upstream that cannot go through as it came: the request names
-// shared-memory regions, which the gateway reads (and writes the outputs into) itself.
-void HttpFrontend::inferOverHttp(const Exchange& exchange, const Decision& d) {
-  const http::HttpRequest& http = exchange->request();
-  codecs::StatusOr<codecs::InferRequest> decoded = decodeHttpInfer(http, options_.limits, nullptr);
-  if (!decoded.ok()) return exchange->respond(decodeErrorResponse(http, decoded.status()));
-  auto request = std::make_shared<codecs::InferRequest>(std::move(*decoded));
-  request->model_name = d.upstream_model;
-  request->model_version = d.upstream_version;
-  auto bound = ShmBinding::bind(router_->regions(), *request);
-  if (!bound.ok()) return exchange->respond(errorResponse(bound.status()));
-  auto out = httpUpstreamInfer(*request, d, *d.upstream, router_->forwardedHeaders(http.headers),
-                               deadlineOf(d.timeout));
-  if (!out.ok()) return exchange->respond(errorResponse(out.status()));
-  upstream::PickContext pick = d.pick;
-  if (codecs::SequenceRef sequence = codecs::sequenceOf(request->parameters); sequence.present()) {
-    pick.sequence = std::move(sequence);
-  }
-  upstream::HttpUpstreamCallbacks callbacks;
-  callbacks.on_complete = [exchange, request, names = Names(d), limits = options_.limits,
-                           binding = std::move(*bound)](
-                              codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+  auto respond = [exchange, request = *request, names = Names(d)](
+                     codecs::StatusOr<codecs::InferResponse> response) {
     exchange->setCancelHandler(nullptr);
     if (exchange->responded()) return;
-    codecs::StatusOr<codecs::InferResponse> response =
-        httpUpstreamInferAnswer(limits, r, names.upstream_name);
     if (!response.ok()) return exchange->respond(errorResponse(publicStatus(response.status(), names)));
-    if (codecs::Status delivered = binding.deliver(*response); !delivered.ok()) {
-      return exchange->respond(errorResponse(delivered));
-    }
     response->model_name = names.client_model;
     if (!names.client_version.empty()) response->model_version = names.client_version;
-    exchange->respond(inferResponse(*response, *request, exchange->request()));
+    exchange->respond(inferResponse(*response, request->request(), exchange->request()));
   };
-  auto call = upstream::fleetHttp(d.upstream->fleet(), d.upstream->http(exchange->loop()),
-                                  exchange->loop(), std::move(*out), std::move(pick),
-                                  std::move(callbacks));
-  if (call) exchange->setCancelHandler([call] { call->cancel(); });
+  DecodedDone done = respond;
+  if (toward_grpc) {  // answered on a grpc thread: back to the exchange's loop
+    done = [exchange, respond](codecs::StatusOr<codecs::InferResponse> response) {
+      exchange->loop().post([respond, response = std::move(response)]() mutable {
+        respond(std::move(response));
+      });
+    };
+  }
+  auto call = forwardDecoded(d, *request, std::move(options), std::move(done));
+  exchange->setCancelHandler([call] { call->cancel(); });
 }
 
 // Shadow traffic: the same infer request to the mirror upstream, in its protocol, the

@@ -14,8 +14,8 @@
 //                         http     passed through as is (raw body, the headers that
 //                                  matter, SSE relayed as it arrives)   http_forward.cc
 //                                  except an infer naming shared-memory
-//                                  regions: decoded, regions read, re-
-//                                  encoded (inferOverHttp)
+//                                  regions or one for the handoff:
+//                                  decoded and re-encoded (inferDecoded)
 //                         grpc     transcoded to the typed RPC / ModelInfer with raw
 //                                  contents, the answer back to JSON    http_forward.cc
 //   merged              repository index and /v2/models/stats ask every upstream
@@ -71,8 +71,7 @@ class HttpFrontend {
   // remote upstreams (http_forward.cc)
   void forwardHttp(const Exchange& exchange, const Route& route, const Decision& d);
   void forwardGrpc(const Exchange& exchange, const Route& route, const Decision& d);
-  void inferOverGrpc(const Exchange& exchange, const Decision& d);
-  void inferOverHttp(const Exchange& exchange, const Decision& d);
+  void inferDecoded(const Exchange& exchange, const Decision& d);
   void mirror(const Exchange& exchange, const Route& route, const Decision& d);
   // every upstream (http_forward.cc)
   void mergedIndex(const Exchange& exchange);

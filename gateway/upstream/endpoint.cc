@@ -39,6 +39,9 @@ Endpoint::Endpoint(const config::UpstreamConfig& upstream, config::ListenAddress
     one.endpoints = {address_};
     grpc_ = std::make_unique<GrpcUpstreamClient>(one);
   }
+  if (tier_ == 0 && upstream.colocated && upstream.handoff.enabled && upstream.isRemote()) {
+    handoff_ = std::make_unique<EndpointHandoff>(upstream, address_.text);
+  }
 }
 
 Endpoint::~Endpoint() = default;

@@ -34,6 +34,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "gateway/upstream/endpoint_handoff.h"
 #include "gateway/upstream/grpc_client.h"
 
 namespace infergate::gateway::upstream {
@@ -61,6 +62,9 @@ class Endpoint {
   uint8_t tier() const { return tier_; }
   // kGrpc upstreams: this endpoint's client; null otherwise.
   GrpcUpstreamClient* grpc() const { return grpc_.get(); }
+  // The shared-memory handoff to this endpoint: set for the colocated endpoint (tier 0) of
+  // an upstream with `colocated: true` and a `handoff` section; null otherwise.
+  EndpointHandoff* handoff() const { return handoff_.get(); }
 
   // ---- load ----
   uint32_t outstanding() const { return outstanding_.load(std::memory_order_relaxed); }
@@ -110,6 +114,7 @@ class Endpoint {
 
   config::ListenAddress address_;
   uint8_t tier_;
+  std::unique_ptr<EndpointHandoff> handoff_;
   std::unique_ptr<GrpcUpstreamClient> grpc_;
 
   std::atomic<uint32_t> outstanding_{0};

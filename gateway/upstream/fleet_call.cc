@@ -35,11 +35,12 @@ class FleetUnaryCall final : public GrpcCallHandle,
                              public std::enable_shared_from_this<FleetUnaryCall> {
  public:
   FleetUnaryCall(std::shared_ptr<UpstreamFleet> fleet, std::string_view method,
-                 grpc::ByteBuffer request, GrpcCallOptions options, PickContext context,
-                 FleetUnaryDone done)
+                 grpc::ByteBuffer request, GrpcRequestFor build, GrpcCallOptions options,
+                 PickContext context, FleetUnaryDone done)
       : fleet_(std::move(fleet)),
         method_(method),
         request_(std::move(request)),
+        build_(std::move(build)),
         options_(std::move(options)),
         context_(std::move(context)),
         done_(std::move(done)) {}
@@ -75,6 +76,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
   void attempt(EndpointLease lease) {
     uint64_t id;
     GrpcUpstreamClient* client = lease.endpoint().grpc();
+    Endpoint* endpoint = &lease.endpoint();
     {
       // Under the mutex although attempts follow one another: the answer comes on a grpc
       // thread, ordered after this by grpc's own (uninstrumented) locks, which a thread
@@ -91,7 +93,22 @@ class FleetUnaryCall final : public GrpcCallHandle,
       lease.finish(Outcome::kNeutral);
       return deliver(absl::CancelledError("the request was cancelled"), {});
     }
-    auto inner = client->unary(method_, request_, options_,
+    grpc::ByteBuffer request = request_;
+    if (build_) {
+      // Outside the mutex: the build may copy tensors into a handoff pool.
+      codecs::StatusOr<grpc::ByteBuffer> built = build_(*endpoint);
+      if (!built.ok()) {
+        EndpointLease taken;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          taken = std::move(lease_);
+        }
+        taken.finish(Outcome::kNeutral);
+        return deliver(built.status(), {});
+      }
+      request = std::move(*built);
+    }
+    auto inner = client->unary(method_, request, options_,
                                [self = shared_from_this()](grpc::Status status, grpc::ByteBuffer answer) {
                                  self->onAnswer(std::move(status), std::move(answer));
                                });
@@ -138,6 +155,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
   std::shared_ptr<UpstreamFleet> fleet_;
   std::string method_;
   grpc::ByteBuffer request_;
+  GrpcRequestFor build_;  // when set, the request of each attempt
   GrpcCallOptions options_;
   PickContext context_;
   FleetUnaryDone done_;
@@ -157,12 +175,13 @@ class FleetHttpCall final : public HttpCallHandle,
                             public std::enable_shared_from_this<FleetHttpCall> {
  public:
   FleetHttpCall(std::shared_ptr<UpstreamFleet> fleet, std::shared_ptr<HttpUpstreamClient> client,
-                http::EventLoop& loop, HttpUpstreamRequest request, PickContext context,
-                HttpUpstreamCallbacks callbacks)
+                http::EventLoop& loop, HttpUpstreamRequest request, HttpRequestFor build,
+                PickContext context, HttpUpstreamCallbacks callbacks)
       : fleet_(std::move(fleet)),
         client_(std::move(client)),
         loop_(loop),
         request_(std::move(request)),
+        build_(std::move(build)),
         context_(std::move(context)),
         callbacks_(std::move(callbacks)) {}
 
@@ -204,7 +223,17 @@ class FleetHttpCall final : public HttpCallHandle,
     lease_ = std::move(lease);
     const bool may_retry = fleet_->config().retry.max_retries > retries_ &&
                            !(context_.sequence && context_.sequence->present());
-    HttpUpstreamRequest request = may_retry ? request_ : std::move(request_);
+    HttpUpstreamRequest request;
+    if (build_) {
+      codecs::StatusOr<HttpUpstreamRequest> built = build_(lease_.endpoint());
+      if (!built.ok()) {
+        lease_.finish(Outcome::kNeutral);
+        return complete(built.status());
+      }
+      request = std::move(*built);
+    } else {
+      request = may_retry ? request_ : std::move(request_);
+    }
     HttpUpstreamCallbacks callbacks;
     auto self = shared_from_this();
     if (callbacks_.on_head) {
@@ -250,6 +279,7 @@ class FleetHttpCall final : public HttpCallHandle,
   std::shared_ptr<HttpUpstreamClient> client_;
   http::EventLoop& loop_;
   HttpUpstreamRequest request_;  // kept for a retry
+  HttpRequestFor build_;         // when set, the request of each attempt
   PickContext context_;
   HttpUpstreamCallbacks callbacks_;
   EndpointLease lease_;
@@ -276,8 +306,20 @@ std::shared_ptr<GrpcCallHandle> fleetUnary(const std::shared_ptr<UpstreamFleet>&
                                            std::string_view method, grpc::ByteBuffer request,
                                            GrpcCallOptions options, PickContext context,
                                            FleetUnaryDone done) {
-  auto call = std::make_shared<FleetUnaryCall>(fleet, method, std::move(request), std::move(options),
-                                               std::move(context), std::move(done));
+  auto call = std::make_shared<FleetUnaryCall>(fleet, method, std::move(request), nullptr,
+                                               std::move(options), std::move(context),
+                                               std::move(done));
+  call->start();
+  return call;
+}
+
+std::shared_ptr<GrpcCallHandle> fleetUnaryFor(const std::shared_ptr<UpstreamFleet>& fleet,
+                                              std::string_view method, GrpcRequestFor build,
+                                              GrpcCallOptions options, PickContext context,
+                                              FleetUnaryDone done) {
+  auto call = std::make_shared<FleetUnaryCall>(fleet, method, grpc::ByteBuffer(), std::move(build),
+                                               std::move(options), std::move(context),
+                                               std::move(done));
   call->start();
   return call;
 }
@@ -288,7 +330,18 @@ std::shared_ptr<HttpCallHandle> fleetHttp(const std::shared_ptr<UpstreamFleet>& 
                                           HttpUpstreamRequest request, PickContext context,
                                           HttpUpstreamCallbacks callbacks) {
   auto call = std::make_shared<FleetHttpCall>(fleet, std::move(client), loop, std::move(request),
-                                              std::move(context), std::move(callbacks));
+                                              nullptr, std::move(context), std::move(callbacks));
+  call->start();
+  return call;
+}
+
+std::shared_ptr<HttpCallHandle> fleetHttpFor(const std::shared_ptr<UpstreamFleet>& fleet,
+                                             std::shared_ptr<HttpUpstreamClient> client,
+                                             http::EventLoop& loop, HttpRequestFor build,
+                                             PickContext context, HttpUpstreamCallbacks callbacks) {
+  auto call = std::make_shared<FleetHttpCall>(fleet, std::move(client), loop, HttpUpstreamRequest(),
+                                              std::move(build), std::move(context),
+                                              std::move(callbacks));
   call->start();
   return call;
 }

@@ -42,6 +42,21 @@ std::shared_ptr<HttpCallHandle> fleetHttp(const std::shared_ptr<UpstreamFleet>& 
                                           HttpUpstreamRequest request, PickContext context,
                                           HttpUpstreamCallbacks callbacks);
 
+// The same, for a request whose bytes depend on the endpoint it goes to (the shared-memory
+// handoff: references for a colocated endpoint, the tensors inline for the others):
+// `build` makes the request of each attempt, once its endpoint is chosen, on the thread
+// that starts the attempt. An error from it ends the call with that error.
+using GrpcRequestFor = std::function<codecs::StatusOr<grpc::ByteBuffer>(Endpoint& endpoint)>;
+std::shared_ptr<GrpcCallHandle> fleetUnaryFor(const std::shared_ptr<UpstreamFleet>& fleet,
+                                              std::string_view method, GrpcRequestFor build,
+                                              GrpcCallOptions options, PickContext context,
+                                              FleetUnaryDone done);
+using HttpRequestFor = std::function<codecs::StatusOr<HttpUpstreamRequest>(Endpoint& endpoint)>;
+std::shared_ptr<HttpCallHandle> fleetHttpFor(const std::shared_ptr<UpstreamFleet>& fleet,
+                                             std::shared_ptr<HttpUpstreamClient> client,
+                                             http::EventLoop& loop, HttpRequestFor build,
+                                             PickContext context, HttpUpstreamCallbacks callbacks);
+
 // Whether a failed gRPC call never reached the upstream (see above).
 bool grpcNotSent(const grpc::Status& status);
 

@@ -1,0 +1,177 @@
+#include "gateway/decoded_forward.h"
+
+#include <mutex>
+
+#include "codecs/grpc_byte_buffer.h"
+#include "codecs/protobuf_request_encoder.h"
+#include "codecs/protobuf_response_decoder.h"
+#include "codecs/sequence_peek.h"
+#include "gateway/http_upstream_infer.h"
+#include "gateway/upstream/fleet_call.h"
+
+namespace infergate::gateway {
+namespace {
+
+constexpr std::string_view kModelInfer = "/inference.GRPCInferenceService/ModelInfer";
+
+class Call final : public DecodedCall, public std::enable_shared_from_this<Call> {
+ public:
+  Call(const Decision& d, std::shared_ptr<HandoffRequest> request, DecodedForwardOptions options,
+       DecodedDone done)
+      : decision_(d), request_(std::move(request)), options_(std::move(options)), done_(std::move(done)) {}
+
+  void start() {
+    upstream::PickContext pick = decision_.pick;
+    if (codecs::SequenceRef s = codecs::sequenceOf(request_->request().parameters); s.present()) {
+      pick.sequence = std::move(s);
+    }
+    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
+      startGrpc(std::move(pick));
+    } else {
+      startHttp(std::move(pick));
+    }
+  }
+
+  void cancel() override {
+    std::shared_ptr<upstream::GrpcCallHandle> grpc;
+    std::shared_ptr<upstream::HttpCallHandle> http;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancelled_ = true;
+      grpc = grpc_;
+      http = std::move(http_);
+    }
+    if (grpc) grpc->cancel();
+    if (http) http->cancel();  // no callback follows
+  }
+
+ private:
+  void startGrpc(upstream::PickContext pick) {
+    upstream::GrpcCallOptions options;
+    options.deadline = options_.deadline;
+    options.metadata = options_.metadata;
+    auto self = shared_from_this();
+    auto build = [self](upstream::Endpoint& e) -> codecs::StatusOr<grpc::ByteBuffer> {
+      INFERGATE_ASSIGN_OR_RETURN(codecs::InferRequest * r, self->request_->forEndpoint(e));
+      INFERGATE_ASSIGN_OR_RETURN(codecs::BufferChain message, codecs::ProtobufRequestEncoder().encode(*r));
+      return codecs::toByteBuffer(message);
+    };
+    uint64_t attempt;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      attempt = ++attempts_;
+    }
+    auto call = upstream::fleetUnaryFor(
+        decision_.upstream->fleet(), kModelInfer, std::move(build), std::move(options), pick,
+        [self, pick, attempt](codecs::Status status, grpc::ByteBuffer answer) {
+          self->onGrpc(std::move(status), answer, pick, attempt);
+        });
+    std::lock_guard<std::mutex> lock(mu_);
+    if (answered_ >= attempt) return;  // answered already (a refusal comes back at once)
+    grpc_ = std::move(call);
+    if (cancelled_) grpc_->cancel();
+  }
+
+  // grpc thread. The fleet call holds `build`, which holds this: dropped here, or neither
+  // would ever be freed.
+  void onGrpc(codecs::Status status, const grpc::ByteBuffer& answer, const upstream::PickContext& pick,
+              uint64_t attempt) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      grpc_.reset();
+      answered_ = attempt;
+    }
+    if (!status.ok()) {
+      if (!isCancelled() && request_->retryInline(status)) return startGrpc(pick);
+      return deliver(std::move(status));
+    }
+    codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
+    codecs::StatusOr<codecs::InferResponse> response =
+        flat.ok() ? codecs::ProtobufResponseDecoder(options_.limits).decode(*flat) : flat.status();
+    if (!response.ok()) {
+      return deliver(upstreamGarbage(decision_.upstream->name(), "ModelInfer response", response.status()));
+    }
+    finishAndDeliver(std::move(*response));
+  }
+
+  void startHttp(upstream::PickContext pick) {
+    http::EventLoop& loop = *options_.loop;
+    auto self = shared_from_this();
+    auto build = [self](upstream::Endpoint& e) -> codecs::StatusOr<upstream::HttpUpstreamRequest> {
+      INFERGATE_ASSIGN_OR_RETURN(codecs::InferRequest * r, self->request_->forEndpoint(e));
+      return httpUpstreamInfer(*r, self->decision_, *self->decision_.upstream,
+                               self->options_.metadata, self->options_.deadline);
+    };
+    uint64_t attempt;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      attempt = ++attempts_;
+    }
+    upstream::HttpUpstreamCallbacks callbacks;
+    callbacks.on_complete = [self, pick, attempt](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+      self->onHttp(r, pick, attempt);
+    };
+    auto call = upstream::fleetHttpFor(decision_.upstream->fleet(), decision_.upstream->http(loop),
+                                       loop, std::move(build), pick, std::move(callbacks));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (answered_ >= attempt) return;  // answered already (a refusal comes back at once)
+    http_ = std::move(call);
+  }
+
+  // The loop thread.
+  void onHttp(const codecs::StatusOr<upstream::HttpUpstreamResponse>& r,
+              const upstream::PickContext& pick, uint64_t attempt) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      http_.reset();
+      answered_ = attempt;
+    }
+    codecs::StatusOr<codecs::InferResponse> response =
+        httpUpstreamInferAnswer(options_.limits, r, decision_.upstream->name());
+    if (!response.ok()) {
+      if (!isCancelled() && request_->retryInline(response.status())) return startHttp(pick);
+      return deliver(response.status());
+    }
+    finishAndDeliver(std::move(*response));
+  }
+
+  void finishAndDeliver(codecs::InferResponse response) {
+    if (codecs::Status finished = request_->finish(response); !finished.ok()) {
+      return deliver(std::move(finished));
+    }
+    deliver(std::move(response));
+  }
+
+  bool isCancelled() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cancelled_;
+  }
+
+  void deliver(codecs::StatusOr<codecs::InferResponse> response) {
+    DecodedDone done = std::move(done_);
+    done_ = nullptr;
+    if (done) done(std::move(response));
+  }
+
+  Decision decision_;
+  std::shared_ptr<HandoffRequest> request_;
+  DecodedForwardOptions options_;
+  DecodedDone done_;
+  std::mutex mu_;
+  bool cancelled_ = false;
+  uint64_t attempts_ = 0;  // fleet calls started (a second one sends everything inline)
+  uint64_t answered_ = 0;  // the last of them answered
+  std::shared_ptr<upstream::GrpcCallHandle> grpc_;
+  std::shared_ptr<upstream::HttpCallHandle> http_;
+};
+
+}  // namespace
+
+std::shared_ptr<DecodedCall> forwardDecoded(const Decision& d, std::shared_ptr<HandoffRequest> request,
+                                            DecodedForwardOptions options, DecodedDone done) {
+  auto call = std::make_shared<Call>(d, std::move(request), std::move(options), std::move(done));
+  call->start();
+  return call;
+}
+
+}  // namespace infergate::gateway

@@ -1,0 +1,52 @@
+#pragma once
+
+// A decoded inference request sent to a remote upstream, for every path that cannot pass
+// the client's bytes through (the protocols differ, the request names client regions, or
+// the upstream takes tensors through the shared-memory handoff):
+//
+//   the request for each attempt's endpoint (HandoffRequest::forEndpoint: references for a
+//   colocated endpoint, inline bytes for the others), encoded in the upstream's protocol
+//   (protobuf raw contents, or the binary-tensor extension) -> the fleet (placement,
+//   retries) -> the answer decoded -> HandoffRequest::finish (outputs out of pool slots,
+//   into client regions) -> done.
+//
+// When the upstream refuses a reference (it lost a registration, or an output outgrew its
+// learned slot), the request goes once more with everything inline (retryInline).
+//
+// Threads: toward gRPC, `done` runs on a grpc thread and cancel() may be called from any
+// thread; toward HTTP, everything (start, done, cancel) runs on `options.loop`.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "codecs/infer.h"
+#include "codecs/limits.h"
+#include "codecs/status.h"
+#include "gateway/handoff_request.h"
+#include "gateway/http/event_loop.h"
+#include "gateway/router.h"
+
+namespace infergate::gateway {
+
+struct DecodedForwardOptions {
+  HeaderPairs metadata;  // toward gRPC: metadata; toward HTTP: headers (lowercase names)
+  std::optional<std::chrono::system_clock::time_point> deadline;
+  codecs::DecodeLimits limits;   // for the answer
+  http::EventLoop* loop = nullptr;  // HTTP upstreams: the loop the call runs on
+};
+
+using DecodedDone = std::function<void(codecs::StatusOr<codecs::InferResponse> response)>;
+
+class DecodedCall {
+ public:
+  virtual ~DecodedCall() = default;
+  virtual void cancel() = 0;  // `done` still runs (gRPC, CANCELLED) or not at all (HTTP)
+};
+
+std::shared_ptr<DecodedCall> forwardDecoded(const Decision& d,
+                                            std::shared_ptr<HandoffRequest> request,
+                                            DecodedForwardOptions options, DecodedDone done);
+
+}  // namespace infergate::gateway
