@@ -44,6 +44,15 @@ std::pair<std::string, grpc::ByteBuffer> grpcCall(const Work& work) {
   return {codecs::strCat(kService, "SystemSharedMemoryRegister"), serialized(r)};
 }
 
+// The upstream still has a registration of this name. Names are this gateway's own and
+// unique per endpoint and registration (endpoint_handoff.h), so it is the same region: the
+// upstream kept it while the gateway thought it lost (the endpoint only looked down).
+bool alreadyRegistered(grpc::StatusCode code, std::string_view message) {
+  if (code == grpc::StatusCode::ALREADY_EXISTS) return true;
+  return message.find("already in manager") != std::string_view::npos ||
+         message.find("already exists") != std::string_view::npos;
+}
+
 upstream::HttpUpstreamRequest httpCall(const Work& work) {
   upstream::HttpUpstreamRequest out;
   out.method = "POST";
@@ -100,7 +109,9 @@ void HandoffRegistrar::send(const Upstream& u, const std::shared_ptr<Endpoint>& 
     e->grpc()->unary(method, std::move(request), std::move(options),
                      [self = shared_from_this(), e, work](grpc::Status status, grpc::ByteBuffer) {
                        self->loop_.post([self, e, work, status] {
-                         self->done(e, work, status.ok(),
+                         self->done(e, work,
+                                    status.ok() || alreadyRegistered(status.error_code(),
+                                                                     status.error_message()),
                                     status.error_code() == grpc::StatusCode::UNIMPLEMENTED,
                                     status.error_message());
                        });
@@ -115,7 +126,9 @@ void HandoffRegistrar::send(const Upstream& u, const std::shared_ptr<Endpoint>& 
     if (r->status != 200) {
       error = std::string(codecs::messageOf(httpErrorAnswer(r->status, r->body.view(), e->key())));
     }
-    self->done(e, work, r->status == 200, r->status == 501, error);
+    const bool ok = r->status == 200 ||
+                    (r->status == 400 && alreadyRegistered(grpc::StatusCode::UNKNOWN, error));
+    self->done(e, work, ok, r->status == 501, error);
   };
   u.http(loop_)->send(e->address(), httpCall(work), std::move(callbacks));
 }

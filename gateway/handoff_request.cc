@@ -181,6 +181,9 @@ void HandoffRequest::placeOutputs(codecs::InferRequest& out) {
       continue;
     }
     o.shared_memory = codecs::SharedMemoryRef{handoff_->poolName(), slot->offset(), *size};
+    // Triton refuses an output asked both binary and into shared memory; the client's own
+    // choice still shapes its response (encoded from request_, not this attempt).
+    o.binary_data.reset();
     output_slots_.push_back(Slotted{o.name, std::move(slot)});
     used_references_ = true;
   }
@@ -223,6 +226,7 @@ codecs::Status HandoffRequest::finish(codecs::InferResponse& response) {
         output.shared_memory = c.ref;
         if (handoff_ != nullptr) handoff_->countPassthrough(c.ref.byte_size);
       } else {
+        if (handoff_ != nullptr) handoff_->countInline(output.data.size());
         INFERGATE_RETURN_IF_ERROR(shm_detail::writeOutput(output, c.ref, *c.region));
       }
       done = true;

@@ -7,16 +7,22 @@
 namespace infergate::gateway::upstream {
 namespace {
 
-std::atomic<uint64_t> next_pool_number{0};
+std::atomic<uint64_t> next_endpoint_number{0};
 
-std::string regionNameAtUpstream(uint64_t serial) {
-  return "infergate_r" + std::to_string(::getpid()) + "_" + std::to_string(serial);
+// Unique per process, endpoint (two upstreams of one gateway may name the same server) and
+// registration.
+std::string regionNameAtUpstream(uint64_t endpoint_number, uint64_t serial) {
+  return "infergate_r" + std::to_string(::getpid()) + "_" + std::to_string(endpoint_number) + "_" +
+         std::to_string(serial);
 }
 
 }  // namespace
 
 EndpointHandoff::EndpointHandoff(const config::UpstreamConfig& upstream, std::string endpoint_key)
-    : config_(upstream.handoff), upstream_name_(upstream.name), endpoint_key_(std::move(endpoint_key)) {
+    : config_(upstream.handoff),
+      upstream_name_(upstream.name),
+      endpoint_key_(std::move(endpoint_key)),
+      number_(next_endpoint_number.fetch_add(1)) {
   if (config_.pool_bytes == 0) return;
   shm::HandoffPool::Options options;
   options.kind = config_.kind == config::HandoffConfig::Kind::kCuda ? shm::RegionKind::kCuda
@@ -32,8 +38,7 @@ EndpointHandoff::EndpointHandoff(const config::UpstreamConfig& upstream, std::st
     return;
   }
   pool_ = std::move(*pool);
-  pool_name_ = "infergate_pool_" + std::to_string(::getpid()) + "_" +
-               std::to_string(next_pool_number.fetch_add(1));
+  pool_name_ = "infergate_pool_" + std::to_string(::getpid()) + "_" + std::to_string(number_);
 }
 
 EndpointHandoff::~EndpointHandoff() = default;
@@ -53,7 +58,7 @@ std::optional<std::string> EndpointHandoff::passthroughName(
   Passthrough& p = regions_[region->serial()];
   if (p.state == State::kReady) return p.name;
   if (p.name.empty()) {
-    p.name = regionNameAtUpstream(region->serial());
+    p.name = regionNameAtUpstream(number_, region->serial());
     p.region = region;
   }
   return std::nullopt;  // kUnregistered: takeWork() sends it; kFailed: inline for good
@@ -175,7 +180,7 @@ void EndpointHandoff::regionRegistered(uint64_t serial, bool ok, bool refused,
   if (it == regions_.end()) {
     // Unregistered at the gateway meanwhile: take the copy back at the upstream too.
     if (ok) {
-      unregister_queue_.push_back(Work{Work::Kind::kUnregisterRegion, regionNameAtUpstream(serial)});
+      unregister_queue_.push_back(Work{Work::Kind::kUnregisterRegion, regionNameAtUpstream(number_, serial)});
       unregister_queue_.back().serial = serial;
     }
     return;

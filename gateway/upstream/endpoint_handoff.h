@@ -12,10 +12,12 @@
 // reference; a full pool, an upstream that refuses, or one that restarted all degrade to
 // inline forwarding, never to an error.
 //
-// Names at the upstream belong to the gateway and are unique per process and
-// registration: "infergate_pool_<pid>_<n>" (the pool) and "infergate_r<pid>_<serial>" (a
-// client region, by its registry serial, so a name reused by the client never aliases an
-// old registration).
+// Names at the upstream belong to the gateway and are unique per process, endpoint and
+// registration: "infergate_pool_<pid>_<n>" (the pool of the n-th handoff endpoint) and
+// "infergate_r<pid>_<n>_<serial>" (a client region, by its registry serial, so a name
+// reused by the client never aliases an old registration). So an upstream that answers
+// "already registered" to one of them still has that very registration (the endpoint only
+// looked down): the registrar takes it as registered.
 //
 // Threads: every member may be called from any thread (one mutex; the pool and the
 // output-size table have their own).
@@ -46,6 +48,8 @@ class EndpointHandoff {
   const config::HandoffConfig& config() const { return config_; }
   const std::string& upstreamName() const { return upstream_name_; }
   const std::string& endpointKey() const { return endpoint_key_; }
+  // This handoff's number in the process (in the names it gives at the upstream).
+  uint64_t number() const { return number_; }
 
   // ---- asked by requests ----
 
@@ -138,6 +142,7 @@ class EndpointHandoff {
   config::HandoffConfig config_;
   std::string upstream_name_;
   std::string endpoint_key_;
+  uint64_t number_;  // of this EndpointHandoff in the process: in the names at the upstream
   std::shared_ptr<shm::HandoffPool> pool_;
   std::string pool_name_;
   std::atomic<bool> refused_{false};
