@@ -21,6 +21,7 @@
 #include "gateway/settings_store.h"
 #include "gateway/health_checker.h"
 #include "gateway/router.h"
+#include "gateway/shm_metrics.h"
 #include "shm/cuda_probe.h"
 
 namespace infergate::gateway {
@@ -307,6 +308,7 @@ codecs::Status GatewayServer::start() {
   s.settings = std::make_shared<SettingsStore>(
       [](std::string_view) -> codecs::Status { return absl::OkStatus(); });
   s.metrics = std::make_shared<Metrics>(shm::probeCuda().compiled_in);
+  s.metrics->addCollectable(std::make_shared<ShmMetrics>(s.router));
   if (s.config.http) INFERGATE_RETURN_IF_ERROR(s.startHttp());
   if (s.config.metrics) INFERGATE_RETURN_IF_ERROR(s.startMetrics());
   s.pool->start();

@@ -70,7 +70,11 @@ void Metrics::recordGrpcRequest(std::string_view method, std::string_view code,
 
 std::string Metrics::serialize() const {
   prometheus::TextSerializer serializer;
-  return serializer.Serialize(registry_->Collect());
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (const auto& c : collectables_) {
+    for (prometheus::MetricFamily& f : c->Collect()) families.push_back(std::move(f));
+  }
+  return serializer.Serialize(families);
 }
 
 }  // namespace infergate::gateway

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 namespace infergate::gateway {
 
@@ -39,6 +40,11 @@ class Metrics {
   std::string serialize() const;
 
   prometheus::Registry& registry() { return *registry_; }
+  // A collectable read at every scrape besides the registry (state-backed metrics such as
+  // shm_metrics.h's). Add before the metrics listener starts.
+  void addCollectable(std::shared_ptr<prometheus::Collectable> collectable) {
+    collectables_.push_back(std::move(collectable));
+  }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -47,6 +53,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* grpc_requests_;
   prometheus::Family<prometheus::Histogram>* grpc_duration_;
   prometheus::Gauge* open_connections_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
 
   // prometheus-cpp's Family::Add builds label maps and metric objects before it finds an
   // existing series (about ten allocations): the series of each (endpoint, status) are

@@ -714,6 +714,35 @@ class PoolFullTest(HandoffCase):
 
 # ---- 6. an upstream that refuses client shared memory -----------------------------------
 
+def metric_samples(gw, name):
+    """{labels text: value} of metric `name` on gw's /metrics."""
+    status, _, body = gw.request("GET", "/metrics", listener="metrics")
+    assert status == 200, body
+    out = {}
+    for line in body.decode().splitlines():
+        if line.startswith(name + "{"):
+            labels, value = line[len(name):].rsplit(" ", 1)
+            out[labels] = float(value)
+    return out
+
+
+class MetricsTest(HandoffCase):
+
+    def test_prometheus_shows_the_handoff_as_the_admin_api_does(self):
+        values = tensor(SIZE, "int8", 950)  # a model no other test uses: sizes are learned per model
+        self.assertSame(grpc_infer(G, values), values)
+        state = handoff(G, "u-grpc")
+        ep = endpoint(G, "u-grpc")["address"]
+        where = 'upstream="u-grpc",endpoint="%s"' % ep
+        samples = metric_samples(G, "infergate_shm_handoff_bytes_total")
+        for path, key in (("pool_in", "pool_bytes_in"), ("pool_out", "pool_bytes_out"),
+                          ("passthrough", "passthrough_bytes"), ("inline", "inline_bytes")):
+            self.assertEqual(samples['{%s,path="%s"}' % (where, path)], state[key], path)
+        self.assertEqual(metric_samples(G, "infergate_shm_handoff_pool_ready")["{%s}" % where], 1)
+        refused = metric_samples(G_REF, "infergate_shm_handoff_refused")
+        self.assertEqual(set(refused.values()), {1.0}, refused)
+
+
 class RefusedTest(HandoffCase):
 
     def test_6_refused_upstream_gets_everything_inline(self):
