@@ -1,5 +1,6 @@
 #include "gateway/handoff_request.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -108,7 +109,7 @@ codecs::Status HandoffRequest::placeInput(codecs::InferInput& input, size_t inde
   const std::shared_ptr<const shm::Region>& region = input_regions_[index];
   if (region) {
     const codecs::SharedMemoryRef ref = *input.shared_memory;
-    if (handoff_ != nullptr) {
+    if (handoff_ != nullptr && !force_inline_) {
       if (std::optional<std::string> name = handoff_->passthroughName(region)) {
         input.shared_memory->region = *name;  // same object, same offsets: zero copies
         handoff_->countPassthrough(ref.byte_size);
@@ -149,8 +150,9 @@ void HandoffRequest::placeOutputs(codecs::InferRequest& out) {
     c.by_reference = false;
     for (codecs::RequestedOutput& o : out.outputs) {
       if (o.name != c.name || !o.shared_memory) continue;
-      std::optional<std::string> name =
-          handoff_ != nullptr ? handoff_->passthroughName(c.region) : std::nullopt;
+      std::optional<std::string> name = handoff_ != nullptr && !force_inline_
+                                            ? handoff_->passthroughName(c.region)
+                                            : std::nullopt;
       if (name) {
         o.shared_memory->region = *name;
         c.by_reference = true;
@@ -171,16 +173,27 @@ void HandoffRequest::placeOutputs(codecs::InferRequest& out) {
       out.outputs.push_back(std::move(o));
     }
   }
+  // An output seen before gets at least its last size, and at least the biggest input of
+  // this request: element-wise and identity-like models answer with their input's size,
+  // so a request bigger than the last one does not outgrow its slot (which would cost an
+  // inline retry). A slot too big only holds pool space until the response is sent.
+  uint64_t biggest_input = 0;
+  for (const codecs::InferInput& in : request_.inputs) {
+    biggest_input = std::max<uint64_t>(
+        biggest_input, in.shared_memory ? in.shared_memory->byte_size : in.data.size());
+  }
   for (codecs::RequestedOutput& o : out.outputs) {
     if (o.shared_memory || o.classification != 0) continue;
-    std::optional<uint64_t> size = handoff_->outputSize(out.model_name, o.name);
-    if (!size || *size < handoff_->config().min_bytes) continue;
-    std::shared_ptr<shm::HandoffPool::Slot> slot = pool_->allocate(*size);
+    std::optional<uint64_t> learned = handoff_->outputSize(out.model_name, o.name);
+    if (!learned) continue;
+    const uint64_t size = std::max(*learned, biggest_input);
+    if (size < handoff_->config().min_bytes) continue;
+    std::shared_ptr<shm::HandoffPool::Slot> slot = pool_->allocate(size);
     if (!slot) {
       handoff_->countPoolFull();
       continue;
     }
-    o.shared_memory = codecs::SharedMemoryRef{handoff_->poolName(), slot->offset(), *size};
+    o.shared_memory = codecs::SharedMemoryRef{handoff_->poolName(), slot->offset(), size};
     // Triton refuses an output asked both binary and into shared memory; the client's own
     // choice still shapes its response (encoded from request_, not this attempt).
     o.binary_data.reset();
@@ -194,8 +207,9 @@ codecs::StatusOr<codecs::InferRequest*> HandoffRequest::forEndpoint(upstream::En
   input_slots_.clear();
   output_slots_.clear();
   used_references_ = false;
-  handoff_ = force_inline_ ? nullptr : endpoint.handoff();
-  pool_ = handoff_ != nullptr ? handoff_->readyPool() : nullptr;
+  // An inline retry still counts its bytes at the endpoint; it only takes no reference.
+  handoff_ = endpoint.handoff();
+  pool_ = handoff_ != nullptr && !force_inline_ ? handoff_->readyPool() : nullptr;
   attempt_ = request_;
   for (size_t i = 0; i < attempt_.inputs.size(); ++i) {
     INFERGATE_RETURN_IF_ERROR(placeInput(attempt_.inputs[i], i));
@@ -241,7 +255,7 @@ codecs::Status HandoffRequest::finish(codecs::InferResponse& response) {
 }
 
 bool HandoffRequest::retryInline(const codecs::Status& error) {
-  if (!used_references_ || force_inline_ || handoff_ == nullptr) return false;
+  if (!used_references_ || force_inline_ || handoff_ == nullptr) return false;  // once
   std::string_view message = codecs::messageOf(error);
   if (message.find("shared memory") == std::string_view::npos) return false;
   if (std::optional<std::pair<std::string, uint64_t>> needed = neededOutputSize(message)) {

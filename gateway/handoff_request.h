@@ -11,9 +11,10 @@
 //                                                       gateway-owned names); inline
 //                                                       inputs of at least min_bytes are
 //                                                       copied into a pool slot and go by
-//                                                       reference; outputs whose size is
-//                                                       known (seen before) and at least
-//                                                       min_bytes are asked into a slot
+//                                                       reference; outputs seen before
+//                                                       are asked into a slot of their
+//                                                       last size, at least the biggest
+//                                                       input's (when >= min_bytes)
 //                     otherwise (or for what did not    client regions are read by the
 //                     fit: the pool full, a region not   gateway and sent inline, outputs
 //                     registered yet)                    come back inline
