@@ -9,6 +9,8 @@
 //              first use, half-closed with the client's); its answers relayed as they
 //              come, in its own order
 //     http     one /infer exchange per request, answered as it comes
+//     a message naming client shm regions, toward gRPC: decoded, its regions read by the
+//              gateway, one ModelInfer of its own, answered as it comes
 //   pump(): one StartWrite at a time from out_; a terminal status (triton_grpc_error) or
 //   the end of the stream -> Finish
 
@@ -19,6 +21,9 @@
 #include <vector>
 
 #include "codecs/grpc_byte_buffer.h"
+#include "codecs/protobuf_request_encoder.h"
+#include "codecs/protobuf_response_decoder.h"
+#include "codecs/sequence_peek.h"
 #include "codecs/protobuf_wire.h"
 #include "gateway/error_mapping.h"
 #include "gateway/execution_runner.h"
@@ -96,10 +101,11 @@ struct Outgoing {
 
 // A request read from the stream, decoded on grpc's thread.
 struct Incoming {
-  codecs::StatusOr<codecs::InferRequest> request;  // builtin and HTTP upstreams
+  codecs::StatusOr<codecs::InferRequest> request;  // decoded: every path but a stream leg
   std::string id_on_error;
   std::optional<Decision> decision;  // unset when the request could not be routed
-  ByteBuffer raw;                    // gRPC upstream: the message to send as is
+  ByteBuffer raw;                    // a stream leg's: the message to send as is
+  bool leg = false;                  // goes on the stream to a gRPC upstream
 };
 
 // What an in-band error names: Triton copies these from the request.
@@ -169,21 +175,16 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   // grpc thread: route each message on its peeked model; decode it unless it goes to a
   // gRPC upstream, which gets the bytes as they came.
   Incoming route(const ByteBuffer& message) {
-    Incoming in{codecs::InferRequest(), {}, std::nullopt, {}};
+    Incoming in{codecs::InferRequest(), {}, std::nullopt, {}, false};
     bool names_regions = false;
     codecs::StatusOr<Decision> decision = routeMessage(*shared_, message, *context_, &names_regions);
-    // Client regions are resolved by the gateway for builtin and HTTP upstreams; a stream
-    // leg to a gRPC upstream relays messages as they are, so a message naming a region is
-    // refused there, never passed on (the upstream would resolve the name in its own table).
-    if (decision.ok() && names_regions &&
-        decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
-      decision = codecs::unimplemented(
-          "ModelStreamInfer requests naming shared-memory regions are not forwarded to gRPC "
-          "upstream '", decision->upstream->name(), "'; send them with ModelInfer");
-    }
-    bool passthrough =
-        decision.ok() && decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc &&
-        !decision->rewrites();
+    // A stream leg to a gRPC upstream relays messages as they are; a message naming client
+    // regions never goes there (the upstream would resolve the name in its own table): it
+    // is decoded, its regions read by the gateway, and sent as a ModelInfer of its own.
+    const bool leg = decision.ok() &&
+                     decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc &&
+                     !names_regions;
+    bool passthrough = leg && !decision->rewrites();
     codecs::StatusOr<codecs::Buffer> bytes =
         passthrough ? codecs::StatusOr<codecs::Buffer>(codecs::Buffer())
                     : codecs::fromByteBuffer(message);
@@ -192,7 +193,8 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       if (bytes.ok() && !passthrough) in.id_on_error = peekRequestId(*bytes);
       return in;
     }
-    if (decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
+    in.leg = leg;
+    if (leg) {
       in.raw = message;
       if (decision->rewrites()) {
         auto rewritten = upstream::rewriteModelFields(*bytes, decision->upstream_model,
@@ -378,7 +380,58 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
                                           std::move(out), d.pick, std::move(callbacks));
   }
 
+  // A message that named client regions, toward a gRPC upstream: the gateway read them
+  // (ShmBinding), so it goes as a ModelInfer of its own rather than on the stream leg, which
+  // relays messages untouched; its answer (or error: a decoupled model refuses ModelInfer)
+  // comes back in-band as it comes, its outputs written into the client's regions.
+  void sendOverGrpc(const RequestTag& tag, codecs::InferRequest& request, const Decision& d) {
+    codecs::StatusOr<codecs::BufferChain> message = codecs::ProtobufRequestEncoder().encode(request);
+    if (!message.ok()) return onEmission(tag, Emission{message.status(), true, false, false});
+    upstream::GrpcCallOptions options;
+    options.metadata = shared_->router->forwardedMetadata(context_->client_metadata(), true);
+    options.deadline = upstreamDeadline(*context_, d.timeout);
+    upstream::PickContext pick = d.pick;
+    if (codecs::SequenceRef sequence = codecs::sequenceOf(request.parameters); sequence.present()) {
+      pick.sequence = std::move(sequence);
+    }
+    const uint64_t id = next_http_id_++;
+    hold();  // released by the answer, on the loop
+    grpc_calls_[id] = upstream::fleetUnary(
+        d.upstream->fleet(), "/inference.GRPCInferenceService/ModelInfer",
+        codecs::toByteBuffer(*message), std::move(options), std::move(pick),
+        [this, tag, id, d](codecs::Status status, ByteBuffer answer) {
+          loop_.post([this, tag, id, d, status = std::move(status), answer = std::move(answer)] {
+            grpc_calls_.erase(id);
+            codecs::StatusOr<codecs::InferResponse> response = answerOf(status, answer, d);
+            if (response.ok()) {
+              response->model_name = d.client_model;
+              if (!d.client_version.empty()) response->model_version = d.client_version;
+              // Triton marks every streamed response of a model (PROTOCOL 9.5).
+              response->parameters.set(std::string(codecs::param::kFinalResponse), true);
+            }
+            onEmission(tag, Emission{std::move(response), true, true, false});
+            release();
+          });
+        });
+  }
+
+  // A ModelInfer's outcome as the client reads it: the upstream's error under the client's
+  // model name, or its answer decoded (garbage: UNAVAILABLE naming the upstream).
+  codecs::StatusOr<codecs::InferResponse> answerOf(const codecs::Status& status,
+                                                   const ByteBuffer& answer, const Decision& d) {
+    if (!status.ok()) return publicStatus(status, d.upstream_model, d.client_model);
+    codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
+    codecs::StatusOr<codecs::InferResponse> response =
+        flat.ok() ? codecs::ProtobufResponseDecoder(shared_->options.limits).decode(*flat)
+                  : codecs::StatusOr<codecs::InferResponse>(flat.status());
+    if (!response.ok()) {
+      return upstreamGarbage(d.upstream->name(), "ModelInfer response", response.status());
+    }
+    return response;
+  }
+
   void cancelUpstreams() {
+    for (auto& [id, call] : grpc_calls_) call->cancel();  // each still answers (released there)
     for (auto& [key, leg] : legs_) leg.stream->cancel();
     for (auto& [id, call] : http_calls_) call->cancel();
     http_calls_.clear();
@@ -387,7 +440,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
 
   void onRequest(Incoming in) {
     if (finish_called_ || abandoned_ || terminal_queued_) return;  // the stream is ending
-    if (in.decision && in.decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
+    if (in.decision && in.leg) {
       // Placed without waiting: a stream's requests keep their order, so none may sit in
       // the fleet's queue while later ones go ahead. At the cap it is refused in-band.
       codecs::StatusOr<upstream::EndpointLease> lease =
@@ -419,7 +472,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
         auto model = repository->find(in.request->model_name, in.request->model_version);
         decoupled = model.ok() && (*model)->spec().decoupled;
       } else {
-        decoupled = true;  // an HTTP upstream's answers go out as they come
+        decoupled = true;  // a remote upstream's decoded answers go out as they come
       }
     } else {
       tag.id = std::move(in.id_on_error);
@@ -439,6 +492,8 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     }
     if (!refused.ok()) {
       onEmission(tag, Emission{std::move(refused), true, false, false});
+    } else if (in.decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
+      sendOverGrpc(tag, *in.request, *in.decision);
     } else if (repository == nullptr) {
       sendOverHttp(tag, *in.request, *in.decision);
     } else {
@@ -566,6 +621,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   int refs_ = 1;         // grpc's (OnDone) + one per upstream stream not yet done; loop thread
   std::map<LegKey, UpstreamLeg> legs_;
   std::map<uint64_t, std::shared_ptr<upstream::HttpCallHandle>> http_calls_;
+  std::map<uint64_t, std::shared_ptr<upstream::GrpcCallHandle>> grpc_calls_;  // sendOverGrpc
   uint64_t next_http_id_ = 0;
   bool sequence_busy_ = false;  // a sequence request is out to an HTTP upstream
   std::deque<QueuedHttp> sequence_queue_;
