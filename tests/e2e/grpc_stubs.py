@@ -1,10 +1,13 @@
 """Python stubs for the project's own .proto files, generated at test time with protoc
-and Debian's grpc_python_plugin (nothing generated is committed)."""
+and Debian's grpc_python_plugin (nothing generated is committed), and the channels of a
+test module to the processes it started."""
 import importlib
 import os
 import subprocess
 import sys
 import tempfile
+
+import grpc
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _PROTO_DIR = os.path.join(_HERE, "..", "..", "codecs", "proto")
@@ -25,3 +28,35 @@ def load():
     _cache["health_pb"] = importlib.import_module("health_pb2")
     _cache["health_grpc"] = importlib.import_module("health_pb2_grpc")
     return load()
+
+
+# ---- channels ----------------------------------------------------------------------------
+
+MAX_MESSAGE = 2 ** 31 - 1
+_channels = {}  # address -> (channel, GRPCInferenceService stub)
+
+
+def stub_of(process):
+    """The GRPCInferenceService stub of `process`'s gRPC listener: one channel per address
+    (no message size limit), kept until close_channels() (a module's tear-down)."""
+    address = process.address("grpc")
+    if address not in _channels:
+        channel = grpc.insecure_channel(address, options=[
+            ("grpc.max_send_message_length", MAX_MESSAGE),
+            ("grpc.max_receive_message_length", MAX_MESSAGE)])
+        _channels[address] = (channel, load()[1].GRPCInferenceServiceStub(channel))
+    return _channels[address][1]
+
+
+def close_channels():
+    for channel, _ in list(_channels.values()):
+        channel.close()
+    _channels.clear()
+
+
+def grpc_outcome(call):
+    """("ok", response) or (code, details) of a gRPC call."""
+    try:
+        return ("ok", call())
+    except grpc.RpcError as e:
+        return (e.code(), e.details())

@@ -35,6 +35,17 @@ routes:
 """
 
 
+# The head of a gateway config: every listener on a loopback port 0, two workers (a
+# string.Template's text: no $ in it).
+LOOPBACK_HEAD = """
+listeners:
+  http:    { address: "127.0.0.1:0" }
+  grpc:    { address: "127.0.0.1:0" }
+  metrics: { address: "127.0.0.1:0" }
+workers: 2
+"""
+
+
 # A builtin-only infergate, the upstream of the routing tests: $models is a YAML flow
 # sequence ("[]" = every demo model), $http / $grpc the listen addresses.
 BUILTIN_UPSTREAM_TEMPLATE = """
@@ -78,10 +89,12 @@ class Gateway:
         return cls(config=string.Template(template).substitute(values))
 
     @classmethod
-    def builtin_upstream(cls, models=None, http="127.0.0.1:0", grpc="127.0.0.1:0"):
-        """An infergate serving the demo models (all, or `models`) on HTTP and gRPC."""
+    def builtin_upstream(cls, models=None, http="127.0.0.1:0", grpc="127.0.0.1:0", extra=""):
+        """An infergate serving the demo models (all, or `models`) on HTTP and gRPC; `extra`,
+        more top-level config (an shm: section, say) appended as it is."""
         listed = "[" + ", ".join(models) + "]" if models else "[]"
-        return cls.from_template(BUILTIN_UPSTREAM_TEMPLATE, models=listed, http=http, grpc=grpc)
+        return cls.from_template(BUILTIN_UPSTREAM_TEMPLATE + extra, models=listed, http=http,
+                                 grpc=grpc)
 
     def start(self, timeout=60):
         config_path = os.path.join(self.dir.name, "infergate.yaml")
@@ -189,6 +202,37 @@ class Gateway:
             return b"".join(chunks)
         finally:
             s.close()
+
+
+class Processes:
+    """The processes a test module starts (in setUpModule), stopped at its tear-down in the
+    reverse order (gateways before their upstreams), each checked for a clean exit."""
+
+    def __init__(self):
+        self.started = []
+        self.problems = []  # of the processes stopped before the tear-down (stop())
+
+    def start(self, label, gateway):
+        gateway.label = label
+        gateway.start()
+        self.started.append(gateway)
+        return gateway
+
+    def stop(self, gateway):
+        """Stops one now; its problems (unlabelled), kept labelled for stop_all() too."""
+        problems = gateway.stop_and_check()
+        self.started.remove(gateway)
+        self.problems.extend("%s: %s" % (gateway.label, p) for p in problems)
+        return problems
+
+    def stop_all(self):
+        """Stops the rest; every problem found (stop()'s too), labelled."""
+        problems = list(self.problems)
+        for gateway in reversed(self.started):
+            for p in gateway.stop_and_check():
+                problems.append("%s: %s" % (gateway.label, p))
+        self.started.clear()
+        return problems
 
 
 def free_port():

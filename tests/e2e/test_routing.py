@@ -35,6 +35,7 @@ import grpc
 import numpy as np
 
 import grpc_stubs
+from grpc_stubs import grpc_outcome, stub_of
 from harness import Gateway, binary, free_port, wait_until
 
 pb = pb_grpc = health_pb = health_grpc = None
@@ -42,9 +43,7 @@ U = V = G_GRPC = G_HTTP = RULES = ERR = ALWAYS = READY = None
 REC = RECH = None
 FORWARDERS = []  # [(name, gateway)]: G_grpc, G_http
 _started = []
-_channels = {}
 
-MAX = 2 ** 31 - 1
 RELAYED = ("content-type", "content-encoding", "inference-header-content-length")
 V_MODELS = ["simple_string", "identity_int8", "identity_int16", "identity_int32",
             "identity_uint8", "identity_uint16", "identity_fp64", "sleep"]
@@ -335,9 +334,7 @@ def setUpModule():
 
 def _stop_everything():
     problems = []
-    for channel in list(_channels.values()):
-        channel[0].close()
-    _channels.clear()
+    grpc_stubs.close_channels()
     # Gateways first (they hold connections to the upstreams), then the upstreams.
     for gateway in reversed(_started):
         for p in gateway.stop_and_check():
@@ -355,23 +352,6 @@ def tearDownModule():
 
 
 # ---- helpers -----------------------------------------------------------------------------
-
-def stub_of(process):
-    address = process.address("grpc")
-    if address not in _channels:
-        channel = grpc.insecure_channel(address, options=[
-            ("grpc.max_send_message_length", MAX), ("grpc.max_receive_message_length", MAX)])
-        _channels[address] = (channel, pb_grpc.GRPCInferenceServiceStub(channel))
-    return _channels[address][1]
-
-
-def grpc_outcome(call):
-    """("ok", response) or (code, details) of a gRPC call."""
-    try:
-        return ("ok", call())
-    except grpc.RpcError as e:
-        return (e.code(), e.details())
-
 
 DATATYPES = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
              "FP16", "FP32", "FP64", "BF16", "BYTES"]

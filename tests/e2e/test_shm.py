@@ -19,41 +19,35 @@ Every process must exit 0 on SIGTERM without a sanitizer report, and no shm obje
 here may be left in /dev/shm.
 """
 import base64
-import itertools
 import json
 import os
 import threading
 import time
 import unittest
-from multiprocessing import shared_memory
 
 import grpc
 import numpy as np
 
 import grpc_stubs
-from harness import Gateway
+from grpc_stubs import grpc_outcome, stub_of
+from harness import LOOPBACK_HEAD, Gateway, Processes
+import shm_helpers
+from shm_helpers import (SENTINEL, In, Out, ShmObjects, grpc_infer, grpc_infer_request,
+                         grpc_register, grpc_status, grpc_unregister, headers_of, http_infer, http_json,
+                         http_register, http_status, http_unregister, metadata_of, shm_params,
+                         stop_processes, tear_down, unregister_all)
 
 pb = pb_grpc = health_pb = health_grpc = None
 U = G = G_OFF = G_GRPC_ONLY = None
-_started = []
-_channels = {}
+PROCESSES = Processes()
 
-MAX = 2 ** 31 - 1
 PID = os.getpid()
 PREFIX = "infergate_e2e_%d_" % PID
-_counter = itertools.count()
-_made = []  # every object name made here, to check none is left behind
+OBJECTS = ShmObjects(PREFIX)  # every object made here, to check none is left behind
 PATHS = ("local", "grpc", "http")
-SENTINEL = 0xA5
 NO_GPU = not any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0"))
 
-G_TEMPLATE = """
-listeners:
-  http:    { address: "127.0.0.1:0" }
-  grpc:    { address: "127.0.0.1:0" }
-  metrics: { address: "127.0.0.1:0" }
-workers: 2
-upstreams:
+G_TEMPLATE = LOOPBACK_HEAD + """upstreams:
   - { name: u-grpc, protocol: grpc, endpoints: ["$u_grpc"], timeout_ms: 30000 }
   - { name: u-http, protocol: http, endpoints: ["$u_http"], timeout_ms: 30000 }
   - { name: local, protocol: builtin }
@@ -71,13 +65,7 @@ shm:
   max_regions: 64
 """
 
-LOCAL_TEMPLATE = """
-listeners:
-  http:    { address: "127.0.0.1:0" }
-  grpc:    { address: "127.0.0.1:0" }
-  metrics: { address: "127.0.0.1:0" }
-workers: 2
-upstreams:
+LOCAL_TEMPLATE = LOOPBACK_HEAD + """upstreams:
   - { name: local, protocol: builtin }
 routes:
   - match: { model: "*" }
@@ -95,252 +83,39 @@ GRPC_ONLY_SHM = """shm:
 
 # ---- module set-up -----------------------------------------------------------------------
 
-def _start(label, gateway):
-    gateway.label = label
-    gateway.start()
-    _started.append(gateway)
-    return gateway
-
-
 def setUpModule():
     global pb, pb_grpc, health_pb, health_grpc, U, G, G_OFF, G_GRPC_ONLY
     pb, pb_grpc, health_pb, health_grpc = grpc_stubs.load()
+    start = PROCESSES.start
     try:
-        U = _start("U", Gateway.builtin_upstream())
-        G = _start("G", Gateway.from_template(G_TEMPLATE, u_grpc=U.address("grpc"),
-                                              u_http=U.address("http")))
-        G_OFF = _start("G_off", Gateway.from_template(LOCAL_TEMPLATE, shm=""))
-        G_GRPC_ONLY = _start("G_grpc_only", Gateway.from_template(LOCAL_TEMPLATE, shm=GRPC_ONLY_SHM))
+        U = start("U", Gateway.builtin_upstream())
+        G = start("G", Gateway.from_template(G_TEMPLATE, u_grpc=U.address("grpc"),
+                                             u_http=U.address("http")))
+        G_OFF = start("G_off", Gateway.from_template(LOCAL_TEMPLATE, shm=""))
+        G_GRPC_ONLY = start("G_grpc_only", Gateway.from_template(LOCAL_TEMPLATE, shm=GRPC_ONLY_SHM))
     except BaseException:
-        _stop_everything()
+        stop_processes(PROCESSES)
         raise
 
 
-def _stop_everything():
-    problems = []
-    for channel, _ in list(_channels.values()):
-        channel.close()
-    _channels.clear()
-    for gateway in reversed(_started):  # the gateways before their upstream
-        for p in gateway.stop_and_check():
-            problems.append("%s: %s" % (gateway.label, p))
-    _started.clear()
-    return problems
-
-
 def tearDownModule():
-    problems = _stop_everything()
-    left = [name for name in _made if os.path.exists(os.path.join("/dev/shm", name))]
-    for name in left:  # clean up anyway, then fail
-        try:
-            os.unlink(os.path.join("/dev/shm", name))
-        except OSError:
-            pass
-    if left:
-        problems.append("shared-memory objects left in /dev/shm: %s" % left)
+    problems = tear_down(PROCESSES, OBJECTS, "shared-memory objects")
     assert not problems, "\n".join(problems)
 
 
 # ---- shared-memory objects ---------------------------------------------------------------
 
-class ShmObject:
-    """A POSIX shm object made here (the client's side): `key` is what gets registered."""
-
-    def __init__(self, size, prefix=PREFIX, fill=SENTINEL):
-        self.name = "%s%d" % (prefix, next(_counter))
-        _made.append(self.name)
-        self.shm = shared_memory.SharedMemory(name=self.name, create=True, size=size)
-        self.size = size
-        self.key = "/" + self.name
-        self.fill(fill)
-
-    def fill(self, value=SENTINEL):
-        self.shm.buf[:self.size] = bytes([value]) * self.size
-
-    def write(self, offset, data):
-        data = bytes(data)
-        self.shm.buf[offset:offset + len(data)] = data
-
-    def read(self, offset, size):
-        return bytes(self.shm.buf[offset:offset + size])
-
-    def close(self):
-        if self.shm is not None:
-            self.shm.close()
-            self.shm.unlink()
-            self.shm = None
-
-
-class ObjectsMixin:
+class ObjectsMixin(shm_helpers.ObjectsMixin):
     """Objects made by a test, closed and unlinked whatever happens; every system region of
     G unregistered after each test."""
 
-    def setUp(self):
-        self.objects = []
-        unregister_all(G)
+    shm_objects = OBJECTS
 
-    def tearDown(self):
-        try:
-            unregister_all(G)
-        finally:
-            for obj in self.objects:
-                obj.close()
-
-    def make(self, size, **kwargs):
-        obj = ShmObject(size, **kwargs)
-        self.objects.append(obj)
-        return obj
+    def gateway(self):
+        return G
 
 
 # ---- protocol helpers ----------------------------------------------------------------------
-
-def stub_of(process):
-    address = process.address("grpc")
-    if address not in _channels:
-        channel = grpc.insecure_channel(address, options=[
-            ("grpc.max_send_message_length", MAX), ("grpc.max_receive_message_length", MAX)])
-        _channels[address] = (channel, pb_grpc.GRPCInferenceServiceStub(channel))
-    return _channels[address][1]
-
-
-def grpc_outcome(call):
-    """("ok", response) or (code, details) of a gRPC call."""
-    try:
-        return ("ok", call())
-    except grpc.RpcError as e:
-        return (e.code(), e.details())
-
-
-def jbody(data):
-    return json.loads(data) if data else None
-
-
-def http_json(gw, method, path, body=None, headers=None):
-    """(status, parsed JSON body or None)."""
-    if body is not None and not isinstance(body, (bytes, str)):
-        body = json.dumps(body)
-    status, _, data = gw.request(method, path, body=body, headers=headers)
-    return status, jbody(data)
-
-
-def http_register(gw, name, key, byte_size, offset=None):
-    body = {"key": key, "byte_size": byte_size}
-    if offset is not None:
-        body["offset"] = offset
-    return http_json(gw, "POST", "/v2/systemsharedmemory/region/%s/register" % name, body)
-
-
-def grpc_register(gw, name, key, byte_size, offset=0):
-    return grpc_outcome(lambda: stub_of(gw).SystemSharedMemoryRegister(
-        pb.SystemSharedMemoryRegisterRequest(name=name, key=key, offset=offset,
-                                             byte_size=byte_size), timeout=30))
-
-
-def http_status(gw, name=None, kind="system"):
-    region = "region/%s/" % name if name else ""
-    return http_json(gw, "GET", "/v2/%ssharedmemory/%sstatus" % (kind, region))
-
-
-def grpc_status(gw, name=""):
-    return grpc_outcome(lambda: stub_of(gw).SystemSharedMemoryStatus(
-        pb.SystemSharedMemoryStatusRequest(name=name), timeout=30))
-
-
-def http_unregister(gw, name=None, kind="system"):
-    region = "region/%s/" % name if name else ""
-    return http_json(gw, "POST", "/v2/%ssharedmemory/%sunregister" % (kind, region))
-
-
-def grpc_unregister(gw, name=""):
-    return grpc_outcome(lambda: stub_of(gw).SystemSharedMemoryUnregister(
-        pb.SystemSharedMemoryUnregisterRequest(name=name), timeout=30))
-
-
-def unregister_all(gw):
-    status, body = http_unregister(gw)
-    assert status == 200, (status, body)
-
-
-class In:
-    """An input: inline `values` (a numpy array), or in region `shm` = (region, byte_size,
-    offset or None)."""
-
-    def __init__(self, name, datatype, shape, values=None, shm=None):
-        self.name, self.datatype, self.shape, self.values, self.shm = name, datatype, shape, values, shm
-
-
-class Out:
-    """A requested output: inline, or into region `shm` = (region, byte_size, offset or None)."""
-
-    def __init__(self, name, shm=None):
-        self.name, self.shm = name, shm
-
-
-def shm_params(shm):
-    region, size, offset = shm
-    params = {"shared_memory_region": region, "shared_memory_byte_size": size}
-    if offset is not None:
-        params["shared_memory_offset"] = offset
-    return params
-
-
-def http_infer_body(inputs, outputs=()):
-    body = {"inputs": []}
-    for t in inputs:
-        d = {"name": t.name, "shape": t.shape, "datatype": t.datatype}
-        if t.shm:
-            d["parameters"] = shm_params(t.shm)
-        else:
-            d["data"] = t.values.flatten().tolist()
-        body["inputs"].append(d)
-    if outputs:
-        body["outputs"] = [{"name": o.name, "parameters": shm_params(o.shm)} if o.shm
-                           else {"name": o.name} for o in outputs]
-    return body
-
-
-def headers_of(path):
-    return {} if path == "local" else {"x-path": path}
-
-
-def metadata_of(path):
-    return () if path == "local" else (("x-path", path),)
-
-
-def http_infer(gw, model, inputs, outputs=(), path="local"):
-    return http_json(gw, "POST", "/v2/models/%s/infer" % model, http_infer_body(inputs, outputs),
-                     headers_of(path))
-
-
-def set_grpc_shm(params, shm):
-    region, size, offset = shm
-    params["shared_memory_region"].string_param = region
-    params["shared_memory_byte_size"].int64_param = size
-    if offset is not None:
-        params["shared_memory_offset"].int64_param = offset
-
-
-def grpc_infer_request(model, inputs, outputs=(), request_id=""):
-    req = pb.ModelInferRequest(model_name=model, id=request_id)
-    for t in inputs:
-        x = req.inputs.add()
-        x.name, x.datatype = t.name, t.datatype
-        x.shape.extend(t.shape)
-        if t.shm:
-            set_grpc_shm(x.parameters, t.shm)
-        else:
-            req.raw_input_contents.append(t.values.tobytes())
-    for o in outputs:
-        x = req.outputs.add()
-        x.name = o.name
-        if o.shm:
-            set_grpc_shm(x.parameters, o.shm)
-    return req
-
-
-def grpc_infer(gw, req, path="local"):
-    return grpc_outcome(lambda: stub_of(gw).ModelInfer(req, metadata=metadata_of(path), timeout=30))
-
 
 def grpc_outputs(resp):
     """{name: (InferOutputTensor, raw bytes or None)}; also checks the raw list's length."""
