@@ -1,7 +1,7 @@
 // Property: any bytes either decode into a ModelInferRequest or fail cleanly; the model
-// peek (name, version, sequence) agrees with the full decode, and the segmented peek with
-// the contiguous one however the bytes are cut; what decodes re-encodes and decodes to
-// the same.
+// peek (name, version, sequence, whether a tensor names a shared-memory region) agrees with
+// the full decode, and the segmented peek with the contiguous one however the bytes are
+// cut; what decodes re-encodes and decodes to the same.
 
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(owned->model_name == peek->model_name);
     FUZZ_CHECK(owned->model_version == peek->model_version);
     FUZZ_CHECK(owned->sequence == peek->sequence);
+    FUZZ_CHECK(owned->shared_memory == peek->shared_memory);
   } else {
     checkIsCleanError(owned.status());
   }
@@ -41,6 +42,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(peek->model_name == request->model_name);
   FUZZ_CHECK(peek->model_version == request->model_version);
   FUZZ_CHECK(peek->sequence == sequenceOf(request->parameters));
+  // The gateway passes a message through only when this is false: it must never miss a
+  // region the decoder finds (and finds none the decoder does not).
+  bool names_region = false;
+  for (const InferInput& in : request->inputs) names_region = names_region || in.shared_memory;
+  for (const RequestedOutput& out : request->outputs) names_region = names_region || out.shared_memory;
+  FUZZ_CHECK(peek->shared_memory == names_region);
   auto encoded = ProtobufRequestEncoder().encode(*request);
   if (!encoded.ok()) {
     checkIsCleanError(encoded.status());
