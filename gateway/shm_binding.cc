@@ -18,6 +18,7 @@ codecs::StatusOr<std::shared_ptr<const shm::Region>> resolve(const shm::RegionRe
                                                              const codecs::SharedMemoryRef& ref) {
   INFERGATE_ASSIGN_OR_RETURN(std::shared_ptr<const shm::Region> region, registry.find(ref.region));
   INFERGATE_RETURN_IF_ERROR(shm::checkReference(*region, ref.offset, ref.byte_size));
+  INFERGATE_RETURN_IF_ERROR(region->stillBacked());
   return region;
 }
 

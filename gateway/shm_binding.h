@@ -72,7 +72,8 @@ namespace shm_detail {
 // UNIMPLEMENTED: `what` ("input" / "output") names a region while client shm is disabled.
 codecs::Status disabled(std::string_view what, const std::string& tensor,
                         const std::string& region);
-// The region `ref` names, checked to hold [offset, offset + byte_size).
+// The region `ref` names, checked to hold [offset, offset + byte_size) and to be still
+// backed by its object (Region::stillBacked).
 codecs::StatusOr<std::shared_ptr<const shm::Region>> resolve(const shm::RegionRegistry& registry,
                                                              const codecs::SharedMemoryRef& ref);
 // A fixed-size input's byte size (from its shape and datatype) against `ref`'s.

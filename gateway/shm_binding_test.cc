@@ -1,6 +1,9 @@
 #include "gateway/shm_binding.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -121,6 +124,22 @@ TEST_F(ShmBindingTest, BytesInputIsCheckedAgainstItsShape) {
     auto binding = ShmBinding::bind(registry_, request);
     EXPECT_EQ(binding.ok(), n == 2) << n << ": " << binding.status();
   }
+}
+
+TEST_F(ShmBindingTest, ObjectShrunkAfterRegistrationIsRefusedNotTouched) {
+  // The owner truncates its object below the registered range: touching the mapping would
+  // fault (SIGBUS); the request is refused instead, and the gateway keeps serving.
+  int fd = ::shm_open(object_.key().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 200), 0);  // the region is [100, 356)
+  ::close(fd);
+  codecs::InferRequest request;
+  request.inputs.push_back(fp32Input("IN", 2, 0, 8));
+  auto binding = ShmBinding::bind(registry_, request);
+  ASSERT_FALSE(binding.ok());
+  EXPECT_EQ(binding.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(binding.status().message().find("shrank to 200 bytes"), absl::string_view::npos)
+      << binding.status();
 }
 
 TEST_F(ShmBindingTest, OutputIsWrittenIntoItsRegionAndLeavesNoData) {

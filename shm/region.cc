@@ -25,13 +25,16 @@ std::atomic<uint64_t> next_serial{1};
 
 std::string errnoText(int error) { return std::system_category().message(error); }
 
-// Closes the descriptor on every exit of SystemRegion::open: a mapping outlives its fd.
+// Closes the descriptor on every failed exit of SystemRegion::open; the region keeps it.
 class FdCloser {
  public:
   explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() { ::close(fd_); }
+  ~FdCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
   FdCloser(const FdCloser&) = delete;
   FdCloser& operator=(const FdCloser&) = delete;
+  int release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_;
@@ -95,20 +98,41 @@ codecs::StatusOr<std::shared_ptr<const SystemRegion>> SystemRegion::open(std::st
   if (mapping == MAP_FAILED) return refuse("mmap failed: ", errnoText(errno));
   uint8_t* data = static_cast<uint8_t*>(mapping) + lead;
   return std::make_shared<SystemRegion>(std::move(name), std::move(key), offset, byte_size,
-                                        mapping, mapping_size, data);
+                                        closer.release(), mapping, mapping_size, data);
 }
 
 SystemRegion::SystemRegion(std::string name, std::string key, uint64_t offset,
-                           uint64_t byte_size, void* mapping, size_t mapping_size,
+                           uint64_t byte_size, int fd, void* mapping, size_t mapping_size,
                            uint8_t* data)
     : Region(std::move(name), RegionKind::kSystem, byte_size),
       key_(std::move(key)),
       offset_(offset),
+      fd_(fd),
       mapping_(mapping),
       mapping_size_(mapping_size),
       data_(data) {}
 
-SystemRegion::~SystemRegion() { ::munmap(mapping_, mapping_size_); }
+SystemRegion::~SystemRegion() {
+  ::munmap(mapping_, mapping_size_);
+  ::close(fd_);
+}
+
+codecs::Status SystemRegion::stillBacked() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) {
+    return absl::FailedPreconditionError(codecs::strCat(
+        "system shared memory region '", name(), "': fstat of key '", key_,
+        "' failed: ", errnoText(errno)));
+  }
+  const uint64_t object_size = st.st_size < 0 ? 0 : static_cast<uint64_t>(st.st_size);
+  if (object_size < offset_ + byteSize()) {  // no overflow: checked at registration
+    return absl::FailedPreconditionError(codecs::strCat(
+        "system shared memory region '", name(), "': the object of key '", key_, "' shrank to ",
+        object_size, " bytes, below the registered offset ", offset_, " + byte_size ",
+        byteSize(), "; register the region again"));
+  }
+  return absl::OkStatus();
+}
 
 codecs::Status SystemRegion::read(uint64_t offset, std::span<uint8_t> dst) const {
   if (codecs::Status s = internal::checkRange(*this, offset, dst.size()); !s.ok()) return s;

@@ -46,6 +46,13 @@ class Region {
   // for CUDA regions (their bytes are only reached through read()/write()).
   virtual uint8_t* hostData() const = 0;
 
+  // Whether the memory behind the region is still all there. A system region's object can
+  // be shrunk by its owner (ftruncate) after registration, and touching the mapping past
+  // its new end would fault (SIGBUS): requests check this before using a region and get
+  // FAILED_PRECONDITION instead. (A shrink between the check and the copy is not caught:
+  // only trusted clients should get the shared-memory API.) CUDA regions: always OK.
+  virtual codecs::Status stillBacked() const { return absl::OkStatus(); }
+
   // Copies bytes [offset, offset + size) of the region out / in. INVALID_ARGUMENT when the
   // range is not inside the region; INTERNAL when a CUDA copy fails.
   virtual codecs::Status read(uint64_t offset, std::span<uint8_t> dst) const = 0;
@@ -68,7 +75,8 @@ class SystemRegion final : public Region {
   // of at least offset + byte_size bytes (overflow-safe), then mmap of byte_size bytes at
   // `offset` (mapped from the page boundary below it, so any offset works). byte_size 0 is
   // refused. Errors: INVALID_ARGUMENT naming the key and what is wrong (missing object,
-  // permission, too small, not a regular object).
+  // permission, too small, not a regular object). The descriptor stays open while the
+  // region lives (stillBacked() fstats it).
   static codecs::StatusOr<std::shared_ptr<const SystemRegion>> open(std::string name,
                                                                     std::string key,
                                                                     uint64_t offset,
@@ -78,16 +86,18 @@ class SystemRegion final : public Region {
   const std::string& key() const { return key_; }
   uint64_t offset() const { return offset_; }  // of the region inside the object
   uint8_t* hostData() const override { return data_; }
+  codecs::Status stillBacked() const override;
   codecs::Status read(uint64_t offset, std::span<uint8_t> dst) const override;
   codecs::Status write(uint64_t offset, std::span<const uint8_t> src) const override;
 
   // Use open().
-  SystemRegion(std::string name, std::string key, uint64_t offset, uint64_t byte_size,
+  SystemRegion(std::string name, std::string key, uint64_t offset, uint64_t byte_size, int fd,
                void* mapping, size_t mapping_size, uint8_t* data);
 
  private:
   std::string key_;
   uint64_t offset_;
+  int fd_;               // the object's, for stillBacked()
   void* mapping_;        // what mmap returned (page aligned)
   size_t mapping_size_;  // what munmap takes
   uint8_t* data_;        // mapping_ + (offset % page size)
