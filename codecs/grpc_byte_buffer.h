@@ -14,7 +14,8 @@
 //
 // fromByteBuffer(): a message that arrived as one slice is referenced (a grpc::Slice kept
 // alive as the Buffer's owner); a message in several slices is copied once into one
-// Buffer, since the decoders need contiguous bytes.
+// Buffer, since the decoders need contiguous bytes (a reused block of BufferPool::shared()
+// from 1 MiB on).
 //
 // Errors: fromByteBuffer() returns INTERNAL for an uninitialised ByteBuffer or a failure
 // to read it. Thread-safety: pure functions; the results may cross threads.

@@ -1,0 +1,77 @@
+#include "codecs/buffer_pool.h"
+
+#include <bit>
+
+namespace infergate::codecs {
+
+BufferPool::~BufferPool() {
+  for (auto& [size, blocks] : free_) {
+    for (uint8_t* b : blocks) delete[] b;
+  }
+}
+
+std::shared_ptr<BufferPool> BufferPool::create(size_t max_cached_bytes) {
+  return std::shared_ptr<BufferPool>(new BufferPool(max_cached_bytes));
+}
+
+BufferPool& BufferPool::shared() {
+  // Never destroyed: blocks in use at exit come back to it from static destructors.
+  static auto* pool = new std::shared_ptr<BufferPool>(create(size_t{512} << 20));
+  return **pool;
+}
+
+size_t BufferPool::classOf(size_t size) {
+  if (size <= kMinBytes) return kMinBytes;
+  // The power of two at or below size, split in 8 steps: round up to the next step.
+  const size_t power = std::bit_floor(size);
+  const size_t step = power / 8;
+  return (size + step - 1) / step * step;
+}
+
+MutableBuffer BufferPool::allocate(size_t size) {
+  if (size < kMinBytes) return MutableBuffer::allocate(size);
+  const size_t block_size = classOf(size);
+  uint8_t* block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(block_size);
+    if (it != free_.end() && !it->second.empty()) {
+      block = it->second.back();
+      it->second.pop_back();
+      cached_bytes_ -= block_size;
+    }
+  }
+  if (block == nullptr) block = new uint8_t[block_size];  // no zero fill
+  std::weak_ptr<BufferPool> pool = weak_from_this();
+  std::shared_ptr<uint8_t[]> storage(block, [pool, block_size](uint8_t* b) {
+    if (std::shared_ptr<BufferPool> p = pool.lock()) return p->release(b, block_size);
+    delete[] b;
+  });
+  return MutableBuffer(std::move(storage), block, size);
+}
+
+void BufferPool::release(uint8_t* block, size_t block_size) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cached_bytes_ + block_size <= max_cached_bytes_) {
+      free_[block_size].push_back(block);
+      cached_bytes_ += block_size;
+      return;
+    }
+  }
+  delete[] block;
+}
+
+size_t BufferPool::cachedBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cached_bytes_;
+}
+
+size_t BufferPool::cachedBlocks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [size, blocks] : free_) n += blocks.size();
+  return n;
+}
+
+}  // namespace infergate::codecs

@@ -1,0 +1,90 @@
+#include "codecs/buffer_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace infergate::codecs {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+TEST(BufferPool, SizeClassesWasteAtMostAnEighth) {
+  EXPECT_EQ(BufferPool::classOf(1), BufferPool::kMinBytes);
+  EXPECT_EQ(BufferPool::classOf(kMiB), kMiB);
+  EXPECT_EQ(BufferPool::classOf(kMiB + 1), kMiB + kMiB / 8);
+  EXPECT_EQ(BufferPool::classOf(64 * kMiB), 64 * kMiB);
+  EXPECT_EQ(BufferPool::classOf(64 * kMiB + 100), 72 * kMiB);
+  for (size_t size : {3 * kMiB + 7, 17 * kMiB, 100 * kMiB + 1}) {
+    const size_t c = BufferPool::classOf(size);
+    EXPECT_GE(c, size);
+    EXPECT_LE(c - size, c / 8) << size;
+  }
+}
+
+TEST(BufferPool, AFreedBlockIsReusedForTheSameClass) {
+  auto pool = BufferPool::create(256 * kMiB);
+  const uint8_t* first;
+  {
+    MutableBuffer m = pool->allocate(2 * kMiB);
+    first = m.data();
+    std::memset(m.data(), 1, m.size());
+    Buffer frozen = std::move(m).freeze();
+    Buffer slice = frozen.slice(10, 20);
+    frozen = Buffer();
+    EXPECT_EQ(pool->cachedBlocks(), 0u) << "a slice still holds the block";
+  }
+  EXPECT_EQ(pool->cachedBlocks(), 1u);
+  EXPECT_EQ(pool->cachedBytes(), 2 * kMiB);
+  MutableBuffer again = pool->allocate(2 * kMiB - 100);  // same class
+  EXPECT_EQ(again.data(), first);
+  EXPECT_EQ(again.size(), 2 * kMiB - 100);
+  EXPECT_EQ(pool->cachedBlocks(), 0u);
+  MutableBuffer other = pool->allocate(4 * kMiB);  // another class: a new block
+  EXPECT_NE(other.data(), first);
+}
+
+TEST(BufferPool, SmallSizesAreNotPooled) {
+  auto pool = BufferPool::create(256 * kMiB);
+  { MutableBuffer m = pool->allocate(1000); }
+  EXPECT_EQ(pool->cachedBlocks(), 0u);
+}
+
+TEST(BufferPool, KeepsAtMostItsCapAndFreesTheRest) {
+  auto pool = BufferPool::create(3 * kMiB);
+  {
+    std::vector<MutableBuffer> held;
+    for (int i = 0; i < 4; ++i) held.push_back(pool->allocate(kMiB));
+  }
+  EXPECT_EQ(pool->cachedBlocks(), 3u);
+  EXPECT_EQ(pool->cachedBytes(), 3 * kMiB);
+}
+
+TEST(BufferPool, BlocksOutliveTheirPool) {
+  auto pool = BufferPool::create(8 * kMiB);
+  MutableBuffer m = pool->allocate(kMiB);
+  std::memset(m.data(), 2, m.size());
+  pool.reset();  // the block is freed, not returned, when it goes (ASan checks)
+  EXPECT_EQ(m.data()[kMiB - 1], 2);
+}
+
+TEST(BufferPool, ConcurrentAllocateAndFreeNeverShareABlock) {
+  auto pool = BufferPool::create(64 * kMiB);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&pool, t] {
+      for (int i = 0; i < 50; ++i) {
+        MutableBuffer m = pool->allocate(kMiB + static_cast<size_t>(i % 3) * kMiB);
+        std::memset(m.data(), t + 1, m.size());
+        for (size_t at = 0; at < m.size(); at += 4096) ASSERT_EQ(m.data()[at], t + 1);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_LE(pool->cachedBytes(), 64 * kMiB);
+}
+
+}  // namespace
+}  // namespace infergate::codecs
