@@ -36,6 +36,10 @@ grpc::ByteBuffer toByteBuffer(const BufferChain& chain) {
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
+grpc::ByteBuffer toByteBuffer(const google::protobuf::MessageLite& message) {
+  return toByteBuffer(BufferChain(Buffer::fromString(message.SerializeAsString())));
+}
+
 StatusOr<Buffer> fromByteBuffer(const grpc::ByteBuffer& buffer) {
   if (!buffer.Valid()) return internalError("grpc::ByteBuffer is not initialised");
   grpc::Slice single;

@@ -20,6 +20,7 @@
 // Errors: fromByteBuffer() returns INTERNAL for an uninitialised ByteBuffer or a failure
 // to read it. Thread-safety: pure functions; the results may cross threads.
 
+#include <google/protobuf/message_lite.h>
 #include <grpcpp/support/byte_buffer.h>
 
 #include <cstddef>
@@ -32,6 +33,9 @@ namespace infergate::codecs {
 inline constexpr size_t kInlineCopyBytes = 16;
 
 grpc::ByteBuffer toByteBuffer(const BufferChain& chain);
+// A typed message (the non-infer RPCs, shared-memory registrations) serialized into one
+// slice.
+grpc::ByteBuffer toByteBuffer(const google::protobuf::MessageLite& message);
 
 StatusOr<Buffer> fromByteBuffer(const grpc::ByteBuffer& buffer);
 

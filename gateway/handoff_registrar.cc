@@ -17,16 +17,12 @@ using Work = EndpointHandoff::Work;
 constexpr std::string_view kService = "/inference.GRPCInferenceService/";
 constexpr std::chrono::seconds kTimeout{5};
 
-grpc::ByteBuffer serialized(const google::protobuf::MessageLite& message) {
-  return codecs::toByteBuffer(codecs::BufferChain(codecs::Buffer::fromString(message.SerializeAsString())));
-}
-
 // The typed gRPC call for `work`: method and request.
 std::pair<std::string, grpc::ByteBuffer> grpcCall(const Work& work) {
   if (work.kind == Work::Kind::kUnregisterRegion) {
     inference::SystemSharedMemoryUnregisterRequest r;
     r.set_name(work.name);
-    return {codecs::strCat(kService, "SystemSharedMemoryUnregister"), serialized(r)};
+    return {codecs::strCat(kService, "SystemSharedMemoryUnregister"), codecs::toByteBuffer(r)};
   }
   if (work.region_kind == shm::RegionKind::kCuda) {
     inference::CudaSharedMemoryRegisterRequest r;
@@ -34,14 +30,14 @@ std::pair<std::string, grpc::ByteBuffer> grpcCall(const Work& work) {
     r.set_raw_handle(work.cuda_handle);
     r.set_device_id(work.device);
     r.set_byte_size(work.byte_size);
-    return {codecs::strCat(kService, "CudaSharedMemoryRegister"), serialized(r)};
+    return {codecs::strCat(kService, "CudaSharedMemoryRegister"), codecs::toByteBuffer(r)};
   }
   inference::SystemSharedMemoryRegisterRequest r;
   r.set_name(work.name);
   r.set_key(work.key);
   r.set_offset(work.offset);
   r.set_byte_size(work.byte_size);
-  return {codecs::strCat(kService, "SystemSharedMemoryRegister"), serialized(r)};
+  return {codecs::strCat(kService, "SystemSharedMemoryRegister"), codecs::toByteBuffer(r)};
 }
 
 // The upstream still has a registration of this name. Names are this gateway's own and

@@ -33,11 +33,6 @@ bool scrapes(const config::UpstreamConfig& u) {
          u.load_balancing.metrics_port != 0;
 }
 
-grpc::ByteBuffer serialized(const google::protobuf::MessageLite& message) {
-  return codecs::toByteBuffer(
-      codecs::BufferChain(codecs::Buffer::fromString(message.SerializeAsString())));
-}
-
 template <typename Response>
 bool answeredReady(const grpc::Status& status, const grpc::ByteBuffer& answer) {
   if (!status.ok()) return false;
@@ -172,7 +167,7 @@ struct HealthChecker::State : std::enable_shared_from_this<State> {
       options.wait_for_ready = doubtful;
       if (check.model.empty()) {
         e->grpc()->unary(codecs::strCat(kService, "ServerReady"),
-                         serialized(inference::ServerReadyRequest()), std::move(options),
+                         codecs::toByteBuffer(inference::ServerReadyRequest()), std::move(options),
                          [done](grpc::Status status, grpc::ByteBuffer answer) {
                            done(answeredReady<inference::ServerReadyResponse>(status, answer));
                          });
@@ -180,7 +175,7 @@ struct HealthChecker::State : std::enable_shared_from_this<State> {
         inference::ModelReadyRequest request;
         request.set_name(check.model);
         request.set_version(check.version);
-        e->grpc()->unary(codecs::strCat(kService, "ModelReady"), serialized(request),
+        e->grpc()->unary(codecs::strCat(kService, "ModelReady"), codecs::toByteBuffer(request),
                          std::move(options), [done](grpc::Status status, grpc::ByteBuffer answer) {
                            done(answeredReady<inference::ModelReadyResponse>(status, answer));
                          });

@@ -121,8 +121,7 @@ template <typename Request, typename Response>
       upstream::GrpcCallOptions options;
       options.deadline = deadline;
       options.metadata = shared.router->forwardedMetadata(context->client_metadata(), true);
-      grpc::ByteBuffer bytes = codecs::toByteBuffer(
-          codecs::BufferChain(codecs::Buffer::fromString(copy.SerializeAsString())));
+      grpc::ByteBuffer bytes = codecs::toByteBuffer(copy);
       upstream::fleetUnary(
           d->upstream->fleet(), codecs::strCat(kService, rpc.method), std::move(bytes),
           std::move(options), d->pick,
@@ -248,8 +247,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
         upstream::GrpcCallOptions options;
         if (u.timeout().count()) options.deadline = std::chrono::system_clock::now() + u.timeout();
         upstream::fleetUnary(u.fleet(), codecs::strCat(kService, rpc.method),
-                        codecs::toByteBuffer(codecs::BufferChain(
-                            codecs::Buffer::fromString(rpc.request.SerializeAsString()))),
+                        codecs::toByteBuffer(rpc.request),
                         std::move(options), upstream::PickContext{},
                         [done, i, name = u.name(), method = std::string(rpc.method)](
                             Status status, grpc::ByteBuffer answer) {

@@ -285,8 +285,7 @@ void callTyped(const std::shared_ptr<HttpExchange>& exchange, const Router& rout
   for (auto& [k, v] : router.forwardedHeaders(exchange->request().headers)) {
     if (!k.ends_with("-bin")) options.metadata.emplace_back(std::move(k), std::move(v));
   }
-  grpc::ByteBuffer bytes =
-      codecs::toByteBuffer(codecs::BufferChain(codecs::Buffer::fromString(request.SerializeAsString())));
+  grpc::ByteBuffer bytes = codecs::toByteBuffer(request);
   Names names(d);
   std::string full = codecs::strCat(kService, method);
   auto call = upstream::fleetUnary(
@@ -631,8 +630,7 @@ void gatherAll(const std::shared_ptr<HttpExchange>& exchange, const Router& rout
       case Upstream::Protocol::kGrpc: {
         upstream::GrpcCallOptions options;
         if (u.timeout().count()) options.deadline = deadlineOf(u.timeout());
-        grpc::ByteBuffer bytes = codecs::toByteBuffer(
-            codecs::BufferChain(codecs::Buffer::fromString(grpc_request.SerializeAsString())));
+        grpc::ByteBuffer bytes = codecs::toByteBuffer(grpc_request);
         upstream::fleetUnary(
             u.fleet(), codecs::strCat(kService, grpc_method), std::move(bytes), std::move(options),
             upstream::PickContext{},
