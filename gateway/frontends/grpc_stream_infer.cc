@@ -9,8 +9,8 @@
 //              first use, half-closed with the client's); its answers relayed as they
 //              come, in its own order
 //     http     one /infer exchange per request, answered as it comes
-//     a message naming client shm regions, toward gRPC: decoded, its regions read by the
-//              gateway, one ModelInfer of its own, answered as it comes
+//     a message naming client shm regions, toward gRPC: decoded, one ModelInfer of its
+//              own on the decoded path (decoded_forward.h), answered as it comes
 //   pump(): one StartWrite at a time from out_; a terminal status (triton_grpc_error) or
 //   the end of the stream -> Finish
 
@@ -21,13 +21,12 @@
 #include <vector>
 
 #include "codecs/grpc_byte_buffer.h"
-#include "codecs/protobuf_request_encoder.h"
-#include "codecs/protobuf_response_decoder.h"
-#include "codecs/sequence_peek.h"
 #include "codecs/protobuf_wire.h"
 #include "gateway/error_mapping.h"
 #include "gateway/execution_runner.h"
+#include "gateway/decoded_forward.h"
 #include "gateway/frontends/grpc_infer_common.h"
+#include "gateway/handoff_request.h"
 #include "gateway/shm_binding.h"
 #include "gateway/upstream/model_rename.h"
 #include "gateway/upstream/fleet_call.h"
@@ -380,30 +379,29 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
                                           std::move(out), d.pick, std::move(callbacks));
   }
 
-  // A message that named client regions, toward a gRPC upstream: the gateway read them
-  // (ShmBinding), so it goes as a ModelInfer of its own rather than on the stream leg, which
-  // relays messages untouched; its answer (or error: a decoupled model refuses ModelInfer)
-  // comes back in-band as it comes, its outputs written into the client's regions.
-  void sendOverGrpc(const RequestTag& tag, codecs::InferRequest& request, const Decision& d) {
-    codecs::StatusOr<codecs::BufferChain> message = codecs::ProtobufRequestEncoder().encode(request);
-    if (!message.ok()) return onEmission(tag, Emission{message.status(), true, false, false});
-    upstream::GrpcCallOptions options;
+  // A message that names client regions, toward a gRPC upstream: it goes the way a
+  // ModelInfer naming them goes (decoded_forward.h: regions read or handed over by the
+  // gateway, outputs written back), as a call of its own rather than on the stream leg,
+  // which relays messages untouched; its answer (or error: a decoupled model refuses
+  // ModelInfer) comes back in-band as it comes.
+  void sendOverGrpc(const RequestTag& tag, codecs::InferRequest request, const Decision& d) {
+    auto handoff = HandoffRequest::create(shared_->router->regions(), std::move(request));
+    if (!handoff.ok()) return onEmission(tag, Emission{handoff.status(), true, false, false});
+    DecodedForwardOptions options;
     options.metadata = shared_->router->forwardedMetadata(context_->client_metadata(), true);
     options.deadline = upstreamDeadline(*context_, d.timeout);
-    upstream::PickContext pick = d.pick;
-    if (codecs::SequenceRef sequence = codecs::sequenceOf(request.parameters); sequence.present()) {
-      pick.sequence = std::move(sequence);
-    }
+    options.limits = shared_->options.limits;
+    options.loop = &loop_;
     const uint64_t id = next_http_id_++;
     hold();  // released by the answer, on the loop
-    grpc_calls_[id] = upstream::fleetUnary(
-        d.upstream->fleet(), "/inference.GRPCInferenceService/ModelInfer",
-        codecs::toByteBuffer(*message), std::move(options), std::move(pick),
-        [this, tag, id, d](codecs::Status status, ByteBuffer answer) {
-          loop_.post([this, tag, id, d, status = std::move(status), answer = std::move(answer)] {
+    grpc_calls_[id] = forwardDecoded(
+        d, std::move(*handoff), std::move(options),
+        [this, tag, id, d](codecs::StatusOr<codecs::InferResponse> response) {
+          loop_.post([this, tag, id, d, response = std::move(response)]() mutable {
             grpc_calls_.erase(id);
-            codecs::StatusOr<codecs::InferResponse> response = answerOf(status, answer, d);
-            if (response.ok()) {
+            if (!response.ok()) {
+              response = publicStatus(response.status(), d.upstream_model, d.client_model);
+            } else {
               response->model_name = d.client_model;
               if (!d.client_version.empty()) response->model_version = d.client_version;
               // Triton marks every streamed response of a model (PROTOCOL 9.5).
@@ -413,21 +411,6 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
             release();
           });
         });
-  }
-
-  // A ModelInfer's outcome as the client reads it: the upstream's error under the client's
-  // model name, or its answer decoded (garbage: UNAVAILABLE naming the upstream).
-  codecs::StatusOr<codecs::InferResponse> answerOf(const codecs::Status& status,
-                                                   const ByteBuffer& answer, const Decision& d) {
-    if (!status.ok()) return publicStatus(status, d.upstream_model, d.client_model);
-    codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
-    codecs::StatusOr<codecs::InferResponse> response =
-        flat.ok() ? codecs::ProtobufResponseDecoder(shared_->options.limits).decode(*flat)
-                  : codecs::StatusOr<codecs::InferResponse>(flat.status());
-    if (!response.ok()) {
-      return upstreamGarbage(d.upstream->name(), "ModelInfer response", response.status());
-    }
-    return response;
   }
 
   void cancelUpstreams() {
@@ -482,7 +465,9 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       ordered_.push_back(Slot{*tag.slot, false, {}});
     }
     codecs::Status refused = in.request.status();
-    if (refused.ok()) {
+    const bool remote_grpc =
+        in.decision && in.decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc;
+    if (refused.ok() && !remote_grpc) {  // toward gRPC, sendOverGrpc's HandoffRequest binds
       codecs::StatusOr<ShmBinding> bound = ShmBinding::bind(shared_->router->regions(), *in.request);
       if (!bound.ok()) {
         refused = bound.status();
@@ -492,8 +477,8 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     }
     if (!refused.ok()) {
       onEmission(tag, Emission{std::move(refused), true, false, false});
-    } else if (in.decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
-      sendOverGrpc(tag, *in.request, *in.decision);
+    } else if (remote_grpc) {
+      sendOverGrpc(tag, std::move(*in.request), *in.decision);
     } else if (repository == nullptr) {
       sendOverHttp(tag, *in.request, *in.decision);
     } else {
@@ -621,7 +606,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   int refs_ = 1;         // grpc's (OnDone) + one per upstream stream not yet done; loop thread
   std::map<LegKey, UpstreamLeg> legs_;
   std::map<uint64_t, std::shared_ptr<upstream::HttpCallHandle>> http_calls_;
-  std::map<uint64_t, std::shared_ptr<upstream::GrpcCallHandle>> grpc_calls_;  // sendOverGrpc
+  std::map<uint64_t, std::shared_ptr<DecodedCall>> grpc_calls_;  // sendOverGrpc
   uint64_t next_http_id_ = 0;
   bool sequence_busy_ = false;  // a sequence request is out to an HTTP upstream
   std::deque<QueuedHttp> sequence_queue_;
