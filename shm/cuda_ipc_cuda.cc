@@ -136,15 +136,15 @@ CudaIpcMemory::~CudaIpcMemory() {
   }
 }
 
-bool CudaIpcMemory::copyToHost(uint64_t offset, void* dst, uint64_t size,
-                               std::string* error) const {
+bool CudaMemory::copyToHost(uint64_t offset, void* dst, uint64_t size,
+                            std::string* error) const {
   if (!inBounds(offset, size, byte_size_, error)) return false;
   return copy(dst, static_cast<const uint8_t*>(pointer_) + offset, size, cudaMemcpyDeviceToHost,
               device_, error);
 }
 
-bool CudaIpcMemory::copyFromHost(uint64_t offset, const void* src, uint64_t size,
-                                 std::string* error) const {
+bool CudaMemory::copyFromHost(uint64_t offset, const void* src, uint64_t size,
+                              std::string* error) const {
   if (!inBounds(offset, size, byte_size_, error)) return false;
   return copy(static_cast<uint8_t*>(pointer_) + offset, src, size, cudaMemcpyHostToDevice,
               device_, error);
@@ -181,20 +181,6 @@ CudaDeviceBuffer::~CudaDeviceBuffer() {
   if (cudaSetDevice(device_) != cudaSuccess || cudaFree(pointer_) != cudaSuccess) {
     cudaGetLastError();
   }
-}
-
-bool CudaDeviceBuffer::copyToHost(uint64_t offset, void* dst, uint64_t size,
-                                  std::string* error) const {
-  if (!inBounds(offset, size, byte_size_, error)) return false;
-  return copy(dst, static_cast<const uint8_t*>(pointer_) + offset, size, cudaMemcpyDeviceToHost,
-              device_, error);
-}
-
-bool CudaDeviceBuffer::copyFromHost(uint64_t offset, const void* src, uint64_t size,
-                                    std::string* error) const {
-  if (!inBounds(offset, size, byte_size_, error)) return false;
-  return copy(static_cast<uint8_t*>(pointer_) + offset, src, size, cudaMemcpyHostToDevice,
-              device_, error);
 }
 
 }  // namespace infergate::shm

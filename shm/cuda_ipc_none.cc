@@ -26,11 +26,11 @@ std::unique_ptr<CudaIpcMemory> CudaIpcMemory::open(const uint8_t*, int, uint64_t
 
 CudaIpcMemory::~CudaIpcMemory() = default;
 
-bool CudaIpcMemory::copyToHost(uint64_t, void*, uint64_t, std::string* error) const {
+bool CudaMemory::copyToHost(uint64_t, void*, uint64_t, std::string* error) const {
   return noCuda(error);
 }
 
-bool CudaIpcMemory::copyFromHost(uint64_t, const void*, uint64_t, std::string* error) const {
+bool CudaMemory::copyFromHost(uint64_t, const void*, uint64_t, std::string* error) const {
   return noCuda(error);
 }
 
@@ -40,13 +40,5 @@ std::unique_ptr<CudaDeviceBuffer> CudaDeviceBuffer::create(int, uint64_t, std::s
 }
 
 CudaDeviceBuffer::~CudaDeviceBuffer() = default;
-
-bool CudaDeviceBuffer::copyToHost(uint64_t, void*, uint64_t, std::string* error) const {
-  return noCuda(error);
-}
-
-bool CudaDeviceBuffer::copyFromHost(uint64_t, const void*, uint64_t, std::string* error) const {
-  return noCuda(error);
-}
 
 }  // namespace infergate::shm
