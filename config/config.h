@@ -208,6 +208,7 @@ struct RouteTarget {
 };
 
 struct RouteConfig {
+  std::string name;  // the `route` label of metrics and logs; "" = "routes[N]"
   RouteMatch match;
   std::vector<RouteTarget> targets;  // at least one
   // Rewrite toward the upstream; the client keeps seeing the names it asked for.

@@ -183,6 +183,14 @@ void checkRoutes(const GatewayConfig& config, const LoadMarks& marks, ConfigErro
   for (size_t i = 0; i < config.routes.size(); ++i) {
     checkShadowed(config, marks, i, errors);
     checkTargets(config, marks, i, errors);
+    const std::string& name = config.routes[i].name;
+    for (size_t j = 0; j < i && !name.empty(); ++j) {
+      if (config.routes[j].name != name) continue;
+      errors.add(marks.route_marks[i].name, strCat("routes[", marks.route_marks[i].index, "].name"),
+                 strCat("duplicate route name \"", name, "\" (first used at ",
+                        formatLocation(marks.route_marks[j].name), "): metrics would merge them"));
+      break;
+    }
   }
 }
 

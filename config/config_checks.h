@@ -32,6 +32,7 @@ struct RouteMarks {
   // checked against 100 only when they are all known).
   std::optional<SourceLocation> split;
   SourceLocation mirror;  // the `mirror` value, when given
+  SourceLocation name;    // the `name` value, when given
 };
 
 // Positions the checks point at beyond the structs' own `where`, filled by the loader.

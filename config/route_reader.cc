@@ -175,7 +175,7 @@ void readRewrite(YamlReader& reader, const YamlValue& value, RouteConfig& route)
 std::optional<RouteConfig> readRoute(YamlReader& reader, const YamlValue& value,
                                      RouteMarks& marks) {
   std::optional<YamlMap> map =
-      reader.mapping(value, {"match", "upstream", "split", "rewrite", "timeout_ms", "mirror"});
+      reader.mapping(value, {"name", "match", "upstream", "split", "rewrite", "timeout_ms", "mirror"});
   if (!map) return std::nullopt;
   RouteConfig route;
   route.where = map->where;
@@ -188,6 +188,15 @@ std::optional<RouteConfig> readRoute(YamlReader& reader, const YamlValue& value,
   if (const YamlValue* timeout = map->find("timeout_ms")) {
     // 0 is refused rather than read as "none": leaving the key out already means that.
     if (auto n = reader.unsignedInteger(*timeout, 1, kMaxTimeoutMs)) route.timeout_ms = *n;
+  }
+  if (const YamlValue* name = map->find("name")) {
+    std::optional<std::string> text = reader.string(*name);
+    if (text && text->empty()) {
+      reader.error(*name, "a route's name must not be empty (leave the key out for routes[N])");
+    } else if (text) {
+      route.name = std::move(*text);
+      marks.name = name->where;
+    }
   }
   if (const YamlValue* mirror = map->find("mirror")) {
     std::optional<std::string> name = reader.string(*mirror);

@@ -443,8 +443,27 @@ TEST(RoutingConfig, RejectsBadRewritesTimeoutsAndMirrors) {
                 "model, version)",
                 "test.yaml:7:54: routes[3].timeout_ms: must be between 1 and 86400000, got 0",
                 "test.yaml:8:50: routes[4].mirror: a mirror must name an upstream",
-                "test.yaml:9:42: routes[5].retries: unknown key \"retries\" (allowed: match, "
+                "test.yaml:9:42: routes[5].retries: unknown key \"retries\" (allowed: name, match, "
                 "upstream, split, rewrite, timeout_ms, mirror)"});
+}
+
+TEST(RoutingConfig, RouteNamesAreOptionalNonEmptyAndUnique) {
+  auto r = parse(withRoutes(R"(routes:
+  - { name: llm-canary, match: { model: llm }, upstream: a }
+  - { match: { model: "*" }, upstream: b }
+)"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->routes[0].name, "llm-canary");
+  EXPECT_EQ(r->routes[1].name, "");  // the route table calls it routes[1]
+  expectErrors(withRoutes(R"(routes:
+  - { name: x, match: { model: m1 }, upstream: a }
+  - { name: "", match: { model: m2 }, upstream: a }
+  - { name: x, match: { model: "*" }, upstream: a }
+)"),
+               {"test.yaml:5:13: routes[1].name: a route's name must not be empty (leave the key "
+                "out for routes[N])",
+                "test.yaml:6:13: routes[2].name: duplicate route name \"x\" (first used at "
+                "test.yaml:4:13): metrics would merge them"});
 }
 
 // ---- routes: unreachable --------------------------------------------------------------

@@ -79,6 +79,7 @@ codecs::StatusOr<std::shared_ptr<const RouteTable>> RouteTable::build(
     route.index = i;
     route.match = source.match;
     route.description = describe(i, source.match);
+    route.name = source.name.empty() ? codecs::strCat("routes[", i, "]") : source.name;
     route.rewrite_model = source.rewrite_model;
     route.rewrite_version = source.rewrite_version;
     route.timeout = std::chrono::milliseconds(source.timeout_ms);

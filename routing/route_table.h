@@ -55,6 +55,7 @@ struct Route {
   };
 
   size_t index = 0;  // position in GatewayConfig::routes
+  std::string name;  // config `name`, else "routes[N]": the metrics' and logs' label
   config::RouteMatch match;
   std::vector<Target> targets;  // weights sum to 100 (one target: 100)
   std::optional<size_t> mirror;  // upstream index

@@ -288,18 +288,21 @@ TEST(RouteTable, BuildKeepsTheRoutesSettings) {
   r.rewrite_model = "llm-v2";
   r.timeout_ms = 5000;
   r.mirror = "shadow";
+  r.name = "llm-canary";
   c.routes = {route(exact("resnet50"), "a"), route(any(), "b"), r};
   auto table = build(c);
   ASSERT_TRUE(table);
   EXPECT_EQ(table->upstreams(), (std::vector<std::string>{"a", "b", "shadow"}));
   const Route& first = table->routes()[0];
   EXPECT_EQ(first.description, "routes[0] (model resnet50)");
+  EXPECT_EQ(first.name, "routes[0]");  // no name configured
   EXPECT_EQ(first.timeout.count(), 0);
   EXPECT_FALSE(first.mirror.has_value());
   EXPECT_EQ(table->routes()[1].description, "routes[1] (model *)");
   const Route& third = table->routes()[2];
   EXPECT_EQ(third.index, 2u);
   EXPECT_EQ(third.description, "routes[2] (model_prefix llm- version 2)");
+  EXPECT_EQ(third.name, "llm-canary");
   EXPECT_EQ(third.timeout, std::chrono::milliseconds(5000));
   ASSERT_TRUE(third.mirror.has_value());
   EXPECT_EQ(*third.mirror, 2u);
