@@ -258,6 +258,29 @@ struct LifecycleConfig {
   uint64_t drain_timeout_ms = 10000;
 };
 
+// Metrics and logs (gateway/telemetry/). Changes take effect on a restart only.
+struct ObservabilityConfig {
+  // Per-request metrics (infergate_requests_total, latency histograms, nv_inference_*);
+  // off leaves only the state read at scrape time (upstreams, shm, config, build).
+  bool request_metrics = true;
+  uint64_t max_series = 2000;  // label sets of the request metrics; past it "_overflow"
+  struct AccessLog {
+    enum class Format { kJson, kText };
+    bool enabled = false;
+    Format format = Format::kJson;
+    std::string path = "-";        // "-" = standard output; a file is appended to
+    uint32_t sample_percent = 100;  // of successful requests; failures are always logged
+  };
+  AccessLog access_log;
+  struct Log {
+    enum class Level { kError, kWarning, kInfo, kVerbose };
+    enum class Format { kText, kJson };
+    Level level = Level::kInfo;
+    Format format = Format::kJson;
+  };
+  Log log;
+};
+
 // Client shared memory (PROTOCOL.md section 8) at the gateway.
 struct ShmConfig {
   bool enabled = false;                           // register/unregister refused unless true
@@ -283,6 +306,7 @@ struct GatewayConfig {
   DiscoveryConfig discovery;
   LifecycleConfig lifecycle;
   ShmConfig shm;
+  ObservabilityConfig observability;
 
   // The upstream named `name`, or nullptr.
   const UpstreamConfig* findUpstream(std::string_view name) const;

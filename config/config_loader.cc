@@ -73,6 +73,10 @@ class Loader {
   void readDiscovery(const YamlValue& value);
   void readLifecycle(const YamlValue& value);
   void readShm(const YamlValue& value);
+  void readObservability(const YamlValue& value);
+  template <typename E>
+  void readChoice(const YamlValue& value, std::string_view what,
+                  std::initializer_list<std::pair<std::string_view, E>> choices, E& out);
   void readShmKeyPrefixes(const YamlValue& value);
   void readShmListeners(const YamlValue& value);
 
@@ -94,7 +98,7 @@ bool Loader::load(const YAML::Node& root) {
   }
   std::optional<YamlMap> map = reader_.mapping(
       top, {"listeners", "workers", "limits", "upstreams", "routes", "forward", "readiness",
-            "discovery", "lifecycle", "shm"});
+            "discovery", "lifecycle", "shm", "observability"});
   if (const YamlValue* v = map->find("listeners")) readListeners(*v);
   if (const YamlValue* v = map->find("workers")) {
     if (auto n = reader_.unsignedInteger(*v, 0, kMaxWorkers)) {
@@ -109,6 +113,7 @@ bool Loader::load(const YAML::Node& root) {
   if (const YamlValue* v = map->find("discovery")) readDiscovery(*v);
   if (const YamlValue* v = map->find("lifecycle")) readLifecycle(*v);
   if (const YamlValue* v = map->find("shm")) readShm(*v);
+  if (const YamlValue* v = map->find("observability")) readObservability(*v);
   return true;
 }
 
@@ -291,6 +296,79 @@ void Loader::readLifecycle(const YamlValue& value) {
   }
   if (const YamlValue* v = map->find("drain_timeout_ms")) {
     if (auto n = reader_.unsignedInteger(*v, 1, kMaxTimeoutMs)) l.drain_timeout_ms = *n;
+  }
+}
+
+template <typename E>
+void Loader::readChoice(const YamlValue& value, std::string_view what,
+                        std::initializer_list<std::pair<std::string_view, E>> choices, E& out) {
+  std::optional<std::string> text = reader_.string(value);
+  if (!text) return;
+  std::string allowed;
+  for (const auto& [name, e] : choices) {
+    if (*text == name) {
+      out = e;
+      return;
+    }
+    allowed += strCat(allowed.empty() ? "" : ", ", name);
+  }
+  reader_.error(value, strCat("unknown ", what, " \"", *text, "\" (allowed: ", allowed, ")"));
+}
+
+void Loader::readObservability(const YamlValue& value) {
+  std::optional<YamlMap> map =
+      reader_.mapping(value, {"request_metrics", "max_series", "access_log", "log"});
+  if (!map) return;
+  ObservabilityConfig& o = config_.observability;
+  if (const YamlValue* v = map->find("request_metrics")) {
+    if (std::optional<bool> b = readBoolean(reader_, *v)) o.request_metrics = *b;
+  }
+  if (const YamlValue* v = map->find("max_series")) {
+    if (auto n = reader_.unsignedInteger(*v, 1, 1000000)) o.max_series = *n;
+  }
+  if (const YamlValue* v = map->find("access_log")) {
+    using Format = ObservabilityConfig::AccessLog::Format;
+    std::optional<YamlMap> log =
+        reader_.mapping(*v, {"enabled", "format", "path", "sample_percent"});
+    if (log) {
+      ObservabilityConfig::AccessLog& a = o.access_log;
+      if (const YamlValue* e = log->find("enabled")) {
+        if (std::optional<bool> b = readBoolean(reader_, *e)) a.enabled = *b;
+      }
+      if (const YamlValue* f = log->find("format")) {
+        readChoice<Format>(*f, "format", {{"json", Format::kJson}, {"text", Format::kText}}, a.format);
+      }
+      if (const YamlValue* p = log->find("path")) {
+        std::optional<std::string> path = reader_.string(*p);
+        if (path && path->empty()) {
+          reader_.error(*p, "an access log path must not be empty (\"-\" is standard output)");
+        } else if (path) {
+          a.path = std::move(*path);
+        }
+      }
+      if (const YamlValue* n = log->find("sample_percent")) {
+        if (auto pct = reader_.unsignedInteger(*n, 1, 100)) a.sample_percent = static_cast<uint32_t>(*pct);
+      }
+    }
+  }
+  if (const YamlValue* v = map->find("log")) {
+    using Log = ObservabilityConfig::Log;
+    std::optional<YamlMap> log = reader_.mapping(*v, {"level", "format"});
+    if (log) {
+      if (const YamlValue* l = log->find("level")) {
+        readChoice<Log::Level>(*l, "level",
+                               {{"error", Log::Level::kError},
+                                {"warning", Log::Level::kWarning},
+                                {"info", Log::Level::kInfo},
+                                {"verbose", Log::Level::kVerbose}},
+                               o.log.level);
+      }
+      if (const YamlValue* f = log->find("format")) {
+        readChoice<Log::Format>(*f, "format",
+                                {{"text", Log::Format::kText}, {"json", Log::Format::kJson}},
+                                o.log.format);
+      }
+    }
   }
 }
 

@@ -46,14 +46,25 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
   }
 
  private:
+  // An attempt's request is built (the upstream side's encode, and its handoff): its time
+  // counts as transcoding, and whether it uses shared memory is the request's.
+  static void noteBuilt(telemetry::CallStats* stats, const HandoffRequest& request,
+                        telemetry::Clock::time_point started) {
+    if (stats == nullptr) return;
+    stats->transcode += telemetry::Clock::now() - started;
+    stats->shm_handoff = stats->shm_handoff || request.attemptUsesSharedMemory();
+  }
+
   void startGrpc(upstream::PickContext pick) {
     upstream::GrpcCallOptions options;
     options.deadline = options_.deadline;
     options.metadata = options_.metadata;
     auto self = shared_from_this();
-    auto build = [self](upstream::Endpoint& e) -> codecs::StatusOr<grpc::ByteBuffer> {
+    auto build = [self, stats = pick.stats](upstream::Endpoint& e) -> codecs::StatusOr<grpc::ByteBuffer> {
+      const auto started = telemetry::Clock::now();
       INFERGATE_ASSIGN_OR_RETURN(codecs::InferRequest * r, self->request_->forEndpoint(e));
       INFERGATE_ASSIGN_OR_RETURN(codecs::BufferChain message, codecs::ProtobufRequestEncoder().encode(*r));
+      noteBuilt(stats.get(), *self->request_, started);
       return codecs::toByteBuffer(message);
     };
     uint64_t attempt;
@@ -85,9 +96,11 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
       if (!isCancelled() && request_->retryInline(status)) return startGrpc(pick);
       return deliver(std::move(status));
     }
+    const auto decode_start = telemetry::Clock::now();
     codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
     codecs::StatusOr<codecs::InferResponse> response =
         flat.ok() ? codecs::ProtobufResponseDecoder(options_.limits).decode(*flat) : flat.status();
+    if (pick.stats) pick.stats->transcode += telemetry::Clock::now() - decode_start;
     if (!response.ok()) {
       return deliver(upstreamGarbage(decision_.upstream->name(), "ModelInfer response", response.status()));
     }
@@ -97,10 +110,14 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
   void startHttp(upstream::PickContext pick) {
     http::EventLoop& loop = *options_.loop;
     auto self = shared_from_this();
-    auto build = [self](upstream::Endpoint& e) -> codecs::StatusOr<upstream::HttpUpstreamRequest> {
+    auto build = [self, stats = pick.stats](upstream::Endpoint& e) -> codecs::StatusOr<upstream::HttpUpstreamRequest> {
+      const auto started = telemetry::Clock::now();
       INFERGATE_ASSIGN_OR_RETURN(codecs::InferRequest * r, self->request_->forEndpoint(e));
-      return httpUpstreamInfer(*r, self->decision_, *self->decision_.upstream,
-                               self->options_.metadata, self->options_.deadline);
+      codecs::StatusOr<upstream::HttpUpstreamRequest> out = httpUpstreamInfer(
+          *r, self->decision_, *self->decision_.upstream, self->options_.metadata,
+          self->options_.deadline);
+      noteBuilt(stats.get(), *self->request_, started);
+      return out;
     };
     uint64_t attempt;
     {
@@ -126,8 +143,10 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
       http_.reset();
       answered_ = attempt;
     }
+    const auto decode_start = telemetry::Clock::now();
     codecs::StatusOr<codecs::InferResponse> response =
         httpUpstreamInferAnswer(options_.limits, r, decision_.upstream->name());
+    if (pick.stats) pick.stats->transcode += telemetry::Clock::now() - decode_start;
     if (!response.ok()) {
       if (!isCancelled() && request_->retryInline(response.status())) return startHttp(pick);
       return deliver(response.status());

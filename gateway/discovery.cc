@@ -1,9 +1,9 @@
 #include "gateway/discovery.h"
 
-#include <algorithm>
-#include <iostream>
+#include "gateway/telemetry/log.h"
 
-#include "codecs/json_writer.h"
+#include <algorithm>
+
 
 namespace infergate::gateway {
 
@@ -64,11 +64,8 @@ void Discovery::watch(const config::GatewayConfig& config) {
     if (current) apply(*current, name, addresses);
   };
   auto on_error = [](const std::string& name, const codecs::Status& error) {
-    std::string line;
-    codecs::JsonWriter w(line);
-    w.beginObject().key("event").string("dns_error").key("name").string(name);
-    w.key("error").string(codecs::messageOf(error)).endObject();
-    std::cerr << line << std::endl;
+    telemetry::logEvent(telemetry::Level::kWarning, "dns_error",
+                        {{"name", name}, {"error", codecs::messageOf(error)}});
   };
   watcher_ = std::make_unique<upstream::DnsWatcher>(
       names, std::chrono::milliseconds(std::max<uint64_t>(config.discovery.dns_refresh_ms, 1)),

@@ -21,7 +21,10 @@
 #include "gateway/settings_store.h"
 #include "gateway/health_checker.h"
 #include "gateway/router.h"
+#include "gateway/router_metrics.h"
 #include "gateway/shm_metrics.h"
+#include "gateway/telemetry/log.h"
+#include "gateway/telemetry/recorder.h"
 #include "shm/cuda_probe.h"
 
 namespace infergate::gateway {
@@ -70,6 +73,15 @@ std::vector<std::string> restartOnlyChanges(const config::GatewayConfig& a,
       x.idle_timeout_ms != y.idle_timeout_ms || x.max_connections != y.max_connections) {
     changed.push_back("limits");
   }
+  const config::ObservabilityConfig& o = a.observability;
+  const config::ObservabilityConfig& p = b.observability;
+  if (o.request_metrics != p.request_metrics || o.max_series != p.max_series ||
+      o.access_log.enabled != p.access_log.enabled || o.access_log.format != p.access_log.format ||
+      o.access_log.path != p.access_log.path ||
+      o.access_log.sample_percent != p.access_log.sample_percent ||
+      o.log.level != p.log.level || o.log.format != p.log.format) {
+    changed.push_back("observability");
+  }
   // An endpoint kept by a reload keeps its handoff pool and registrations.
   for (const config::UpstreamConfig& u : b.upstreams) {
     const config::UpstreamConfig* before = a.findUpstream(u.name);
@@ -85,14 +97,16 @@ std::vector<std::string> restartOnlyChanges(const config::GatewayConfig& a,
   return changed;
 }
 
-void logEvent(std::string_view event, const codecs::Status& status, const RouterSnapshot& now) {
-  std::string line;
-  codecs::JsonWriter w(line);
-  w.beginObject().key("event").string(event).key("ok").boolean(status.ok());
-  if (!status.ok()) w.key("error").string(codecs::messageOf(status));
-  w.key("generation").uint64(now.generation).key("config_hash").string(now.config_hash);
-  w.endObject();
-  std::cerr << line << std::endl;
+void logReload(const codecs::Status& status, const RouterSnapshot& now) {
+  const std::string_view error = status.ok() ? std::string_view() : codecs::messageOf(status);
+  if (status.ok()) {
+    telemetry::logEvent(telemetry::Level::kInfo, "reload",
+                        {{"ok", true}, {"generation", now.generation}, {"config_hash", now.config_hash}});
+  } else {
+    telemetry::logEvent(telemetry::Level::kWarning, "reload",
+                        {{"ok", false}, {"error", error}, {"generation", now.generation},
+                         {"config_hash", now.config_hash}});
+  }
 }
 
 // The file's identity and size and time: a change of any is a change of the file (an
@@ -178,6 +192,7 @@ struct GatewayServer::Impl {
   std::shared_ptr<SettingsStore> settings;
   std::shared_ptr<ServerHealth> health = std::make_shared<ServerHealth>();
   std::shared_ptr<Metrics> metrics;
+  std::shared_ptr<telemetry::Recorder> recorder;
   std::unique_ptr<frontends::HttpFrontend> http_frontend;
   std::unique_ptr<http::HttpServer> http_server;
   std::unique_ptr<http::HttpServer> metrics_server;
@@ -192,13 +207,14 @@ struct GatewayServer::Impl {
     options.limits.max_decompressed_bytes = config.limits.max_input_bytes;
     options.limits.max_binary_body_bytes = config.limits.max_binary_body_bytes;
     http_frontend = std::make_unique<frontends::HttpFrontend>(router, settings, ServerInfo{},
-                                                              health, options);
+                                                              health, options, recorder);
     http_server = std::make_unique<http::HttpServer>(
         *pool, httpLimitsOf(config.limits), config.limits.max_connections,
         [front = http_frontend.get()](std::shared_ptr<http::HttpExchange> e) { front->handle(e); });
-    http_server->setObserver([m = metrics](const http::HttpRequest& r, int status,
-                                           std::chrono::nanoseconds elapsed) {
-      m->recordHttpRequest(r.tag.empty() ? std::string_view("unrouted") : r.tag, status, elapsed);
+    http_server->setObserver([rec = recorder](http::HttpExchange& e, int status, uint64_t) {
+      const http::HttpRequest& r = e.request();
+      rec->finishHttp(e.info(), status, r.tag.empty() ? std::string_view("unrouted") : r.tag,
+                      r.target);
     });
     INFERGATE_ASSIGN_OR_RETURN(http::BoundSockets bound,
                                http_server->listen(listenSpecOf(config.http->address)));
@@ -240,7 +256,7 @@ struct GatewayServer::Impl {
     options.limits.max_tensor_bytes = config.limits.max_input_bytes;
     options.limits.max_binary_body_bytes = config.limits.max_grpc_message_bytes;
     grpc_frontend = std::make_unique<frontends::GrpcFrontend>(router, settings, ServerInfo{},
-                                                              health, *pool, options);
+                                                              health, *pool, options, recorder);
     INFERGATE_ASSIGN_OR_RETURN(grpc_address, grpc_frontend->start(config::formatAddress(config.grpc->address)));
     return absl::OkStatus();
   }
@@ -267,7 +283,8 @@ struct GatewayServer::Impl {
       status = router->reload(*next, [this](const RouterSnapshot& s) { discovery->prepare(s); });
     }
     if (status.ok()) config = std::move(*next);
-    logEvent("reload", status, *router->snapshot());
+    metrics->reloaded(status.ok());
+    logReload(status, *router->snapshot());
     return status;
   }
 
@@ -303,13 +320,42 @@ codecs::Status GatewayServer::start() {
   s.admin = std::make_unique<AdminApi>(s.router, [impl = &s](std::function<void(codecs::Status)> done) {
     impl->control->post([impl, done = std::move(done)] { done(impl->reload()); });
   });
+  // The log's starting point: the config's level and format, as the logging endpoint
+  // then reports and changes them.
+  const config::ObservabilityConfig::Log& log_config = s.config.observability.log;
+  using LogLevel = config::ObservabilityConfig::Log::Level;
+  LogSettings log_start;
+  log_start.error = true;
+  log_start.warning = log_config.level >= LogLevel::kWarning;
+  log_start.info = log_config.level >= LogLevel::kInfo;
+  log_start.verbose_level = log_config.level >= LogLevel::kVerbose ? 1 : 0;
+  const bool log_json = log_config.format == config::ObservabilityConfig::Log::Format::kJson;
+  auto apply_log = [log_json](const LogSettings& l) {
+    telemetry::setLogSettings(telemetry::LogSettingsView{l.info, l.warning, l.error,
+                                                         l.verbose_level, l.format == "ISO8601",
+                                                         log_json});
+  };
+  apply_log(log_start);
   // Model-scoped trace settings reach this store only for models a builtin upstream serves:
   // the frontends resolve the model first.
   s.settings = std::make_shared<SettingsStore>(
-      [](std::string_view) -> codecs::Status { return absl::OkStatus(); });
-  s.metrics = std::make_shared<Metrics>(shm::probeCuda().compiled_in);
+      [](std::string_view) -> codecs::Status { return absl::OkStatus(); }, TraceSettings{},
+      log_start);
+  s.settings->onLogChange(apply_log);
+  const config::ObservabilityConfig& o = s.config.observability;
+  std::shared_ptr<telemetry::RequestMetrics> requests;
+  if (o.request_metrics) requests = std::make_shared<telemetry::RequestMetrics>(o.max_series);
+  std::unique_ptr<telemetry::AccessLog> access_log;
+  if (o.access_log.enabled) {
+    INFERGATE_ASSIGN_OR_RETURN(access_log, telemetry::AccessLog::open(o.access_log));
+  }
+  s.recorder = std::make_shared<telemetry::Recorder>(requests, std::move(access_log));
+  s.metrics = std::make_shared<Metrics>(shm::probeCuda().compiled_in, requests);
+  s.metrics->addCollectable(std::make_shared<RouterMetrics>(s.router));
   s.metrics->addCollectable(std::make_shared<ShmMetrics>(s.router));
   if (s.config.http) INFERGATE_RETURN_IF_ERROR(s.startHttp());
+  s.metrics->setOpenConnections(
+      [server = s.http_server.get()] { return server ? server->connectionCount() : 0; });
   if (s.config.metrics) INFERGATE_RETURN_IF_ERROR(s.startMetrics());
   s.pool->start();
   s.started = true;

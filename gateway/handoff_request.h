@@ -59,6 +59,9 @@ class HandoffRequest {
 
   // The request as the client sent it (names already rewritten for the upstream).
   const codecs::InferRequest& request() const { return request_; }
+  // Whether the current attempt hands some tensor over through shared memory (a client
+  // region passed through, or a pool slot).
+  bool attemptUsesSharedMemory() const { return used_references_; }
 
  private:
   struct Slotted {

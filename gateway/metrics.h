@@ -1,82 +1,63 @@
 #pragma once
 
-// The gateway's metrics registry (prometheus-cpp), declared once, here, as a list. Every
-// part of the gateway records into it; the metrics listener serves it at GET /metrics in
-// the Prometheus text format. The observability issue fills the list out.
+// The gateway's metrics, declared in one place each and served together at GET /metrics
+// (the metrics listener) in the Prometheus text format:
 //
-// Thread-safety: prometheus-cpp counters and histograms are safe to update from any
-// thread; families are created once at construction.
+//   here                 infergate_build_info{version, git_commit, cuda},
+//                        infergate_http_open_connections,
+//                        infergate_config_reloads_total{result}  (prometheus-cpp objects:
+//                        none is touched per request)
+//   telemetry/request_metrics.h   per request and per API call, lock-free on the
+//                                 request path (null when `observability.request_metrics`
+//                                 is off)
+//   router_metrics.h     config info, upstream and endpoint health and counters
+//   shm_metrics.h        shared-memory regions and the handoff
+// The last two are collectables read at scrape time from the state they describe.
+//
+// Thread-safety: every method from any thread.
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
-#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
-#include <mutex>
-#include <unordered_map>
 #include <vector>
+
+#include "gateway/telemetry/request_metrics.h"
 
 namespace infergate::gateway {
 
 class Metrics {
  public:
-  explicit Metrics(bool cuda_built_in);
+  // `requests` null: no per-request metrics.
+  Metrics(bool cuda_built_in, std::shared_ptr<telemetry::RequestMetrics> requests);
 
-  // One finished HTTP request: by endpoint (the route kind) and status code. `endpoint`
-  // must be a string with static storage (a literal): the series are cached by it.
-  void recordHttpRequest(std::string_view endpoint, int status, std::chrono::nanoseconds elapsed);
-  // One finished gRPC call: by method (e.g. "ModelInfer") and canonical code name.
-  void recordGrpcRequest(std::string_view method, std::string_view code,
-                         std::chrono::nanoseconds elapsed);
-  void connectionOpened() { open_connections_->Increment(); }
-  void connectionClosed() { open_connections_->Decrement(); }
+  // infergate_http_open_connections reads `count` at each scrape. Set before the metrics
+  // listener starts.
+  void setOpenConnections(std::function<size_t()> count) { open_connections_ = std::move(count); }
+  void reloaded(bool ok) { (ok ? reload_ok_ : reload_failed_)->Increment(); }
+
+  telemetry::RequestMetrics* requests() const { return requests_.get(); }
 
   // The whole registry in the Prometheus text exposition format.
   std::string serialize() const;
 
-  prometheus::Registry& registry() { return *registry_; }
-  // A collectable read at every scrape besides the registry (state-backed metrics such as
-  // shm_metrics.h's). Add before the metrics listener starts.
+  // A collectable read at every scrape besides the registry. Add before the metrics
+  // listener starts.
   void addCollectable(std::shared_ptr<prometheus::Collectable> collectable) {
     collectables_.push_back(std::move(collectable));
   }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
-  prometheus::Family<prometheus::Counter>* http_requests_;
-  prometheus::Family<prometheus::Histogram>* http_duration_;
-  prometheus::Family<prometheus::Counter>* grpc_requests_;
-  prometheus::Family<prometheus::Histogram>* grpc_duration_;
-  prometheus::Gauge* open_connections_;
+  std::shared_ptr<telemetry::RequestMetrics> requests_;
+  std::function<size_t()> open_connections_;
+  prometheus::Counter* reload_ok_;
+  prometheus::Counter* reload_failed_;
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
-
-  // prometheus-cpp's Family::Add builds label maps and metric objects before it finds an
-  // existing series (about ten allocations): the series of each (endpoint, status) are
-  // looked up once and kept here.
-  struct HttpSeries {
-    prometheus::Counter* requests;
-    prometheus::Histogram* duration;
-  };
-  struct HttpKey {
-    const char* endpoint;
-    int status;
-    bool operator==(const HttpKey&) const = default;
-  };
-  struct HttpKeyHash {
-    size_t operator()(const HttpKey& k) const {
-      return std::hash<const void*>()(k.endpoint) * 31 + static_cast<size_t>(k.status);
-    }
-  };
-  std::mutex http_series_mutex_;
-  std::unordered_map<HttpKey, HttpSeries, HttpKeyHash> http_series_;
 };
-
-// Buckets for request latencies: 25 us to 30 s, roughly x2.5 per step.
-const prometheus::Histogram::BucketBoundaries& latencyBuckets();
 
 }  // namespace infergate::gateway

@@ -227,4 +227,38 @@ HeaderPairs metadataToHttpHeaders(HeaderPairs metadata) {
   return metadata;
 }
 
+telemetry::SeriesKey seriesKeyOf(telemetry::Protocol protocol, const Decision& d) {
+  telemetry::UpstreamProtocol upstream_protocol = telemetry::UpstreamProtocol::kBuiltin;
+  switch (d.upstream->protocol()) {
+    case upstream::Upstream::Protocol::kBuiltin: break;
+    case upstream::Upstream::Protocol::kHttp: upstream_protocol = telemetry::UpstreamProtocol::kHttp; break;
+    case upstream::Upstream::Protocol::kGrpc: upstream_protocol = telemetry::UpstreamProtocol::kGrpc; break;
+  }
+  return telemetry::SeriesKey{protocol, upstream_protocol, d.client_model, d.client_version,
+                              d.route->name, d.upstream->name()};
+}
+
+void readTraceHeaders(const http::HeaderList& headers, telemetry::RequestInfo& info) {
+  if (const std::string* id = headers.find("x-request-id")) info.request_id = *id;
+  if (const std::string* tp = headers.find("traceparent")) {
+    const std::string* ts = headers.find("tracestate");
+    info.trace = telemetry::parseTraceContext(*tp, ts ? std::string_view(*ts) : std::string_view());
+  }
+}
+
+void stampTraceHeaders(HeaderPairs& headers, telemetry::RequestInfo& info) {
+  // traceparent travels only where `forward.headers` lets it (it is in the list then).
+  bool forwards_trace = false;
+  std::erase_if(headers, [&forwards_trace](const auto& h) {
+    forwards_trace = forwards_trace || h.first == "traceparent";
+    return h.first == "traceparent" || h.first == "tracestate" || h.first == "x-request-id";
+  });
+  if (forwards_trace && info.trace.valid()) {
+    headers.emplace_back("traceparent", info.trace.traceparent());
+    if (!info.trace.tracestate.empty()) headers.emplace_back("tracestate", info.trace.tracestate);
+  }
+  if (info.request_id.empty()) info.request_id = telemetry::newRequestId();
+  headers.emplace_back("x-request-id", info.request_id);
+}
+
 }  // namespace infergate::gateway

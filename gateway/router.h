@@ -35,6 +35,8 @@
 #include "codecs/status.h"
 #include "config/config.h"
 #include "gateway/http/http_message.h"
+#include "gateway/telemetry/request_info.h"
+#include "gateway/telemetry/request_metrics.h"
 #include "gateway/upstream/upstream_set.h"
 #include "routing/route_table.h"
 #include "shm/region_registry.h"
@@ -167,6 +169,31 @@ std::string configHash(std::string_view text);
 // `<key>` toward an HTTP upstream.
 inline constexpr std::string_view kGrpcRestrictedPrefix = "triton-grpc-protocol-";
 HeaderPairs metadataToHttpHeaders(HeaderPairs metadata);
+
+// ---- telemetry ----
+
+// The request-metrics label set of a routed request: the client's names, the route's
+// name, the upstream's name and protocol.
+telemetry::SeriesKey seriesKeyOf(telemetry::Protocol protocol, const Decision& d);
+// Reads x-request-id, traceparent and tracestate from HTTP headers into `info`.
+void readTraceHeaders(const http::HeaderList& headers, telemetry::RequestInfo& info);
+// The same from gRPC metadata (lowercase keys).
+template <typename Metadata>
+void readTraceMetadata(const Metadata& metadata, telemetry::RequestInfo& info) {
+  auto find = [&](std::string_view key) -> std::string_view {
+    auto it = metadata.find(typename Metadata::key_type(key.data(), key.size()));
+    return it == metadata.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
+  };
+  info.request_id = std::string(find("x-request-id"));
+  if (std::string_view tp = find("traceparent"); !tp.empty()) {
+    info.trace = telemetry::parseTraceContext(tp, find("tracestate"));
+  }
+}
+// The headers / metadata toward an upstream, stamped for tracing: where `forward.headers`
+// lets traceparent through, it carries the gateway's span (the client's value replaced; an
+// invalid one dropped) and tracestate goes as it came; x-request-id is the request's id (the client's, else one the gateway made up,
+// which is also set in `info` so that the client gets it back).
+void stampTraceHeaders(HeaderPairs& headers, telemetry::RequestInfo& info);
 
 // ---- what every forwarding path says of an upstream's answer ----
 

@@ -453,6 +453,7 @@ LogSettings SettingsStore::applyLog(const LogUpdate& update) {
   if (update.error) log_.error = *update.error;
   if (update.verbose_level) log_.verbose_level = *update.verbose_level;
   if (update.format) log_.format = *update.format;
+  if (on_log_change_) on_log_change_(log_);
   return log_;
 }
 

@@ -2,9 +2,10 @@
 
 // SettingsStore: the trace settings (global + per-model overrides) and log settings that
 // both frontends serve (PROTOCOL.md 2.1 "Trace settings" / "Logging", 11.6), in memory.
-// The gateway does not trace or re-route its log from these yet: it keeps and reports
-// them with Triton's keys, types and rules so that clients (perf_analyzer's
-// UpdateTraceSettings, tritonclient's update_log_settings) work unchanged.
+// The log settings drive the gateway's operational log (telemetry/log.h, through
+// onLogChange); the trace settings are kept and reported with Triton's keys, types and
+// rules so that clients (perf_analyzer's UpdateTraceSettings, tritonclient's
+// update_log_settings) work unchanged.
 //
 // Trace settings, as Triton's TraceManager keeps them:
 //   trace_level    ["OFF"] or any of "TIMESTAMPS", "TENSORS" (unknown strings ignored;
@@ -87,6 +88,10 @@ class SettingsStore {
   explicit SettingsStore(ModelCheck check = nullptr, TraceSettings trace = {},
                          LogSettings log = {});
 
+  // Called with the log settings after each update (under the store's mutex: it must not
+  // call back into the store). Set before the frontends start.
+  void onLogChange(std::function<void(const LogSettings&)> hook) { on_log_change_ = std::move(hook); }
+
   // Effective values ("" = global). Model errors as above.
   codecs::StatusOr<TraceSettings> trace(std::string_view model) const;
   LogSettings log() const;
@@ -142,6 +147,7 @@ class SettingsStore {
   TraceSettings global_;
   std::map<std::string, TraceOverride, std::less<>> models_;
   LogSettings log_;
+  std::function<void(const LogSettings&)> on_log_change_;
 };
 
 // The ModelCheck of a builtin repository: NOT_FOUND (the repository's own message) for a

@@ -15,6 +15,8 @@
 //   infergate_shm_handoff_pool_full_total{...}                   counter
 //   infergate_shm_handoff_inline_retries_total{...}              counter
 //
+// Every family is in each scrape, empty when no endpoint has a handoff.
+//
 // Threads: Collect() from the metrics listener's loop; it reads the router's current
 // snapshot and atomics.
 

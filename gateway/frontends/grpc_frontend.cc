@@ -72,12 +72,15 @@ std::string boundAddress(const std::string& address, int port) {
 GrpcFrontend::GrpcFrontend(std::shared_ptr<Router> router,
                            std::shared_ptr<SettingsStore> settings, ServerInfo info,
                            std::shared_ptr<ServerHealth> health, http::WorkerPool& pool,
-                           GrpcFrontendOptions options)
+                           GrpcFrontendOptions options,
+                           std::shared_ptr<telemetry::Recorder> recorder)
     : shared_(std::make_shared<grpc_detail::Shared>(std::move(router), std::move(settings),
                                                     std::move(info), std::move(health), pool,
                                                     std::move(options))),
       service_(std::make_unique<grpc_detail::InferenceService>(shared_)),
-      health_service_(std::make_unique<grpc_detail::HealthService>(shared_)) {}
+      health_service_(std::make_unique<grpc_detail::HealthService>(shared_)) {
+  shared_->recorder = std::move(recorder);
+}
 
 GrpcFrontend::~GrpcFrontend() { shutdown(std::chrono::milliseconds(0)); }
 

@@ -43,6 +43,7 @@
 #include "gateway/server_info.h"
 #include "gateway/settings_store.h"
 #include "gateway/router.h"
+#include "gateway/telemetry/recorder.h"
 #include "gateway/upstream/builtin/repository.h"
 
 namespace grpc {
@@ -86,7 +87,8 @@ class GrpcFrontend {
   GrpcFrontend(std::shared_ptr<Router> router,
                std::shared_ptr<SettingsStore> settings, ServerInfo info,
                std::shared_ptr<ServerHealth> health, http::WorkerPool& pool,
-               GrpcFrontendOptions options);
+               GrpcFrontendOptions options,
+               std::shared_ptr<telemetry::Recorder> recorder = nullptr);
   ~GrpcFrontend();  // shutdown(0) if still running
   GrpcFrontend(const GrpcFrontend&) = delete;
   GrpcFrontend& operator=(const GrpcFrontend&) = delete;

@@ -41,6 +41,7 @@ struct Shared {
   std::shared_ptr<ServerHealth> health;
   http::WorkerPool& pool;
   GrpcFrontendOptions options;
+  std::shared_ptr<telemetry::Recorder> recorder;  // null: no request metrics, no access log
   codecs::ProtobufRequestDecoder decoder;
   codecs::ProtobufResponseEncoder encoder;
   std::atomic<size_t> next_loop{0};

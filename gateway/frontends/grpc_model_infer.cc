@@ -41,12 +41,23 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   // is finished right here, without a hop to the loop; a gRPC upstream gets the message
   // as it came (rewritten only in fields 1 and 2 when the route says so).
   void start(const ::grpc::CallbackServerContext& context, const ByteBuffer& request) {
+    info_.protocol = telemetry::Protocol::kGrpc;
+    info_.start = telemetry::Clock::now();
+    info_.request_bytes = request.Length();
+    readTraceMetadata(context.client_metadata(), info_);
+    if (shared_->recorder && shared_->recorder->accessLog()) info_.client_address = context.peer();
     ::grpc::Status restricted = shared_->checkRestricted(context, "inference");
     if (!restricted.ok()) return finish(restricted);
     bool names_regions = false;
     codecs::StatusOr<Decision> decision = routeMessage(*shared_, request, context, &names_regions);
     if (!decision.ok()) return finish(grpcStatusFor(decision.status()));
     decision_ = std::move(*decision);
+    if (shared_->recorder) {
+      shared_->recorder->routed(info_, seriesKeyOf(telemetry::Protocol::kGrpc, decision_));
+    }
+    if (decision_.upstream->protocol() != upstream::Upstream::Protocol::kBuiltin) {
+      decision_.pick.stats = info_.callStats();
+    }
     // A request naming client regions is not mirrored: the mirror must never see them, and
     // reading them a second time would race with the client reusing its regions.
     if (decision_.mirror && !names_regions) mirror(context, request);
@@ -86,7 +97,9 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   // Builtin upstream: the message decoded for the upstream's model, its client regions
   // bound (binding_).
   codecs::StatusOr<codecs::InferRequest> decodeBound(const codecs::Buffer& bytes) {
+    const auto decode_start = telemetry::Clock::now();
     codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(bytes);
+    info_.transcode += telemetry::Clock::now() - decode_start;
     if (!decoded.ok()) return decoded;
     decoded->model_name = decision_.upstream_model;
     decoded->model_version = decision_.upstream_version;
@@ -110,6 +123,7 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     upstream::GrpcCallOptions options;
     options.deadline = upstreamDeadline(context, decision_.timeout);
     options.metadata = shared_->router->forwardedMetadata(context.client_metadata(), true);
+    stampTraceHeaders(options.metadata, info_);
     hold();
     auto call = upstream::fleetUnary(
         decision_.upstream->fleet(), kModelInferMethod, std::move(message), std::move(options),
@@ -187,7 +201,9 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   // ---- remote upstream, decoded: HTTP always; gRPC when the message names client regions
   // or takes the shared-memory handoff (gateway/decoded_forward.h) ----
   void forwardDecodedMessage(const ::grpc::CallbackServerContext& context, const codecs::Buffer& bytes) {
+    const auto decode_start = telemetry::Clock::now();
     codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(bytes);
+    info_.transcode += telemetry::Clock::now() - decode_start;
     if (!decoded.ok()) return finish(grpcStatusFor(decoded.status()));
     decoded->model_name = decision_.upstream_model;
     decoded->model_version = decision_.upstream_version;
@@ -200,6 +216,7 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     hold();
     if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
       options.metadata = shared_->router->forwardedMetadata(context.client_metadata(), true);
+      stampTraceHeaders(options.metadata, info_);
       // Answered on a grpc thread; cancel() from any thread, and the answer still comes.
       auto call = forwardDecoded(decision_, *request, std::move(options),
                                  [this](codecs::StatusOr<codecs::InferResponse> response) {
@@ -211,6 +228,7 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     }
     options.metadata = metadataToHttpHeaders(
         shared_->router->forwardedMetadata(context.client_metadata(), false));
+    stampTraceHeaders(options.metadata, info_);
     // Toward HTTP everything runs on the loop, cancel included (no answer follows it).
     loop_.post([this, request = *request, options = std::move(options)]() mutable {
       if (cancelled_->load()) return release();
@@ -238,7 +256,9 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     if (!response.ok()) return finishUpstreamError(response.status());
     response->model_name = decision_.client_model;
     if (!decision_.client_version.empty()) response->model_version = decision_.client_version;
+    const auto encode_start = telemetry::Clock::now();
     codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*response);
+    info_.transcode += telemetry::Clock::now() - encode_start;
     if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
     *response_ = codecs::toByteBuffer(*chain);
     finish(::grpc::Status::OK);
@@ -274,7 +294,9 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
       return finish(grpcStatusFor(delivered));
     }
     emission.response->model_name = decision_.client_model;
+    const auto encode_start = telemetry::Clock::now();
     codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*emission.response);
+    info_.transcode += telemetry::Clock::now() - encode_start;
     if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
     *response_ = codecs::toByteBuffer(*chain);
     finish(::grpc::Status::OK);
@@ -292,6 +314,9 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
 
   void finish(const ::grpc::Status& status) {
     if (finished_.exchange(true)) return;
+    if (!info_.request_id.empty()) context_->AddInitialMetadata("x-request-id", info_.request_id);
+    if (status.ok()) info_.response_bytes = response_->Length();
+    if (shared_->recorder) shared_->recorder->finishGrpc(info_, status.error_code(), "ModelInfer");
     Finish(status);
   }
 
@@ -326,6 +351,7 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   ::grpc::CallbackServerContext* context_;  // grpc's, valid until OnDone
   ByteBuffer* response_;  // grpc's, valid until OnDone
   Decision decision_;
+  telemetry::RequestInfo info_;  // written in the call's order (start, answer, finish)
   ShmBinding binding_;  // set before any upstream call or execution starts; read after
   Flag cancelled_ = std::make_shared<std::atomic<bool>>(false);
   std::atomic<bool> finished_{false};

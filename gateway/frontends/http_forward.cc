@@ -336,6 +336,7 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
   std::string target = d.rewrites() ? upstreamTarget(m, d, req.query()) : req.target;
   upstream::HttpUpstreamRequest out =
       passthroughRequest(*router_, req, std::move(target), d.timeout);
+  stampTraceHeaders(out.headers, exchange->info());
   upstream::HttpUpstreamCallbacks callbacks;
   Names names(d);
   if (m.endpoint == HttpEndpoint::kModelGenerateStream) {
@@ -481,7 +482,9 @@ void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, con
 // the handoff (decoded_forward.h).
 void HttpFrontend::inferDecoded(const Exchange& exchange, const Decision& d) {
   const http::HttpRequest& http = exchange->request();
+  const auto decode_start = telemetry::Clock::now();
   codecs::StatusOr<codecs::InferRequest> decoded = decodeHttpInfer(http, options_.limits, nullptr);
+  exchange->info().transcode += telemetry::Clock::now() - decode_start;
   if (!decoded.ok()) return exchange->respond(decodeErrorResponse(http, decoded.status()));
   decoded->model_name = d.upstream_model;
   decoded->model_version = d.upstream_version;
@@ -496,6 +499,7 @@ void HttpFrontend::inferDecoded(const Exchange& exchange, const Decision& d) {
   for (auto& [k, v] : router_->forwardedHeaders(http.headers)) {
     if (!toward_grpc || !k.ends_with("-bin")) options.metadata.emplace_back(std::move(k), std::move(v));
   }
+  stampTraceHeaders(options.metadata, exchange->info());
   auto respond = [exchange, request = *request, names = Names(d)](
                      codecs::StatusOr<codecs::InferResponse> response) {
     exchange->setCancelHandler(nullptr);
@@ -503,7 +507,10 @@ void HttpFrontend::inferDecoded(const Exchange& exchange, const Decision& d) {
     if (!response.ok()) return exchange->respond(errorResponse(publicStatus(response.status(), names)));
     response->model_name = names.client_model;
     if (!names.client_version.empty()) response->model_version = names.client_version;
-    exchange->respond(inferResponse(*response, request->request(), exchange->request()));
+    const auto encode_start = telemetry::Clock::now();
+    HttpResponse encoded = inferResponse(*response, request->request(), exchange->request());
+    exchange->info().transcode += telemetry::Clock::now() - encode_start;
+    exchange->respond(std::move(encoded));
   };
   DecodedDone done = respond;
   if (toward_grpc) {  // answered on a grpc thread: back to the exchange's loop

@@ -43,18 +43,21 @@ HttpResponse errorResponse(const codecs::Status& status) {
 
 HttpFrontend::HttpFrontend(std::shared_ptr<Router> router, std::shared_ptr<SettingsStore> settings,
                            ServerInfo info, std::shared_ptr<ServerHealth> health,
-                           HttpFrontendOptions options)
+                           HttpFrontendOptions options,
+                           std::shared_ptr<telemetry::Recorder> recorder)
     : router_(std::move(router)),
       settings_(std::move(settings)),
       info_(std::move(info)),
       server_metadata_(serverMetadataJson(info_)),
       health_(std::move(health)),
-      options_(options) {}
+      options_(options),
+      recorder_(std::move(recorder)) {}
 
 void HttpFrontend::handle(const std::shared_ptr<HttpExchange>& exchange) {
   http::HttpRequest& request = exchange->mutableRequest();
   Route route{matchHttpRoute(request.method, request.path())};
   request.tag = endpointName(route.match.endpoint);
+  readTraceHeaders(request.headers, exchange->info());
   if (route.match.endpoint == HttpEndpoint::kNotFound) {
     exchange->respond(bareError(404, "Not Found"));
     return;
@@ -153,6 +156,14 @@ void HttpFrontend::routed(const Exchange& exchange, const Route& route) {
   HttpRequestHeaders headers(exchange->request().headers);
   codecs::StatusOr<Decision> decision = router_->decide(m.model, m.version, &headers);
   if (!decision.ok()) return exchange->respond(errorResponse(decision.status()));
+  if (m.endpoint == HttpEndpoint::kModelInfer || m.endpoint == HttpEndpoint::kModelGenerate ||
+      m.endpoint == HttpEndpoint::kModelGenerateStream) {
+    telemetry::RequestInfo& info = exchange->info();
+    if (recorder_) recorder_->routed(info, seriesKeyOf(telemetry::Protocol::kHttp, *decision));
+    if (decision->upstream->protocol() != upstream::Upstream::Protocol::kBuiltin) {
+      decision->pick.stats = info.callStats();
+    }
+  }
   if (decision->mirror != nullptr) mirror(exchange, route, *decision);
   switch (decision->upstream->protocol()) {
     case upstream::Upstream::Protocol::kBuiltin:

@@ -34,6 +34,7 @@
 #include "gateway/server_info.h"
 #include "gateway/settings_store.h"
 #include "gateway/router.h"
+#include "gateway/telemetry/recorder.h"
 #include "gateway/upstream/builtin/repository.h"
 
 namespace infergate::gateway::frontends {
@@ -49,9 +50,10 @@ http::HttpResponse errorResponse(const codecs::Status& status);
 
 class HttpFrontend {
  public:
+  // `recorder` null: no request metrics or access log (tests).
   HttpFrontend(std::shared_ptr<Router> router, std::shared_ptr<SettingsStore> settings,
-               ServerInfo info,
-               std::shared_ptr<ServerHealth> health, HttpFrontendOptions options);
+               ServerInfo info, std::shared_ptr<ServerHealth> health, HttpFrontendOptions options,
+               std::shared_ptr<telemetry::Recorder> recorder = nullptr);
 
   // The http::HttpHandler.
   void handle(const std::shared_ptr<http::HttpExchange>& exchange);
@@ -85,6 +87,7 @@ class HttpFrontend {
   std::string server_metadata_;  // cached, as Triton does
   std::shared_ptr<ServerHealth> health_;
   HttpFrontendOptions options_;
+  std::shared_ptr<telemetry::Recorder> recorder_;
 };
 
 }  // namespace infergate::gateway::frontends

@@ -35,6 +35,7 @@ void HttpExchange::respond(HttpResponse response) {
   if (responded_) return;
   responded_ = true;
   response_ = std::move(response);
+  if (!info_.request_id.empty()) response_->header("x-request-id", info_.request_id);
   if (auto connection = connection_.lock()) connection->onExchangeResponded();
 }
 
@@ -43,6 +44,7 @@ void HttpExchange::beginStream(HttpResponse head) {
   responded_ = true;
   streaming_ = true;
   response_ = std::move(head);
+  if (!info_.request_id.empty()) response_->header("x-request-id", info_.request_id);
   response_->body = codecs::BufferChain();
   if (auto connection = connection_.lock()) connection->onExchangeResponded();
 }
@@ -71,13 +73,14 @@ void HttpExchange::cancel() {
 HttpConnection::HttpConnection(EventLoop& loop, int fd, const HttpLimits& limits,
                                const HttpHandler& handler,
                                std::function<void(HttpConnection*)> on_closed,
-                               const ResponseObserver* observer)
+                               const ResponseObserver* observer, std::string peer)
     : loop_(loop),
       fd_(fd),
       limits_(limits),
       handler_(handler),
       on_closed_(std::move(on_closed)),
       observer_(observer && *observer ? observer : nullptr),
+      peer_(std::move(peer)),
       timer_(loop, [this] { onTimeout(); }) {
   http_parser_init(&parser_, HTTP_REQUEST);
   parser_.data = this;
@@ -188,10 +191,8 @@ void HttpConnection::queueResponses() {
     HttpExchange& exchange = *pending_.front();
     if (!exchange.response_) break;
     bool keep_alive = exchange.keep_alive_ && !draining_;
-    if (observer_ && !(exchange.streaming_ && exchange.stream_head_written_)) {
-      (*observer_)(exchange.request_, exchange.response_->status,
-                   std::chrono::steady_clock::now() - exchange.read_at_);
-    }
+    observe(exchange, exchange.response_->status,
+            exchange.streaming_ ? 0 : exchange.response_->body.size());
     if (exchange.streaming_) {
       if (!queueStream(exchange)) break;
     } else {
@@ -207,6 +208,23 @@ void HttpConnection::queueResponses() {
     afterResponse(keep_alive);
   }
   updateInterest();
+}
+
+void HttpConnection::observe(HttpExchange& exchange, int status, uint64_t body_bytes) {
+  if (exchange.observed_) return;
+  exchange.observed_ = true;
+  exchange.info_.response_bytes = body_bytes;
+  if (observer_) (*observer_)(exchange, status, body_bytes);
+}
+
+// Exchanges that will get no response (the connection closes, or an earlier response
+// closes it): their handlers are told, and the observer sees them as 499 (the client
+// went away) unless it saw their response already.
+void HttpConnection::cancelPending(std::deque<std::shared_ptr<HttpExchange>> exchanges) {
+  for (auto& exchange : exchanges) {
+    exchange->cancel();
+    observe(*exchange, 499, 0);
+  }
 }
 
 // Writes what a streamed exchange has so far; true once it has ended.
@@ -256,7 +274,7 @@ void HttpConnection::afterResponse(bool keep_alive) {
   // Nothing after a closing response is answered.
   auto later = std::move(pending_);
   pending_.clear();
-  for (auto& exchange : later) exchange->cancel();
+  cancelPending(std::move(later));
   reading_ = false;
 }
 
@@ -366,7 +384,7 @@ void HttpConnection::close() {
   current_.reset();
   auto pending = std::move(pending_);
   pending_.clear();
-  for (auto& exchange : pending) exchange->cancel();
+  cancelPending(std::move(pending));
   out_.clear();
   if (fd_ >= 0) {
     ::close(fd_);
@@ -532,7 +550,9 @@ int HttpConnection::onMessageComplete(http_parser* p) {
                                 storage->bytes.get(), static_cast<size_t>(c->body_size_));
   request.body_readable = storage->capacity;
   exchange->keep_alive_ = http_should_keep_alive(p) != 0;
-  exchange->read_at_ = std::chrono::steady_clock::now();
+  exchange->info_.start = std::chrono::steady_clock::now();
+  exchange->info_.client_address = c->peer_;
+  exchange->info_.request_bytes = c->body_size_;
   c->read_state_ = ReadState::kIdle;
   c->pending_.push_back(exchange);
   c->armTimer();

@@ -32,6 +32,7 @@
 
 #include "gateway/http/event_loop.h"
 #include "gateway/http/http_message.h"
+#include "gateway/telemetry/request_info.h"
 
 namespace infergate::gateway::http {
 
@@ -58,7 +59,8 @@ class HttpExchange {
   EventLoop& loop() { return loop_; }
 
   // Sends the response (after the responses of earlier pipelined requests). Loop thread;
-  // the first call wins, later ones are ignored. Dropped if the connection is gone.
+  // the first call wins, later ones are ignored. Dropped if the connection is gone. A
+  // request with an id (info().request_id) gets it back as x-request-id.
   void respond(HttpResponse response);
   bool responded() const { return responded_; }
   // Streams the response instead: `head`'s status and headers go out with
@@ -73,6 +75,10 @@ class HttpExchange {
   bool cancelled() const { return cancelled_; }
   // Called on the loop thread if the connection closes before the response is written.
   void setCancelHandler(std::function<void()> handler) { on_cancel_ = std::move(handler); }
+
+  // What the pipeline learns of this request (telemetry/request_info.h); `start` is the
+  // time the request was read whole. Loop thread.
+  telemetry::RequestInfo& info() { return info_; }
 
  private:
   friend class HttpConnection;
@@ -91,22 +97,25 @@ class HttpExchange {
   std::vector<codecs::Buffer> stream_chunks_;
   bool keep_alive_ = true;
   bool head_ = false;
-  std::chrono::steady_clock::time_point read_at_;
+  bool observed_ = false;  // the ResponseObserver was told
+  telemetry::RequestInfo info_;
   std::function<void()> on_cancel_;
 };
 
 using HttpHandler = std::function<void(std::shared_ptr<HttpExchange>)>;
-// Told of every response as it is queued for writing: the request, the status, and the
-// time since the request was read whole. Loop thread; must not block.
-using ResponseObserver =
-    std::function<void(const HttpRequest&, int status, std::chrono::nanoseconds elapsed)>;
+// Told once of every request the handler got: when its response is queued for writing
+// (a streamed one: its head), with the status and the body's bytes (streamed: 0 so far),
+// or, when the client went away first, with status 499 and no bytes. `exchange.info()`
+// holds what the pipeline recorded. Loop thread; must not block.
+using ResponseObserver = std::function<void(HttpExchange& exchange, int status, uint64_t body_bytes)>;
 
 class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
   // Takes `fd` over (non-blocking, accepted). `on_closed` runs once when it closes.
+  // `peer`: the client's address ("127.0.0.1:53122"), for the access log.
   HttpConnection(EventLoop& loop, int fd, const HttpLimits& limits, const HttpHandler& handler,
                  std::function<void(HttpConnection*)> on_closed,
-                 const ResponseObserver* observer = nullptr);
+                 const ResponseObserver* observer = nullptr, std::string peer = {});
   ~HttpConnection();
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
@@ -133,6 +142,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::string responseHead(const HttpExchange& exchange, const HttpResponse& response,
                            bool keep_alive, bool chunked) const;
   void afterResponse(bool keep_alive);
+  void observe(HttpExchange& exchange, int status, uint64_t body_bytes);
+  void cancelPending(std::deque<std::shared_ptr<HttpExchange>> exchanges);
   void flush();
   void updateInterest();
   void armTimer();
@@ -158,6 +169,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   const HttpHandler& handler_;
   std::function<void(HttpConnection*)> on_closed_;
   const ResponseObserver* observer_;
+  const std::string peer_;
   event* event_ = nullptr;
   LoopTimer timer_;
   http_parser parser_;

@@ -1,5 +1,8 @@
 #include "gateway/http/http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -72,10 +75,33 @@ void HttpServer::onAccept(evutil_socket_t, short, void* arg) {
   acceptor->server->accept(*acceptor);
 }
 
+namespace {
+
+// "127.0.0.1:53122" / "[::1]:53122".
+std::string peerText(const sockaddr_storage& peer) {
+  char host[INET6_ADDRSTRLEN] = "";
+  if (peer.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
+  }
+  if (peer.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&peer);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+  }
+  return "";
+}
+
+}  // namespace
+
 void HttpServer::accept(Acceptor& acceptor) {
   Worker& worker = *acceptor.worker;
   for (int i = 0; i < kAcceptsPerWake; ++i) {
-    int fd = ::accept4(acceptor.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof(peer);
+    int fd = ::accept4(acceptor.fd, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       // EAGAIN: drained (another loop may have taken it on a shared Unix socket).
       // EMFILE/ENFILE: out of descriptors; the connection stays queued until one frees.
@@ -97,7 +123,7 @@ void HttpServer::accept(Acceptor& acceptor) {
             if (worker.connections.erase(c)) --connections_;
           });
         },
-        &observer_);
+        &observer_, acceptor.is_unix ? std::string("unix") : peerText(peer));
     worker.connections.emplace(connection.get(), connection);
     connection->start();
   }

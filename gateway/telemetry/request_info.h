@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace infergate::gateway::telemetry {
 
@@ -50,6 +51,17 @@ struct TraceContext {
   // "00-<trace id>-<span id>-<flags>" for the upstream.
   std::string traceparent() const;
 };
+
+// The trace context of a request from its `traceparent` / `tracestate` values (either may
+// be empty): valid when traceparent is a well-formed version-00 value (or a later version
+// whose first four fields are well formed, as the W3C text asks), its trace id and parent
+// id not all zeros; the gateway's own span id is drawn then. Invalid or absent: an empty
+// context (the gateway starts no trace of its own and forwards nothing).
+TraceContext parseTraceContext(std::string_view traceparent, std::string_view tracestate);
+// 16 random lowercase hex digits, never all zeros.
+std::string newSpanId();
+// A request id for requests that bring none: 16 hex digits, unique per process run.
+std::string newRequestId();
 
 class RequestSeries;  // request_metrics.h
 

@@ -255,22 +255,23 @@ size_t RequestMetrics::seriesCount() const {
   return series_.size();
 }
 
-RequestMetrics::ApiSeries* RequestMetrics::apiSeries(Protocol protocol, const char* endpoint) {
+RequestMetrics::ApiSeries* RequestMetrics::apiSeries(Protocol protocol, std::string_view endpoint) {
   Cache& c = cache();
-  auto cache_key = std::make_pair(static_cast<int>(protocol), endpoint);
+  auto cache_key = std::make_pair(static_cast<int>(protocol), endpoint.data());
   if (auto it = c.api.find(cache_key); it != c.api.end()) return it->second;
   std::lock_guard<std::mutex> lock(mu_);
-  std::string key = std::string(1, static_cast<char>('0' + static_cast<int>(protocol))) + endpoint;
+  std::string key = std::string(1, static_cast<char>('0' + static_cast<int>(protocol)));
+  key += endpoint;
   auto it = api_.find(key);
   if (it == api_.end()) {
-    it = api_.emplace(key, std::make_unique<ApiSeries>(protocol, endpoint)).first;
+    it = api_.emplace(key, std::make_unique<ApiSeries>(protocol, std::string(endpoint))).first;
     api_order_.push_back(it->second.get());
   }
   c.api.emplace(cache_key, it->second.get());
   return it->second.get();
 }
 
-void RequestMetrics::apiCall(Protocol protocol, const char* endpoint, Outcome outcome,
+void RequestMetrics::apiCall(Protocol protocol, std::string_view endpoint, Outcome outcome,
                              std::chrono::nanoseconds elapsed) {
   ApiSeries::Shard& s = apiSeries(protocol, endpoint)->shards[shardIndex()];
   s.outcomes[outcome.index].fetch_add(1, std::memory_order_relaxed);

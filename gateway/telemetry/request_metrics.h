@@ -129,8 +129,9 @@ class RequestMetrics final : public prometheus::Collectable {
   }
 
   // One API call (any endpoint, inference ones included): `endpoint` names the HTTP
-  // endpoint or gRPC method and must have static storage (a literal).
-  void apiCall(Protocol protocol, const char* endpoint, Outcome outcome,
+  // endpoint or gRPC method and must have static storage (a literal: the per-thread cache
+  // knows it by its address).
+  void apiCall(Protocol protocol, std::string_view endpoint, Outcome outcome,
                std::chrono::nanoseconds elapsed);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
@@ -141,7 +142,7 @@ class RequestMetrics final : public prometheus::Collectable {
   struct Cache;
   Cache& cache() const;
   RequestSeries* lookupShared(const SeriesKey& key);
-  ApiSeries* apiSeries(Protocol protocol, const char* endpoint);
+  ApiSeries* apiSeries(Protocol protocol, std::string_view endpoint);
 
   const uint64_t id_;  // tells this instance's thread caches from another's
   const size_t max_series_;

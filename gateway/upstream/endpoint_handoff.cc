@@ -1,8 +1,9 @@
 #include "gateway/upstream/endpoint_handoff.h"
 
+#include "gateway/telemetry/log.h"
+
 #include <unistd.h>
 
-#include <iostream>
 
 namespace infergate::gateway::upstream {
 namespace {
@@ -32,9 +33,10 @@ EndpointHandoff::EndpointHandoff(const config::UpstreamConfig& upstream, std::st
   options.device = config_.device;
   codecs::StatusOr<std::shared_ptr<shm::HandoffPool>> pool = shm::HandoffPool::create(options);
   if (!pool.ok()) {
-    std::cerr << "infergate: upstream '" << upstream_name_ << "' endpoint " << endpoint_key_
-              << ": the handoff pool cannot be created (" << pool.status().message()
-              << "); large tensors go inline" << std::endl;
+    telemetry::logEvent(telemetry::Level::kWarning, "handoff_pool_unavailable",
+                        {{"upstream", upstream_name_}, {"endpoint", endpoint_key_},
+                         {"error", codecs::messageOf(pool.status())},
+                         {"effect", "large tensors go inline"}});
     return;
   }
   pool_ = std::move(*pool);
@@ -143,11 +145,10 @@ std::vector<EndpointHandoff::Work> EndpointHandoff::takeWork() {
 
 void EndpointHandoff::refuse(const std::string& error) {
   if (refused_.exchange(true)) return;
-  std::cerr << "infergate: upstream '" << upstream_name_ << "' endpoint " << endpoint_key_
-            << " refuses client shared memory (" << error
-            << "); Triton needs --allow-client-shm=true for the shared-memory handoff. "
-               "Forwarding inline to this endpoint from now on."
-            << std::endl;
+  telemetry::logEvent(telemetry::Level::kWarning, "handoff_refused",
+                      {{"upstream", upstream_name_}, {"endpoint", endpoint_key_}, {"error", error},
+                       {"hint", "Triton needs --allow-client-shm=true for the shared-memory "
+                                "handoff; forwarding inline to this endpoint from now on"}});
 }
 
 void EndpointHandoff::poolRegistered(bool ok, bool refused, const std::string& error) {
@@ -164,9 +165,9 @@ void EndpointHandoff::poolRegistered(bool ok, bool refused, const std::string& e
   pool_state_ = State::kUnregistered;
   if (!refused && !warned_) {
     warned_ = true;
-    std::cerr << "infergate: upstream '" << upstream_name_ << "' endpoint " << endpoint_key_
-              << ": registering the handoff pool failed (" << error << "); retrying"
-              << std::endl;
+    telemetry::logEvent(telemetry::Level::kWarning, "handoff_pool_registration_failed",
+                        {{"upstream", upstream_name_}, {"endpoint", endpoint_key_},
+                         {"error", error}, {"effect", "retrying"}});
   }
 }
 

@@ -53,6 +53,8 @@
 #include "codecs/sequence_ref.h"
 #include "codecs/status.h"
 #include "config/config.h"
+#include "gateway/telemetry/request_info.h"
+#include "gateway/telemetry/sharded.h"
 #include "gateway/upstream/endpoint.h"
 #include "gateway/upstream/upstream_status.h"
 #include "routing/affinity_table.h"
@@ -92,6 +94,9 @@ struct PickContext {
   std::optional<codecs::SequenceRef> sequence;  // present() ones only
   std::optional<std::string> hash_value;      // the value of load_balancing.hash_header
   Clock::time_point deadline = Clock::time_point::max();  // a queued request waits no longer
+  // Where the call reports its endpoint, queue wait, upstream time and attempts (null:
+  // nobody asks). Written by fleet_call.h's calls before their completion runs.
+  std::shared_ptr<telemetry::CallStats> stats;
 };
 
 class UpstreamFleet;
@@ -176,6 +181,9 @@ class UpstreamFleet : public std::enable_shared_from_this<UpstreamFleet> {
   };
   Counters counters() const;
   void countRetry(bool allowed);
+  // The time a request waited for its first slot (0 when one was free at once).
+  void observeQueueWait(Clock::duration wait) { queue_wait_.observe(wait); }
+  telemetry::HistogramSnapshot queueWait() const { return queue_wait_.snapshot(); }
 
   // Cancels every gRPC call in flight on every endpoint and waits for their callbacks.
   void shutdownGrpc();
@@ -211,6 +219,7 @@ class UpstreamFleet : public std::enable_shared_from_this<UpstreamFleet> {
 
   std::atomic<uint32_t> in_flight_{0};
   std::atomic<uint64_t> shed_{0}, retries_{0}, retries_refused_{0}, affinity_lost_{0};
+  telemetry::ShardedHistogram queue_wait_;
 
   std::mutex queue_mu_;
   std::list<std::shared_ptr<Waiter>> queue_;

@@ -29,6 +29,22 @@ std::optional<EndpointLease> retryLease(UpstreamFleet& fleet, const PickContext&
   return std::move(*next);
 }
 
+// An attempt about to go to `endpoint` (the `n`th of its call): the first one ends the
+// call's wait for a slot (the fleet's queue-wait histogram, and the call's stats); each
+// names its endpoint in the stats. Returns the attempt's start.
+Clock::time_point noteAttempt(UpstreamFleet& fleet, const PickContext& context,
+                              const Endpoint& endpoint, Clock::time_point call_started,
+                              uint64_t n) {
+  Clock::time_point now = Clock::now();
+  if (n == 1) fleet.observeQueueWait(now - call_started);
+  if (telemetry::CallStats* stats = context.stats.get()) {
+    if (n == 1) stats->queue_wait = now - call_started;
+    stats->endpoint = endpoint.key();
+    stats->attempts = static_cast<uint32_t>(n);
+  }
+  return now;
+}
+
 // ---- gRPC ----
 
 class FleetUnaryCall final : public GrpcCallHandle,
@@ -46,7 +62,8 @@ class FleetUnaryCall final : public GrpcCallHandle,
         done_(std::move(done)) {}
 
   void start() {
-    fleet_->retryBudget().recordRequest(Clock::now());
+    started_at_ = Clock::now();
+    fleet_->retryBudget().recordRequest(started_at_);
     uint64_t waiter = fleet_->acquire(
         context_, [self = shared_from_this()](codecs::StatusOr<EndpointLease> lease) {
           if (!lease.ok()) return self->deliver(lease.status(), {});
@@ -83,6 +100,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
       // sanitizer cannot see.
       std::lock_guard<std::mutex> lock(mu_);
       id = ++attempts_;
+      sent_at_ = noteAttempt(*fleet_, context_, *endpoint, started_at_, id);
       if (cancelled_) {
         id = 0;
       } else {
@@ -127,6 +145,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
       lease = std::move(lease_);
       inner_.reset();
       cancelled = cancelled_;
+      if (context_.stats) context_.stats->upstream = Clock::now() - sent_at_;
     }
     std::shared_ptr<Endpoint> endpoint = lease.sharedEndpoint();
     lease.finish(outcomeOfGrpc(status.error_code()));
@@ -166,6 +185,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
   bool cancelled_ = false;
   uint64_t waiter_ = 0;  // acquire()'s, while it may wait in the queue
   uint64_t attempts_ = 0;
+  Clock::time_point started_at_, sent_at_;
   std::shared_ptr<GrpcCallHandle> inner_;
 };
 
@@ -186,7 +206,8 @@ class FleetHttpCall final : public HttpCallHandle,
         callbacks_(std::move(callbacks)) {}
 
   void start() {
-    fleet_->retryBudget().recordRequest(Clock::now());
+    started_at_ = Clock::now();
+    fleet_->retryBudget().recordRequest(started_at_);
     starting_.store(true);
     waiter_ = fleet_->acquire(context_, [self = shared_from_this()](codecs::StatusOr<EndpointLease> lease) {
       if (self->starting_.load() && self->loop_.inLoopThread()) {
@@ -221,6 +242,7 @@ class FleetHttpCall final : public HttpCallHandle,
 
   void attempt(EndpointLease lease) {
     lease_ = std::move(lease);
+    sent_at_ = noteAttempt(*fleet_, context_, lease_.endpoint(), started_at_, ++attempts_);
     const bool may_retry = fleet_->config().retry.max_retries > retries_ &&
                            !(context_.sequence && context_.sequence->present());
     HttpUpstreamRequest request;
@@ -253,6 +275,7 @@ class FleetHttpCall final : public HttpCallHandle,
 
   void onComplete(codecs::StatusOr<HttpUpstreamResponse> response) {
     inner_.reset();
+    if (context_.stats) context_.stats->upstream = Clock::now() - sent_at_;
     std::shared_ptr<Endpoint> endpoint = lease_.sharedEndpoint();
     if (response.ok()) {
       lease_.finish(outcomeOfHttpStatus(response->status));
@@ -285,6 +308,8 @@ class FleetHttpCall final : public HttpCallHandle,
   EndpointLease lease_;
   std::shared_ptr<HttpCallHandle> inner_;
   uint32_t retries_ = 0;
+  uint32_t attempts_ = 0;
+  Clock::time_point started_at_, sent_at_;
   uint64_t waiter_ = 0;  // acquire()'s, while it may wait in the queue
   std::atomic<bool> starting_{false};  // acquire() may answer inline
   bool cancelled_ = false;

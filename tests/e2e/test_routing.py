@@ -1207,6 +1207,14 @@ class RoutingRulesE2E(Base):
         for got, limit in zip(left[1:], (5, 4, 2, 4)):
             self.assertTrue(limit - 1.5 < got <= limit + 0.25, (got, limit))
 
+    def assertChildSpan(self, forwarded, sent):
+        """The gateway's span in the client's trace: same version, trace id and flags, its
+        own parent id."""
+        f, c = forwarded.split("-"), sent.split("-")
+        self.assertEqual((f[0], f[1], f[3]), (c[0], c[1], c[3]), forwarded)
+        self.assertRegex(f[2], r"^[0-9a-f]{16}$")
+        self.assertNotEqual(f[2], c[2])
+
     def test_client_headers_and_metadata_forwarded(self):
         REC.take()
         RECH.take()
@@ -1217,7 +1225,7 @@ class RoutingRulesE2E(Base):
         (call,) = RECH.take("/infer")
         self.assertEqual(call["path"], "/v2/models/recorded_h/infer")
         self.assertEqual(call["body"], sleep_json(1))
-        self.assertEqual(call["headers"]["traceparent"], headers["traceparent"])
+        self.assertChildSpan(call["headers"]["traceparent"], headers["traceparent"])
         self.assertEqual(call["headers"]["tracestate"], "k=v")
         self.assertEqual(call["headers"]["x-tenant"], "t1")
         self.assertNotIn("x-other", call["headers"])
@@ -1227,7 +1235,7 @@ class RoutingRulesE2E(Base):
         req = infer_request("recorded", [("INPUT0", "INT32", [1], struct.pack("<i", 1))])
         stub_of(RULES).ModelInfer(req, metadata=metadata)
         (call,) = REC.take()
-        self.assertEqual(call["metadata"]["traceparent"], headers["traceparent"])
+        self.assertChildSpan(call["metadata"]["traceparent"], headers["traceparent"])
         self.assertEqual(call["metadata"]["x-tenant"], "t2")
         self.assertEqual(call["metadata"]["triton-grpc-protocol-infer-key"], "secret")
         self.assertNotIn("x-other", call["metadata"])
@@ -1240,7 +1248,7 @@ class RoutingRulesE2E(Base):
         self.assertEqual(resp.raw_output_contents[0], struct.pack("<i", 42))
         self.assertEqual(resp.model_name, "recorded_h")
         (call,) = RECH.take("/infer")
-        self.assertEqual(call["headers"]["traceparent"], headers["traceparent"])
+        self.assertChildSpan(call["headers"]["traceparent"], headers["traceparent"])
         self.assertEqual(call["headers"]["infer-key"], "secret")
         self.assertNotIn("x-other", call["headers"])
         n = int(call["headers"]["inference-header-content-length"])

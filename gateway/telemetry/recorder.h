@@ -1,0 +1,75 @@
+#pragma once
+
+// What the frontends call at the two ends of a request: routed() once an inference
+// request has its route and upstream (its metrics series, counted in flight), finish*()
+// once it is answered (the metrics, the access log). Either part may be off: request
+// metrics (`observability.request_metrics`) and the access log (`access_log.enabled`).
+//
+// Threads: every method from any thread; a request's own calls in its order.
+
+#include <memory>
+#include <string_view>
+
+#include "gateway/telemetry/access_log.h"
+#include "gateway/telemetry/request_metrics.h"
+
+namespace infergate::gateway::telemetry {
+
+class Recorder {
+ public:
+  // Either may be null.
+  Recorder(std::shared_ptr<RequestMetrics> metrics, std::unique_ptr<AccessLog> access_log)
+      : metrics_(std::move(metrics)), access_log_(std::move(access_log)) {}
+
+  RequestMetrics* metrics() const { return metrics_.get(); }
+  AccessLog* accessLog() const { return access_log_.get(); }
+
+  void routed(RequestInfo& info, const SeriesKey& key) {
+    if (metrics_) metrics_->started(info, metrics_->series(key));
+  }
+
+  // `endpoint`: the HTTP endpoint's name (static storage); `target` the request target.
+  void finishHttp(const RequestInfo& info, int status, std::string_view endpoint,
+                  std::string_view target) {
+    const Outcome outcome = httpOutcome(status);
+    const Clock::time_point now = Clock::now();
+    if (metrics_) {
+      metrics_->apiCall(Protocol::kHttp, endpoint, outcome, now - info.start);
+      RequestMetrics::finish(info, outcome, now);
+    }
+    if (access_log_) {
+      access_log_->record(AccessEntry{&info, endpoint, target,
+                                      outcomeLabel(Protocol::kHttp, outcome) == "other"
+                                          ? std::string_view(statusText(status))
+                                          : outcomeLabel(Protocol::kHttp, outcome),
+                                      status >= 400});
+    }
+  }
+
+  // `method`: the gRPC method's short name (static storage), e.g. "ModelInfer".
+  void finishGrpc(const RequestInfo& info, int code, std::string_view method) {
+    const Outcome outcome = grpcOutcome(code);
+    const Clock::time_point now = Clock::now();
+    if (metrics_) {
+      metrics_->apiCall(Protocol::kGrpc, method, outcome, now - info.start);
+      RequestMetrics::finish(info, outcome, now);
+    }
+    if (access_log_) {
+      access_log_->record(AccessEntry{&info, method, "", outcomeLabel(Protocol::kGrpc, outcome),
+                                      code != 0});
+    }
+  }
+
+ private:
+  // A status outside the metrics' table, as text for the log line (thread-local storage).
+  static std::string_view statusText(int status) {
+    thread_local std::string text;
+    text = std::to_string(status);
+    return text;
+  }
+
+  std::shared_ptr<RequestMetrics> metrics_;
+  std::unique_ptr<AccessLog> access_log_;
+};
+
+}  // namespace infergate::gateway::telemetry

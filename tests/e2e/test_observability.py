@@ -1,0 +1,347 @@
+"""End-to-end: what an operator sees of a known mix of requests.
+
+U is a builtin upstream (shared memory on, its own access log); G routes to U over gRPC
+(colocated, with the handoff pool) and over HTTP, and writes an access log. After a known
+mix of successes, routing 404s, upstream errors and shared-memory handoffs, one scrape of
+G's /metrics must show exactly those counts, and parse as Prometheus text. Trace context
+and request ids must arrive at U as G forwarded them; every access log line is JSON.
+A second gateway checks that the v2 logging endpoint changes the log at run time.
+"""
+import json
+import os
+import tempfile
+import unittest
+
+import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
+
+import grpc_stubs
+from harness import LOOPBACK_HEAD, Gateway, Processes
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_SPAN = "00f067aa0ba902b7"
+
+GATEWAY = LOOPBACK_HEAD + """
+upstreams:
+  - name: u-grpc
+    protocol: grpc
+    endpoints: ["$u_grpc"]
+    colocated: true
+    timeout_ms: 30000
+    handoff: { min_bytes: 65536, pool_bytes: 4194304, kind: system }
+  - name: u-http
+    protocol: http
+    endpoints: ["$u_http"]
+    timeout_ms: 30000
+routes:
+  - name: via-http
+    match: { model_prefix: "s", headers: { x-upstream: http } }
+    upstream: u-http
+  - name: main
+    match: { model: simple }
+    upstream: u-grpc
+  - name: ghost
+    match: { model: ghost }
+    upstream: u-grpc
+  - name: big
+    match: { model: identity_fp32 }
+    upstream: u-grpc
+observability:
+  access_log: { enabled: true, format: json, path: "$access_log" }
+"""
+
+UPSTREAM_EXTRA = """shm:
+  enabled: true
+  allowed_key_prefixes: ["/infergate_"]
+observability:
+  access_log: { enabled: true, format: json, path: "$access_log" }
+"""
+
+SIMPLE_JSON = json.dumps({"inputs": [
+    {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
+    {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16}]})
+
+BIG_FLOATS = 32768  # 128 KiB: above the handoff's min_bytes
+
+P = None  # the processes
+LOGS = tempfile.TemporaryDirectory(prefix="infergate-logs-")
+U = G = None
+U_LOG = G_LOG = None
+SENT = {}  # what the mix sent, for the assertions
+
+
+def simple_request(pb, model="simple"):
+    req = pb.ModelInferRequest(model_name=model)
+    for name in ("INPUT0", "INPUT1"):
+        t = req.inputs.add()
+        t.name, t.datatype = name, "INT32"
+        t.shape.extend([1, 16])
+    req.raw_input_contents.extend([np.arange(16, dtype=np.int32).tobytes(),
+                                   np.ones(16, dtype=np.int32).tobytes()])
+    return req
+
+
+def big_request(pb):
+    req = pb.ModelInferRequest(model_name="identity_fp32")
+    t = req.inputs.add()
+    t.name, t.datatype = "INPUT0", "FP32"
+    t.shape.extend([1, BIG_FLOATS])
+    req.raw_input_contents.append(np.arange(BIG_FLOATS, dtype=np.float32).tobytes())
+    return req
+
+
+def wait_until(predicate, timeout=20.0):
+    import time
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def pool_ready():
+    status, _, body = G.request("GET", "/admin/upstreams", listener="metrics")
+    if status != 200:
+        return False
+    for u in json.loads(body)["upstreams"]:
+        if u["name"] == "u-grpc":
+            return all(e.get("handoff", {}).get("pool_ready") for e in u["endpoints"])
+    return False
+
+
+def read_lines(path, at_least=1):
+    """The file's lines once it has `at_least` of them (the access log is written out by a
+    background thread every 100 ms)."""
+    def lines():
+        with open(path) as f:
+            return [line for line in f.read().splitlines() if line]
+    wait_until(lambda: len(lines()) >= at_least, timeout=10)
+    return lines()
+
+
+def setUpModule():
+    global P, U, G, U_LOG, G_LOG
+    P = Processes()
+    pb, _, _, _ = grpc_stubs.load()
+    try:
+        U_LOG = os.path.join(LOGS.name, "upstream.log")
+        G_LOG = os.path.join(LOGS.name, "gateway.log")
+        U = P.start("U", Gateway.builtin_upstream(
+            extra=UPSTREAM_EXTRA.replace("$access_log", U_LOG)))
+        G = P.start("G", Gateway.from_template(GATEWAY, u_grpc=U.address("grpc"),
+                                               u_http=U.address("http"), access_log=G_LOG))
+        assert wait_until(pool_ready), "the handoff pool never became ready"
+        run_mix(pb)
+    except BaseException:
+        grpc_stubs.close_channels()
+        P.stop_all()
+        raise
+
+
+def run_mix(pb):
+    stub = grpc_stubs.stub_of(G)
+    http = lambda path, headers=None: G.request("POST", path, SIMPLE_JSON, headers)  # noqa: E731
+    results = []
+    for i in range(4):  # HTTP -> gRPC upstream, route "main"
+        headers = {"x-request-id": "req-http-%d" % i}
+        if i == 0:
+            headers["traceparent"] = "00-%s-%s-01" % (TRACE_ID, CLIENT_SPAN)
+        status, response_headers, _ = http("/v2/models/simple/infer", headers)
+        results.append(("http simple", status))
+        if i == 0:
+            SENT["echoed_id"] = response_headers.get("x-request-id")
+    for _ in range(3):  # gRPC -> HTTP upstream, route "via-http"
+        response, call = stub.ModelInfer.with_call(
+            simple_request(pb), metadata=(("x-upstream", "http"), ("x-request-id", "req-grpc")))
+        SENT["grpc_initial"] = dict(call.initial_metadata())
+        results.append(("grpc simple", "ok"))
+    for _ in range(2):  # no route: 404 at the gateway, no model series
+        results.append(("http unrouted", http("/v2/models/no_such_model/infer")[0]))
+    results.append(("grpc unrouted", grpc_stubs.grpc_outcome(
+        lambda: stub.ModelInfer(simple_request(pb, "no_such_model")))[0]))
+    for _ in range(2):  # routed, but the upstream does not have it: the upstream's 404
+        results.append(("http ghost", http("/v2/models/ghost/infer")[0]))
+    results.append(("grpc ghost", grpc_stubs.grpc_outcome(
+        lambda: stub.ModelInfer(simple_request(pb, "ghost")))[0]))
+    for _ in range(2):  # the handoff pool
+        results.append(("grpc big", grpc_stubs.grpc_outcome(
+            lambda: stub.ModelInfer(big_request(pb)))[0]))
+    SENT["results"] = results
+    status, _, body = G.request("GET", "/metrics", listener="metrics")
+    SENT["scrape_status"] = status
+    SENT["scrape"] = body.decode("utf-8")
+
+
+def tearDownModule():
+    grpc_stubs.close_channels()
+    problems = P.stop_all()
+    assert not problems, "\n".join(problems)
+
+
+class KnownMix(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        assert SENT["scrape_status"] == 200, SENT["scrape"][:300]
+        cls.samples = []
+        for family in text_string_to_metric_families(SENT["scrape"]):
+            for s in family.samples:
+                cls.samples.append((s.name, s.labels, s.value))
+
+    def value(self, name, **labels):
+        """The one sample of `name` whose labels include `labels`."""
+        found = [v for n, l, v in self.samples
+                 if n == name and all(l.get(k) == str(w) for k, w in labels.items())]
+        self.assertEqual(len(found), 1, "%s %s: %s" % (name, labels, found))
+        return found[0]
+
+    def test_the_mix_went_as_planned(self):
+        r = SENT["results"]
+        self.assertEqual([s for what, s in r if what == "http simple"], [200] * 4, r)
+        self.assertEqual([s for what, s in r if what == "http unrouted"], [404] * 2, r)
+        self.assertEqual([s for what, s in r if what == "http ghost"], [404] * 2, r)
+        self.assertEqual([str(s) for what, s in r if what in ("grpc unrouted", "grpc ghost")],
+                         ["StatusCode.NOT_FOUND"] * 2, r)
+        self.assertEqual([s for what, s in r if what == "grpc big"], ["ok"] * 2, r)
+
+    def test_every_request_is_counted_in_its_series(self):
+        v = self.value
+        self.assertEqual(v("infergate_requests_total", model="simple", version="", route="main",
+                           upstream="u-grpc", protocol="http", upstream_protocol="grpc",
+                           code=200), 4)
+        self.assertEqual(v("infergate_requests_total", model="simple", route="via-http",
+                           upstream="u-http", protocol="grpc", upstream_protocol="http",
+                           code="OK"), 3)
+        self.assertEqual(v("infergate_requests_total", model="ghost", protocol="http",
+                           code=404), 2)
+        self.assertEqual(v("infergate_requests_total", model="ghost", protocol="grpc",
+                           code="NOT_FOUND"), 1)
+        self.assertEqual(v("infergate_requests_total", model="identity_fp32", route="big",
+                           code="OK"), 2)
+        # A request without a route has no model series: nothing names no_such_model.
+        self.assertFalse([s for s in self.samples if s[1].get("model") == "no_such_model"])
+        for name, labels, value in self.samples:
+            if name == "infergate_requests_in_flight":
+                self.assertEqual(value, 0, labels)
+
+    def test_api_counters_include_the_unrouted(self):
+        v = self.value
+        self.assertEqual(v("infergate_http_requests_total", endpoint="infer", code=200), 4)
+        self.assertEqual(v("infergate_http_requests_total", endpoint="infer", code=404), 4)
+        self.assertEqual(v("infergate_grpc_requests_total", method="ModelInfer", code="OK"), 5)
+        self.assertEqual(v("infergate_grpc_requests_total", method="ModelInfer",
+                           code="NOT_FOUND"), 2)
+
+    def test_histograms_count_each_request_once(self):
+        v = self.value
+        self.assertEqual(v("infergate_request_duration_seconds_count", model="simple",
+                           route="main"), 4)
+        self.assertEqual(v("infergate_request_duration_seconds_bucket", model="simple",
+                           route="main", le="+Inf"), 4)
+        # Remote upstreams: the upstream time and the gateway's overhead of every request.
+        self.assertEqual(v("infergate_upstream_duration_seconds_count", model="simple",
+                           route="via-http"), 3)
+        self.assertEqual(v("infergate_gateway_overhead_seconds_count", model="simple",
+                           route="via-http"), 3)
+        # gRPC -> HTTP upstream is decoded and encoded: transcoding time of each request;
+        # the HTTP -> gRPC passthrough of "main" decodes nothing.
+        self.assertEqual(v("infergate_transcode_duration_seconds_count", model="simple",
+                           route="via-http"), 3)
+        self.assertEqual(v("infergate_transcode_duration_seconds_count", model="simple",
+                           route="main"), 4)  # HTTP JSON toward gRPC is transcoded too
+        self.assertGreater(v("infergate_request_bytes_total", model="identity_fp32"),
+                           2 * 4 * BIG_FLOATS)
+
+    def test_triton_families_add_up_per_model(self):
+        v = self.value
+        self.assertEqual(v("nv_inference_request_success_total", model="simple", version=""), 7)
+        self.assertEqual(v("nv_inference_request_failure_total", model="ghost",
+                           reason="REJECTED"), 3)
+        self.assertEqual(v("nv_inference_count_total", model="identity_fp32"), 2)
+        self.assertEqual(v("nv_inference_pending_request_count", model="simple"), 0)
+        self.assertGreater(v("nv_inference_request_duration_us_total", model="simple"), 0)
+
+    def test_upstream_endpoints_and_the_handoff(self):
+        v = self.value
+        u_grpc = U.address("grpc")
+        self.assertEqual(v("infergate_upstream_endpoint_requests_total", upstream="u-grpc",
+                           endpoint=u_grpc), 4 + 3 + 2)
+        self.assertEqual(v("infergate_upstream_endpoint_requests_total", upstream="u-http"), 3)
+        self.assertEqual(v("infergate_upstream_endpoint_state", upstream="u-grpc",
+                           state="ejected"), 0)
+        self.assertEqual(v("infergate_upstream_queue_wait_seconds_count", upstream="u-grpc"),
+                         9)
+        self.assertEqual(v("infergate_shm_handoff_bytes_total", upstream="u-grpc",
+                           path="pool_in"), 2 * 4 * BIG_FLOATS)
+        self.assertEqual(v("infergate_config_reloads_total", result="success"), 0)
+        self.assertEqual(v("infergate_config_info", generation=1), 1)
+        build = [l for n, l, _ in self.samples if n == "infergate_build_info"]
+        self.assertEqual(len(build), 1, build)
+        self.assertRegex(build[0]["git_commit"], r"^([0-9a-f]{12}|unknown)$")
+
+    def test_request_ids_travel_end_to_end(self):
+        self.assertEqual(SENT["echoed_id"], "req-http-0")
+        self.assertEqual(SENT["grpc_initial"].get("x-request-id"), "req-grpc")
+        # U saw every request G forwarded: 4 + 3 + 3 (ghost) + 2 (big).
+        upstream = [json.loads(l) for l in read_lines(U_LOG, at_least=12)]
+        ids = [l["request_id"] for l in upstream]
+        for i in range(4):
+            self.assertIn("req-http-%d" % i, ids)
+        self.assertEqual(ids.count("req-grpc"), 3)
+
+    def test_traceparent_reaches_the_upstream_with_the_same_trace_id(self):
+        gateway = [json.loads(l) for l in read_lines(G_LOG, at_least=len(SENT["results"]))]
+        upstream = [json.loads(l) for l in read_lines(U_LOG, at_least=12)]
+        at_g = [l for l in gateway if l.get("trace_id") == TRACE_ID]
+        at_u = [l for l in upstream if l.get("trace_id") == TRACE_ID]
+        self.assertEqual(len(at_g), 1, gateway)
+        self.assertEqual(len(at_u), 1, upstream)
+        self.assertEqual(at_u[0]["request_id"], "req-http-0")
+
+    def test_access_log_lines_are_json_with_every_field(self):
+        lines = read_lines(G_LOG, at_least=len(SENT["results"]))
+        self.assertEqual(len(lines), len(SENT["results"]))
+        entries = [json.loads(l) for l in lines]
+        for e in entries:
+            for key in ("time", "request_id", "client", "protocol", "endpoint", "model",
+                        "version", "route", "upstream", "upstream_endpoint", "status",
+                        "bytes_in", "bytes_out", "total_us", "upstream_us", "queue_us",
+                        "shm_handoff"):
+                self.assertIn(key, e)
+        big = [e for e in entries if e["model"] == "identity_fp32"]
+        self.assertEqual(len(big), 2)
+        self.assertTrue(all(e["shm_handoff"] for e in big), big)
+        self.assertTrue(all(e["upstream_endpoint"] == U.address("grpc") for e in big))
+        unrouted = [e for e in entries if e.get("target") == "/v2/models/no_such_model/infer"]
+        self.assertEqual([e["status"] for e in unrouted], ["404", "404"])
+        self.assertTrue(all(e["client"].startswith("127.0.0.1:") for e in entries
+                            if e["protocol"] == "http"))
+
+
+class RuntimeLogSettings(unittest.TestCase):
+    def test_the_logging_endpoint_changes_what_is_logged(self):
+        g = Gateway()
+        P.start("L", g)
+        try:
+            def reload_lines():
+                return [l for l in g.stderr_lines if '"event":"reload"' in l]
+            status, _, _ = g.request("POST", "/admin/reload", b"", listener="metrics")
+            self.assertEqual(status, 200)
+            self.assertTrue(wait_until(lambda: len(reload_lines()) == 1), g.stderr_lines)
+            status, _, body = g.request("POST", "/v2/logging", json.dumps({"log_info": False}))
+            self.assertEqual(status, 200, body)
+            self.assertFalse(json.loads(body)["log_info"])
+            g.request("POST", "/admin/reload", b"", listener="metrics")
+            g.request("POST", "/v2/logging", json.dumps({"log_info": True}))
+            g.request("POST", "/admin/reload", b"", listener="metrics")
+            self.assertTrue(wait_until(lambda: len(reload_lines()) == 2), g.stderr_lines)
+            lines = reload_lines()
+            self.assertIn('"level":"info"', lines[1])
+            status, _, body = g.request("GET", "/metrics", listener="metrics")
+            self.assertIn('infergate_config_reloads_total{result="success"} 3', body.decode())
+        finally:
+            P.stop(g)
+
+
+if __name__ == "__main__":
+    unittest.main()
