@@ -609,8 +609,8 @@ class RefusedTest(HandoffCase):
         # One line per endpoint, naming the upstream and Triton's flag.
         lines = [l for l in G_REF.stderr_lines if "--allow-client-shm=true" in l]
         self.assertEqual(len(lines), 2, "".join(G_REF.stderr_lines))
-        self.assertTrue(any("'u-grpc'" in l for l in lines), lines)
-        self.assertTrue(any("'u-http'" in l for l in lines), lines)
+        self.assertTrue(any('"upstream":"u-grpc"' in l for l in lines), lines)
+        self.assertTrue(any('"upstream":"u-http"' in l for l in lines), lines)
 
 
 # ---- 7. the upstream restarts ------------------------------------------------------------

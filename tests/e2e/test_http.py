@@ -438,7 +438,7 @@ class HttpE2E(unittest.TestCase):
         status, headers, body = gw.request("GET", "/metrics", listener="metrics")
         self.assertEqual(status, 200)
         self.assertIn("text/plain", headers["content-type"])
-        self.assertIn(b'infergate_http_requests_total{code="200",endpoint="health_live"}', body)
+        self.assertIn(b'infergate_http_requests_total{endpoint="health_live",code="200"}', body)
         self.assertIn(b"infergate_build_info", body)
         self.assertEqual(gw.request("GET", "/other", listener="metrics")[:1], (200,))
         self.assertEqual(gw.request("POST", "/metrics", b"", listener="metrics")[0], 405)
