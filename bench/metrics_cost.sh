@@ -29,31 +29,9 @@ for tool in valgrind callgrind_control /usr/bin/python3; do
   command -v "$tool" >/dev/null || { echo "metrics_cost.sh: $tool not found" >&2; exit 2; }
 done
 [[ -x $INFERGATE ]] || { echo "metrics_cost.sh: build $INFERGATE first" >&2; exit 2; }
-SCRATCH=$(mktemp -d /tmp/infergate-mc.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$SCRATCH"
-}
-trap cleanup EXIT
-
-# $1 name, $2 command...: starts it with $SCRATCH/$1.yaml, waits for its ready line; sets
-# STARTED_PID, HTTP, GRPC.
-start() {
-  local name=$1; shift
-  "$@" --config "$SCRATCH/$name.yaml" >"$SCRATCH/$name.out" 2>"$SCRATCH/$name.err" &
-  STARTED_PID=$!
-  PIDS+=("$STARTED_PID")
-  for _ in $(seq 600); do
-    grep -q '"event":"ready"' "$SCRATCH/$name.out" 2>/dev/null && break
-    kill -0 "$STARTED_PID" 2>/dev/null || { cat "$SCRATCH/$name.err" >&2; exit 2; }
-    sleep 0.1
-  done
-  port() { grep -o "\"$1\":\"[^\"]*\"" "$SCRATCH/$name.out" | head -1 | sed 's/.*:\([0-9]*\)"$/\1/'; }
-  HTTP=$(port http) GRPC=$(port grpc)
-  [[ -n $HTTP ]] || { echo "metrics_cost.sh: $name did not start" >&2; exit 2; }
-}
+BENCH_NAME=metrics_cost.sh
+# shellcheck source=bench/instructions_lib.sh
+source "$ROOT/bench/instructions_lib.sh"
 
 listeners='listeners:
   http:    { address: "127.0.0.1:0" }

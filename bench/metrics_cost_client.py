@@ -25,17 +25,10 @@ if path == "http":
 else:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
     import grpc
-    import numpy as np
     import grpc_stubs
-    pb, pb_grpc, _, _ = grpc_stubs.load()
+    _, pb_grpc, _, _ = grpc_stubs.load()
     stub = pb_grpc.GRPCInferenceServiceStub(grpc.insecure_channel("127.0.0.1:%d" % grpc_port))
-    req = pb.ModelInferRequest(model_name="simple")
-    for name in ("INPUT0", "INPUT1"):
-        t = req.inputs.add()
-        t.name, t.datatype = name, "INT32"
-        t.shape.extend([1, 16])
-    req.raw_input_contents.extend([np.arange(16, dtype=np.int32).tobytes(),
-                                   np.ones(16, dtype=np.int32).tobytes()])
+    req = grpc_stubs.simple_infer_request()
 
     def one():
         stub.ModelInfer(req, timeout=600)

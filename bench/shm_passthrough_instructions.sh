@@ -31,31 +31,9 @@ for tool in valgrind callgrind_control /usr/bin/python3; do
   command -v "$tool" >/dev/null || { echo "shm_passthrough_instructions.sh: $tool not found" >&2; exit 2; }
 done
 [[ -x $INFERGATE ]] || { echo "shm_passthrough_instructions.sh: build $INFERGATE first" >&2; exit 2; }
-SCRATCH=$(mktemp -d /tmp/infergate-cg.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$SCRATCH"
-}
-trap cleanup EXIT
-
-# $1 name, $2 command...: starts it with its config in $SCRATCH/$1.yaml, waits for the ready
-# line, sets STARTED_PID and the ports HTTP / GRPC / METRICS.
-start() {
-  local name=$1; shift
-  "$@" --config "$SCRATCH/$name.yaml" >"$SCRATCH/$name.out" 2>"$SCRATCH/$name.err" &
-  STARTED_PID=$!
-  PIDS+=("$STARTED_PID")
-  for _ in $(seq 600); do
-    grep -q '"event":"ready"' "$SCRATCH/$name.out" 2>/dev/null && break
-    kill -0 "$STARTED_PID" 2>/dev/null || { cat "$SCRATCH/$name.err" >&2; exit 2; }
-    sleep 0.1
-  done
-  port() { grep -o "\"$1\":\"[^\"]*\"" "$SCRATCH/$name.out" | head -1 | sed 's/.*:\([0-9]*\)"$/\1/'; }
-  HTTP=$(port http) GRPC=$(port grpc) METRICS=$(port metrics)
-  [[ -n $HTTP ]] || { echo "shm_passthrough_instructions.sh: $name did not start" >&2; exit 2; }
-}
+BENCH_NAME=shm_passthrough_instructions.sh
+# shellcheck source=bench/instructions_lib.sh
+source "$ROOT/bench/instructions_lib.sh"
 
 listeners='listeners:
   http:    { address: "127.0.0.1:0" }

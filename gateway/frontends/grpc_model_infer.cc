@@ -52,11 +52,11 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     codecs::StatusOr<Decision> decision = routeMessage(*shared_, request, context, &names_regions);
     if (!decision.ok()) return finish(grpcStatusFor(decision.status()));
     decision_ = std::move(*decision);
-    if (shared_->recorder) {
+    if (shared_->recorder && shared_->recorder->active()) {
       shared_->recorder->routed(info_, seriesKeyOf(telemetry::Protocol::kGrpc, decision_));
-    }
-    if (decision_.upstream->protocol() != upstream::Upstream::Protocol::kBuiltin) {
-      decision_.pick.stats = info_.callStats();
+      if (decision_.upstream->protocol() != upstream::Upstream::Protocol::kBuiltin) {
+        decision_.pick.stats = info_.callStats();
+      }
     }
     // A request naming client regions is not mirrored: the mirror must never see them, and
     // reading them a second time would race with the client reusing its regions.

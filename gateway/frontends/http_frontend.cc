@@ -156,10 +156,11 @@ void HttpFrontend::routed(const Exchange& exchange, const Route& route) {
   HttpRequestHeaders headers(exchange->request().headers);
   codecs::StatusOr<Decision> decision = router_->decide(m.model, m.version, &headers);
   if (!decision.ok()) return exchange->respond(errorResponse(decision.status()));
-  if (m.endpoint == HttpEndpoint::kModelInfer || m.endpoint == HttpEndpoint::kModelGenerate ||
-      m.endpoint == HttpEndpoint::kModelGenerateStream) {
+  if (recorder_ && recorder_->active() &&
+      (m.endpoint == HttpEndpoint::kModelInfer || m.endpoint == HttpEndpoint::kModelGenerate ||
+       m.endpoint == HttpEndpoint::kModelGenerateStream)) {
     telemetry::RequestInfo& info = exchange->info();
-    if (recorder_) recorder_->routed(info, seriesKeyOf(telemetry::Protocol::kHttp, *decision));
+    recorder_->routed(info, seriesKeyOf(telemetry::Protocol::kHttp, *decision));
     if (decision->upstream->protocol() != upstream::Upstream::Protocol::kBuiltin) {
       decision->pick.stats = info.callStats();
     }

@@ -5,12 +5,11 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
-#include <ctime>
 
 #include "codecs/json_writer.h"
 #include "gateway/telemetry/request_metrics.h"
+#include "gateway/telemetry/text_format.h"
 
 namespace infergate::gateway::telemetry {
 namespace {
@@ -23,39 +22,27 @@ int64_t micros(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
 }
 
-std::string nowStamp() {
-  using namespace std::chrono;
-  const auto now = system_clock::now();
-  const std::time_t secs = system_clock::to_time_t(now);
-  const long us = static_cast<long>(duration_cast<microseconds>(now.time_since_epoch()).count() % 1000000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char stamp[40];
-  std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, us);
-  return stamp;
-}
+std::string nowStamp() { return utcTime(std::chrono::system_clock::now(), true); }
 
-// Text: key=value pairs; values with blanks, quotes or '=' are quoted.
+// Text: key=value pairs, separated by blanks.
 void textField(std::string& out, std::string_view key, std::string_view value) {
   if (!out.empty()) out += ' ';
   out += key;
   out += '=';
-  bool plain = !value.empty();
-  for (char c : value) plain = plain && c > ' ' && c != '"' && c != '=' && c != '\\' && c < 0x7f;
-  if (plain) {
-    out += value;
-    return;
-  }
-  out += '"';
-  for (char c : value) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += (c == '\n' || c == '\r') ? ' ' : c;
-  }
-  out += '"';
+  appendTextValue(out, value);
+}
+
+// "404" / "NOT_FOUND": how the entry's answer is named in a line.
+std::string statusOf(const AccessEntry& e) {
+  if (e.info->protocol == Protocol::kHttp) return std::to_string(e.code);
+  return std::string(outcomeLabel(Protocol::kGrpc, grpcOutcome(e.code)));
 }
 
 }  // namespace
+
+bool AccessEntry::failed() const {
+  return info->protocol == Protocol::kHttp ? code >= 400 : code != 0;
+}
 
 codecs::StatusOr<std::unique_ptr<AccessLog>> AccessLog::open(
     const config::ObservabilityConfig::AccessLog& config) {
@@ -115,7 +102,7 @@ std::string AccessLog::format(const AccessEntry& e, bool json) {
     w.key("route").string(labels ? std::string_view(labels->route) : "");
     w.key("upstream").string(labels ? std::string_view(labels->upstream) : "");
     w.key("upstream_endpoint").string(call ? std::string_view(call->endpoint) : "");
-    w.key("status").string(e.status);
+    w.key("status").string(statusOf(e));
     w.key("bytes_in").uint64(info.request_bytes).key("bytes_out").uint64(info.response_bytes);
     w.key("total_us").int64(total);
     w.key("upstream_us").int64(call && call->attempts ? micros(call->upstream) : 0);
@@ -139,7 +126,7 @@ std::string AccessLog::format(const AccessEntry& e, bool json) {
     textField(out, "target", e.target);
   }
   if (call && !call->endpoint.empty()) textField(out, "upstream_endpoint", call->endpoint);
-  textField(out, "status", e.status);
+  textField(out, "status", statusOf(e));
   textField(out, "bytes_in", std::to_string(info.request_bytes));
   textField(out, "bytes_out", std::to_string(info.response_bytes));
   textField(out, "total_us", std::to_string(total));
@@ -151,7 +138,7 @@ std::string AccessLog::format(const AccessEntry& e, bool json) {
 }
 
 void AccessLog::record(const AccessEntry& entry) {
-  if (!entry.failed && !sampled()) return;
+  if (!entry.failed() && !sampled()) return;
   std::string line = format(entry, json_);
   line += '\n';
   bool wake = false;

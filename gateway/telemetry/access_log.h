@@ -42,8 +42,9 @@ struct AccessEntry {
   const RequestInfo* info = nullptr;
   std::string_view endpoint;  // HTTP endpoint name or gRPC method
   std::string_view target;    // HTTP: the request target (names the model when unrouted)
-  std::string_view status;    // "200" / "NOT_FOUND"
-  bool failed = false;        // never sampled away
+  int code = 0;               // HTTP status, or gRPC code (by info->protocol)
+  // HTTP >= 400, gRPC not OK: never sampled away.
+  bool failed() const;
 };
 
 class AccessLog {

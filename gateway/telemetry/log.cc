@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "codecs/json_writer.h"
+#include "gateway/telemetry/text_format.h"
 
 namespace infergate::gateway::telemetry {
 namespace {
@@ -45,22 +46,6 @@ char levelLetter(Level level) {
     case Level::kVerbose: return 'V';
   }
   return 'I';
-}
-
-// A text value: bare when it is a plain word, else quoted with \" and \\ escaped.
-void appendTextValue(std::string& out, std::string_view v) {
-  bool plain = !v.empty();
-  for (char c : v) plain = plain && c > ' ' && c != '"' && c != '=' && c != '\\' && c < 0x7f;
-  if (plain) {
-    out += v;
-    return;
-  }
-  out += '"';
-  for (char c : v) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += (c == '\n' || c == '\r') ? ' ' : c;
-  }
-  out += '"';
 }
 
 }  // namespace
@@ -104,10 +89,8 @@ std::string formatLogLine(Level level, std::string_view event,
   char stamp[64];
   std::string out;
   if (settings.json) {
-    std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, micros);
     codecs::JsonWriter w(out);
-    w.beginObject().key("time").string(stamp).key("level").string(levelName(level));
+    w.beginObject().key("time").string(utcTime(now, true)).key("level").string(levelName(level));
     w.key("event").string(event);
     for (const LogField& f : fields) {
       w.key(f.key);
@@ -129,9 +112,8 @@ std::string formatLogLine(Level level, std::string_view event,
     w.endObject();
   } else {
     if (settings.iso8601) {
-      std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02dZ %c %d ",
-                    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                    tm.tm_sec, levelLetter(level), static_cast<int>(::getpid()));
+      std::snprintf(stamp, sizeof stamp, "%s %c %d ", utcTime(now, false).c_str(),
+                    levelLetter(level), static_cast<int>(::getpid()));
     } else {
       std::snprintf(stamp, sizeof stamp, "%c%02d%02d %02d:%02d:%02d.%06ld %d ", levelLetter(level),
                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, micros,

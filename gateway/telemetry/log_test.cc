@@ -144,7 +144,7 @@ TEST(AccessLog, WritesOneJsonLinePerRequestWithTheRequestsFacts) {
   info.callStats()->endpoint = "127.0.0.1:9000";
   info.call->attempts = 1;
   info.call->shm_handoff = true;
-  std::string line = AccessLog::format(AccessEntry{&info, "ModelInfer", "", "OK", false}, true);
+  std::string line = AccessLog::format(AccessEntry{&info, "ModelInfer", "", 0}, true);
   for (std::string_view want :
        {"\"request_id\":\"req-1\"", "\"client\":\"127.0.0.1:5000\"", "\"protocol\":\"grpc\"",
         "\"endpoint\":\"ModelInfer\"", "\"model\":\"simple\"", "\"route\":\"r1\"",
@@ -153,7 +153,7 @@ TEST(AccessLog, WritesOneJsonLinePerRequestWithTheRequestsFacts) {
         "\"trace_id\":\"4bf92f3577b34da6a3ce929d0e0e4736\""}) {
     EXPECT_NE(line.find(want), std::string::npos) << want << " in " << line;
   }
-  std::string text = AccessLog::format(AccessEntry{&info, "ModelInfer", "", "OK", false}, false);
+  std::string text = AccessLog::format(AccessEntry{&info, "ModelInfer", "", 0}, false);
   EXPECT_NE(text.find(" model=simple version=- route=r1 upstream=up "), std::string::npos) << text;
   RequestMetrics::finish(info, grpcOutcome(0), Clock::now());
 }
@@ -172,8 +172,8 @@ TEST(AccessLog, SamplesSuccessesEvenlyAndKeepsEveryFailure) {
     ASSERT_TRUE(log.ok()) << log.status();
     RequestInfo info;
     info.start = Clock::now();
-    for (int i = 0; i < 100; ++i) (*log)->record(AccessEntry{&info, "infer", "/v2/models/m/infer", "200", false});
-    for (int i = 0; i < 5; ++i) (*log)->record(AccessEntry{&info, "infer", "/v2/models/m/infer", "503", true});
+    for (int i = 0; i < 100; ++i) (*log)->record(AccessEntry{&info, "infer", "/v2/models/m/infer", 200});
+    for (int i = 0; i < 5; ++i) (*log)->record(AccessEntry{&info, "infer", "/v2/models/m/infer", 503});
   }  // the destructor writes out what is buffered
   std::string text = readFile(path);
   ::unlink(path);

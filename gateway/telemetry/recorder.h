@@ -23,6 +23,9 @@ class Recorder {
 
   RequestMetrics* metrics() const { return metrics_.get(); }
   AccessLog* accessLog() const { return access_log_.get(); }
+  // Whether anything reads what a request records (else the frontends skip the upstream
+  // call's stats).
+  bool active() const { return metrics_ || access_log_; }
 
   void routed(RequestInfo& info, const SeriesKey& key) {
     if (metrics_) metrics_->started(info, metrics_->series(key));
@@ -37,13 +40,7 @@ class Recorder {
       metrics_->apiCall(Protocol::kHttp, endpoint, outcome, now - info.start);
       RequestMetrics::finish(info, outcome, now);
     }
-    if (access_log_) {
-      access_log_->record(AccessEntry{&info, endpoint, target,
-                                      outcomeLabel(Protocol::kHttp, outcome) == "other"
-                                          ? std::string_view(statusText(status))
-                                          : outcomeLabel(Protocol::kHttp, outcome),
-                                      status >= 400});
-    }
+    if (access_log_) access_log_->record(AccessEntry{&info, endpoint, target, status});
   }
 
   // `method`: the gRPC method's short name (static storage), e.g. "ModelInfer".
@@ -54,20 +51,10 @@ class Recorder {
       metrics_->apiCall(Protocol::kGrpc, method, outcome, now - info.start);
       RequestMetrics::finish(info, outcome, now);
     }
-    if (access_log_) {
-      access_log_->record(AccessEntry{&info, method, "", outcomeLabel(Protocol::kGrpc, outcome),
-                                      code != 0});
-    }
+    if (access_log_) access_log_->record(AccessEntry{&info, method, "", code});
   }
 
  private:
-  // A status outside the metrics' table, as text for the log line (thread-local storage).
-  static std::string_view statusText(int status) {
-    thread_local std::string text;
-    text = std::to_string(status);
-    return text;
-  }
-
   std::shared_ptr<RequestMetrics> metrics_;
   std::unique_ptr<AccessLog> access_log_;
 };

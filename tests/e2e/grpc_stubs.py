@@ -60,3 +60,18 @@ def grpc_outcome(call):
         return ("ok", call())
     except grpc.RpcError as e:
         return (e.code(), e.details())
+
+
+def simple_infer_request(model="simple"):
+    """A ModelInferRequest of the demo `simple` model (INPUT0 = 0..15, INPUT1 = sixteen 1s,
+    INT32 [1, 16], raw contents), for `model` (another name routes it elsewhere)."""
+    import numpy as np
+    pb = load()[0]
+    req = pb.ModelInferRequest(model_name=model)
+    for name in ("INPUT0", "INPUT1"):
+        t = req.inputs.add()
+        t.name, t.datatype = name, "INT32"
+        t.shape.extend([1, 16])
+    req.raw_input_contents.extend([np.arange(16, dtype=np.int32).tobytes(),
+                                   np.ones(16, dtype=np.int32).tobytes()])
+    return req

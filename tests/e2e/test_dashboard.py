@@ -23,7 +23,6 @@ import os
 import re
 import unittest
 
-import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 import grpc_stubs
@@ -361,17 +360,6 @@ SIMPLE_JSON = json.dumps({"inputs": [
     {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16}]})
 
 
-def simple_grpc_request(pb):
-    req = pb.ModelInferRequest(model_name="simple")
-    for name in ("INPUT0", "INPUT1"):
-        t = req.inputs.add()
-        t.name, t.datatype = name, "INT32"
-        t.shape.extend([1, 16])
-    req.raw_input_contents.extend([np.arange(16, dtype=np.int32).tobytes(),
-                                   np.ones(16, dtype=np.int32).tobytes()])
-    return req
-
-
 def exposed_names(text, families):
     """{name a PromQL selector can use: family}. prometheus_client's parser drops _total
     from a counter's family name (and adds it to the samples of a counter exposed without
@@ -398,7 +386,6 @@ class LiveMetrics(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.processes = Processes()
-        pb, _, _, _ = grpc_stubs.load()
         try:
             u = cls.processes.start("U", Gateway.builtin_upstream(extra=UPSTREAM_SHM))
             g = cls.processes.start("G", Gateway.from_template(
@@ -414,7 +401,7 @@ class LiveMetrics(unittest.TestCase):
                                                 headers)
                     cls.outcomes.append(("http -> " + upstream, status, body[:200]))
                     code, resp = grpc_stubs.grpc_outcome(lambda: grpc_stubs.stub_of(g).ModelInfer(
-                        simple_grpc_request(pb), metadata=tuple(headers.items())))
+                        grpc_stubs.simple_infer_request(), metadata=tuple(headers.items())))
                     cls.outcomes.append(("grpc -> " + upstream, code, "" if code == "ok" else resp))
             status, _, body = g.request("GET", "/metrics", listener="metrics")
             cls.scrape_status, cls.scrape = status, body.decode("utf-8", "replace")

@@ -70,17 +70,6 @@ U_LOG = G_LOG = None
 SENT = {}  # what the mix sent, for the assertions
 
 
-def simple_request(pb, model="simple"):
-    req = pb.ModelInferRequest(model_name=model)
-    for name in ("INPUT0", "INPUT1"):
-        t = req.inputs.add()
-        t.name, t.datatype = name, "INT32"
-        t.shape.extend([1, 16])
-    req.raw_input_contents.extend([np.arange(16, dtype=np.int32).tobytes(),
-                                   np.ones(16, dtype=np.int32).tobytes()])
-    return req
-
-
 def big_request(pb):
     req = pb.ModelInferRequest(model_name="identity_fp32")
     t = req.inputs.add()
@@ -153,17 +142,17 @@ def run_mix(pb):
             SENT["echoed_id"] = response_headers.get("x-request-id")
     for _ in range(3):  # gRPC -> HTTP upstream, route "via-http"
         response, call = stub.ModelInfer.with_call(
-            simple_request(pb), metadata=(("x-upstream", "http"), ("x-request-id", "req-grpc")))
+            grpc_stubs.simple_infer_request(), metadata=(("x-upstream", "http"), ("x-request-id", "req-grpc")))
         SENT["grpc_initial"] = dict(call.initial_metadata())
         results.append(("grpc simple", "ok"))
     for _ in range(2):  # no route: 404 at the gateway, no model series
         results.append(("http unrouted", http("/v2/models/no_such_model/infer")[0]))
     results.append(("grpc unrouted", grpc_stubs.grpc_outcome(
-        lambda: stub.ModelInfer(simple_request(pb, "no_such_model")))[0]))
+        lambda: stub.ModelInfer(grpc_stubs.simple_infer_request("no_such_model")))[0]))
     for _ in range(2):  # routed, but the upstream does not have it: the upstream's 404
         results.append(("http ghost", http("/v2/models/ghost/infer")[0]))
     results.append(("grpc ghost", grpc_stubs.grpc_outcome(
-        lambda: stub.ModelInfer(simple_request(pb, "ghost")))[0]))
+        lambda: stub.ModelInfer(grpc_stubs.simple_infer_request("ghost")))[0]))
     for _ in range(2):  # the handoff pool
         results.append(("grpc big", grpc_stubs.grpc_outcome(
             lambda: stub.ModelInfer(big_request(pb)))[0]))
