@@ -1,5 +1,6 @@
 #include "gateway/telemetry/access_log.h"
 #include "gateway/telemetry/log.h"
+#include "gateway/telemetry/recorder.h"
 #include "gateway/telemetry/request_info.h"
 #include "gateway/telemetry/request_metrics.h"
 
@@ -183,6 +184,32 @@ TEST(AccessLog, SamplesSuccessesEvenlyAndKeepsEveryFailure) {
   EXPECT_EQ(failures, 5u);
   EXPECT_EQ(lines, 15u);  // 10 of the 100 successes, and the 5 failures
   EXPECT_NE(text.find("\"target\":\"/v2/models/m/infer\""), std::string::npos);
+}
+
+TEST(AccessLog, NamesTheModelAndRouteWithRequestMetricsOff) {
+  char path[] = "/tmp/infergate-access-XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  config::ObservabilityConfig::AccessLog c;
+  c.enabled = true;
+  c.path = path;
+  {
+    auto log = AccessLog::open(c);
+    ASSERT_TRUE(log.ok()) << log.status();
+    Recorder recorder(nullptr, std::move(*log));
+    RequestInfo info;
+    info.start = Clock::now();
+    recorder.routed(info, SeriesKey{Protocol::kHttp, UpstreamProtocol::kGrpc, "resnet", "2",
+                                    "vision", "triton"});
+    recorder.finishHttp(info, 200, "infer", "/v2/models/resnet/versions/2/infer");
+  }
+  std::string text = readFile(path);
+  ::unlink(path);
+  EXPECT_NE(text.find("\"model\":\"resnet\",\"version\":\"2\",\"route\":\"vision\","
+                      "\"upstream\":\"triton\""),
+            std::string::npos)
+      << text;
 }
 
 TEST(AccessLog, AFileThatCannotBeOpenedIsNamed) {

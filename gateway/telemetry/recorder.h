@@ -17,9 +17,12 @@ namespace infergate::gateway::telemetry {
 
 class Recorder {
  public:
-  // Either may be null.
+  // Either may be null. With only the access log, the label sets its lines name (model,
+  // route, upstream) are still interned in a table of series that no scrape reads.
   Recorder(std::shared_ptr<RequestMetrics> metrics, std::unique_ptr<AccessLog> access_log)
-      : metrics_(std::move(metrics)), access_log_(std::move(access_log)) {}
+      : metrics_(std::move(metrics)),
+        access_log_(std::move(access_log)),
+        series_(metrics_ ? metrics_ : access_log_ ? std::make_shared<RequestMetrics>() : nullptr) {}
 
   RequestMetrics* metrics() const { return metrics_.get(); }
   AccessLog* accessLog() const { return access_log_.get(); }
@@ -28,7 +31,7 @@ class Recorder {
   bool active() const { return metrics_ || access_log_; }
 
   void routed(RequestInfo& info, const SeriesKey& key) {
-    if (metrics_) metrics_->started(info, metrics_->series(key));
+    if (series_) series_->started(info, series_->series(key));
   }
 
   // `endpoint`: the HTTP endpoint's name (static storage); `target` the request target.
@@ -57,6 +60,7 @@ class Recorder {
  private:
   std::shared_ptr<RequestMetrics> metrics_;
   std::unique_ptr<AccessLog> access_log_;
+  std::shared_ptr<RequestMetrics> series_;  // metrics_, or the access log's own labels
 };
 
 }  // namespace infergate::gateway::telemetry
