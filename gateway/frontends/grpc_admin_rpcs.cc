@@ -30,15 +30,43 @@ namespace {
 using codecs::invalidArgument;
 using codecs::Status;
 
+// A unary call's reactor, finished once; the finish is recorded under the RPC's method
+// (infergate_grpc_requests_total, an access log line). `method` has static storage.
+class CountedCall {
+ public:
+  CountedCall(::grpc::CallbackServerContext* context, const Shared& shared, std::string_view method)
+      : reactor_(context->DefaultReactor()), method_(method) {
+    if (!shared.recorder || !shared.recorder->active()) return;
+    recorder_ = shared.recorder;
+    info_ = std::make_shared<telemetry::RequestInfo>();
+    info_->protocol = telemetry::Protocol::kGrpc;
+    info_->start = telemetry::Clock::now();
+    readTraceMetadata(context->client_metadata(), *info_);
+    if (recorder_->accessLog()) info_->client_address = context->peer();
+  }
+
+  ::grpc::ServerUnaryReactor* reactor() const { return reactor_; }
+  void finish(const ::grpc::Status& status) const {
+    if (recorder_) recorder_->finishGrpc(*info_, status.error_code(), method_);
+    reactor_->Finish(status);
+  }
+
+ private:
+  ::grpc::ServerUnaryReactor* reactor_;
+  std::string_view method_;
+  std::shared_ptr<telemetry::Recorder> recorder_;  // null: nothing records
+  std::shared_ptr<telemetry::RequestInfo> info_;
+};
+
 // Finishes the call with what `fn` returns (a codecs::Status), unless `category` is
 // restricted and the call lacks its header.
 template <typename Fn>
 ::grpc::ServerUnaryReactor* answer(::grpc::CallbackServerContext* context, const Shared& shared,
-                                   std::string_view category, Fn&& fn) {
-  ::grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+                                   std::string_view category, std::string_view method, Fn&& fn) {
+  CountedCall call(context, shared, method);
   ::grpc::Status restricted = shared.checkRestricted(*context, category);
-  reactor->Finish(restricted.ok() ? grpcStatusFor(fn()) : restricted);
-  return reactor;
+  call.finish(restricted.ok() ? grpcStatusFor(fn()) : restricted);
+  return call.reactor();
 }
 
 bool modelKnown(const builtin::ModelRepository& repository, std::string_view name) {
@@ -86,22 +114,22 @@ template <typename Request, typename Response>
 ::grpc::ServerUnaryReactor* routed(::grpc::CallbackServerContext* context, Shared& shared,
                                    const Request& request, Response* response,
                                    RoutedRpc<Request, Response> rpc) {
-  ::grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  CountedCall call(context, shared, rpc.method);
   ::grpc::Status restricted = shared.checkRestricted(*context, rpc.category);
   if (!restricted.ok()) {
-    reactor->Finish(restricted);
-    return reactor;
+    call.finish(restricted);
+    return call.reactor();
   }
   GrpcMetadataHeaders headers(context->client_metadata());
   codecs::StatusOr<Decision> decided = shared.router->decide(rpc.model, rpc.version, &headers);
   if (!decided.ok()) {
-    reactor->Finish(grpcStatusFor(decided.status()));
-    return reactor;
+    call.finish(grpcStatusFor(decided.status()));
+    return call.reactor();
   }
   auto d = std::make_shared<Decision>(std::move(*decided));
-  auto done = [reactor, response, d, to_client = rpc.to_client](Status status) {
+  auto done = [call, response, d, to_client = rpc.to_client](Status status) {
     if (status.ok()) to_client(response, *d);
-    reactor->Finish(grpcStatusFor(publicStatus(status, d->upstream_model, d->client_model)));
+    call.finish(grpcStatusFor(publicStatus(status, d->upstream_model, d->client_model)));
   };
   std::optional<std::chrono::system_clock::time_point> deadline;
   if (context->deadline() != std::chrono::system_clock::time_point::max()) {
@@ -161,7 +189,7 @@ template <typename Request, typename Response>
       break;
     }
   }
-  return reactor;
+  return call.reactor();
 }
 
 upstream::HttpUpstreamRequest httpGet(std::string target) {
@@ -206,7 +234,7 @@ struct GatherRpc {
 };
 
 template <typename Request, typename Response>
-void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* response,
+void gather(const CountedCall& call, Shared& shared, Response* response,
             GatherRpc<Request, Response> rpc) {
   struct State {
     std::mutex mu;
@@ -220,7 +248,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
   state->answers.resize(set.size());
   state->pending = set.size();
   auto merge = rpc.merge;
-  auto done = [reactor, response, state, merge](size_t i, codecs::StatusOr<Response> answer) {
+  auto done = [call, response, state, merge](size_t i, codecs::StatusOr<Response> answer) {
     {
       std::lock_guard<std::mutex> lock(state->mu);
       if (answer.ok()) {
@@ -230,9 +258,9 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
       }
       if (--state->pending > 0) return;
     }
-    if (!state->error.ok()) return reactor->Finish(grpcStatusFor(state->error));
+    if (!state->error.ok()) return call.finish(grpcStatusFor(state->error));
     for (const Response& a : state->answers) merge(a, response);
-    reactor->Finish(::grpc::Status::OK);
+    call.finish(::grpc::Status::OK);
   };
   for (size_t i = 0; i < set.size(); ++i) {
     upstream::Upstream& u = set.at(i);
@@ -292,7 +320,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
 ::grpc::ServerUnaryReactor* InferenceService::ServerLive(Ctx* context,
                                                          const inference::ServerLiveRequest*,
                                                          inference::ServerLiveResponse* response) {
-  return answer(context, *shared_, "health", [&] {
+  return answer(context, *shared_, "health", "ServerLive", [&] {
     response->set_live(shared_->health->live.load());
     return absl::OkStatus();
   });
@@ -300,7 +328,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
 
 ::grpc::ServerUnaryReactor* InferenceService::ServerReady(
     Ctx* context, const inference::ServerReadyRequest*, inference::ServerReadyResponse* response) {
-  return answer(context, *shared_, "health", [&] {
+  return answer(context, *shared_, "health", "ServerReady", [&] {
     response->set_ready(shared_->health->isReady());
     return absl::OkStatus();
   });
@@ -352,7 +380,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
 ::grpc::ServerUnaryReactor* InferenceService::ServerMetadata(
     Ctx* context, const inference::ServerMetadataRequest*,
     inference::ServerMetadataResponse* response) {
-  return answer(context, *shared_, "metadata", [&] {
+  return answer(context, *shared_, "metadata", "ServerMetadata", [&] {
     response->set_name(shared_->info.name);
     response->set_version(shared_->info.version);
     for (const std::string& e : shared_->info.extensions) response->add_extensions(e);
@@ -418,11 +446,11 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
     inference::ModelStatisticsResponse* response) {
   auto from_json = [](const std::string& json) { return upstream::modelStatisticsFromJson(json); };
   if (request->name().empty()) {
-    ::grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    CountedCall call(context, *shared_, "ModelStatistics");
     ::grpc::Status restricted = shared_->checkRestricted(*context, "statistics");
     if (!restricted.ok()) {
-      reactor->Finish(restricted);
-      return reactor;
+      call.finish(restricted);
+      return call.reactor();
     }
     GatherRpc<inference::ModelStatisticsRequest, inference::ModelStatisticsResponse> rpc;
     rpc.method = "ModelStatistics";
@@ -436,8 +464,8 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
     rpc.merge = [](const inference::ModelStatisticsResponse& a, inference::ModelStatisticsResponse* r) {
       for (const auto& row : a.model_stats()) *r->add_model_stats() = row;
     };
-    gather(reactor, *shared_, response, std::move(rpc));
-    return reactor;
+    gather(call, *shared_, response, std::move(rpc));
+    return call.reactor();
   }
   using Rpc = RoutedRpc<inference::ModelStatisticsRequest, inference::ModelStatisticsResponse>;
   Rpc rpc{"statistics", "ModelStatistics", request->name(), request->version()};
@@ -463,15 +491,15 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
 ::grpc::ServerUnaryReactor* InferenceService::RepositoryIndex(
     Ctx* context, const inference::RepositoryIndexRequest* request,
     inference::RepositoryIndexResponse* response) {
-  ::grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  CountedCall call(context, *shared_, "RepositoryIndex");
   ::grpc::Status restricted = shared_->checkRestricted(*context, "model-repository");
   if (!restricted.ok()) {
-    reactor->Finish(restricted);
-    return reactor;
+    call.finish(restricted);
+    return call.reactor();
   }
   if (!request->repository_name().empty()) {
-    reactor->Finish(grpcStatusFor(codecs::unimplemented(kRepositoryNameUnsupported)));
-    return reactor;
+    call.finish(grpcStatusFor(codecs::unimplemented(kRepositoryNameUnsupported)));
+    return call.reactor();
   }
   GatherRpc<inference::RepositoryIndexRequest, inference::RepositoryIndexResponse> rpc;
   rpc.method = "RepositoryIndex";
@@ -486,8 +514,8 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
   rpc.merge = [](const inference::RepositoryIndexResponse& a, inference::RepositoryIndexResponse* r) {
     for (const auto& row : a.models()) *r->add_models() = row;
   };
-  gather(reactor, *shared_, response, std::move(rpc));
-  return reactor;
+  gather(call, *shared_, response, std::move(rpc));
+  return call.reactor();
 }
 
 // Parameters as Triton's gRPC handler takes them: `config` a string_param (a ModelConfig
@@ -497,7 +525,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
     Ctx* context, const inference::RepositoryModelLoadRequest* request,
     inference::RepositoryModelLoadResponse* response) {
   if (!request->repository_name().empty()) {
-    return answer(context, *shared_, "model-repository",
+    return answer(context, *shared_, "model-repository", "RepositoryModelLoad",
                   [] { return codecs::unimplemented(kRepositoryNameUnsupported); });
   }
   using Rpc = RoutedRpc<inference::RepositoryModelLoadRequest, inference::RepositoryModelLoadResponse>;
@@ -553,7 +581,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
     Ctx* context, const inference::RepositoryModelUnloadRequest* request,
     inference::RepositoryModelUnloadResponse* response) {
   if (!request->repository_name().empty()) {
-    return answer(context, *shared_, "model-repository",
+    return answer(context, *shared_, "model-repository", "RepositoryModelUnload",
                   [] { return codecs::unimplemented(kRepositoryNameUnsupported); });
   }
   using Rpc =
@@ -590,7 +618,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
 ::grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryStatus(
     Ctx* context, const inference::SystemSharedMemoryStatusRequest* request,
     inference::SystemSharedMemoryStatusResponse* response) {
-  return answer(context, *shared_, "shared-memory", [&]() -> Status {
+  return answer(context, *shared_, "shared-memory", "SystemSharedMemoryStatus", [&]() -> Status {
     INFERGATE_ASSIGN_OR_RETURN(std::vector<shm::RegionStatus> rows,
                                shared_->router->regions().status(shm::RegionKind::kSystem,
                                                                  optionalName(request->name())));
@@ -608,7 +636,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
 ::grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryRegister(
     Ctx* context, const inference::SystemSharedMemoryRegisterRequest* request,
     inference::SystemSharedMemoryRegisterResponse*) {
-  return answer(context, *shared_, "shared-memory", [&]() -> Status {
+  return answer(context, *shared_, "shared-memory", "SystemSharedMemoryRegister", [&]() -> Status {
     shm::RegionRegistry& regions = shared_->router->regions();
     INFERGATE_RETURN_IF_ERROR(shmChangeAllowed(regions, grpcMayChangeShm(*shared_), "gRPC"));
     if (request->name().empty()) {
@@ -622,7 +650,8 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
 ::grpc::ServerUnaryReactor* InferenceService::SystemSharedMemoryUnregister(
     Ctx* context, const inference::SystemSharedMemoryUnregisterRequest* request,
     inference::SystemSharedMemoryUnregisterResponse*) {
-  return answer(context, *shared_, "shared-memory", [&]() -> Status {
+  return answer(context, *shared_, "shared-memory", "SystemSharedMemoryUnregister",
+                [&]() -> Status {
     shm::RegionRegistry& regions = shared_->router->regions();
     INFERGATE_RETURN_IF_ERROR(shmChangeAllowed(regions, grpcMayChangeShm(*shared_), "gRPC"));
     return request->name().empty() ? regions.unregisterAll(shm::RegionKind::kSystem)
@@ -633,7 +662,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
 ::grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryStatus(
     Ctx* context, const inference::CudaSharedMemoryStatusRequest* request,
     inference::CudaSharedMemoryStatusResponse* response) {
-  return answer(context, *shared_, "shared-memory", [&]() -> Status {
+  return answer(context, *shared_, "shared-memory", "CudaSharedMemoryStatus", [&]() -> Status {
     INFERGATE_ASSIGN_OR_RETURN(std::vector<shm::RegionStatus> rows,
                                shared_->router->regions().status(shm::RegionKind::kCuda,
                                                                  optionalName(request->name())));
@@ -650,7 +679,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
 ::grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryRegister(
     Ctx* context, const inference::CudaSharedMemoryRegisterRequest* request,
     inference::CudaSharedMemoryRegisterResponse*) {
-  return answer(context, *shared_, "shared-memory", [&]() -> Status {
+  return answer(context, *shared_, "shared-memory", "CudaSharedMemoryRegister", [&]() -> Status {
     shm::RegionRegistry& regions = shared_->router->regions();
     INFERGATE_RETURN_IF_ERROR(shmChangeAllowed(regions, grpcMayChangeShm(*shared_), "gRPC"));
     if (request->name().empty()) {
@@ -664,7 +693,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
 ::grpc::ServerUnaryReactor* InferenceService::CudaSharedMemoryUnregister(
     Ctx* context, const inference::CudaSharedMemoryUnregisterRequest* request,
     inference::CudaSharedMemoryUnregisterResponse*) {
-  return answer(context, *shared_, "shared-memory", [&]() -> Status {
+  return answer(context, *shared_, "shared-memory", "CudaSharedMemoryUnregister", [&]() -> Status {
     shm::RegionRegistry& regions = shared_->router->regions();
     INFERGATE_RETURN_IF_ERROR(shmChangeAllowed(regions, grpcMayChangeShm(*shared_), "gRPC"));
     return request->name().empty() ? regions.unregisterAll(shm::RegionKind::kCuda)
@@ -676,7 +705,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
     Ctx* context, const inference::TraceSettingRequest* request,
     inference::TraceSettingResponse* response) {
   if (request->model_name().empty()) {  // the gateway's own settings
-    return answer(context, *shared_, "trace", [&]() -> Status {
+    return answer(context, *shared_, "trace", "TraceSetting", [&]() -> Status {
       INFERGATE_ASSIGN_OR_RETURN(*response, shared_->settings->traceSetting(*request));
       return absl::OkStatus();
     });
@@ -706,7 +735,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
 ::grpc::ServerUnaryReactor* InferenceService::LogSettings(
     Ctx* context, const inference::LogSettingsRequest* request,
     inference::LogSettingsResponse* response) {
-  return answer(context, *shared_, "logging", [&]() -> Status {
+  return answer(context, *shared_, "logging", "LogSettings", [&]() -> Status {
     INFERGATE_ASSIGN_OR_RETURN(*response, shared_->settings->logSettings(*request));
     return absl::OkStatus();
   });
@@ -715,7 +744,7 @@ void gather(::grpc::ServerUnaryReactor* reactor, Shared& shared, Response* respo
 ::grpc::ServerUnaryReactor* HealthService::Check(
     ::grpc::CallbackServerContext* context, const ::grpc::health::v1::HealthCheckRequest*,
     ::grpc::health::v1::HealthCheckResponse* response) {
-  return answer(context, *shared_, "health", [&] {
+  return answer(context, *shared_, "health", "HealthCheck", [&] {
     response->set_status(shared_->health->isReady()
                              ? ::grpc::health::v1::HealthCheckResponse::SERVING
                              : ::grpc::health::v1::HealthCheckResponse::NOT_SERVING);

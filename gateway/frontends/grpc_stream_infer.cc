@@ -13,10 +13,15 @@
 //              own on the decoded path (decoded_forward.h), answered as it comes
 //   pump(): one StartWrite at a time from out_; a terminal status (triton_grpc_error) or
 //   the end of the stream -> Finish
+//
+// Telemetry: each message is a request of its own (its series, access line and id), from
+// its read to its final answer (an error, a leg failing, the stream ending: CANCELLED);
+// the stream itself is one gRPC API call, counted when it finishes.
 
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,13 +59,23 @@ std::optional<std::string> streamModelName(const codecs::Buffer& message) {
   return walked.ok() ? name : std::nullopt;
 }
 
-// Whether a serialized ModelStreamInferResponse ends its request: an in-band error, or a
-// response whose triton_final_response parameter is not false (non-decoupled models'
-// answers are final whether they carry it or not).
-bool isFinalStreamAnswer(const codecs::Buffer& message) {
+// What a serialized ModelStreamInferResponse says of its request.
+struct StreamAnswer {
+  // An in-band error, or a response whose triton_final_response parameter is not false
+  // (non-decoupled models' answers are final whether they carry it or not).
   bool final = true;
+  bool error = false;  // error_message (field 1) is set
+};
+
+StreamAnswer readStreamAnswer(const codecs::Buffer& message) {
+  bool final = true, error = false;
   codecs::Status walked = codecs::forEachField(
       message.span(), [&](codecs::FieldTag tag, codecs::WireReader& reader) -> codecs::Status {
+        if (tag.number == 1 && tag.type == codecs::WireType::kLen) {
+          INFERGATE_ASSIGN_OR_RETURN(auto text, reader.readLengthDelimited());
+          error = !text.empty();
+          return absl::OkStatus();
+        }
         if (tag.number != 2 || tag.type != codecs::WireType::kLen) return reader.skip(tag);
         INFERGATE_ASSIGN_OR_RETURN(auto inner, reader.readLengthDelimited());
         return codecs::forEachField(inner, [&](codecs::FieldTag t, codecs::WireReader& r) -> codecs::Status {
@@ -89,7 +104,8 @@ bool isFinalStreamAnswer(const codecs::Buffer& message) {
           return absl::OkStatus();
         });
       });
-  return !walked.ok() || final;
+  if (!walked.ok()) return StreamAnswer{true, true};
+  return StreamAnswer{final || error, error};
 }
 
 // One message to send, or the status that ends the stream (triton_grpc_error).
@@ -98,6 +114,9 @@ struct Outgoing {
   std::optional<::grpc::Status> terminal;
 };
 
+// One stream request's telemetry; null when nothing records.
+using InfoPtr = std::shared_ptr<telemetry::RequestInfo>;
+
 // A request read from the stream, decoded on grpc's thread.
 struct Incoming {
   codecs::StatusOr<codecs::InferRequest> request;  // decoded: every path but a stream leg
@@ -105,6 +124,7 @@ struct Incoming {
   std::optional<Decision> decision;  // unset when the request could not be routed
   ByteBuffer raw;                    // a stream leg's: the message to send as is
   bool leg = false;                  // goes on the stream to a gRPC upstream
+  InfoPtr info;
 };
 
 // What an in-band error names: Triton copies these from the request.
@@ -114,6 +134,7 @@ struct RequestTag {
   // The outputs to write into client regions (and the regions held until the request is
   // done); null when the request names none.
   std::shared_ptr<const ShmBinding> shm;
+  InfoPtr info;
 };
 
 class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, ByteBuffer> {
@@ -124,10 +145,17 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     auto it = metadata.find("triton_grpc_error");
     strict_ =
         it != metadata.end() && std::string_view(it->second.data(), it->second.size()) == "true";
+    if (shared_->recorder && shared_->recorder->active()) {
+      recorder_ = shared_->recorder.get();
+      per_request_.protocol = telemetry::Protocol::kGrpc;
+      readTraceMetadata(metadata, per_request_);
+      if (recorder_->accessLog()) per_request_.client_address = context->peer();
+    }
     ::grpc::Status restricted = shared_->checkRestricted(*context, "inference");
     if (!restricted.ok()) {  // finished before any read, as Triton
       finish_called_ = true;
       reading_ = false;
+      if (shared_->recorder) shared_->recorder->grpcCall(kMethod, restricted.error_code(), start_);
       Finish(restricted);
       return;
     }
@@ -171,10 +199,21 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   void OnDone() override { loop_.post([this] { release(); }); }
 
  private:
+  // Whether the access log needs a stream leg's request id from the message itself (no
+  // x-request-id came with the stream); only then is a passthrough message flattened.
+  bool wantsRequestId(const Incoming& in) const {
+    return in.info && recorder_->accessLog() && in.info->request_id.empty();
+  }
+
   // grpc thread: route each message on its peeked model; decode it unless it goes to a
   // gRPC upstream, which gets the bytes as they came.
   Incoming route(const ByteBuffer& message) {
-    Incoming in{codecs::InferRequest(), {}, std::nullopt, {}, false};
+    Incoming in{codecs::InferRequest(), {}, std::nullopt, {}, false, nullptr};
+    if (recorder_) {
+      in.info = std::make_shared<telemetry::RequestInfo>(per_request_);
+      in.info->start = telemetry::Clock::now();
+      in.info->request_bytes = message.Length();
+    }
     bool names_regions = false;
     codecs::StatusOr<Decision> decision = routeMessage(*shared_, message, *context_, &names_regions);
     // A stream leg to a gRPC upstream relays messages as they are; a message naming client
@@ -183,7 +222,13 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     const bool leg = decision.ok() &&
                      decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc &&
                      !names_regions;
-    bool passthrough = leg && !decision->rewrites();
+    if (in.info && decision.ok()) {
+      recorder_->routed(*in.info, seriesKeyOf(telemetry::Protocol::kGrpc, *decision));
+      if (!leg && decision->upstream->protocol() != upstream::Upstream::Protocol::kBuiltin) {
+        decision->pick.stats = in.info->callStats();
+      }
+    }
+    bool passthrough = leg && !decision->rewrites() && !wantsRequestId(in);
     codecs::StatusOr<codecs::Buffer> bytes =
         passthrough ? codecs::StatusOr<codecs::Buffer>(codecs::Buffer())
                     : codecs::fromByteBuffer(message);
@@ -194,6 +239,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     }
     in.leg = leg;
     if (leg) {
+      if (wantsRequestId(in)) in.info->request_id = peekRequestId(*bytes);
       in.raw = message;
       if (decision->rewrites()) {
         auto rewritten = upstream::rewriteModelFields(*bytes, decision->upstream_model,
@@ -231,6 +277,11 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   // carrying all later ones; the client's triton_grpc_error choice travels with it so
   // errors end streams the same way on both legs. Each request is placed by the fleet
   // (a sequence stays on its endpoint) and holds its slot until its final answer.
+  struct LegRequest {
+    upstream::EndpointLease lease;
+    InfoPtr info;
+    telemetry::Clock::time_point written;
+  };
   struct UpstreamLeg {
     std::shared_ptr<upstream::GrpcStream> stream;
     std::shared_ptr<upstream::Endpoint> endpoint;
@@ -239,9 +290,9 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     // on this leg: answers carry the upstream's name in their model_name. (Two public
     // names aliasing one upstream model on one stream: the latest wins.)
     std::map<std::string, std::string, std::less<>> renames;
-    // The slots of requests written whose final answer has not come back, oldest first:
-    // each gets its in-band error if the leg fails.
-    std::deque<upstream::EndpointLease> outstanding;
+    // The requests written whose final answer has not come back, oldest first: each gets
+    // its in-band error if the leg fails.
+    std::deque<LegRequest> outstanding;
   };
   using LegKey = const upstream::Endpoint*;
 
@@ -283,9 +334,17 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     // One contiguous view of the answer serves both reads (joined only when multi-slice).
     codecs::StatusOr<codecs::Buffer> flat =
         counting || renaming ? codecs::fromByteBuffer(message) : codecs::Buffer();
-    if (counting && flat.ok() && isFinalStreamAnswer(*flat)) {
-      it->second.outstanding.front().finish(upstream::Outcome::kSuccess);
-      it->second.outstanding.pop_front();
+    if (counting) {
+      // A decoupled model's answers count toward its oldest open request.
+      LegRequest& oldest = it->second.outstanding.front();
+      if (oldest.info) oldest.info->response_bytes += message.Length();
+      const StreamAnswer answer = flat.ok() ? readStreamAnswer(*flat) : StreamAnswer{false, false};
+      if (answer.final) {
+        oldest.lease.finish(upstream::Outcome::kSuccess);
+        if (oldest.info) oldest.info->callStats()->upstream = telemetry::Clock::now() - oldest.written;
+        closeRequest(oldest.info, answer.error ? kInBandErrorCode : ::grpc::StatusCode::OK);
+        it->second.outstanding.pop_front();
+      }
     }
     if (renaming) {
       std::optional<std::string> upstream_model = flat.ok() ? streamModelName(*flat) : std::nullopt;
@@ -307,8 +366,10 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     UpstreamLeg leg = std::move(it->second);
     legs_.erase(it);
     const size_t unanswered = leg.outstanding.size();
-    for (upstream::EndpointLease& lease : leg.outstanding) {
-      lease.finish(upstream::outcomeOfGrpc(status.error_code()));
+    for (LegRequest& request : leg.outstanding) {
+      request.lease.finish(upstream::outcomeOfGrpc(status.error_code()));
+      // Ended without its answer: an error even when the leg itself ended OK.
+      closeRequest(request.info, status.ok() ? kInBandErrorCode : status.error_code());
     }
     if (finish_called_ || abandoned_) return pump();
     if (!status.ok()) {
@@ -422,7 +483,10 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   }
 
   void onRequest(Incoming in) {
-    if (finish_called_ || abandoned_ || terminal_queued_) return;  // the stream is ending
+    if (in.info) open_.insert(in.info);
+    if (finish_called_ || abandoned_ || terminal_queued_) {  // the stream is ending
+      return closeRequest(in.info, ::grpc::StatusCode::CANCELLED);
+    }
     if (in.decision && in.leg) {
       // Placed without waiting: a stream's requests keep their order, so none may sit in
       // the fleet's queue while later ones go ahead. At the cap it is refused in-band.
@@ -433,7 +497,12 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
         if (in.decision->rewrites()) {
           leg.renames[in.decision->upstream_model] = in.decision->client_model;
         }
-        leg.outstanding.push_back(std::move(*lease));
+        if (in.info) {
+          telemetry::CallStats& call = *in.info->callStats();
+          call.endpoint = lease->endpoint().key();
+          call.attempts = 1;
+        }
+        leg.outstanding.push_back(LegRequest{std::move(*lease), in.info, telemetry::Clock::now()});
         leg.stream->write(std::move(in.raw));
         maybeRead();
         return;
@@ -444,11 +513,13 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     }
     ++in_flight_;
     RequestTag tag;
+    tag.info = in.info;
     bool decoupled = false;
     builtin::ModelRepository* repository =
         in.decision ? in.decision->upstream->repository().get() : nullptr;
     if (in.request.ok()) {
       tag.id = in.request->id;
+      if (tag.info && tag.info->request_id.empty()) tag.info->request_id = tag.id;
       tag.model_name = in.decision->client_model;
       tag.model_version = in.decision->client_version;
       if (repository != nullptr) {
@@ -459,6 +530,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       }
     } else {
       tag.id = std::move(in.id_on_error);
+      if (tag.info && tag.info->request_id.empty()) tag.info->request_id = tag.id;
     }
     if (!decoupled) {
       tag.slot = next_slot_++;
@@ -500,6 +572,14 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       }
     }
     std::optional<Outgoing> item = toOutgoing(tag, emission);
+    if (tag.info) {
+      if (item && !item->terminal) tag.info->response_bytes += item->message.Length();
+      if (emission.final) {
+        closeRequest(tag.info, emission.response.ok()
+                                   ? ::grpc::StatusCode::OK
+                                   : grpcStatusFor(emission.response.status()).error_code());
+      }
+    }
     if (emission.final && in_flight_ > 0) --in_flight_;
     if (tag.slot) {
       Slot& slot = ordered_[*tag.slot - ordered_.front().seq];
@@ -572,8 +652,21 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     StartRead(&read_buf_);
   }
 
+  // A stream request's end, recorded once (later calls for it do nothing).
+  void closeRequest(const InfoPtr& info, int code) {
+    if (!info || open_.erase(info) == 0) return;
+    recorder_->finishStreamed(*info, code, kMethod);
+  }
+
+  // The stream ends: every request still open ends with it.
+  void closeAll(int code) {
+    for (const InfoPtr& info : open_) recorder_->finishStreamed(*info, code, kMethod);
+    open_.clear();
+  }
+
   // Cancelled, or a write failed: nothing more will reach the client.
   void abandon() {
+    closeAll(::grpc::StatusCode::CANCELLED);
     abandoned_ = true;
     cancelled_->store(true);
     cancelUpstreams();
@@ -587,6 +680,8 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     cancelUpstreams();
     out_.clear();
     ordered_.clear();
+    closeAll(status.ok() ? ::grpc::StatusCode::CANCELLED : status.error_code());
+    if (shared_->recorder) shared_->recorder->grpcCall(kMethod, status.error_code(), start_);
     Finish(status);
   }
 
@@ -597,6 +692,9 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   };
 
   static constexpr const char* kStreamMethod = "/inference.GRPCInferenceService/ModelStreamInfer";
+  static constexpr std::string_view kMethod = "ModelStreamInfer";  // telemetry's name
+  // A leg's in-band error carries a message and no code: counted as UNKNOWN.
+  static constexpr int kInBandErrorCode = ::grpc::StatusCode::UNKNOWN;
 
   std::shared_ptr<Shared> shared_;
   http::EventLoop& loop_;
@@ -623,6 +721,12 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   uint64_t next_slot_ = 0;
   std::deque<Slot> ordered_;  // non-decoupled requests not yet flushed, in request order
   std::deque<Outgoing> out_;  // ready to write, in order
+
+  // Telemetry (recorder_ null: nothing records).
+  const telemetry::Clock::time_point start_ = telemetry::Clock::now();
+  telemetry::Recorder* recorder_ = nullptr;  // shared_'s, when active
+  telemetry::RequestInfo per_request_;       // what every request of the stream starts with
+  std::set<InfoPtr> open_;                   // requests read and not yet recorded; loop thread
 };
 
 }  // namespace

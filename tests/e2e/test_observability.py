@@ -5,7 +5,10 @@ U is a builtin upstream (shared memory on, its own access log); G routes to U ov
 mix of successes, routing 404s, upstream errors and shared-memory handoffs, one scrape of
 G's /metrics must show exactly those counts, and parse as Prometheus text. Trace context
 and request ids must arrive at U as G forwarded them; every access log line is JSON.
-A second gateway checks that the v2 logging endpoint changes the log at run time.
+The mix also carries one ModelStreamInfer stream (each message a request of its own) and
+a few gRPC admin calls (API counters and access lines, no model series). A second gateway
+checks that the v2 logging endpoint changes the log at run time, and a model's trace
+settings reach its upstream over both protocols.
 """
 import json
 import os
@@ -62,6 +65,10 @@ SIMPLE_JSON = json.dumps({"inputs": [
     {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16}]})
 
 BIG_FLOATS = 32768  # 128 KiB: above the handoff's min_bytes
+
+# (id, model) of the stream's messages.
+STREAM = [("s0", "simple"), ("s1", "simple"), ("sg", "ghost"), ("s2", "simple"),
+          ("sn", "no_such_model")]
 
 P = None  # the processes
 LOGS = tempfile.TemporaryDirectory(prefix="infergate-logs-")
@@ -156,6 +163,22 @@ def run_mix(pb):
     for _ in range(2):  # the handoff pool
         results.append(("grpc big", grpc_stubs.grpc_outcome(
             lambda: stub.ModelInfer(big_request(pb)))[0]))
+    # One stream: three requests on the leg to U, one U does not know (its in-band error),
+    # one with no route (the gateway's in-band error). No x-request-id: each message's id.
+    stream = []
+    for sid, model in STREAM:
+        req = grpc_stubs.simple_infer_request(model)
+        req.id = sid
+        stream.append(req)
+    answers = list(stub.ModelStreamInfer(iter(stream), timeout=30))
+    for a in answers:
+        results.append(("stream", (a.infer_response.id, a.error_message != "")))
+    # Admin calls: counted by method, logged, never in a model series.
+    for _ in range(2):
+        stub.ServerLive(pb.ServerLiveRequest())
+        results.append(("grpc admin", "ok"))
+    results.append(("grpc admin", grpc_stubs.grpc_outcome(
+        lambda: stub.ModelMetadata(pb.ModelMetadataRequest(name="no_such_model")))[0]))
     SENT["results"] = results
     status, _, body = G.request("GET", "/metrics", listener="metrics")
     SENT["scrape_status"] = status
@@ -192,6 +215,11 @@ class KnownMix(unittest.TestCase):
         self.assertEqual([str(s) for what, s in r if what in ("grpc unrouted", "grpc ghost")],
                          ["StatusCode.NOT_FOUND"] * 2, r)
         self.assertEqual([s for what, s in r if what == "grpc big"], ["ok"] * 2, r)
+        self.assertEqual(sorted(s for what, s in r if what == "stream"),
+                         [("s0", False), ("s1", False), ("s2", False), ("sg", True),
+                          ("sn", True)], r)
+        self.assertEqual([str(s) for what, s in r if what == "grpc admin"],
+                         ["ok", "ok", "StatusCode.NOT_FOUND"], r)
 
     def test_every_request_is_counted_in_its_series(self):
         v = self.value
@@ -207,6 +235,11 @@ class KnownMix(unittest.TestCase):
                            code="NOT_FOUND"), 1)
         self.assertEqual(v("infergate_requests_total", model="identity_fp32", route="big",
                            code="OK"), 2)
+        # The stream's messages, each in its series: a leg's in-band error has no code.
+        self.assertEqual(v("infergate_requests_total", model="simple", route="main",
+                           protocol="grpc", upstream_protocol="grpc", code="OK"), 3)
+        self.assertEqual(v("infergate_requests_total", model="ghost", protocol="grpc",
+                           code="UNKNOWN"), 1)
         # A request without a route has no model series: nothing names no_such_model.
         self.assertFalse([s for s in self.samples if s[1].get("model") == "no_such_model"])
         for name, labels, value in self.samples:
@@ -220,13 +253,23 @@ class KnownMix(unittest.TestCase):
         self.assertEqual(v("infergate_grpc_requests_total", method="ModelInfer", code="OK"), 5)
         self.assertEqual(v("infergate_grpc_requests_total", method="ModelInfer",
                            code="NOT_FOUND"), 2)
+        # A stream is one call, however many requests it carried.
+        self.assertEqual(v("infergate_grpc_requests_total", method="ModelStreamInfer",
+                           code="OK"), 1)
+        self.assertEqual(v("infergate_grpc_requests_total", method="ServerLive", code="OK"), 2)
+        self.assertEqual(v("infergate_grpc_requests_total", method="ModelMetadata",
+                           code="NOT_FOUND"), 1)
+        self.assertEqual(v("infergate_grpc_request_duration_seconds_count",
+                           method="ServerLive"), 2)
 
     def test_histograms_count_each_request_once(self):
         v = self.value
         self.assertEqual(v("infergate_request_duration_seconds_count", model="simple",
-                           route="main"), 4)
+                           route="main", protocol="http"), 4)
         self.assertEqual(v("infergate_request_duration_seconds_bucket", model="simple",
-                           route="main", le="+Inf"), 4)
+                           route="main", protocol="http", le="+Inf"), 4)
+        self.assertEqual(v("infergate_request_duration_seconds_count", model="simple",
+                           route="main", protocol="grpc"), 3)  # the stream's
         # Remote upstreams: the upstream time and the gateway's overhead of every request.
         self.assertEqual(v("infergate_upstream_duration_seconds_count", model="simple",
                            route="via-http"), 3)
@@ -237,15 +280,18 @@ class KnownMix(unittest.TestCase):
         self.assertEqual(v("infergate_transcode_duration_seconds_count", model="simple",
                            route="via-http"), 3)
         self.assertEqual(v("infergate_transcode_duration_seconds_count", model="simple",
-                           route="main"), 4)  # HTTP JSON toward gRPC is transcoded too
+                           route="main", protocol="http"), 4)  # HTTP JSON toward gRPC is transcoded too
         self.assertGreater(v("infergate_request_bytes_total", model="identity_fp32"),
                            2 * 4 * BIG_FLOATS)
 
     def test_triton_families_add_up_per_model(self):
         v = self.value
-        self.assertEqual(v("nv_inference_request_success_total", model="simple", version=""), 7)
+        self.assertEqual(v("nv_inference_request_success_total", model="simple", version=""),
+                         4 + 3 + 3)
         self.assertEqual(v("nv_inference_request_failure_total", model="ghost",
                            reason="REJECTED"), 3)
+        self.assertEqual(v("nv_inference_request_failure_total", model="ghost",
+                           reason="BACKEND"), 1)  # the stream's in-band error
         self.assertEqual(v("nv_inference_count_total", model="identity_fp32"), 2)
         self.assertEqual(v("nv_inference_pending_request_count", model="simple"), 0)
         self.assertGreater(v("nv_inference_request_duration_us_total", model="simple"), 0)
@@ -254,10 +300,11 @@ class KnownMix(unittest.TestCase):
         v = self.value
         u_grpc = U.address("grpc")
         self.assertEqual(v("infergate_upstream_endpoint_requests_total", upstream="u-grpc",
-                           endpoint=u_grpc), 4 + 3 + 2)
+                           endpoint=u_grpc), 4 + 3 + 2 + 4)  # + the stream's leg
         self.assertEqual(v("infergate_upstream_endpoint_requests_total", upstream="u-http"), 3)
         self.assertEqual(v("infergate_upstream_endpoint_state", upstream="u-grpc",
                            state="ejected"), 0)
+        # A stream's requests never wait in the queue (they keep their order).
         self.assertEqual(v("infergate_upstream_queue_wait_seconds_count", upstream="u-grpc"),
                          9)
         self.assertEqual(v("infergate_shm_handoff_bytes_total", upstream="u-grpc",
@@ -289,7 +336,8 @@ class KnownMix(unittest.TestCase):
 
     def test_access_log_lines_are_json_with_every_field(self):
         lines = read_lines(G_LOG, at_least=len(SENT["results"]))
-        self.assertEqual(len(lines), len(SENT["results"]))
+        self.assertEqual(len(lines), len(SENT["results"]),
+                         [json.loads(l)["endpoint"] for l in lines])
         entries = [json.loads(l) for l in lines]
         for e in entries:
             for key in ("time", "request_id", "client", "protocol", "endpoint", "model",
@@ -297,6 +345,16 @@ class KnownMix(unittest.TestCase):
                         "bytes_in", "bytes_out", "total_us", "upstream_us", "queue_us",
                         "shm_handoff"):
                 self.assertIn(key, e)
+        streamed = {e["request_id"]: e for e in entries if e["endpoint"] == "ModelStreamInfer"}
+        self.assertEqual(sorted(streamed), sorted(sid for sid, _ in STREAM))
+        self.assertEqual(streamed["s0"]["status"], "OK")
+        self.assertEqual(streamed["s0"]["route"], "main")
+        self.assertEqual(streamed["s0"]["upstream_endpoint"], U.address("grpc"))
+        self.assertEqual(streamed["sg"]["status"], "UNKNOWN")
+        self.assertEqual(streamed["sn"]["status"], "NOT_FOUND")
+        self.assertEqual(streamed["sn"]["route"], "")
+        admin = [e["status"] for e in entries if e["endpoint"] == "ServerLive"]
+        self.assertEqual(admin, ["OK", "OK"])
         big = [e for e in entries if e["model"] == "identity_fp32"]
         self.assertEqual(len(big), 2)
         self.assertTrue(all(e["shm_handoff"] for e in big), big)
@@ -330,6 +388,68 @@ class RuntimeLogSettings(unittest.TestCase):
             self.assertIn('infergate_config_reloads_total{result="success"} 3', body.decode())
         finally:
             P.stop(g)
+
+
+TRACE_GATEWAY = LOOPBACK_HEAD + """
+upstreams:
+  - name: u-grpc
+    protocol: grpc
+    endpoints: ["$u_grpc"]
+  - name: u-http
+    protocol: http
+    endpoints: ["$u_http"]
+routes:
+  - match: { model: simple, headers: { x-upstream: http } }
+    upstream: u-http
+  - match: { model: simple }
+    upstream: u-grpc
+"""
+
+
+class ModelTraceSettings(unittest.TestCase):
+    """A model's trace settings belong to the server that runs it: the gateway forwards
+    them, transcoded to the upstream's protocol; the global ones stay the gateway's."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.g = P.start("T", Gateway.from_template(TRACE_GATEWAY, u_grpc=U.address("grpc"),
+                                                   u_http=U.address("http")))
+
+    @classmethod
+    def tearDownClass(cls):
+        P.stop(cls.g)
+
+    def upstream_setting(self, key):
+        status, _, body = U.request("GET", "/v2/models/simple/trace/setting")
+        self.assertEqual(status, 200, body)
+        return json.loads(body)[key]
+
+    def test_http_client_to_grpc_upstream(self):
+        status, _, body = self.g.request("POST", "/v2/models/simple/trace/setting",
+                                         json.dumps({"trace_rate": "7"}))
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["trace_rate"], "7")
+        self.assertEqual(self.upstream_setting("trace_rate"), "7")
+        status, _, body = self.g.request("GET", "/v2/models/simple/trace/setting")
+        self.assertEqual(json.loads(body)["trace_rate"], "7")
+        # The gateway's own global settings did not move.
+        status, _, body = self.g.request("GET", "/v2/trace/setting")
+        self.assertNotEqual(json.loads(body)["trace_rate"], "7")
+
+    def test_grpc_client_to_http_upstream(self):
+        pb = grpc_stubs.load()[0]
+        request = pb.TraceSettingRequest(model_name="simple")
+        request.settings["log_frequency"].value.append("3")
+        response = grpc_stubs.stub_of(self.g).TraceSetting(
+            request, metadata=(("x-upstream", "http"),))
+        self.assertEqual(list(response.settings["log_frequency"].value), ["3"])
+        self.assertEqual(self.upstream_setting("log_frequency"), "3")
+
+    def test_an_upstream_refusal_comes_back(self):
+        status, _, body = self.g.request("POST", "/v2/models/simple/trace/setting",
+                                         json.dumps({"trace_rate": "not a number"}))
+        self.assertEqual(status, 400, body)
+        self.assertIn("error", json.loads(body))
 
 
 if __name__ == "__main__":
