@@ -43,9 +43,45 @@ struct ListenAddress {
   SourceLocation where;
 };
 
+enum class TlsVersion { k12, k13 };  // "1.2", "1.3"
+
+// TLS on a listener (`listeners.http.tls`, `listeners.grpc.tls`). Paths are resolved
+// against the directory of the config file when relative. The files are read by tls/
+// when the listener starts, on a config reload, and when they change on disk.
+struct ServerTlsConfig {
+  enum class ClientAuth { kNone, kOptional, kRequire };
+  std::string cert;       // PEM certificate chain, the server's own first
+  std::string key;        // PEM private key of the first certificate
+  std::string client_ca;  // PEM CA bundle verifying client certificates; "" = none
+  // kOptional: a certificate is asked for and verified when sent; kRequire: the handshake
+  // fails without a valid one. Both need client_ca.
+  ClientAuth client_auth = ClientAuth::kNone;
+  // HTTP listener only (grpc offers no per-server setting for them): the oldest protocol
+  // version, the TLS 1.2 cipher list and the TLS 1.3 suites (OpenSSL's syntax; "" = the
+  // built-in defaults), the key-exchange groups ("" = OpenSSL's default).
+  TlsVersion min_version = TlsVersion::k12;
+  std::string ciphers;
+  std::string ciphersuites;
+  std::string groups;
+  uint64_t watch_interval_ms = 5000;  // how often the files are checked for changes
+  SourceLocation where;               // the tls mapping
+};
+
 struct ListenerConfig {
   ListenAddress address;
-  SourceLocation where;  // the listener's mapping
+  std::optional<ServerTlsConfig> tls;  // http and grpc listeners; absent = plaintext
+  SourceLocation where;                // the listener's mapping
+};
+
+// TLS toward an upstream (`upstreams[].tls`, grpc and http upstreams). Paths as above.
+struct UpstreamTlsConfig {
+  std::string ca;           // PEM CA bundle; "" = the system's trust store
+  std::string server_name;  // the name sent (SNI) and verified; "" = each endpoint's host
+  std::string cert, key;    // client certificate and key (mTLS to the upstream): both or none
+  // Skips verifying the upstream's certificate and name: for tests only, logged as a
+  // warning when the upstream is set up.
+  bool insecure_skip_verify = false;
+  SourceLocation where;  // the tls mapping
 };
 
 // Defaults are Triton's where Triton has one (codecs/limits.h).
@@ -181,6 +217,7 @@ struct UpstreamConfig {
   OverloadConfig overload;
   AffinityConfig affinity;
   HandoffConfig handoff;  // only on a colocated grpc / http upstream
+  std::optional<UpstreamTlsConfig> tls;  // kGrpc / kHttp; absent = plaintext
   SourceLocation where;  // the upstream's mapping
 
   bool isRemote() const { return protocol != Protocol::kBuiltin; }

@@ -25,6 +25,9 @@ constexpr uint64_t kInt32Max = 2147483647;
 constexpr uint64_t kInt64Max = 9223372036854775807;
 constexpr uint64_t kMaxWorkers = 1024;
 constexpr uint64_t kMaxShmRegions = 1000000;
+constexpr uint64_t kMinTlsWatchIntervalMs = 1000;
+
+enum class ListenerKind { kHttp, kGrpc, kMetrics };
 
 // Empty when client system regions may have keys starting with `prefix`; else why not.
 // Keys are POSIX shared-memory names: leading '/'s, then a name without '/'.
@@ -62,7 +65,9 @@ class Loader {
 
  private:
   void readListeners(const YamlValue& value);
-  std::optional<ListenerConfig> readListener(const YamlValue& value);
+  std::optional<ListenerConfig> readListener(const YamlValue& value, ListenerKind kind);
+  std::optional<ServerTlsConfig> readServerTls(const YamlValue& value, ListenerKind kind);
+  void readTlsVersion(const YamlValue& value, TlsVersion& out);
   void readLimits(const YamlValue& value);
   template <typename T>
   void readLimit(const YamlMap& map, std::string_view key, T& field, uint64_t max);
@@ -124,15 +129,23 @@ void Loader::readListeners(const YamlValue& value) {
     marks_.frontend_listener_written = true;  // already reported: not "no listener" too
     return;
   }
-  if (const YamlValue* v = map->find("http")) config_.http = readListener(*v);
-  if (const YamlValue* v = map->find("grpc")) config_.grpc = readListener(*v);
-  if (const YamlValue* v = map->find("metrics")) config_.metrics = readListener(*v);
+  if (const YamlValue* v = map->find("http")) config_.http = readListener(*v, ListenerKind::kHttp);
+  if (const YamlValue* v = map->find("grpc")) config_.grpc = readListener(*v, ListenerKind::kGrpc);
+  if (const YamlValue* v = map->find("metrics")) {
+    config_.metrics = readListener(*v, ListenerKind::kMetrics);
+  }
   marks_.frontend_listener_written = map->find("http") || map->find("grpc");
 }
 
-std::optional<ListenerConfig> Loader::readListener(const YamlValue& value) {
-  std::optional<YamlMap> map = reader_.mapping(value, {"address"});
+// The metrics listener takes no `tls` (an unknown key there).
+std::optional<ListenerConfig> Loader::readListener(const YamlValue& value, ListenerKind kind) {
+  std::optional<YamlMap> map = kind == ListenerKind::kMetrics
+                                   ? reader_.mapping(value, {"address"})
+                                   : reader_.mapping(value, {"address", "tls"});
   if (!map) return std::nullopt;
+  // `tls` is read even when the address is wrong, so its own mistakes are reported too.
+  std::optional<ServerTlsConfig> tls;
+  if (const YamlValue* v = map->find("tls")) tls = readServerTls(*v, kind);
   const YamlValue* address = reader_.require(*map, "address", "e.g. \"0.0.0.0:8000\"");
   if (!address) return std::nullopt;
   std::optional<std::string> text = reader_.string(*address);
@@ -142,9 +155,87 @@ std::optional<ListenerConfig> Loader::readListener(const YamlValue& value) {
     reader_.error(*address, std::string(codecs::messageOf(parsed.status())));
     return std::nullopt;
   }
-  ListenerConfig listener{std::move(*parsed), map->where};
+  ListenerConfig listener{std::move(*parsed), std::move(tls), map->where};
   listener.address.where = address->where;
   return listener;
+}
+
+// `listeners.http.tls` / `listeners.grpc.tls`. The gRPC listener takes the certificate
+// keys and client_auth only: grpc (1.51) has no per-server setting of the protocol
+// version, ciphers or groups (it negotiates TLS 1.2 and 1.3 with its own cipher list).
+// nullopt when the value is not a mapping (then only that is reported).
+std::optional<ServerTlsConfig> Loader::readServerTls(const YamlValue& value, ListenerKind kind) {
+  using ClientAuth = ServerTlsConfig::ClientAuth;
+  std::optional<YamlMap> map = reader_.mapping(
+      value, {"cert", "key", "client_ca", "client_auth", "min_version", "ciphers",
+              "ciphersuites", "groups", "watch_interval_ms"});
+  if (!map) return std::nullopt;
+  ServerTlsConfig tls;
+  tls.where = map->where;
+  const YamlValue* cert = reader_.require(*map, "cert", "a PEM certificate chain file");
+  const YamlValue* key = reader_.require(*map, "key", "a PEM private key file");
+  std::optional<std::string> cert_path = cert ? readConfigPath(reader_, *cert) : std::nullopt;
+  std::optional<std::string> key_path = key ? readConfigPath(reader_, *key) : std::nullopt;
+  if (cert_path) tls.cert = std::move(*cert_path);
+  if (key_path) tls.key = std::move(*key_path);
+  const YamlValue* client_ca = map->find("client_ca");
+  if (client_ca) {
+    std::optional<std::string> path = readConfigPath(reader_, *client_ca);
+    if (path) tls.client_ca = std::move(*path);
+  }
+  if (const YamlValue* v = map->find("client_auth")) {
+    readChoice<ClientAuth>(*v, "client_auth",
+                           {{"none", ClientAuth::kNone},
+                            {"optional", ClientAuth::kOptional},
+                            {"require", ClientAuth::kRequire}},
+                           tls.client_auth);
+    // A client_ca written but refused is reported already.
+    if (tls.client_auth != ClientAuth::kNone && !client_ca) {
+      reader_.error(*v, strCat("\"", v->node.Scalar(),
+                               "\" needs client_ca (the CA bundle that verifies client "
+                               "certificates)"));
+    }
+  }
+  // Written on the gRPC listener, each of these is refused and not read.
+  for (std::string_view name : {"min_version", "ciphers", "ciphersuites", "groups"}) {
+    const YamlValue* v = map->find(name);
+    if (v && kind == ListenerKind::kGrpc) {
+      reader_.error(*v, strCat("the gRPC listener cannot set ", name,
+                               " (grpc offers no per-server cipher, group or version "
+                               "setting); remove it"));
+    } else if (v && name == "min_version") {
+      readTlsVersion(*v, tls.min_version);
+    } else if (v) {
+      std::string& field = name == "ciphers"        ? tls.ciphers
+                           : name == "ciphersuites" ? tls.ciphersuites
+                                                    : tls.groups;
+      std::optional<std::string> text = reader_.string(*v);
+      if (text && text->empty()) {
+        reader_.error(*v, strCat("leave ", name, " out for OpenSSL's defaults"));
+      } else if (text) {
+        field = std::move(*text);
+      }
+    }
+  }
+  if (const YamlValue* v = map->find("watch_interval_ms")) {
+    if (auto n = reader_.unsignedInteger(*v, kMinTlsWatchIntervalMs, kMaxTimeoutMs)) {
+      tls.watch_interval_ms = *n;
+    }
+  }
+  return tls;
+}
+
+// "1.2" or "1.3", a string: unquoted, 1.2 is a YAML float (and 1.20 would be the same
+// number), so it is refused with the quoting it needs.
+void Loader::readTlsVersion(const YamlValue& value, TlsVersion& out) {
+  if (value.node.IsScalar() && std::string_view(kindOf(value.node)) == "a float" &&
+      (value.node.Scalar() == "1.2" || value.node.Scalar() == "1.3")) {
+    reader_.error(value, strCat("expected a string, got a float: write \"",
+                                value.node.Scalar(), "\" (quoted)"));
+    return;
+  }
+  readChoice<TlsVersion>(value, "min_version",
+                         {{"1.2", TlsVersion::k12}, {"1.3", TlsVersion::k13}}, out);
 }
 
 void Loader::readLimits(const YamlValue& value) {
@@ -518,6 +609,22 @@ std::optional<bool> readBoolean(YamlReader& reader, const YamlValue& value) {
   if (text == "false" || text == "False" || text == "FALSE") return false;
   reader.error(value, strCat("expected a boolean (true or false), got ", text));
   return std::nullopt;
+}
+
+std::optional<std::string> readConfigPath(YamlReader& reader, const YamlValue& value) {
+  std::optional<std::string> text = reader.string(value);
+  if (!text) return std::nullopt;
+  if (text->empty()) {
+    reader.error(value, "a path is required");
+    return std::nullopt;
+  }
+  return resolveConfigPath(reader.file(), *text);
+}
+
+std::string resolveConfigPath(std::string_view config_source, std::string_view path) {
+  size_t slash = config_source.rfind('/');
+  if (path.starts_with('/') || slash == std::string_view::npos) return std::string(path);
+  return strCat(config_source.substr(0, slash + 1), path);
 }
 
 StatusOr<GatewayConfig> parseConfig(std::string_view yaml_text, std::string_view source_name) {

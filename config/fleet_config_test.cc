@@ -355,7 +355,7 @@ TEST(FleetConfig, RejectsUnknownKeysNamingTheAllowedOnes) {
                 "test.yaml:12:5: upstreams[0].zone: unknown key \"zone\" (allowed: name, "
                 "protocol, endpoints, http_format, timeout_ms, connect_timeout_ms, channels, "
                 "max_connections, headers, models, colocated, load_balancing, health_check, "
-                "outlier, retry, overload, affinity, handoff)",
+                "outlier, retry, overload, affinity, handoff, tls)",
                 "test.yaml:14:14: discovery.resolver: unknown key \"resolver\" (allowed: "
                 "dns_refresh_ms, hosts_file)",
                 "test.yaml:15:14: lifecycle.reload: unknown key \"reload\" (allowed: "

@@ -35,6 +35,17 @@ enum class HeaderUse {
 // "expected a boolean, got a string" (so `yes` and `"true"` are refused).
 std::optional<bool> readBoolean(YamlReader& reader, const YamlValue& value);
 
+// A file path read from the config (TLS certificates, keys, CA bundles): a non-empty
+// string, "a path is required" otherwise. A relative path is resolved against the
+// directory of the config file (resolveConfigPath). The file is not opened here.
+std::optional<std::string> readConfigPath(YamlReader& reader, const YamlValue& value);
+
+// `path` as the gateway opens it: unchanged when absolute, or when `config_source` names
+// no directory ("demo.yaml": relative to the working directory, as written); otherwise
+// joined to the directory of `config_source` ("/etc/infergate/infergate.yaml" and
+// "tls/server.pem" give "/etc/infergate/tls/server.pem").
+std::string resolveConfigPath(std::string_view config_source, std::string_view path);
+
 // `text` with ASCII letters lowercased.
 std::string asciiLowercase(std::string_view text);
 

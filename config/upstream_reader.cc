@@ -318,6 +318,57 @@ void readHandoff(YamlReader& reader, const YamlValue& value, HandoffConfig& h) {
   }
 }
 
+// Empty when `name` may be sent as SNI and verified against the upstream's certificate.
+std::string serverNameProblem(std::string_view name) {
+  if (name.empty()) return "leave server_name out to use each endpoint's host";
+  for (char c : name) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
+      return strCat("\"", name,
+                    "\" has whitespace or a control character; a server name has none");
+    }
+  }
+  return "";
+}
+
+// `upstreams[].tls`: the connections to every endpoint use TLS. Paths are resolved as
+// readConfigPath says; the files are read by tls/ when the upstream is set up.
+std::optional<UpstreamTlsConfig> readUpstreamTls(YamlReader& reader, const YamlValue& value) {
+  std::optional<YamlMap> map =
+      reader.mapping(value, {"ca", "server_name", "cert", "key", "insecure_skip_verify"});
+  if (!map) return std::nullopt;
+  UpstreamTlsConfig tls;
+  tls.where = map->where;
+  const YamlValue* ca = map->find("ca");
+  const YamlValue* server_name = map->find("server_name");
+  const YamlValue* cert = map->find("cert");
+  const YamlValue* key = map->find("key");
+  auto readPath = [&reader](const YamlValue* v, std::string& field) {
+    if (!v) return;
+    if (std::optional<std::string> path = readConfigPath(reader, *v)) field = std::move(*path);
+  };
+  readPath(ca, tls.ca);
+  readPath(cert, tls.cert);
+  readPath(key, tls.key);
+  if (server_name) {
+    std::optional<std::string> text = reader.string(*server_name);
+    std::string problem = text ? serverNameProblem(*text) : "";
+    if (!problem.empty()) reader.error(*server_name, std::move(problem));
+    if (text && problem.empty()) tls.server_name = std::move(*text);
+  }
+  // At the one written: the client certificate is useless without its key, and the other
+  // way round.
+  if (cert && !key) reader.error(*cert, "give cert and key together");
+  if (key && !cert) reader.error(*key, "give cert and key together");
+  if (const YamlValue* v = map->find("insecure_skip_verify")) {
+    readFlag(reader, v, tls.insecure_skip_verify);
+    if (tls.insecure_skip_verify && (ca || server_name)) {
+      reader.error(*v, "insecure_skip_verify verifies nothing: leave out ca and server_name, "
+                       "or set it false");
+    }
+  }
+  return tls;
+}
+
 // `colocated` and the endpoint policies, all for grpc and http upstreams only.
 // `first_endpoint_kept`: endpoints[0] is the first endpoint as written.
 void readEndpointPolicies(YamlReader& reader, const YamlMap& map,
@@ -370,7 +421,7 @@ std::optional<UpstreamConfig> readUpstream(YamlReader& reader, const YamlValue& 
       value, {"name", "protocol", "endpoints", "http_format", "timeout_ms",
               "connect_timeout_ms", "channels", "max_connections", "headers", "models",
               "colocated", "load_balancing", "health_check", "outlier", "retry", "overload",
-              "affinity", "handoff"});
+              "affinity", "handoff", "tls"});
   if (!map) {
     names_known = false;
     return std::nullopt;
@@ -410,6 +461,9 @@ std::optional<UpstreamConfig> readUpstream(YamlReader& reader, const YamlValue& 
     readBuiltinModels(reader, *v, upstream);
   }
   readEndpointPolicies(reader, *map, protocol, first_endpoint_kept, upstream);
+  if (const YamlValue* v = keyFor(reader, *map, "tls", protocol, kRemoteOnly)) {
+    upstream.tls = readUpstreamTls(reader, *v);
+  }
 
   if (!name_text) {
     // Not kept without a name. A name written as a mapping (say) may still be what a

@@ -61,6 +61,11 @@ void HttpExchange::endStream() {
   if (auto connection = connection_.lock()) connection->onExchangeResponded();
 }
 
+tls::ServerSession* HttpExchange::tlsSession() const {
+  std::shared_ptr<HttpConnection> connection = connection_.lock();
+  return connection ? connection->tls() : nullptr;
+}
+
 void HttpExchange::cancel() {
   if (done_) return;
   cancelled_ = true;
@@ -73,7 +78,8 @@ void HttpExchange::cancel() {
 HttpConnection::HttpConnection(EventLoop& loop, int fd, const HttpLimits& limits,
                                const HttpHandler& handler,
                                std::function<void(HttpConnection*)> on_closed,
-                               const ResponseObserver* observer, std::string peer)
+                               const ResponseObserver* observer, std::string peer,
+                               std::unique_ptr<tls::ServerSession> tls)
     : loop_(loop),
       fd_(fd),
       limits_(limits),
@@ -81,6 +87,7 @@ HttpConnection::HttpConnection(EventLoop& loop, int fd, const HttpLimits& limits
       on_closed_(std::move(on_closed)),
       observer_(observer && *observer ? observer : nullptr),
       peer_(std::move(peer)),
+      tls_(std::move(tls)),
       timer_(loop, [this] { onTimeout(); }) {
   http_parser_init(&parser_, HTTP_REQUEST);
   parser_.data = this;
@@ -89,6 +96,7 @@ HttpConnection::HttpConnection(EventLoop& loop, int fd, const HttpLimits& limits
 
 HttpConnection::~HttpConnection() {
   if (event_) event_free(event_);
+  tls_.reset();  // before its socket
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -102,7 +110,14 @@ void HttpConnection::start() {
 void HttpConnection::onSocketEvent(evutil_socket_t, short what, void* arg) {
   auto* self = static_cast<HttpConnection*>(arg);
   std::shared_ptr<HttpConnection> guard = self->shared_from_this();
-  if (what & EV_WRITE) self->onWritable();
+  if (what & EV_WRITE) {
+    if (self->tls_read_wants_write_) {  // the read that waited for this goes first
+      self->tls_read_wants_write_ = false;
+      self->onReadable();
+      if (self->closed_) return;
+    }
+    self->onWritable();
+  }
   if ((what & EV_READ) && !self->closed_) self->onReadable();
 }
 
@@ -111,10 +126,14 @@ void HttpConnection::onReadable() {
   for (int rounds = 0; rounds < 16 && !closed_ && reading_; ++rounds) {
     if (read_state_ == ReadState::kBody && readIntoBody(self)) continue;
     if (closed_) return;
-    ssize_t n = ::read(fd_, read_buffer_.data(), read_buffer_.size());
+    ssize_t n = readSocket(read_buffer_.data(), read_buffer_.size());
     if (n > 0) {
       parse(read_buffer_.data(), static_cast<size_t>(n));
-      if (static_cast<size_t>(n) < read_buffer_.size()) break;
+      // A short read drained the socket; over TLS it is one record, and more may wait
+      // decrypted inside the session.
+      if (static_cast<size_t>(n) < read_buffer_.size() && !(tls_ && tls_->hasBufferedInput())) {
+        break;
+      }
       continue;
     }
     if (n == 0) {  // the client closed: cancel what is in flight, as Triton does
@@ -122,8 +141,25 @@ void HttpConnection::onReadable() {
       return;
     }
     if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) close();
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      close();
+      return;
+    }
+    afterWouldBlock();
     break;
+  }
+  // Plaintext the session already decrypted raises no socket event: come back for it.
+  if (tls_ && !closed_ && reading_ && tls_->hasBufferedInput()) event_active(event_, EV_READ, 0);
+}
+
+ssize_t HttpConnection::readSocket(void* buffer, size_t size) {
+  return tls_ ? tls_->read(buffer, size) : ::read(fd_, buffer, size);
+}
+
+void HttpConnection::afterWouldBlock() {
+  if (tls_ && tls_->wantsWritable() && !tls_read_wants_write_) {
+    tls_read_wants_write_ = true;
+    updateInterest();
   }
 }
 
@@ -135,15 +171,17 @@ bool HttpConnection::readIntoBody(std::shared_ptr<HttpConnection>&) {
   }
   size_t want = static_cast<size_t>(std::min<uint64_t>(parser_.content_length, 1 << 30));
   uint8_t* dst = body_->bytes.get() + body_size_;
-  ssize_t n = ::read(fd_, dst, want);
+  ssize_t n = readSocket(dst, want);
   if (n > 0) {
     parse(reinterpret_cast<const char*>(dst), static_cast<size_t>(n));
-    return !closed_ && static_cast<size_t>(n) == want;
+    return !closed_ && (static_cast<size_t>(n) == want || (tls_ && tls_->hasBufferedInput()));
   }
   if (n == 0) {
     close();
   } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
     close();
+  } else {
+    afterWouldBlock();
   }
   return false;
 }
@@ -279,7 +317,8 @@ void HttpConnection::afterResponse(bool keep_alive) {
 }
 
 void HttpConnection::flush() {
-  while (!out_.empty()) {
+  // Over TLS, bytes the session took may still wait in it after out_ is empty.
+  while (!out_.empty() || (tls_ && tls_->hasBufferedOutput())) {
     iovec iov[kMaxIov];
     size_t count = 0;
     for (size_t i = 0; i < out_.size() && count < kMaxIov; ++i) {
@@ -289,7 +328,8 @@ void HttpConnection::flush() {
       iov[count].iov_len = b.size() - skip;
       ++count;
     }
-    ssize_t n = ::writev(fd_, iov, static_cast<int>(count));
+    ssize_t n = tls_ ? tls_->writev(iov, static_cast<int>(count))
+                     : ::writev(fd_, iov, static_cast<int>(count));
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -309,13 +349,14 @@ void HttpConnection::flush() {
       }
     }
   }
-  want_write_ = !out_.empty();
-  if (out_.empty() && close_after_write_ && pending_.empty()) {
+  want_write_ = !out_.empty() || (tls_ && tls_->hasBufferedOutput());
+  if (!want_write_ && close_after_write_ && pending_.empty()) {
+    if (tls_) tls_->shutdown();
     ::shutdown(fd_, SHUT_WR);
     close();
     return;
   }
-  if (out_.empty() && draining_ && pending_.empty() && !current_) {
+  if (!want_write_ && draining_ && pending_.empty() && !current_) {
     close();
     return;
   }
@@ -328,7 +369,9 @@ void HttpConnection::onWritable() { flush(); }
 void HttpConnection::updateInterest() {
   if (closed_ || !event_) return;
   bool read = reading_ && pending_.size() < limits_.max_pipelined;
-  short want = (read ? EV_READ : 0) | (want_write_ ? EV_WRITE : 0);
+  short want = (read ? EV_READ : 0) | (want_write_ || tls_read_wants_write_ ? EV_WRITE : 0);
+  // Reading again after a pause: decrypted bytes already inside the session raise no event.
+  if (read && tls_ && tls_->hasBufferedInput()) event_active(event_, EV_READ, 0);
   if (want == interest_) return;  // each change is an epoll_ctl: only when it changes
   interest_ = want;
   event_del(event_);
@@ -386,6 +429,7 @@ void HttpConnection::close() {
   pending_.clear();
   cancelPending(std::move(pending));
   out_.clear();
+  tls_.reset();  // before its socket
   if (fd_ >= 0) {
     ::close(fd_);
     fd_ = -1;

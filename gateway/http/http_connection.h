@@ -5,6 +5,11 @@
 //   socket --read--> read buffer --http_parser--> HttpRequest --handler--> HttpExchange
 //          <-writev-- [status line + headers][body segments...] <--respond()--'
 //
+// Over TLS (tls::ServerSession) the same, with the session's read/writev in place of the
+// system calls: the handshake runs inside the first reads, plaintext lands where the
+// plain socket's bytes would (a body straight into its storage), and small response
+// segments are gathered into one record.
+//
 // Keep-alive; pipelined requests answered in order (a later response that is ready
 // first waits for the earlier ones); Content-Length and chunked request bodies (both
 // together, or any other Transfer-Encoding, are refused, as request smuggling guards);
@@ -33,6 +38,7 @@
 #include "gateway/http/event_loop.h"
 #include "gateway/http/http_message.h"
 #include "gateway/telemetry/request_info.h"
+#include "tls/server_session.h"
 
 namespace infergate::gateway::http {
 
@@ -79,6 +85,9 @@ class HttpExchange {
   // What the pipeline learns of this request (telemetry/request_info.h); `start` is the
   // time the request was read whole. Loop thread.
   telemetry::RequestInfo& info() { return info_; }
+  // The connection's TLS session (its verified client certificate), null on plaintext or
+  // once the connection closed. Loop thread.
+  tls::ServerSession* tlsSession() const;
 
  private:
   friend class HttpConnection;
@@ -112,10 +121,12 @@ using ResponseObserver = std::function<void(HttpExchange& exchange, int status, 
 class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
   // Takes `fd` over (non-blocking, accepted). `on_closed` runs once when it closes.
-  // `peer`: the client's address ("127.0.0.1:53122"), for the access log.
+  // `peer`: the client's address ("127.0.0.1:53122"), for the access log. `tls`: the
+  // TLS session on `fd` (null: plaintext).
   HttpConnection(EventLoop& loop, int fd, const HttpLimits& limits, const HttpHandler& handler,
                  std::function<void(HttpConnection*)> on_closed,
-                 const ResponseObserver* observer = nullptr, std::string peer = {});
+                 const ResponseObserver* observer = nullptr, std::string peer = {},
+                 std::unique_ptr<tls::ServerSession> tls = nullptr);
   ~HttpConnection();
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
@@ -126,6 +137,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // Stops reading new requests and closes once the pending responses are written.
   void closeWhenIdle();
 
+  // The TLS session, null on a plaintext connection. Loop thread.
+  tls::ServerSession* tls() const { return tls_.get(); }
+
  private:
   friend class HttpExchange;
   struct BodyStorage;
@@ -133,6 +147,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   static void onSocketEvent(evutil_socket_t fd, short what, void* arg);
   void onReadable();
   void onWritable();
+  ssize_t readSocket(void* buffer, size_t size);
+  // After a read that came back EAGAIN: over TLS, the session may need the socket
+  // writable first.
+  void afterWouldBlock();
   bool readIntoBody(std::shared_ptr<HttpConnection>& self);
   void parse(const char* data, size_t size);
   void failRequest(int status, std::string_view message);
@@ -170,6 +188,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::function<void(HttpConnection*)> on_closed_;
   const ResponseObserver* observer_;
   const std::string peer_;
+  std::unique_ptr<tls::ServerSession> tls_;
+  bool tls_read_wants_write_ = false;  // a TLS read waits for the socket to be writable
   event* event_ = nullptr;
   LoopTimer timer_;
   http_parser parser_;

@@ -123,7 +123,8 @@ void HttpServer::accept(Acceptor& acceptor) {
             if (worker.connections.erase(c)) --connections_;
           });
         },
-        &observer_, acceptor.is_unix ? std::string("unix") : peerText(peer));
+        &observer_, acceptor.is_unix ? std::string("unix") : peerText(peer),
+        tls_ ? std::make_unique<tls::ServerSession>(tls_->current(), fd) : nullptr);
     worker.connections.emplace(connection.get(), connection);
     connection->start();
   }

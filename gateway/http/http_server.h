@@ -15,6 +15,7 @@
 #include "gateway/http/http_connection.h"
 #include "gateway/http/listen_socket.h"
 #include "gateway/http/worker_pool.h"
+#include "tls/server_context.h"
 
 namespace infergate::gateway::http {
 
@@ -29,6 +30,9 @@ class HttpServer {
   codecs::StatusOr<BoundSockets> listen(const ListenSpec& spec);
   // Observes every response (metrics, access logs); set before start().
   void setObserver(ResponseObserver observer) { observer_ = std::move(observer); }
+  // Serves TLS on every socket of this server: each accepted connection takes the
+  // source's context current at that moment. Set before start().
+  void setTls(std::shared_ptr<tls::ServerContextSource> tls) { tls_ = std::move(tls); }
   // Starts accepting on every loop. The pool may already be running.
   void start();
   // Stops accepting, lets connections finish the requests they have (closing each when
@@ -61,6 +65,7 @@ class HttpServer {
   size_t max_connections_;
   HttpHandler handler_;
   ResponseObserver observer_;
+  std::shared_ptr<tls::ServerContextSource> tls_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<int> listen_fds_;
   std::atomic<size_t> connections_{0};
