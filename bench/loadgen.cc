@@ -44,6 +44,7 @@ constexpr char kUsage[] = R"(usage: loadgen TARGET [options]
   --grpc-request FILE  a serialized inference.ModelInferRequest
   --grpc-method M      full method name (default /inference.GRPCInferenceService/ModelInfer)
   --grpc-channels N    distinct HTTP/2 connections, calls round-robin over them (default 1)
+  --grpc-tls-ca FILE   TLS toward the target, its certificate verified against FILE (PEM)
   both:
   --model simple       built-in request for Triton's `simple` model (INT32 INPUT0/INPUT1
                        [1,16]); HTTP: JSON body to /v2/models/simple/infer
@@ -247,6 +248,8 @@ bool parseOptions(int argc, char** argv, Options* o, std::string* dump) {
       good = number(1, &n) && (o->threads = static_cast<int>(n), true);
     } else if (arg == "--grpc-channels") {
       good = number(1, &n) && (o->grpc_channels = static_cast<int>(n), true);
+    } else if (arg == "--grpc-tls-ca") {
+      good = value(&text) && (o->grpc_tls_ca = text, true);
     } else if (arg == "--body") {
       good = value(&text) && (body_file = text, true);
     } else if (arg == "--header") {

@@ -45,6 +45,7 @@ struct Options {
   std::string grpc_request;
   std::string grpc_method = "/inference.GRPCInferenceService/ModelInfer";
   int grpc_channels = 1;
+  std::string grpc_tls_ca;  // PEM CA bundle: TLS toward the target, verified against it
 
   int concurrency = 1;  // connections (HTTP) or calls in flight (gRPC)
   double rate = 0;      // requests/s over all threads; 0 = closed loop

@@ -13,8 +13,10 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <fstream>
 #include <iostream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "bench/loadgen.h"
@@ -222,6 +224,19 @@ std::vector<std::shared_ptr<grpc::Channel>> connectGrpcChannels(const Options& o
   std::string host = options.host.find(':') != std::string::npos ? "[" + options.host + "]"
                                                                   : options.host;
   std::string target = host + ":" + std::to_string(options.port);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!options.grpc_tls_ca.empty()) {
+    std::ifstream in(options.grpc_tls_ca);
+    std::stringstream pem;
+    pem << in.rdbuf();
+    if (!in || pem.str().empty()) {
+      std::cerr << "loadgen: cannot read " << options.grpc_tls_ca << "\n";
+      return {};
+    }
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = pem.str();
+    credentials = grpc::SslCredentials(ssl);
+  }
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int i = 0; i < options.grpc_channels; ++i) {
     grpc::ChannelArguments args;
@@ -229,7 +244,7 @@ std::vector<std::shared_ptr<grpc::Channel>> connectGrpcChannels(const Options& o
     args.SetMaxSendMessageSize(-1);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per channel
     args.SetInt("infergate.loadgen.channel", i);
-    auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(target, credentials, args);
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
       std::cerr << "loadgen: cannot connect to grpc://" << target << "\n";
       return {};

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <ctime>
 #include <deque>
 #include <iostream>
 #include <thread>
@@ -26,6 +27,8 @@
 #include "gateway/telemetry/log.h"
 #include "gateway/telemetry/recorder.h"
 #include "shm/cuda_probe.h"
+#include "tls/grpc_credentials.h"
+#include "tls/server_context.h"
 
 namespace infergate::gateway {
 namespace {
@@ -63,6 +66,20 @@ std::vector<std::string> restartOnlyChanges(const config::GatewayConfig& a,
   listener("http", a.http, b.http);
   listener("grpc", a.grpc, b.grpc);
   listener("metrics", a.metrics, b.metrics);
+  // TLS turned on or off needs new sockets; the gRPC listener's files and client checks are
+  // grpc's own once it started (it watches the files themselves).
+  if (a.http && b.http && a.http->tls.has_value() != b.http->tls.has_value()) {
+    changed.push_back("listeners.http.tls");
+  }
+  if (a.grpc && b.grpc) {
+    const auto& x = a.grpc->tls;
+    const auto& y = b.grpc->tls;
+    if (x.has_value() != y.has_value() ||
+        (x && (x->cert != y->cert || x->key != y->key || x->client_ca != y->client_ca ||
+               x->client_auth != y->client_auth || x->watch_interval_ms != y->watch_interval_ms))) {
+      changed.push_back("listeners.grpc.tls");
+    }
+  }
   if (a.workers != b.workers) changed.push_back("workers");
   const config::LimitsConfig& x = a.limits;
   const config::LimitsConfig& y = b.limits;
@@ -109,20 +126,17 @@ void logReload(const codecs::Status& status, const RouterSnapshot& now) {
   }
 }
 
-// The file's identity and size and time: a change of any is a change of the file (an
-// editor that renames a new file over the old one changes the inode).
-struct FileStamp {
-  ino_t inode = 0;
-  off_t size = -1;
-  int64_t mtime_ns = 0;
-  bool operator==(const FileStamp&) const = default;
-};
+using tls::FileStamp;
+using tls::stampOf;
 
-FileStamp stampOf(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return FileStamp{};
-  return FileStamp{st.st_ino, st.st_size,
-                   static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+// An HTTP listener's TLS settings as they reach the log: a certificate past its end (or
+// a rebuilt context that failed) is worth a warning.
+void logTlsContext(std::string_view listener, const tls::ServerContext& context) {
+  const time_t now = ::time(nullptr);
+  if (context.notAfter() != 0 && context.notAfter() < now) {
+    telemetry::logEvent(telemetry::Level::kWarning, "tls_certificate_expired",
+                        {{"listener", listener}, {"cert", context.config().cert}});
+  }
 }
 
 // One thread for the slow, serial work: reloads (reading files, resolving names, building
@@ -197,6 +211,8 @@ struct GatewayServer::Impl {
   std::unique_ptr<http::HttpServer> http_server;
   std::unique_ptr<http::HttpServer> metrics_server;
   std::unique_ptr<frontends::GrpcFrontend> grpc_frontend;
+  std::shared_ptr<tls::ServerContextSource> http_tls;  // null: plaintext
+  std::chrono::steady_clock::time_point http_tls_checked;  // control thread
   std::string http_address, grpc_address, metrics_address;
   bool started = false;
 
@@ -216,10 +232,21 @@ struct GatewayServer::Impl {
       rec->finishHttp(e.info(), status, r.tag.empty() ? std::string_view("unrouted") : r.tag,
                       r.target);
     });
+    if (config.http->tls) {
+      auto source = tls::ServerContextSource::create(*config.http->tls, {"http/1.1"});
+      if (!source.ok()) return prefixed("listeners.http.", source.status());
+      http_tls = std::move(*source);
+      logTlsContext("http", *http_tls->current());
+      http_server->setTls(http_tls);
+    }
     INFERGATE_ASSIGN_OR_RETURN(http::BoundSockets bound,
                                http_server->listen(listenSpecOf(config.http->address)));
     http_address = bound.address;
     return absl::OkStatus();
+  }
+
+  static codecs::Status prefixed(std::string_view prefix, const codecs::Status& status) {
+    return codecs::Status(status.code(), codecs::strCat(prefix, codecs::messageOf(status)));
   }
 
   // GET /metrics (and /metrics/) -> the registry; /admin/... -> the admin API; any other
@@ -255,6 +282,11 @@ struct GatewayServer::Impl {
     options.limits.max_json_bytes = config.limits.max_input_bytes;
     options.limits.max_tensor_bytes = config.limits.max_input_bytes;
     options.limits.max_binary_body_bytes = config.limits.max_grpc_message_bytes;
+    if (config.grpc->tls) {
+      auto credentials = tls::serverCredentials(*config.grpc->tls);
+      if (!credentials.ok()) return prefixed("listeners.grpc.", credentials.status());
+      options.credentials = std::move(*credentials);
+    }
     grpc_frontend = std::make_unique<frontends::GrpcFrontend>(router, settings, ServerInfo{},
                                                               health, *pool, options, recorder);
     INFERGATE_ASSIGN_OR_RETURN(grpc_address, grpc_frontend->start(config::formatAddress(config.grpc->address)));
@@ -278,9 +310,24 @@ struct GatewayServer::Impl {
                   "stays"));
       }
     }
+    // The HTTP listener's certificates are read again on every reload; a bad one refuses
+    // the reload and the running ones stay.
+    std::shared_ptr<const tls::ServerContext> next_tls;
+    if (status.ok() && http_tls) {
+      auto built = tls::ServerContext::create(*next->http->tls, http_tls->alpn());
+      if (built.ok()) {
+        next_tls = std::move(*built);
+      } else {
+        status = prefixed("listeners.http.", built.status());
+      }
+    }
     if (status.ok()) {
       discovery->watch(*next);
       status = router->reload(*next, [this](const RouterSnapshot& s) { discovery->prepare(s); });
+    }
+    if (status.ok() && next_tls) {
+      http_tls->install(next_tls);
+      logTlsContext("http", *next_tls);
     }
     if (status.ok()) config = std::move(*next);
     metrics->reloaded(status.ok());
@@ -288,7 +335,37 @@ struct GatewayServer::Impl {
     return status;
   }
 
-  // Control thread, every watch interval: reload when the file changed.
+  // Control thread, every watch interval.
+  void tick() {
+    watchTlsFiles();
+    watchFile();
+  }
+
+  // The HTTP listener's certificate files, every tls.watch_interval_ms: a change builds a
+  // new context for the connections accepted from then on; a bad file is logged once and
+  // the running context stays.
+  void watchTlsFiles() {
+    std::lock_guard<std::mutex> lock(reload_mu);
+    if (!http_tls || shutting_down) return;
+    const auto now = std::chrono::steady_clock::now();
+    const auto every = std::chrono::milliseconds(http_tls->current()->config().watch_interval_ms);
+    if (now - http_tls_checked < every) return;
+    http_tls_checked = now;
+    bool changed = false;
+    codecs::Status status = http_tls->reloadIfChanged(&changed);
+    if (!changed) return;
+    if (status.ok()) {
+      telemetry::logEvent(telemetry::Level::kInfo, "tls_reload",
+                          {{"listener", "http"}, {"ok", true}});
+      logTlsContext("http", *http_tls->current());
+    } else {
+      telemetry::logEvent(telemetry::Level::kWarning, "tls_reload",
+                          {{"listener", "http"}, {"ok", false},
+                           {"error", codecs::messageOf(status)}});
+    }
+  }
+
+  // Reload when the config file changed.
   void watchFile() {
     if (!config.lifecycle.watch_config) return;
     {
@@ -366,7 +443,7 @@ codecs::Status GatewayServer::start() {
   s.health_checker->start();
   s.control = std::make_unique<ControlThread>(
       std::chrono::milliseconds(std::max<uint64_t>(s.config.lifecycle.watch_interval_ms, 1)),
-      [impl = &s] { impl->watchFile(); });
+      [impl = &s] { impl->tick(); });
   s.health->ready.store(true);
   return absl::OkStatus();
 }

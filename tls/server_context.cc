@@ -179,9 +179,13 @@ std::shared_ptr<const ServerContext> ServerContextSource::current() const {
 codecs::Status ServerContextSource::update(const config::ServerTlsConfig& config) {
   INFERGATE_ASSIGN_OR_RETURN(std::shared_ptr<const ServerContext> next,
                              ServerContext::create(config, alpn_));
-  std::lock_guard<std::mutex> lock(mu_);
-  current_ = std::move(next);
+  install(std::move(next));
   return absl::OkStatus();
+}
+
+void ServerContextSource::install(std::shared_ptr<const ServerContext> context) {
+  std::lock_guard<std::mutex> lock(mu_);
+  current_ = std::move(context);
 }
 
 codecs::Status ServerContextSource::reloadIfChanged(bool* changed) {

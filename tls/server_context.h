@@ -64,7 +64,6 @@ class ServerContext {
   SSL_CTX* ctx_ = nullptr;
   config::ServerTlsConfig config_;
   std::vector<std::string> alpn_;  // what the ALPN callback chooses from
-  std::string alpn_wire_;          // the same, length-prefixed
   std::vector<std::pair<std::string, FileStamp>> stamps_;
   time_t not_after_ = 0;
 };
@@ -75,9 +74,12 @@ class ServerContextSource {
       const config::ServerTlsConfig& config, std::vector<std::string> alpn);
 
   std::shared_ptr<const ServerContext> current() const;
+  const std::vector<std::string>& alpn() const { return alpn_; }
   // Builds a context from `config` and makes it current. On failure the current one stays
   // and the error comes back (a bad certificate never stops the listener).
   codecs::Status update(const config::ServerTlsConfig& config);
+  // Makes `context` (built by ServerContext::create) current.
+  void install(std::shared_ptr<const ServerContext> context);
   // update() with the current settings when the files changed since they were read; OK and
   // nothing done when they did not (or when they are as they were at the last failed try).
   // `*changed` tells whether a rebuild was tried.
