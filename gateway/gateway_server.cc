@@ -129,6 +129,20 @@ void logReload(const codecs::Status& status, const RouterSnapshot& now) {
 using tls::FileStamp;
 using tls::stampOf;
 
+// TLS toward upstreams is read by the config but not sent yet: refused, so that no request
+// goes in plaintext where the operator asked for TLS.
+codecs::Status refuseUpstreamTls(const config::GatewayConfig& config) {
+  for (const config::UpstreamConfig& u : config.upstreams) {
+    if (u.tls) {
+      return absl::UnimplementedError(codecs::strCat(
+          config::formatLocation(u.tls->where), ": upstreams[", u.name,
+          "].tls: TLS toward upstreams is not available in this build yet; remove it (requests "
+          "are never sent in plaintext where TLS was asked for)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // An HTTP listener's TLS settings as they reach the log: a certificate past its end (or
 // a rebuilt context that failed) is worth a warning.
 void logTlsContext(std::string_view listener, const tls::ServerContext& context) {
@@ -300,6 +314,7 @@ struct GatewayServer::Impl {
     file_stamp = stampOf(config.source);
     codecs::StatusOr<config::GatewayConfig> next = config::loadConfigFile(config.source);
     codecs::Status status = next.status();
+    if (status.ok()) status = refuseUpstreamTls(*next);
     if (status.ok()) {
       std::vector<std::string> changed = restartOnlyChanges(config, *next);
       if (!changed.empty()) {
@@ -388,6 +403,7 @@ GatewayServer::~GatewayServer() {
 
 codecs::Status GatewayServer::start() {
   Impl& s = *impl_;
+  INFERGATE_RETURN_IF_ERROR(refuseUpstreamTls(s.config));
   s.pool = std::make_unique<http::WorkerPool>(s.config.workers);
   INFERGATE_ASSIGN_OR_RETURN(std::unique_ptr<Router> router, Router::create(s.config, *s.pool));
   s.router = std::move(router);

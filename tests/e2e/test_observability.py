@@ -19,7 +19,7 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 import grpc_stubs
-from harness import LOOPBACK_HEAD, Gateway, Processes
+from harness import LOOPBACK_HEAD, Gateway, Processes, wait_until
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
@@ -85,15 +85,6 @@ def big_request(pb):
     req.raw_input_contents.append(np.arange(BIG_FLOATS, dtype=np.float32).tobytes())
     return req
 
-
-def wait_until(predicate, timeout=20.0):
-    import time
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def pool_ready():

@@ -18,7 +18,7 @@ import grpc
 from cryptography import x509
 
 import grpc_stubs
-from harness import Gateway, Processes
+from harness import Gateway, Processes, wait_until
 from pki import DAY, Pki
 
 TEMPLATE = """
@@ -132,14 +132,6 @@ def peer_serial(g, ca):
     finally:
         conn.close()
 
-
-def wait_until(predicate, timeout=20.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 class OptionalClientCertificates(unittest.TestCase):
@@ -326,6 +318,18 @@ class StartupErrors(unittest.TestCase):
         g.dir.cleanup()
         self.assertIn("listeners.http.tls.key: " + PKI.key("client")
                       + ": the key does not belong to the certificate", str(caught.exception))
+
+    def test_tls_toward_an_upstream_is_refused_until_it_is_built(self):
+        remote = ("  - name: remote\n    protocol: grpc\n    endpoints: [\"127.0.0.1:9\"]\n"
+                  "    tls: { ca: \"$ca\" }\nroutes:\n")
+        g = Gateway.from_template(TEMPLATE.replace("routes:\n", remote, 1),
+                                  cert=PKI.cert("server"), key=PKI.key("server"), ca=PKI.ca,
+                                  auth="none")
+        with self.assertRaises(RuntimeError) as caught:
+            g.start()
+        g.dir.cleanup()
+        self.assertIn("upstreams[remote].tls: TLS toward upstreams is not available",
+                      str(caught.exception))
 
 
 if __name__ == "__main__":
