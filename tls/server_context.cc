@@ -58,6 +58,14 @@ std::string drainErrors(std::string_view fallback) {
   return text.empty() ? std::string(fallback) : text;
 }
 
+FileStamps stampFiles(const config::ServerTlsConfig& config) {
+  FileStamps stamps;
+  for (const std::string* path : {&config.cert, &config.key, &config.client_ca}) {
+    if (!path->empty()) stamps.emplace_back(*path, stampOf(*path));
+  }
+  return stamps;
+}
+
 FileStamp stampOf(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return FileStamp{};
@@ -77,9 +85,7 @@ codecs::StatusOr<std::shared_ptr<const ServerContext>> ServerContext::create(
   self->config_ = config;
   self->alpn_ = std::move(alpn);
   // The stamps first: a file replaced while it is read shows as changed at the next check.
-  for (const std::string* path : {&config.cert, &config.key, &config.client_ca}) {
-    if (!path->empty()) self->stamps_.emplace_back(*path, stampOf(*path));
-  }
+  self->stamps_ = stampFiles(config);
   SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
   if (ctx == nullptr) return absl::InternalError(drainErrors("SSL_CTX_new failed"));
   self->ctx_ = ctx;
@@ -157,12 +163,7 @@ codecs::StatusOr<std::shared_ptr<const ServerContext>> ServerContext::create(
   return std::shared_ptr<const ServerContext>(std::move(self));
 }
 
-bool ServerContext::filesChanged() const {
-  for (const auto& [path, stamp] : stamps_) {
-    if (stampOf(path) != stamp) return true;
-  }
-  return false;
-}
+bool ServerContext::filesChanged() const { return stampFiles(config_) != stamps_; }
 
 codecs::StatusOr<std::shared_ptr<ServerContextSource>> ServerContextSource::create(
     const config::ServerTlsConfig& config, std::vector<std::string> alpn) {
@@ -193,14 +194,11 @@ codecs::Status ServerContextSource::reloadIfChanged(bool* changed) {
   *changed = false;
   if (!now->filesChanged()) return absl::OkStatus();
   // Files that already failed to load are tried again only once they change again.
-  std::vector<FileStamp> stamps;
-  for (const std::string* path : {&now->config().cert, &now->config().key, &now->config().client_ca}) {
-    stamps.push_back(stampOf(*path));
-  }
+  FileStamps stamps = stampFiles(now->config());
   if (stamps == failed_stamps_) return absl::OkStatus();
   *changed = true;
   codecs::Status status = update(now->config());
-  failed_stamps_ = status.ok() ? std::vector<FileStamp>() : std::move(stamps);
+  failed_stamps_ = status.ok() ? FileStamps() : std::move(stamps);
   return status;
 }
 

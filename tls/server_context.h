@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codecs/status.h"
@@ -36,6 +37,9 @@ struct FileStamp {
 };
 // The stamp of `path` now; an unreadable path has size -1.
 FileStamp stampOf(const std::string& path);
+// The stamps of the files `config` names (cert, key, client_ca when set), with their paths.
+using FileStamps = std::vector<std::pair<std::string, FileStamp>>;
+FileStamps stampFiles(const config::ServerTlsConfig& config);
 
 // The TLS 1.2 cipher list used when `ciphers` is not set: forward-secret AEAD suites only.
 extern const char kDefaultTls12Ciphers[];
@@ -64,7 +68,7 @@ class ServerContext {
   SSL_CTX* ctx_ = nullptr;
   config::ServerTlsConfig config_;
   std::vector<std::string> alpn_;  // what the ALPN callback chooses from
-  std::vector<std::pair<std::string, FileStamp>> stamps_;
+  FileStamps stamps_;
   time_t not_after_ = 0;
 };
 
@@ -91,7 +95,7 @@ class ServerContextSource {
   const std::vector<std::string> alpn_;
   mutable std::mutex mu_;
   std::shared_ptr<const ServerContext> current_;
-  std::vector<FileStamp> failed_stamps_;  // reloadIfChanged's caller's thread only
+  FileStamps failed_stamps_;  // reloadIfChanged's caller's thread only
 };
 
 // The OpenSSL error queue as text ("error:0A00018E:SSL routines::ca md too weak; ..."),

@@ -51,15 +51,7 @@ class Pair {
     client_fd_ = fds[0];
     server_fd_ = fds[1];
     server_ = std::make_unique<ServerSession>(std::move(context), server_fd_);
-    ctx_ = SSL_CTX_new(TLS_client_method());
-    if (!options.ca.empty()) {
-      SSL_CTX_load_verify_locations(ctx_, options.ca.c_str(), nullptr);
-      SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
-    }
-    if (!options.cert.empty()) {
-      EXPECT_EQ(SSL_CTX_use_certificate_chain_file(ctx_, options.cert.c_str()), 1);
-      EXPECT_EQ(SSL_CTX_use_PrivateKey_file(ctx_, options.key.c_str(), SSL_FILETYPE_PEM), 1);
-    }
+    ctx_ = testing::newClientContext(options.ca, options.cert, options.key);
     if (options.max_version) SSL_CTX_set_max_proto_version(ctx_, options.max_version);
     if (!options.alpn.empty()) {
       std::string wire;

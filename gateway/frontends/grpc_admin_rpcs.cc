@@ -39,10 +39,7 @@ class CountedCall {
     if (!shared.recorder || !shared.recorder->active()) return;
     recorder_ = shared.recorder;
     info_ = std::make_shared<telemetry::RequestInfo>();
-    info_->protocol = telemetry::Protocol::kGrpc;
-    info_->start = telemetry::Clock::now();
-    readTraceMetadata(context->client_metadata(), *info_);
-    if (recorder_->accessLog()) info_->client_address = context->peer();
+    shared.startInfo(*context, *info_);
   }
 
   ::grpc::ServerUnaryReactor* reactor() const { return reactor_; }

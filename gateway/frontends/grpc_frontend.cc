@@ -27,6 +27,14 @@ http::EventLoop& Shared::nextLoop() {
   return pool.loop(i % pool.size());
 }
 
+void Shared::startInfo(const ::grpc::CallbackServerContext& context,
+                       telemetry::RequestInfo& info) const {
+  info.protocol = telemetry::Protocol::kGrpc;
+  info.start = telemetry::Clock::now();
+  readTraceMetadata(context.client_metadata(), info);
+  if (recorder && recorder->accessLog()) info.client_address = context.peer();
+}
+
 ::grpc::Status Shared::checkRestricted(const ::grpc::CallbackServerContext& context,
                                        std::string_view category) const {
   auto it = options.restricted.find(category);

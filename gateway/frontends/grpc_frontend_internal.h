@@ -34,6 +34,10 @@ struct Shared {
   // OK, or UNAVAILABLE when `category` is restricted and the call lacks its header.
   ::grpc::Status checkRestricted(const ::grpc::CallbackServerContext& context,
                                  std::string_view category) const;
+  // What every call's telemetry starts from: gRPC, now, its x-request-id and trace
+  // context (read even when nothing records: they are forwarded), and the peer's address
+  // when the access log is on.
+  void startInfo(const ::grpc::CallbackServerContext& context, telemetry::RequestInfo& info) const;
 
   std::shared_ptr<Router> router;
   std::shared_ptr<SettingsStore> settings;

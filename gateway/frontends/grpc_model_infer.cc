@@ -41,11 +41,8 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   // is finished right here, without a hop to the loop; a gRPC upstream gets the message
   // as it came (rewritten only in fields 1 and 2 when the route says so).
   void start(const ::grpc::CallbackServerContext& context, const ByteBuffer& request) {
-    info_.protocol = telemetry::Protocol::kGrpc;
-    info_.start = telemetry::Clock::now();
+    shared_->startInfo(context, info_);
     info_.request_bytes = request.Length();
-    readTraceMetadata(context.client_metadata(), info_);
-    if (shared_->recorder && shared_->recorder->accessLog()) info_.client_address = context.peer();
     ::grpc::Status restricted = shared_->checkRestricted(context, "inference");
     if (!restricted.ok()) return finish(restricted);
     bool names_regions = false;

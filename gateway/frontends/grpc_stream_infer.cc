@@ -147,9 +147,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
         it != metadata.end() && std::string_view(it->second.data(), it->second.size()) == "true";
     if (shared_->recorder && shared_->recorder->active()) {
       recorder_ = shared_->recorder.get();
-      per_request_.protocol = telemetry::Protocol::kGrpc;
-      readTraceMetadata(metadata, per_request_);
-      if (recorder_->accessLog()) per_request_.client_address = context->peer();
+      shared_->startInfo(*context, per_request_);  // each message sets its own start
     }
     ::grpc::Status restricted = shared_->checkRestricted(*context, "inference");
     if (!restricted.ok()) {  // finished before any read, as Triton

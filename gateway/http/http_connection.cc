@@ -156,6 +156,10 @@ ssize_t HttpConnection::readSocket(void* buffer, size_t size) {
   return tls_ ? tls_->read(buffer, size) : ::read(fd_, buffer, size);
 }
 
+ssize_t HttpConnection::writeSocket(const iovec* iov, int count) {
+  return tls_ ? tls_->writev(iov, count) : ::writev(fd_, iov, count);
+}
+
 void HttpConnection::afterWouldBlock() {
   if (tls_ && tls_->wantsWritable() && !tls_read_wants_write_) {
     tls_read_wants_write_ = true;
@@ -328,8 +332,7 @@ void HttpConnection::flush() {
       iov[count].iov_len = b.size() - skip;
       ++count;
     }
-    ssize_t n = tls_ ? tls_->writev(iov, static_cast<int>(count))
-                     : ::writev(fd_, iov, static_cast<int>(count));
+    ssize_t n = writeSocket(iov, static_cast<int>(count));
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;

@@ -147,7 +147,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   static void onSocketEvent(evutil_socket_t fd, short what, void* arg);
   void onReadable();
   void onWritable();
+  // The socket's read / writev, through the TLS session when there is one.
   ssize_t readSocket(void* buffer, size_t size);
+  ssize_t writeSocket(const iovec* iov, int count);
   // After a read that came back EAGAIN: over TLS, the session may need the socket
   // writable first.
   void afterWouldBlock();

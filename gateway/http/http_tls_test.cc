@@ -33,13 +33,7 @@ class TlsClient {
     timeval timeout{10, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return;
-    ctx_ = SSL_CTX_new(TLS_client_method());
-    SSL_CTX_load_verify_locations(ctx_, ca.c_str(), nullptr);
-    SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
-    if (!cert.empty()) {
-      SSL_CTX_use_certificate_chain_file(ctx_, cert.c_str());
-      SSL_CTX_use_PrivateKey_file(ctx_, key.c_str(), SSL_FILETYPE_PEM);
-    }
+    ctx_ = tls::testing::newClientContext(ca, cert, key);
     ssl_ = SSL_new(ctx_);
     SSL_set_fd(ssl_, fd_);
     SSL_set1_host(ssl_, "localhost");

@@ -58,14 +58,14 @@ class Recorder {
   }
 
   // One request carried by a stream (a ModelStreamInfer message): its series and access
-  // line, as finishGrpc, but no API call; the stream itself is one (streamEnded).
+  // line, as finishGrpc, but no API call; the stream itself is one (grpcCall).
   void finishStreamed(const RequestInfo& info, int code, std::string_view method) {
     if (metrics_) RequestMetrics::finish(info, grpcOutcome(code), Clock::now());
     if (access_log_) access_log_->record(AccessEntry{&info, method, "", code});
   }
 
-  // A gRPC call that carries no request series of its own (an admin RPC, a whole
-  // stream): only the API call counter and its duration.
+  // A gRPC call that is not a request of its own (a whole stream, whose messages are):
+  // only the API call counter and its duration.
   void grpcCall(std::string_view method, int code, Clock::time_point start) {
     if (!metrics_) return;
     metrics_->apiCall(Protocol::kGrpc, method, grpcOutcome(code), Clock::now() - start);

@@ -66,6 +66,22 @@ void writeKey(const std::string& path, EVP_PKEY* key) {
 
 }  // namespace
 
+SSL_CTX* newClientContext(const std::string& ca, const std::string& cert,
+                          const std::string& key) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  check(ctx != nullptr, "SSL_CTX_new");
+  if (!ca.empty()) {
+    check(SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr) == 1, "load the CA");
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  }
+  if (!cert.empty()) {
+    check(SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) == 1, "load the client chain");
+    check(SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) == 1,
+          "load the client key");
+  }
+  return ctx;
+}
+
 struct TestPki::Impl {
   EVP_PKEY* key = nullptr;
   X509* cert = nullptr;

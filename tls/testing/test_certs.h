@@ -4,6 +4,8 @@
 // a CA, and leaf certificates it signs for servers and clients, written as PEM files into
 // a temporary directory that is removed with the object.
 
+#include <openssl/ssl.h>
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -19,6 +21,11 @@ struct LeafOptions {
   // Validity relative to now: {-1 day, +1 day} by default; a past end makes it expired.
   std::chrono::seconds not_before{-86400}, not_after{86400};
 };
+
+// A TLS client context for tests: trusting `ca` and checking the server's certificate
+// ("" = no verification), presenting `cert` / `key` when given. The caller frees it.
+SSL_CTX* newClientContext(const std::string& ca, const std::string& cert = "",
+                          const std::string& key = "");
 
 class TestPki {
  public:
