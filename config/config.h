@@ -70,7 +70,15 @@ struct ServerTlsConfig {
 struct ListenerConfig {
   ListenAddress address;
   std::optional<ServerTlsConfig> tls;  // http and grpc listeners; absent = plaintext
-  SourceLocation where;                // the listener's mapping
+  // `public`: whether clients from the network reach it (the default access rules refuse
+  // the sensitive API groups there). nullopt = decided by the address (publicByDefault).
+  std::optional<bool> is_public;
+  SourceLocation where;  // the listener's mapping
+
+  // Written, else: a unix socket or a loopback host (127.0.0.0/8, ::1, localhost) is
+  // private; every other address is public.
+  bool isPublic() const { return is_public.value_or(publicByDefault(address)); }
+  static bool publicByDefault(const ListenAddress& address);
 };
 
 // TLS toward an upstream (`upstreams[].tls`, grpc and http upstreams). Paths as above.
@@ -226,6 +234,31 @@ struct UpstreamConfig {
 // "builtin", "grpc", "http".
 const char* protocolName(UpstreamConfig::Protocol protocol);
 
+// The API groups of Triton's restricted-API feature (PROTOCOL.md), which access rules
+// name: "health", "metadata", "inference", "shared-memory", "model-config",
+// "model-repository", "statistics", "trace", "logging".
+enum class ApiGroup {
+  kHealth, kMetadata, kInference, kSharedMemory, kModelConfig, kModelRepository,
+  kStatistics, kTrace, kLogging,
+};
+inline constexpr size_t kApiGroupCount = 9;
+const char* apiGroupName(ApiGroup group);
+std::optional<ApiGroup> apiGroupNamed(std::string_view name);
+
+// Who may call an API group (auth.api_groups) or use a route (routes[].auth).
+struct AccessRule {
+  enum class Allow {
+    kAnyone,         // `public`: no credentials needed
+    kAuthenticated,  // `authenticated`: any principal
+    kPrincipals,     // a list of principal names
+    kNobody,         // `deny`
+  };
+  Allow allow = Allow::kAnyone;
+  std::vector<std::string> principals;  // kPrincipals
+  bool http = true, grpc = true;        // the listeners it is served on (`listeners:`)
+  SourceLocation where;
+};
+
 // What a route matches. Every condition given must hold.
 struct RouteMatch {
   enum class Model { kAny, kExact, kPrefix };
@@ -253,6 +286,7 @@ struct RouteConfig {
   std::string rewrite_version;  // "" = keep the client's version
   uint64_t timeout_ms = 0;      // 0 = the upstream's timeout_ms (then none)
   std::string mirror;           // an upstream sent a copy of each request, answer dropped; "" = none
+  std::optional<AccessRule> auth;  // who may use the route (any API group); nullopt = anyone
   SourceLocation where;         // the route's mapping
 };
 
@@ -330,6 +364,66 @@ struct ShmConfig {
   SourceLocation where;                           // the shm mapping (empty when not given)
 };
 
+// ---- security: who may call what (auth) and how often (rate_limits) ----
+
+// A verified client certificate that names a principal: every field given must match.
+struct ClientCertMatch {
+  std::string subject;      // the whole subject as OpenSSL prints it, RFC 2253 ("CN=ops,O=Example")
+  std::string common_name;  // the subject's CN
+  std::string dns;          // one of its DNS subject alternative names
+  std::string uri;          // one of its URI SANs (a SPIFFE ID)
+};
+
+// A named principal and the credentials that prove it.
+struct PrincipalConfig {
+  std::string name;
+  std::string api_keys_file;  // one key per line (blank and '#' lines skipped); re-read on change
+  std::string api_key_env;    // an environment variable holding one key (read at start and reload)
+  std::optional<ClientCertMatch> client_cert;
+  SourceLocation where;
+};
+
+// Bearer tokens that are JWTs (three base64url parts): verified with OpenSSL against
+// `keys_file`, a JWKS document (RSA keys for RS256, P-256 keys for ES256, "oct" keys for
+// HS256) or one PEM public key; the principal is the `principal_claim` claim.
+struct JwtConfig {
+  std::string keys_file;
+  std::string issuer;                  // `iss` must equal it; "" = not checked
+  std::vector<std::string> audiences;  // `aud` must name one of them; empty = not checked
+  std::string principal_claim = "sub";
+  uint64_t leeway_s = 60;  // clock skew allowed on exp / nbf
+  SourceLocation where;
+};
+
+struct AuthConfig {
+  std::vector<PrincipalConfig> principals;
+  std::optional<JwtConfig> jwt;
+  // A header (gRPC: metadata key) carrying an API key as it is, besides
+  // "Authorization: Bearer <key>"; lowercase; "" = none.
+  std::string api_key_header;
+  // Per ApiGroup (by its enum value); nullopt = the default rule (tls/access_policy.h).
+  std::vector<std::optional<AccessRule>> api_groups = std::vector<std::optional<AccessRule>>(kApiGroupCount);
+  uint64_t watch_interval_ms = 5000;  // how often key files and JWKS files are checked
+  SourceLocation where;               // the auth mapping (empty when not given)
+
+  const std::optional<AccessRule>& rule(ApiGroup group) const {
+    return api_groups[static_cast<size_t>(group)];
+  }
+};
+
+// One token bucket rule. A request matching `principal` and `model` (empty = any) takes
+// a token from the rule's bucket: one bucket for the rule, or one per principal and/or
+// per model (`per`). Inference requests only (ModelInfer, each stream message, generate).
+struct RateLimitConfig {
+  std::string principal;  // "" = any, "anonymous" = requests without credentials
+  std::string model;      // the client's model name; "" = any
+  bool per_principal = false;
+  bool per_model = false;
+  double requests_per_second = 0;  // the refill rate, > 0
+  uint32_t burst = 0;              // the bucket's size; 0 = max(1, ceil(requests_per_second))
+  SourceLocation where;
+};
+
 struct GatewayConfig {
   std::string source;  // the file (or name) it was read from
   std::string text;    // its text as read (the admin API's config hash)
@@ -344,6 +438,8 @@ struct GatewayConfig {
   LifecycleConfig lifecycle;
   ShmConfig shm;
   ObservabilityConfig observability;
+  AuthConfig auth;
+  std::vector<RateLimitConfig> rate_limits;
 
   // The upstream named `name`, or nullptr.
   const UpstreamConfig* findUpstream(std::string_view name) const;

@@ -200,6 +200,7 @@ void checkConfig(const GatewayConfig& config, const LoadMarks& marks, ConfigErro
   checkListeners(config, marks, errors);
   checkUpstreams(config, marks, errors);
   checkRoutes(config, marks, errors);
+  checkAuth(config, errors);
 }
 
 }  // namespace infergate::config

@@ -53,4 +53,8 @@ struct LoadMarks {
 
 void checkConfig(const GatewayConfig& config, const LoadMarks& marks, ConfigErrors& errors);
 
+// The security checks across sections (auth_reader.cc): principal names the access rules
+// and rate limits use, client_cert principals without a listener asking for certificates.
+void checkAuth(const GatewayConfig& config, ConfigErrors& errors);
+
 }  // namespace infergate::config

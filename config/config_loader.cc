@@ -103,7 +103,7 @@ bool Loader::load(const YAML::Node& root) {
   }
   std::optional<YamlMap> map = reader_.mapping(
       top, {"listeners", "workers", "limits", "upstreams", "routes", "forward", "readiness",
-            "discovery", "lifecycle", "shm", "observability"});
+            "discovery", "lifecycle", "shm", "observability", "auth", "rate_limits"});
   if (const YamlValue* v = map->find("listeners")) readListeners(*v);
   if (const YamlValue* v = map->find("workers")) {
     if (auto n = reader_.unsignedInteger(*v, 0, kMaxWorkers)) {
@@ -119,6 +119,8 @@ bool Loader::load(const YAML::Node& root) {
   if (const YamlValue* v = map->find("lifecycle")) readLifecycle(*v);
   if (const YamlValue* v = map->find("shm")) readShm(*v);
   if (const YamlValue* v = map->find("observability")) readObservability(*v);
+  if (const YamlValue* v = map->find("auth")) readAuth(reader_, *v, config_.auth);
+  if (const YamlValue* v = map->find("rate_limits")) readRateLimits(reader_, *v, config_.rate_limits);
   return true;
 }
 
@@ -141,7 +143,7 @@ void Loader::readListeners(const YamlValue& value) {
 std::optional<ListenerConfig> Loader::readListener(const YamlValue& value, ListenerKind kind) {
   std::optional<YamlMap> map = kind == ListenerKind::kMetrics
                                    ? reader_.mapping(value, {"address"})
-                                   : reader_.mapping(value, {"address", "tls"});
+                                   : reader_.mapping(value, {"address", "tls", "public"});
   if (!map) return std::nullopt;
   // `tls` is read even when the address is wrong, so its own mistakes are reported too.
   std::optional<ServerTlsConfig> tls;
@@ -155,8 +157,9 @@ std::optional<ListenerConfig> Loader::readListener(const YamlValue& value, Liste
     reader_.error(*address, std::string(codecs::messageOf(parsed.status())));
     return std::nullopt;
   }
-  ListenerConfig listener{std::move(*parsed), std::move(tls), map->where};
+  ListenerConfig listener{std::move(*parsed), std::move(tls), std::nullopt, map->where};
   listener.address.where = address->where;
+  if (const YamlValue* v = map->find("public")) listener.is_public = readBoolean(reader_, *v);
   return listener;
 }
 

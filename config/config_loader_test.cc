@@ -214,7 +214,7 @@ tracing: { sample_rate: 1 }
 )"),
                   "test.yaml:2:1: tracing: ",
                   "unknown key \"tracing\" (allowed: listeners, workers, limits, upstreams, "
-                  "routes, forward, readiness, discovery, lifecycle, shm, observability)");
+                  "routes, forward, readiness, discovery, lifecycle, shm, observability, auth, rate_limits)");
 }
 
 TEST(ConfigLoader, RejectsAStringWhereAnIntegerGoes) {

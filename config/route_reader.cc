@@ -175,7 +175,7 @@ void readRewrite(YamlReader& reader, const YamlValue& value, RouteConfig& route)
 std::optional<RouteConfig> readRoute(YamlReader& reader, const YamlValue& value,
                                      RouteMarks& marks) {
   std::optional<YamlMap> map =
-      reader.mapping(value, {"name", "match", "upstream", "split", "rewrite", "timeout_ms", "mirror"});
+      reader.mapping(value, {"name", "match", "upstream", "split", "rewrite", "timeout_ms", "mirror", "auth"});
   if (!map) return std::nullopt;
   RouteConfig route;
   route.where = map->where;
@@ -207,6 +207,7 @@ std::optional<RouteConfig> readRoute(YamlReader& reader, const YamlValue& value,
       marks.mirror = mirror->where;
     }
   }
+  if (const YamlValue* auth = map->find("auth")) route.auth = readAccessRule(reader, *auth);
   if (!match_ok || route.targets.empty()) return std::nullopt;
   return route;
 }

@@ -444,7 +444,7 @@ TEST(RoutingConfig, RejectsBadRewritesTimeoutsAndMirrors) {
                 "test.yaml:7:54: routes[3].timeout_ms: must be between 1 and 86400000, got 0",
                 "test.yaml:8:50: routes[4].mirror: a mirror must name an upstream",
                 "test.yaml:9:42: routes[5].retries: unknown key \"retries\" (allowed: name, match, "
-                "upstream, split, rewrite, timeout_ms, mirror)"});
+                "upstream, split, rewrite, timeout_ms, mirror, auth)"});
 }
 
 TEST(RoutingConfig, RouteNamesAreOptionalNonEmptyAndUnique) {

@@ -69,4 +69,11 @@ std::optional<UpstreamConfig> readUpstream(YamlReader& reader, const YamlValue& 
 std::optional<RouteConfig> readRoute(YamlReader& reader, const YamlValue& value,
                                      RouteMarks& marks);
 
+// `routes[].auth` and each `auth.api_groups` entry: public | authenticated | deny | a list
+// of principals, or a mapping {allow: ..., listeners: [http, grpc]}. auth_reader.cc.
+std::optional<AccessRule> readAccessRule(YamlReader& reader, const YamlValue& value);
+// The `auth` section into `auth`; the `rate_limits` section into `out`.
+void readAuth(YamlReader& reader, const YamlValue& value, AuthConfig& auth);
+void readRateLimits(YamlReader& reader, const YamlValue& value, std::vector<RateLimitConfig>& out);
+
 }  // namespace infergate::config

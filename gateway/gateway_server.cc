@@ -129,20 +129,6 @@ void logReload(const codecs::Status& status, const RouterSnapshot& now) {
 using tls::FileStamp;
 using tls::stampOf;
 
-// TLS toward upstreams is read by the config but not sent yet: refused, so that no request
-// goes in plaintext where the operator asked for TLS.
-codecs::Status refuseUpstreamTls(const config::GatewayConfig& config) {
-  for (const config::UpstreamConfig& u : config.upstreams) {
-    if (u.tls) {
-      return absl::UnimplementedError(codecs::strCat(
-          config::formatLocation(u.tls->where), ": upstreams[", u.name,
-          "].tls: TLS toward upstreams is not available in this build yet; remove it (requests "
-          "are never sent in plaintext where TLS was asked for)"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // An HTTP listener's TLS settings as they reach the log: a certificate past its end (or
 // a rebuilt context that failed) is worth a warning.
 void logTlsContext(std::string_view listener, const tls::ServerContext& context) {
@@ -225,6 +211,7 @@ struct GatewayServer::Impl {
   std::unique_ptr<http::HttpServer> http_server;
   std::unique_ptr<http::HttpServer> metrics_server;
   std::unique_ptr<frontends::GrpcFrontend> grpc_frontend;
+  std::shared_ptr<Security> security;
   std::shared_ptr<tls::ServerContextSource> http_tls;  // null: plaintext
   std::chrono::steady_clock::time_point http_tls_checked;  // control thread
   std::string http_address, grpc_address, metrics_address;
@@ -236,6 +223,7 @@ struct GatewayServer::Impl {
     options.limits.max_tensor_bytes = config.limits.max_input_bytes;
     options.limits.max_decompressed_bytes = config.limits.max_input_bytes;
     options.limits.max_binary_body_bytes = config.limits.max_binary_body_bytes;
+    options.security = security;
     http_frontend = std::make_unique<frontends::HttpFrontend>(router, settings, ServerInfo{},
                                                               health, options, recorder);
     http_server = std::make_unique<http::HttpServer>(
@@ -296,6 +284,7 @@ struct GatewayServer::Impl {
     options.limits.max_json_bytes = config.limits.max_input_bytes;
     options.limits.max_tensor_bytes = config.limits.max_input_bytes;
     options.limits.max_binary_body_bytes = config.limits.max_grpc_message_bytes;
+    options.security = security;
     if (config.grpc->tls) {
       auto credentials = tls::serverCredentials(*config.grpc->tls);
       if (!credentials.ok()) return prefixed("listeners.grpc.", credentials.status());
@@ -314,7 +303,6 @@ struct GatewayServer::Impl {
     file_stamp = stampOf(config.source);
     codecs::StatusOr<config::GatewayConfig> next = config::loadConfigFile(config.source);
     codecs::Status status = next.status();
-    if (status.ok()) status = refuseUpstreamTls(*next);
     if (status.ok()) {
       std::vector<std::string> changed = restartOnlyChanges(config, *next);
       if (!changed.empty()) {
@@ -336,10 +324,21 @@ struct GatewayServer::Impl {
         status = prefixed("listeners.http.", built.status());
       }
     }
+    // Key and JWKS files are read again too; one that does not load refuses the reload.
+    std::shared_ptr<const Security::Prepared> next_security;
+    if (status.ok()) {
+      auto prepared = security->prepare(*next);
+      if (prepared.ok()) {
+        next_security = std::move(*prepared);
+      } else {
+        status = prepared.status();
+      }
+    }
     if (status.ok()) {
       discovery->watch(*next);
       status = router->reload(*next, [this](const RouterSnapshot& s) { discovery->prepare(s); });
     }
+    if (status.ok()) security->install(*next_security);
     if (status.ok() && next_tls) {
       http_tls->install(next_tls);
       logTlsContext("http", *next_tls);
@@ -353,6 +352,7 @@ struct GatewayServer::Impl {
   // Control thread, every watch interval.
   void tick() {
     watchTlsFiles();
+    watchAuthFiles();
     watchFile();
   }
 
@@ -380,6 +380,22 @@ struct GatewayServer::Impl {
     }
   }
 
+  // The API key and JWKS files, every auth.watch_interval_ms: a change takes effect for the
+  // requests from then on; a file that does not load is logged once and the running keys stay.
+  void watchAuthFiles() {
+    std::lock_guard<std::mutex> lock(reload_mu);
+    if (shutting_down) return;
+    bool changed = false;
+    codecs::Status status = security->watchFiles(&changed);
+    if (!changed) return;
+    if (status.ok()) {
+      telemetry::logEvent(telemetry::Level::kInfo, "auth_reload", {{"ok", true}});
+    } else {
+      telemetry::logEvent(telemetry::Level::kWarning, "auth_reload",
+                          {{"ok", false}, {"error", codecs::messageOf(status)}});
+    }
+  }
+
   // Reload when the config file changed.
   void watchFile() {
     if (!config.lifecycle.watch_config) return;
@@ -403,10 +419,10 @@ GatewayServer::~GatewayServer() {
 
 codecs::Status GatewayServer::start() {
   Impl& s = *impl_;
-  INFERGATE_RETURN_IF_ERROR(refuseUpstreamTls(s.config));
   s.pool = std::make_unique<http::WorkerPool>(s.config.workers);
   INFERGATE_ASSIGN_OR_RETURN(std::unique_ptr<Router> router, Router::create(s.config, *s.pool));
   s.router = std::move(router);
+  INFERGATE_ASSIGN_OR_RETURN(s.security, Security::create(s.config));
   s.discovery = std::make_unique<Discovery>(s.router);
   s.discovery->watch(s.config);
   s.file_stamp = stampOf(s.config.source);

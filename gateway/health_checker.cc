@@ -205,6 +205,7 @@ struct HealthChecker::State : std::enable_shared_from_this<State> {
 
   void scrape(const config::UpstreamConfig& c, const std::shared_ptr<Endpoint>& e) {
     if (!metrics_client) {
+      // Plaintext for every upstream, `tls` or not: Triton's metrics port serves no TLS.
       upstream::HttpClientOptions options;
       options.upstream_name = "metrics";
       options.max_connections_per_endpoint = 1;

@@ -14,7 +14,9 @@
 //   endpoint's GET http://HOST:metrics_port/metrics is read and the sum of
 //   nv_inference_pending_request_count is added to its queue signal (the gateway's own
 //   outstanding count); when that fails the outstanding count alone is used until it
-//   works again.
+//   works again. The scrape is plaintext HTTP even for an upstream with `tls` (Triton's
+//   metrics port has no TLS); the probes above use the upstream's own clients, with its
+//   TLS.
 //
 //   After each answer the readiness policy decides ServerHealth::upstreams_ready:
 //     all_routes  every route has a reachable upstream among its targets

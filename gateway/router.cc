@@ -114,13 +114,18 @@ std::unique_ptr<Router> Router::builtinOnly(std::shared_ptr<builtin::ModelReposi
 }
 
 codecs::StatusOr<Decision> Router::decide(std::string_view model, std::string_view version,
-                                          const routing::RequestHeaders* headers) const {
+                                          const routing::RequestHeaders* headers,
+                                          const Caller& caller) const {
   Decision d;
   d.snapshot = snapshot();
   d.route = d.snapshot->table->match(routing::RouteRequest{model, version, headers});
   if (d.route == nullptr) {
     if (version.empty()) return absl::NotFoundError(codecs::strCat("no route for model '", model, "'"));
     return absl::NotFoundError(codecs::strCat("no route for model '", model, "' version ", version));
+  }
+  if (const std::optional<config::AccessRule>& rule = d.snapshot->config->routes[d.route->index].auth) {
+    INFERGATE_RETURN_IF_ERROR(tls::authorizeRule(*rule, codecs::strCat("route '", d.route->name, "'"),
+                                                 caller.listener, caller.principal));
   }
   const upstream::UpstreamSet& set = *d.snapshot->upstreams;
   d.upstream = &set.at(d.route->pick(nextDraw()));

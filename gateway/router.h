@@ -5,8 +5,9 @@
 // the upstream for (rewrite), the deadline, and the mirror. Owns the route table snapshot
 // and the upstreams.
 //
-//   decide(model, version, headers)
+//   decide(model, version, headers, caller)
 //     no route          NOT_FOUND "no route for model 'm'" (HTTP 404)
+//     route's auth      UNAUTHENTICATED / PERMISSION_DENIED when the caller fails it
 //     otherwise         a Decision; `table` keeps the snapshot alive for the request
 //
 // Forwarded headers: forwardedHeaders() picks the client headers / gRPC metadata that
@@ -35,6 +36,7 @@
 #include "codecs/status.h"
 #include "config/config.h"
 #include "gateway/http/http_message.h"
+#include "gateway/security.h"
 #include "gateway/telemetry/request_info.h"
 #include "gateway/telemetry/request_metrics.h"
 #include "gateway/upstream/upstream_set.h"
@@ -113,8 +115,9 @@ class Router {
   static std::unique_ptr<Router> builtinOnly(std::shared_ptr<builtin::ModelRepository> repository,
                                              http::WorkerPool& pool);
 
+  // `caller`: checked against the route's `auth` rule (UNAUTHENTICATED / PERMISSION_DENIED).
   codecs::StatusOr<Decision> decide(std::string_view model, std::string_view version,
-                                    const routing::RequestHeaders* headers) const;
+                                    const routing::RequestHeaders* headers, const Caller& caller) const;
 
   std::shared_ptr<const RouterSnapshot> snapshot() const { return std::atomic_load(&snapshot_); }
   std::shared_ptr<const routing::RouteTable> table() const { return snapshot()->table; }

@@ -14,26 +14,6 @@ namespace {
 // response head and a small body go out as one record, not two).
 constexpr size_t kGatherMax = 16 * 1024;
 
-std::string nameText(const X509_NAME* name) {
-  BIO* bio = BIO_new(BIO_s_mem());
-  if (bio == nullptr) return {};
-  X509_NAME_print_ex(bio, name, 0, XN_FLAG_RFC2253);
-  char* data = nullptr;
-  long len = BIO_get_mem_data(bio, &data);
-  std::string text(data, static_cast<size_t>(std::max(len, 0L)));
-  BIO_free(bio);
-  return text;
-}
-
-std::string asn1Text(const ASN1_STRING* s) {
-  unsigned char* utf8 = nullptr;
-  int len = ASN1_STRING_to_UTF8(&utf8, s);
-  if (len < 0) return {};
-  std::string text(reinterpret_cast<char*>(utf8), static_cast<size_t>(len));
-  OPENSSL_free(utf8);
-  return text;
-}
-
 }  // namespace
 
 ServerSession::ServerSession(std::shared_ptr<const ServerContext> context, int fd)
@@ -180,29 +160,7 @@ const PeerIdentity* ServerSession::peer() {
   peer_read_ = true;
   X509* cert = SSL_get0_peer_certificate(ssl_);
   if (cert == nullptr || SSL_get_verify_result(ssl_) != X509_V_OK) return nullptr;
-  auto identity = std::make_unique<PeerIdentity>();
-  const X509_NAME* subject = X509_get_subject_name(cert);
-  identity->subject = nameText(subject);
-  int cn = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
-  if (cn >= 0) {
-    identity->common_name =
-        asn1Text(X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, cn)));
-  }
-  auto* names = static_cast<GENERAL_NAMES*>(
-      X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
-  if (names != nullptr) {
-    for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
-      const GENERAL_NAME* n = sk_GENERAL_NAME_value(names, i);
-      switch (n->type) {
-        case GEN_DNS: identity->dns_names.push_back(asn1Text(n->d.dNSName)); break;
-        case GEN_URI: identity->uris.push_back(asn1Text(n->d.uniformResourceIdentifier)); break;
-        case GEN_EMAIL: identity->emails.push_back(asn1Text(n->d.rfc822Name)); break;
-        default: break;
-      }
-    }
-    GENERAL_NAMES_free(names);
-  }
-  peer_ = std::move(identity);
+  peer_ = std::make_unique<PeerIdentity>(identityOf(cert));
   return peer_.get();
 }
 

@@ -21,18 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "tls/peer_identity.h"
 #include "tls/server_context.h"
 
 namespace infergate::tls {
-
-// Who the client is, from the certificate it presented and the handshake verified.
-struct PeerIdentity {
-  std::string subject;                 // RFC 2253 form: "CN=client,O=example"
-  std::string common_name;             // the subject's CN, "" when none
-  std::vector<std::string> dns_names;  // subjectAltName DNS entries
-  std::vector<std::string> uris;       // subjectAltName URIs (SPIFFE ids)
-  std::vector<std::string> emails;     // subjectAltName e-mail addresses
-};
 
 class ServerSession {
  public:

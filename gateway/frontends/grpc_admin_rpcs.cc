@@ -43,6 +43,11 @@ class CountedCall {
   }
 
   ::grpc::ServerUnaryReactor* reactor() const { return reactor_; }
+  // Shared::admit for this call, its principal recorded for the access log.
+  Shared::Admission admit(const Shared& shared, const ::grpc::CallbackServerContext& context,
+                          std::string_view category) const {
+    return shared.admit(context, category, method_, info_.get());
+  }
   void finish(const ::grpc::Status& status) const {
     if (recorder_) recorder_->finishGrpc(*info_, status.error_code(), method_);
     reactor_->Finish(status);
@@ -61,8 +66,8 @@ template <typename Fn>
 ::grpc::ServerUnaryReactor* answer(::grpc::CallbackServerContext* context, const Shared& shared,
                                    std::string_view category, std::string_view method, Fn&& fn) {
   CountedCall call(context, shared, method);
-  ::grpc::Status restricted = shared.checkRestricted(*context, category);
-  call.finish(restricted.ok() ? grpcStatusFor(fn()) : restricted);
+  Shared::Admission admitted = call.admit(shared, *context, category);
+  call.finish(admitted.status.ok() ? grpcStatusFor(fn()) : admitted.status);
   return call.reactor();
 }
 
@@ -112,13 +117,13 @@ template <typename Request, typename Response>
                                    const Request& request, Response* response,
                                    RoutedRpc<Request, Response> rpc) {
   CountedCall call(context, shared, rpc.method);
-  ::grpc::Status restricted = shared.checkRestricted(*context, rpc.category);
-  if (!restricted.ok()) {
-    call.finish(restricted);
+  Shared::Admission admitted = call.admit(shared, *context, rpc.category);
+  if (!admitted.status.ok()) {
+    call.finish(admitted.status);
     return call.reactor();
   }
   GrpcMetadataHeaders headers(context->client_metadata());
-  codecs::StatusOr<Decision> decided = shared.router->decide(rpc.model, rpc.version, &headers);
+  codecs::StatusOr<Decision> decided = shared.router->decide(rpc.model, rpc.version, &headers, admitted.caller());
   if (!decided.ok()) {
     call.finish(grpcStatusFor(decided.status()));
     return call.reactor();
@@ -444,9 +449,9 @@ void gather(const CountedCall& call, Shared& shared, Response* response,
   auto from_json = [](const std::string& json) { return upstream::modelStatisticsFromJson(json); };
   if (request->name().empty()) {
     CountedCall call(context, *shared_, "ModelStatistics");
-    ::grpc::Status restricted = shared_->checkRestricted(*context, "statistics");
-    if (!restricted.ok()) {
-      call.finish(restricted);
+    Shared::Admission admitted = call.admit(*shared_, *context, "statistics");
+    if (!admitted.status.ok()) {
+      call.finish(admitted.status);
       return call.reactor();
     }
     GatherRpc<inference::ModelStatisticsRequest, inference::ModelStatisticsResponse> rpc;
@@ -489,9 +494,9 @@ void gather(const CountedCall& call, Shared& shared, Response* response,
     Ctx* context, const inference::RepositoryIndexRequest* request,
     inference::RepositoryIndexResponse* response) {
   CountedCall call(context, *shared_, "RepositoryIndex");
-  ::grpc::Status restricted = shared_->checkRestricted(*context, "model-repository");
-  if (!restricted.ok()) {
-    call.finish(restricted);
+  Shared::Admission admitted = call.admit(*shared_, *context, "model-repository");
+  if (!admitted.status.ok()) {
+    call.finish(admitted.status);
     return call.reactor();
   }
   if (!request->repository_name().empty()) {

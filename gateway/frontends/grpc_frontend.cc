@@ -1,10 +1,12 @@
 #include "gateway/frontends/grpc_frontend.h"
 
 #include <grpc/compression.h>
+#include <grpc/grpc_security_constants.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
 #include "codecs/protobuf_wire.h"
+#include "gateway/error_mapping.h"
 #include "gateway/frontends/grpc_frontend_internal.h"
 
 namespace infergate::gateway::frontends {
@@ -20,7 +22,9 @@ Shared::Shared(std::shared_ptr<Router> router_in,
       health(std::move(health_in)),
       pool(pool_in),
       options(std::move(options_in)),
-      decoder(options.limits) {}
+      decoder(options.limits) {
+  if (!options.security) options.security = Security::open();
+}
 
 http::EventLoop& Shared::nextLoop() {
   size_t i = next_loop.fetch_add(1, std::memory_order_relaxed);
@@ -35,19 +39,42 @@ void Shared::startInfo(const ::grpc::CallbackServerContext& context,
   if (recorder && recorder->accessLog()) info.client_address = context.peer();
 }
 
-::grpc::Status Shared::checkRestricted(const ::grpc::CallbackServerContext& context,
-                                       std::string_view category) const {
-  auto it = options.restricted.find(category);
-  if (it == options.restricted.end()) return ::grpc::Status::OK;
-  const std::string header = "triton-grpc-protocol-" + it->second.first;
+Shared::Admission Shared::admit(const ::grpc::CallbackServerContext& context, std::string_view category,
+                                std::string_view method, telemetry::RequestInfo* info) const {
   const auto& metadata = context.client_metadata();
-  auto found = metadata.find(::grpc::string_ref(header));
-  if (found != metadata.end() &&
-      std::string_view(found->second.data(), found->second.size()) == it->second.second) {
-    return ::grpc::Status::OK;
+  auto value = [&](std::string_view key) -> std::string_view {
+    auto found = metadata.find(::grpc::string_ref(key.data(), key.size()));
+    return found == metadata.end() ? std::string_view() : std::string_view(found->second.data(), found->second.size());
+  };
+  if (auto it = options.restricted.find(category); it != options.restricted.end()) {
+    const std::string header = "triton-grpc-protocol-" + it->second.first;
+    auto found = metadata.find(::grpc::string_ref(header));
+    if (found == metadata.end() ||
+        std::string_view(found->second.data(), found->second.size()) != it->second.second) {
+      return {::grpc::Status(::grpc::StatusCode::UNAVAILABLE,
+                             "This protocol is restricted, expecting header '" + header + "'"),
+              std::nullopt};
+    }
   }
-  return ::grpc::Status(::grpc::StatusCode::UNAVAILABLE,
-                        "This protocol is restricted, expecting header '" + header + "'");
+  tls::PresentedCredentials presented;
+  presented.authorization = value("authorization");
+  const Security& security = *options.security;
+  if (std::string key = security.apiKeyHeader(); !key.empty()) presented.api_key = value(key);
+  // grpc verified the certificate (client_auth optional or require) and hands it over as PEM.
+  std::optional<tls::PeerIdentity> peer;
+  if (std::shared_ptr<const ::grpc::AuthContext> auth = context.auth_context(); auth && auth->IsPeerAuthenticated()) {
+    std::vector<::grpc::string_ref> pem = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+    if (!pem.empty()) peer = tls::identityOfPem(std::string_view(pem.front().data(), pem.front().size()));
+  }
+  if (peer) presented.peer = &*peer;
+  const bool write = method.ends_with("Load") || method.ends_with("Unload") || method.ends_with("Register") ||
+                     method.ends_with("Unregister") || method == "TraceSetting" || method == "LogSettings";
+  const std::optional<config::ApiGroup> group = config::apiGroupNamed(category);
+  codecs::StatusOr<std::optional<tls::Principal>> admitted =
+      security.admit(presented, group.value_or(config::ApiGroup::kInference), write, tls::Listener::kGrpc);
+  if (!admitted.ok()) return {grpcStatusFor(admitted.status()), std::nullopt};
+  if (info != nullptr && *admitted) info->principal = (*admitted)->name;
+  return {::grpc::Status::OK, std::move(*admitted)};
 }
 
 std::string peekRequestId(const codecs::Buffer& message) {

@@ -74,6 +74,7 @@ struct GrpcFrontendOptions {
   // "triton-grpc-protocol-<key>: <value>", else UNAVAILABLE "This protocol is restricted,
   // expecting header 'triton-grpc-protocol-<key>'".
   std::map<std::string, std::pair<std::string, std::string>, std::less<>> restricted;
+  std::shared_ptr<Security> security;  // null: Security::open() (no credentials, no limits)
 };
 
 namespace grpc_detail {

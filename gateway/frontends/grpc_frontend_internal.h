@@ -31,9 +31,17 @@ struct Shared {
 
   // The loop for a new call (round robin). Any thread.
   http::EventLoop& nextLoop();
-  // OK, or UNAVAILABLE when `category` is restricted and the call lacks its header.
-  ::grpc::Status checkRestricted(const ::grpc::CallbackServerContext& context,
-                                 std::string_view category) const;
+  // The security stage of a call: Triton's restricted-API header for `category` (else
+  // UNAVAILABLE, as Triton), then the credentials and the API group's access rule
+  // (Security::admit: UNAUTHENTICATED / PERMISSION_DENIED). `method` ("RepositoryModelLoad")
+  // tells whether the call changes state. The principal goes into `info` when given.
+  struct Admission {
+    ::grpc::Status status;
+    std::optional<tls::Principal> principal;
+    Caller caller() const { return Caller{principal ? &*principal : nullptr, tls::Listener::kGrpc}; }
+  };
+  Admission admit(const ::grpc::CallbackServerContext& context, std::string_view category,
+                  std::string_view method, telemetry::RequestInfo* info = nullptr) const;
   // What every call's telemetry starts from: gRPC, now, its x-request-id and trace
   // context (read even when nothing records: they are forwarded), and the peer's address
   // when the access log is on.

@@ -28,7 +28,7 @@ codecs::Status encodeFailure(codecs::Status status) {
 
 codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ByteBuffer& message,
                                         const ::grpc::CallbackServerContext& context,
-                                        bool* names_regions) {
+                                        const Caller& caller, bool* names_regions) {
   std::vector<::grpc::Slice> slices;
   if (!message.Dump(&slices).ok()) return codecs::internalError("cannot read the gRPC message");
   std::vector<std::span<const uint8_t>> segments;
@@ -46,7 +46,8 @@ codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ByteBuffer& 
   *names_regions = ref->shared_memory;
   GrpcMetadataHeaders headers(context.client_metadata());
   INFERGATE_ASSIGN_OR_RETURN(Decision d,
-                             shared.router->decide(ref->model_name, ref->model_version, &headers));
+                             shared.router->decide(ref->model_name, ref->model_version, &headers, caller));
+  INFERGATE_RETURN_IF_ERROR(shared.options.security->rateLimit(caller, ref->model_name));
   if (ref->sequence.present()) d.pick.sequence = std::move(ref->sequence);
   return d;
 }

@@ -48,9 +48,10 @@ codecs::Status encodeFailure(codecs::Status status);
 // 2; nothing joined, nothing else decoded) and the client's metadata. `*names_regions`:
 // whether some input or output names a shared-memory region (the same peek), in which case
 // the message must never be passed through: the gateway resolves the regions itself.
+// `caller` is checked against the route's rule and takes a token of the rate limits.
 codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ::grpc::ByteBuffer& message,
                                         const ::grpc::CallbackServerContext& context,
-                                        bool* names_regions);
+                                        const Caller& caller, bool* names_regions);
 
 // The deadline toward the upstream: the client's, shortened by the route's timeout;
 // nullopt when neither sets one.

@@ -43,10 +43,11 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   void start(const ::grpc::CallbackServerContext& context, const ByteBuffer& request) {
     shared_->startInfo(context, info_);
     info_.request_bytes = request.Length();
-    ::grpc::Status restricted = shared_->checkRestricted(context, "inference");
-    if (!restricted.ok()) return finish(restricted);
+    Shared::Admission admitted = shared_->admit(context, "inference", "ModelInfer", &info_);
+    if (!admitted.status.ok()) return finish(admitted.status);
     bool names_regions = false;
-    codecs::StatusOr<Decision> decision = routeMessage(*shared_, request, context, &names_regions);
+    codecs::StatusOr<Decision> decision =
+        routeMessage(*shared_, request, context, admitted.caller(), &names_regions);
     if (!decision.ok()) return finish(grpcStatusFor(decision.status()));
     decision_ = std::move(*decision);
     if (shared_->recorder && shared_->recorder->active()) {

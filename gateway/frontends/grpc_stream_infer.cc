@@ -149,14 +149,15 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       recorder_ = shared_->recorder.get();
       shared_->startInfo(*context, per_request_);  // each message sets its own start
     }
-    ::grpc::Status restricted = shared_->checkRestricted(*context, "inference");
-    if (!restricted.ok()) {  // finished before any read, as Triton
+    Shared::Admission admitted = shared_->admit(*context, "inference", "ModelStreamInfer", &per_request_);
+    if (!admitted.status.ok()) {  // finished before any read, as Triton
       finish_called_ = true;
       reading_ = false;
-      if (shared_->recorder) shared_->recorder->grpcCall(kMethod, restricted.error_code(), start_);
-      Finish(restricted);
+      if (shared_->recorder) shared_->recorder->grpcCall(kMethod, admitted.status.error_code(), start_);
+      Finish(admitted.status);
       return;
     }
+    principal_ = std::move(admitted.principal);
     StartRead(&read_buf_);
   }
 
@@ -213,7 +214,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       in.info->request_bytes = message.Length();
     }
     bool names_regions = false;
-    codecs::StatusOr<Decision> decision = routeMessage(*shared_, message, *context_, &names_regions);
+    codecs::StatusOr<Decision> decision = routeMessage(*shared_, message, *context_, caller(), &names_regions);
     // A stream leg to a gRPC upstream relays messages as they are; a message naming client
     // regions never goes there (the upstream would resolve the name in its own table): it
     // is decoded, its regions read by the gateway, and sent as a ModelInfer of its own.
@@ -724,6 +725,8 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   const telemetry::Clock::time_point start_ = telemetry::Clock::now();
   telemetry::Recorder* recorder_ = nullptr;  // shared_'s, when active
   telemetry::RequestInfo per_request_;       // what every request of the stream starts with
+  std::optional<tls::Principal> principal_;  // the stream's credentials, checked when it opened
+  Caller caller() const { return Caller{principal_ ? &*principal_ : nullptr, tls::Listener::kGrpc}; }
   std::set<InfoPtr> open_;                   // requests read and not yet recorded; loop thread
 };
 

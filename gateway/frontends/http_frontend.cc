@@ -51,7 +51,9 @@ HttpFrontend::HttpFrontend(std::shared_ptr<Router> router, std::shared_ptr<Setti
       server_metadata_(serverMetadataJson(info_)),
       health_(std::move(health)),
       options_(options),
-      recorder_(std::move(recorder)) {}
+      recorder_(std::move(recorder)) {
+  if (!options_.security) options_.security = Security::open();
+}
 
 void HttpFrontend::handle(const std::shared_ptr<HttpExchange>& exchange) {
   http::HttpRequest& request = exchange->mutableRequest();
@@ -66,7 +68,41 @@ void HttpFrontend::handle(const std::shared_ptr<HttpExchange>& exchange) {
     exchange->respond(bareError(405, "Method Not Allowed"));
     return;
   }
+  if (!admit(exchange, route)) return;
   dispatch(exchange, route);
+}
+
+bool HttpFrontend::admit(const Exchange& exchange, Route& route) {
+  const http::HttpRequest& request = exchange->request();
+  const HttpEndpoint e = route.match.endpoint;
+  const bool write =
+      e == HttpEndpoint::kRepositoryLoad || e == HttpEndpoint::kRepositoryUnload ||
+      e == HttpEndpoint::kSystemShmRegister || e == HttpEndpoint::kSystemShmUnregister ||
+      e == HttpEndpoint::kCudaShmRegister || e == HttpEndpoint::kCudaShmUnregister ||
+      ((e == HttpEndpoint::kTraceSetting || e == HttpEndpoint::kModelTraceSetting ||
+        e == HttpEndpoint::kLogging) && request.method != "GET");
+  tls::PresentedCredentials presented;
+  if (const std::string* v = request.headers.find("authorization")) presented.authorization = *v;
+  const Security& security = *options_.security;
+  if (std::string header = security.apiKeyHeader(); !header.empty()) {
+    if (const std::string* v = request.headers.find(header)) presented.api_key = *v;
+  }
+  if (tls::ServerSession* session = exchange->tlsSession()) presented.peer = session->peer();
+  // Every endpoint past the 404 check has a group.
+  const std::optional<config::ApiGroup> group = config::apiGroupNamed(endpointCategory(e));
+  codecs::StatusOr<std::optional<tls::Principal>> admitted =
+      security.admit(presented, group.value_or(config::ApiGroup::kInference), write, tls::Listener::kHttp);
+  if (!admitted.ok()) {
+    HttpResponse refusal = errorResponse(admitted.status());
+    if (admitted.status().code() == absl::StatusCode::kUnauthenticated) {
+      refusal.header("WWW-Authenticate", "Bearer realm=\"infergate\"");
+    }
+    exchange->respond(std::move(refusal));
+    return false;
+  }
+  route.principal = std::move(*admitted);
+  if (route.principal) exchange->info().principal = route.principal->name;
+  return true;
 }
 
 // The gateway's own endpoints here; the rest go to an upstream (routed) or to all of them.
@@ -154,8 +190,13 @@ void HttpFrontend::dispatch(const Exchange& exchange, const Route& route) {
 void HttpFrontend::routed(const Exchange& exchange, const Route& route) {
   const HttpRoute& m = route.match;
   HttpRequestHeaders headers(exchange->request().headers);
-  codecs::StatusOr<Decision> decision = router_->decide(m.model, m.version, &headers);
+  codecs::StatusOr<Decision> decision = router_->decide(m.model, m.version, &headers, route.caller());
   if (!decision.ok()) return exchange->respond(errorResponse(decision.status()));
+  if (m.endpoint == HttpEndpoint::kModelInfer || m.endpoint == HttpEndpoint::kModelGenerate ||
+      m.endpoint == HttpEndpoint::kModelGenerateStream) {
+    codecs::Status limited = options_.security->rateLimit(route.caller(), m.model);
+    if (!limited.ok()) return exchange->respond(errorResponse(limited));
+  }
   if (recorder_ && recorder_->active() &&
       (m.endpoint == HttpEndpoint::kModelInfer || m.endpoint == HttpEndpoint::kModelGenerate ||
        m.endpoint == HttpEndpoint::kModelGenerateStream)) {

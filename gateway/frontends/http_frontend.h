@@ -42,6 +42,7 @@ namespace infergate::gateway::frontends {
 struct HttpFrontendOptions {
   codecs::DecodeLimits limits;  // max_json_bytes / max_tensor_bytes / max_decompressed_bytes:
                                 // Triton's --http-max-input-size; max_binary_body_bytes
+  std::shared_ptr<Security> security;  // null: Security::open() (no credentials, no limits)
 };
 
 // The error body and status of `status` (gateway/error_mapping), with Retry-After on a
@@ -61,8 +62,13 @@ class HttpFrontend {
  private:
   struct Route {
     HttpRoute match;
+    std::optional<tls::Principal> principal;  // who the request's credentials proved
+    Caller caller() const { return Caller{principal ? &*principal : nullptr, tls::Listener::kHttp}; }
   };
   using Exchange = std::shared_ptr<http::HttpExchange>;
+  // The security stage: authenticates the request and checks its API group. Answers the
+  // refusal itself (401 with WWW-Authenticate, 403) and returns false.
+  bool admit(const Exchange& exchange, Route& route);
   void dispatch(const Exchange& exchange, const Route& route);
   void routed(const Exchange& exchange, const Route& route);
   // builtin upstream (http_frontend.cc, http_infer.cc, http_generate.cc)

@@ -94,6 +94,7 @@ std::string AccessLog::format(const AccessEntry& e, bool json) {
     w.beginObject().key("time").string(nowStamp());
     w.key("request_id").string(info.request_id);
     w.key("client").string(info.client_address);
+    w.key("principal").string(info.principal);
     w.key("protocol").string(protocolName(info.protocol));
     w.key("endpoint").string(e.endpoint);
     if (!labels && !e.target.empty()) w.key("target").string(e.target);
@@ -115,6 +116,7 @@ std::string AccessLog::format(const AccessEntry& e, bool json) {
   textField(out, "time", nowStamp());
   textField(out, "request_id", info.request_id.empty() ? "-" : std::string_view(info.request_id));
   textField(out, "client", info.client_address.empty() ? "-" : std::string_view(info.client_address));
+  textField(out, "principal", info.principal.empty() ? "-" : std::string_view(info.principal));
   textField(out, "protocol", protocolName(info.protocol));
   textField(out, "endpoint", e.endpoint);
   if (labels) {

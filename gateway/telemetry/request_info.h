@@ -77,6 +77,7 @@ struct RequestInfo {
   std::string request_id;           // x-request-id, else the request's `id`
   TraceContext trace;
   std::string client_address;
+  std::string principal;  // who the credentials proved (auth); "" = anonymous
 
   // Creates `call` (once) and returns it, for the fleet call to fill.
   const std::shared_ptr<CallStats>& callStats() {

@@ -46,6 +46,15 @@
 //     (min_recv_ping_interval_without_data 300000, max_ping_strikes 2, PROTOCOL.md 1)
 //     and answers GOAWAY too_many_pings; 6 minutes stays clear of that.
 //
+// TLS. With the upstream's `tls`, every channel takes the credentials tls/client_credentials.h
+// builds (the files are read when the client is made: the gateway reads them again on a
+// reload, and a change makes new clients), and server_name as the target name override:
+// grpc then sends it as SNI, verifies it in the certificate, and sends it as :authority.
+// A handshake that fails (untrusted chain, name not in the certificate, no client
+// certificate where one is required) is a failed connect: calls fail with UNAVAILABLE and
+// grpc's reason. A client whose files no longer load (replaced since the configuration was
+// checked) never falls back to plaintext: its calls are refused with that error.
+//
 // Writing side of a stream. write() queues; one thread at a time owns the right to call
 // StartWrite / StartWritesDone (`writing_`), taken under the mutex, used outside it. The
 // owner is whoever found the writer idle: a caller of write() / writesDone(), or
@@ -81,6 +90,7 @@
 #include <unordered_map>
 
 #include "config/listen_address.h"
+#include "tls/client_credentials.h"
 
 namespace infergate::gateway::upstream {
 namespace {
@@ -134,11 +144,13 @@ class ClientCore {
  public:
   explicit ClientCore(const config::UpstreamConfig& config) : name_(config.name) {
     for (const config::HeaderValue& h : config.headers) headers_.emplace_back(h.name, h.value);
+    grpc::ChannelArguments args = channelArguments(config);
+    std::shared_ptr<grpc::ChannelCredentials> credentials = credentialsFor(config, args);
     const uint32_t per_endpoint = std::max<uint32_t>(config.channels, 1);
     for (uint32_t i = 0; i < per_endpoint; ++i) {
       for (const config::ListenAddress& endpoint : config.endpoints) {
-        channels_.push_back(grpc::CreateCustomChannel(
-            config::formatAddress(endpoint), grpc::InsecureChannelCredentials(), channelArguments(config)));
+        channels_.push_back(
+            grpc::CreateCustomChannel(config::formatAddress(endpoint), credentials, args));
         stubs_.push_back(std::make_unique<grpc::GenericStub>(channels_.back()));
       }
     }
@@ -167,6 +179,7 @@ class ClientCore {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                           codecs::strCat("upstream '", name_, "' is shut down"));
     }
+    if (!tls_error_.ok()) return tls_error_;
     return status;
   }
 
@@ -218,7 +231,31 @@ class ClientCore {
     return grpc::Status::OK;
   }
 
+  // Plaintext, or TLS from the upstream's `tls` (see "TLS"); target name override into
+  // `args`. Files that no longer load leave TLS credentials that verify against the
+  // system's roots, and tls_error_ refuses every call.
+  std::shared_ptr<grpc::ChannelCredentials> credentialsFor(const config::UpstreamConfig& config,
+                                                           grpc::ChannelArguments& args) {
+    if (!config.tls) return grpc::InsecureChannelCredentials();
+    codecs::Status status;
+    if (auto loaded = tls::loadClientTls(config.name, *config.tls); loaded.ok()) {
+      auto credentials = tls::channelCredentials(**loaded);
+      if (credentials.ok()) {
+        tls::setChannelArguments(**loaded, args);
+        return *std::move(credentials);
+      }
+      status = credentials.status();
+    } else {
+      status = loaded.status();
+    }
+    tls_error_ = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                              codecs::strCat("upstream '", name_, "': TLS is not set up: ",
+                                             codecs::messageOf(status)));
+    return grpc::SslCredentials(grpc::SslCredentialsOptions());
+  }
+
   const std::string name_;
+  grpc::Status tls_error_;  // set once, in the constructor
   std::vector<std::pair<std::string, std::string>> headers_;  // configured, lowercase keys
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;     // they hold the channels too

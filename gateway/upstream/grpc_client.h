@@ -6,7 +6,9 @@
 //
 //   GrpcUpstreamClient(config)   `channels` channels per endpoint, created at once
 //                                (connections are made lazily by grpc), max message size
-//                                INT32_MAX both ways, round robin over all of them
+//                                INT32_MAX both ways, round robin over all of them;
+//                                plaintext, or TLS as config.tls says (its files are read
+//                                here: tls/client_credentials.h)
 //   unary(method, bytes, ...)    one call; `done` runs once, on a grpc thread
 //   stream(method, ...)          a bidi stream (ModelStreamInfer); messages and the end
 //                                come back on grpc threads
@@ -15,7 +17,9 @@
 //
 // Errors come back as the grpc::Status the upstream (or grpc) gave. toUpstreamStatus()
 // turns one into the gateway's codes, naming the upstream: UNAVAILABLE (refused, reset,
-// unreachable), DEADLINE_EXCEEDED, and the upstream's own code and message otherwise.
+// unreachable, a failed TLS handshake), DEADLINE_EXCEEDED, and the upstream's own code and
+// message otherwise. When config.tls names files that no longer load, every call fails
+// with UNAVAILABLE "upstream 'u': TLS is not set up: ..." (never sent in plaintext).
 //
 // Threads: every member is safe from any thread. Callbacks run on grpc's threads and
 // must not block: post to an event loop.

@@ -32,6 +32,10 @@
 // removing an unfinished transfer makes libcurl close its connection, and nothing of a
 // transfer in an unknown state is reused.
 //
+// TLS (options.tls; the options in http_client_tls.h): libcurl matches a cached connection
+// on its TLS settings and its CONNECT_TO target too, so keep-alive reuse is unchanged; the
+// handles share one TLS session cache (a CURLSH), so a new connection resumes a session.
+//
 // Deadlines: CURLOPT_TIMEOUT_MS enforces the request's timeout, except while a transfer
 // waits in libcurl's queue for a free connection (CURLMOPT_MAX_HOST_CONNECTIONS reached):
 // libcurl 7.88 checks no timeout in that state, so a request queued behind hung ones would
@@ -57,6 +61,7 @@
 #include <unordered_map>
 
 #include "config/listen_address.h"
+#include "gateway/upstream/http_client_tls.h"
 #include "gateway/upstream/upstream_status.h"
 
 namespace infergate::gateway::upstream {
@@ -140,22 +145,6 @@ std::string endpointText(const config::ListenAddress& e) {
   return e.text.empty() ? config::formatAddress(e) : e.text;
 }
 
-// "http://host:port" (IPv6 bracketed, a zone's '%' escaped as URLs require), or
-// "http://localhost" for a unix socket (the path goes in CURLOPT_UNIX_SOCKET_PATH).
-std::string baseUrl(const config::ListenAddress& e) {
-  if (e.kind == config::ListenAddress::Kind::kUnix) return "http://localhost";
-  if (e.host.find(':') == std::string::npos) return strCat("http://", e.host, ":", e.port);
-  std::string host;
-  for (char c : e.host) {
-    if (c == '%') {
-      host += "%25";
-    } else {
-      host += c;
-    }
-  }
-  return strCat("http://[", host, "]:", e.port);
-}
-
 class CurlMultiClient;
 
 // One request: the handle the caller holds, and the state libcurl's callbacks fill in.
@@ -163,6 +152,7 @@ class Call final : public HttpCallHandle, public std::enable_shared_from_this<Ca
  public:
   ~Call() override {
     if (header_list) curl_slist_free_all(header_list);
+    if (connect_to) curl_slist_free_all(connect_to);
   }
   void cancel() override;
 
@@ -171,6 +161,7 @@ class Call final : public HttpCallHandle, public std::enable_shared_from_this<Ca
   CURL* easy = nullptr;       // while the transfer is in the multi handle
   event* deadline = nullptr;  // the backstop timer, while armed
   curl_slist* header_list = nullptr;
+  curl_slist* connect_to = nullptr;  // TLS with server_name (http_client_tls.h)
   HttpUpstreamRequest request;  // keeps the body's segments alive while libcurl reads them
   HttpUpstreamCallbacks callbacks;
   bool streaming = false;  // on_head was given: pieces instead of one body
@@ -252,6 +243,7 @@ class CurlMultiClient {
   http::EventLoop& loop_;
   HttpClientOptions options_;
   CURLM* multi_ = nullptr;
+  CURLSH* tls_sessions_ = nullptr;  // with options_.tls: sessions shared by the handles
   event* timer_ = nullptr;
   std::unordered_map<curl_socket_t, event*> sockets_;
   std::vector<CURL*> idle_easies_;
@@ -285,6 +277,7 @@ CurlMultiClient::CurlMultiClient(http::EventLoop& loop, HttpClientOptions option
   // The idle cache holds every endpoint's connections: room for 16 endpoints at their cap
   // (the default, 4 x the handles added, would close warm connections after a quiet spell).
   curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, std::clamp(per_endpoint * 16, 64L, 16384L));
+  if (options_.tls) tls_sessions_ = newTlsSessionShare();
 }
 
 CurlMultiClient::~CurlMultiClient() {
@@ -305,6 +298,8 @@ CurlMultiClient::~CurlMultiClient() {
   idle_easies_.clear();
   // Closes the cached connections; libcurl may still call onSocketUpdate/onTimerUpdate here.
   if (multi_ != nullptr) curl_multi_cleanup(multi_);
+  // Last: every easy handle that used it is gone.
+  if (tls_sessions_ != nullptr) curl_share_cleanup(tls_sessions_);
   for (auto& [fd, ev] : sockets_) event_free(ev);
   sockets_.clear();
   if (timer_ != nullptr) event_free(timer_);
@@ -420,11 +415,16 @@ Status CurlMultiClient::configure(Call& call, const config::ListenAddress& endpo
     if (rc == CURLE_OK) rc = curl_easy_setopt(e, option, value);
   };
 
-  std::string url = baseUrl(endpoint);
+  const HttpClientTls* tls = options_.tls ? &*options_.tls : nullptr;
+  std::string url = baseUrl(endpoint, tls);
   url += r.target;  // as is: PATH_AS_IS below keeps "../" and "%2F" (PROTOCOL.md pitfall 4)
   set(CURLOPT_URL, url.c_str());  // libcurl copies strings
   set(CURLOPT_PATH_AS_IS, 1L);
-  set(CURLOPT_PROTOCOLS_STR, "http");
+  set(CURLOPT_PROTOCOLS_STR, tls ? "https" : "http");
+  if (tls && rc == CURLE_OK) {
+    rc = setTlsOptions(e, *tls, endpoint, &call.connect_to);
+    if (tls_sessions_ != nullptr) set(CURLOPT_SHARE, tls_sessions_);
+  }
   set(CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
   if (endpoint.kind == config::ListenAddress::Kind::kUnix) {
     set(CURLOPT_UNIX_SOCKET_PATH, endpoint.path.c_str());
@@ -837,6 +837,11 @@ Status CurlMultiClient::outcomeOf(const Call& call, CURLcode result) const {
           message(os_errno == ECONNREFUSED ? "connection refused" : "cannot connect"))));
     case CURLE_COULDNT_RESOLVE_HOST:
       return markNotSent(upstream(absl::UnavailableError(message("cannot resolve the host name"))));
+    case CURLE_SSL_CONNECT_ERROR:
+      return markNotSent(upstream(absl::UnavailableError(message("TLS handshake failed"))));
+    case CURLE_PEER_FAILED_VERIFICATION:
+      return markNotSent(upstream(absl::UnavailableError(
+          message("the upstream's TLS certificate was not accepted"))));
     case CURLE_SEND_ERROR:
       return upstream(
           absl::UnavailableError(message("connection broken while sending the request")));
@@ -874,6 +879,8 @@ Status CurlMultiClient::outcomeOf(const Call& call, CURLcode result) const {
       // The target (the client's, or a rewrite of it) is not sendable: the request's fault.
       return codecs::invalidArgument(
           message(strCat("the target \"", call.request.target, "\" cannot be sent")));
+    case CURLE_SSL_CERTPROBLEM:      // the client certificate or CA bundle, checked at
+    case CURLE_SSL_CACERT_BADFILE:   // set-up: libcurl refusing them is ours to fix
     case CURLE_OUT_OF_MEMORY:
     case CURLE_WRITE_ERROR:
     case CURLE_READ_ERROR:

@@ -17,12 +17,18 @@
 //
 // Endpoints: "host:port", "[v6]:port" or "unix:/path" (CURLOPT_UNIX_SOCKET_PATH).
 //
+// TLS (options.tls): https to every endpoint, unix: ones included; the certificate's chain
+// and name are verified (server_name, or the endpoint's host) unless told otherwise;
+// TLS 1.2 at least; keep-alive connections are reused as over plaintext, and a new
+// connection resumes an earlier one's TLS session (http_client_tls.h).
+//
 // Errors (on_complete's status, naming the upstream and endpoint):
 //   UNAVAILABLE        connection refused / reset / closed before a full response,
-//                      name not resolved, connect timeout; the ones before any byte was
-//                      sent (refused, not resolved, connect timeout, and libcurl never
-//                      took body bytes: it re-sends on a new connection when a reused one
-//                      breaks) are marked markNotSent (upstream_status.h)
+//                      name not resolved, connect timeout, TLS handshake failed or the
+//                      upstream's certificate not accepted; the ones before any byte was
+//                      sent (refused, not resolved, connect timeout, handshake, and libcurl
+//                      never took body bytes: it re-sends on a new connection when a reused
+//                      one breaks) are marked markNotSent (upstream_status.h)
 //   DEADLINE_EXCEEDED  the request's timeout passed
 //   INVALID_ARGUMENT, stamped ErrorOrigin::kUpstream (-> 502)
 //                      a response that is not HTTP/1.x, or malformed
@@ -34,6 +40,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -77,10 +84,23 @@ class HttpCallHandle {
   virtual void cancel() = 0;
 };
 
+// TLS toward the upstream (https), with the files of its `tls` already read and checked
+// (tls/client_credentials.h): the client itself never opens a file.
+struct HttpClientTls {
+  // Sent (SNI) and verified in the certificate; "" = the endpoint's host ("localhost" for
+  // a unix: endpoint). Connections still go to the endpoint's address.
+  std::string server_name;
+  std::string ca_pem;    // the only CAs trusted; "" = libcurl's default (the system's)
+  std::string cert_pem;  // client certificate chain (mTLS); "" = none
+  std::string key_pem;   // its key
+  bool verify = true;    // false only for insecure_skip_verify: no chain, no name check
+};
+
 struct HttpClientOptions {
   std::string upstream_name;  // for messages
   uint32_t max_connections_per_endpoint = 64;
   std::chrono::milliseconds connect_timeout{5000};
+  std::optional<HttpClientTls> tls;  // absent = plaintext
 };
 
 class HttpUpstreamClient {

@@ -1,5 +1,7 @@
 #include "gateway/upstream/upstream_set.h"
 
+#include "gateway/telemetry/log.h"
+
 namespace infergate::gateway::upstream {
 namespace {
 
@@ -11,11 +13,47 @@ bool sameHeaders(const std::vector<config::HeaderValue>& a, const std::vector<co
   return true;
 }
 
+// Both plaintext, or TLS with the same settings and the same file contents (a renewed
+// certificate makes new connections).
+bool sameTls(const tls::ClientTls* a, const tls::ClientTls* b) {
+  if (a == nullptr || b == nullptr) return a == b;
+  return tls::sameClientTls(*a, *b);
+}
+
 // Whether connections made under `a` serve `b` as well: then a reload keeps them.
-bool sameTransport(const config::UpstreamConfig& a, const config::UpstreamConfig& b) {
-  return a.protocol == b.protocol && a.channels == b.channels &&
-         a.connect_timeout_ms == b.connect_timeout_ms && a.max_connections == b.max_connections &&
-         sameHeaders(a.headers, b.headers);
+bool sameTransport(const Upstream& a, const config::UpstreamConfig& b, const tls::ClientTls* b_tls) {
+  const config::UpstreamConfig& c = a.config();
+  return c.protocol == b.protocol && c.channels == b.channels &&
+         c.connect_timeout_ms == b.connect_timeout_ms && c.max_connections == b.max_connections &&
+         sameHeaders(c.headers, b.headers) && sameTls(a.clientTls().get(), b_tls);
+}
+
+HttpClientOptions httpClientOptions(const config::UpstreamConfig& c, const tls::ClientTls* loaded) {
+  HttpClientOptions options;
+  options.upstream_name = c.name;
+  options.max_connections_per_endpoint = c.max_connections;
+  options.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
+  if (loaded != nullptr) {
+    options.tls.emplace();
+    options.tls->server_name = loaded->config.server_name;
+    options.tls->ca_pem = loaded->ca_pem;
+    options.tls->cert_pem = loaded->cert_pem;
+    options.tls->key_pem = loaded->key_pem;
+    options.tls->verify = !loaded->config.insecure_skip_verify;
+  }
+  return options;
+}
+
+// The upstream's TLS files, read and checked (null for plaintext). A file that does not
+// load refuses the start or the reload, naming where the setting is.
+codecs::StatusOr<std::shared_ptr<const tls::ClientTls>> loadTls(const config::UpstreamConfig& c) {
+  if (!c.tls) return std::shared_ptr<const tls::ClientTls>();
+  codecs::StatusOr<std::shared_ptr<const tls::ClientTls>> loaded = tls::loadClientTls(c.name, *c.tls);
+  if (!loaded.ok()) {
+    return codecs::invalidArgument(config::formatLocation(c.tls->where), ": ",
+                                   codecs::messageOf(loaded.status()));
+  }
+  return loaded;
 }
 
 }  // namespace
@@ -48,7 +86,6 @@ codecs::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::build(
   for (const config::UpstreamConfig& c : upstreams) {
     std::unique_ptr<Upstream> u(new Upstream(c));
     const Upstream* before = previous ? previous->find(c.name) : nullptr;
-    const bool same = before && sameTransport(before->config(), c);
     switch (c.protocol) {
       case Upstream::Protocol::kBuiltin:
         if (codecs::Status names = builtin::ModelRepository::checkDemoNames(c.models); !names.ok()) {
@@ -59,6 +96,8 @@ codecs::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::build(
         break;
       case Upstream::Protocol::kGrpc:
       case Upstream::Protocol::kHttp: {
+        INFERGATE_ASSIGN_OR_RETURN(u->tls_, loadTls(c));
+        const bool same = before && sameTransport(*before, c, u->tls_.get());
         // Sequence bindings survive any change; endpoints (with their connections and
         // health) only when the transport is the same.
         std::shared_ptr<routing::AffinityTable> affinity =
@@ -71,10 +110,7 @@ codecs::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::build(
           u->http_ = before->http_;
           break;
         }
-        HttpClientOptions options;
-        options.upstream_name = c.name;
-        options.max_connections_per_endpoint = c.max_connections;
-        options.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
+        const HttpClientOptions options = httpClientOptions(c, u->tls_.get());
         for (size_t i = 0; i < pool.size(); ++i) {
           http::EventLoop& loop = pool.loop(i);
           // A client lives on its loop and dies there, in a task of its own: the last
@@ -93,6 +129,15 @@ codecs::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::build(
       }
     }
     set->upstreams_.push_back(std::move(u));
+  }
+  // Once the whole set is built: a refused build logs nothing.
+  for (const auto& u : set->upstreams_) {
+    if (u->tls_ && u->tls_->config.insecure_skip_verify) {
+      telemetry::logEvent(telemetry::Level::kWarning, "upstream_tls_insecure",
+                          {{"upstream", u->name()},
+                           {"detail", "insecure_skip_verify: the upstream's certificate and name "
+                                      "are not verified"}});
+    }
   }
   return set;
 }

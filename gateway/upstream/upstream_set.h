@@ -16,6 +16,12 @@
 // Reloads: build() takes the set it replaces; an upstream whose configuration is unchanged
 // keeps its fleet (endpoints, health, connections) and HTTP clients; a changed one keeps
 // the state of the endpoints it still lists, and its sequence bindings.
+//
+// TLS: build() reads and checks each upstream's `tls` files (tls/client_credentials.h),
+// at start and on every reload; one that does not load fails the build. Changed files
+// (a renewed client certificate, a new CA bundle) count as a changed transport: new
+// connections. An upstream with insecure_skip_verify logs the warning
+// `upstream_tls_insecure` each time a set is built.
 
 #include <atomic>
 #include <chrono>
@@ -29,6 +35,7 @@
 #include "gateway/upstream/builtin/repository.h"
 #include "gateway/upstream/fleet.h"
 #include "gateway/upstream/http_client.h"
+#include "tls/client_credentials.h"
 
 namespace infergate::gateway::upstream {
 
@@ -46,6 +53,8 @@ class Upstream {
   const std::shared_ptr<UpstreamFleet>& fleet() const { return fleet_; }
   // kHttp only: the client of `loop` (a worker loop of the pool the set was built with).
   const std::shared_ptr<HttpUpstreamClient>& http(http::EventLoop& loop) const;
+  // kGrpc / kHttp with `tls`: its files as read when the set was built (null: plaintext).
+  const std::shared_ptr<const tls::ClientTls>& clientTls() const { return tls_; }
 
   // The upstream's own per-request limit (timeout_ms), 0 = none.
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(config_.timeout_ms); }
@@ -62,11 +71,13 @@ class Upstream {
   std::shared_ptr<builtin::ModelRepository> repository_;
   std::shared_ptr<UpstreamFleet> fleet_;
   std::vector<std::pair<http::EventLoop*, std::shared_ptr<HttpUpstreamClient>>> http_;
+  std::shared_ptr<const tls::ClientTls> tls_;
 };
 
 class UpstreamSet {
  public:
-  // Errors: INVALID_ARGUMENT for a builtin upstream naming unknown demo models.
+  // Errors: INVALID_ARGUMENT for a builtin upstream naming unknown demo models, or a `tls`
+  // file that does not load ("FILE:LINE:COL: upstreams[u].tls.ca: PATH: ...").
   // `previous`: the set this one replaces (a reload), whose state is carried over.
   static codecs::StatusOr<std::unique_ptr<UpstreamSet>> build(
       const std::vector<config::UpstreamConfig>& upstreams, http::WorkerPool& pool,

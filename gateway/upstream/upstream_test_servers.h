@@ -113,6 +113,8 @@ class HttpTestUpstream {
   codecs::StatusOr<http::BoundSockets> listenOnLoopback() {
     return listen(http::ListenSpec::tcp("127.0.0.1", 0));
   }
+  // TLS on every listener, before start() (tls/server_context.h).
+  void setTls(std::shared_ptr<tls::ServerContextSource> source) { server_.setTls(std::move(source)); }
   void start() {
     pool_.start();
     server_.start();

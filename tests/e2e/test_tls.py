@@ -1,10 +1,15 @@
-"""End-to-end: TLS and mutual TLS on the HTTP and gRPC listeners.
+"""End-to-end: TLS and mutual TLS on the HTTP and gRPC listeners, and toward upstreams.
 
 Certificates are made by the test (pki.py). One gateway asks for client certificates
 optionally, one requires them; each serves the demo models. Bad clients (no certificate,
 another CA's, an expired one, plaintext on the TLS port) are refused and the gateway goes
 on serving; a renewed certificate on disk is picked up by new connections while old ones
 carry on; a broken one is reported and the last good one keeps serving.
+
+Toward upstreams (UpstreamTls): a gateway reaches another infergate serving TLS through a
+gRPC and an HTTP upstream, verifying its certificate and name (server_name, or the
+endpoint's address); a wrong name, another CA, or a missing client certificate where one is
+required fail those requests only; insecure_skip_verify works and is logged as a warning.
 """
 import http.client
 import json
@@ -309,6 +314,181 @@ class CertificateRenewal(unittest.TestCase):
             newer.cleanup()
 
 
+# An infergate serving the demo models over TLS on both listeners: the upstream of the
+# UpstreamTls tests. $client_tls: the listeners' client-certificate settings.
+TLS_UPSTREAM = """
+listeners:
+  http:
+    address: "127.0.0.1:0"
+    tls: { cert: "$cert", key: "$key"$client_tls }
+  grpc:
+    address: "127.0.0.1:0"
+    tls: { cert: "$cert", key: "$key"$client_tls }
+  metrics: { address: "127.0.0.1:0" }
+workers: 2
+upstreams:
+  - name: demo
+    protocol: builtin
+routes:
+  - match: { model: "*" }
+    upstream: demo
+"""
+
+# A plaintext gateway in front of a TLS upstream, through a gRPC upstream (header
+# x-via: grpc) and an HTTP one (anything else); x-via: local is served in-process, to show
+# the gateway still serves while its upstreams fail. $tls: both upstreams' tls mapping.
+TLS_FRONT = """
+listeners:
+  http:    { address: "127.0.0.1:0" }
+  grpc:    { address: "127.0.0.1:0" }
+  metrics: { address: "127.0.0.1:0" }
+workers: 2
+upstreams:
+  - name: via-grpc
+    protocol: grpc
+    endpoints: ["$grpc"]
+    health_check: $check
+    tls: $tls
+  - name: via-http
+    protocol: http
+    endpoints: ["$http"]
+    health_check: $check
+    tls: $tls
+  - name: local
+    protocol: builtin
+routes:
+  - match: { model: "*", headers: { x-via: local } }
+    upstream: local
+  - match: { model: "*", headers: { x-via: grpc } }
+    upstream: via-grpc
+  - match: { model: "*" }
+    upstream: via-http
+"""
+
+CHECKED = "{ interval_ms: 100, timeout_ms: 2000 }"
+UNCHECKED = "{ enabled: false }"  # failures then come from the requests themselves
+
+
+class UpstreamTls(unittest.TestCase):
+    """TLS toward upstreams: another infergate serving TLS is the upstream of a plaintext
+    gateway, through a gRPC and an HTTP upstream."""
+
+    @classmethod
+    def setUpClass(cls):
+        PKI.issue("upstream", cn="upstream.internal", dns=("upstream.internal",),
+                  ips=("127.0.0.1",))
+        cls.u = P.start("U", Gateway.from_template(
+            TLS_UPSTREAM, cert=PKI.cert("upstream"), key=PKI.key("upstream"), client_tls=""))
+        cls.um = P.start("UM", Gateway.from_template(
+            TLS_UPSTREAM, cert=PKI.cert("upstream"), key=PKI.key("upstream"),
+            client_tls=', client_ca: "%s", client_auth: require' % PKI.ca))
+        # A certificate whose names do not include the address it is reached at.
+        OTHER.issue("upstream", cn="stranger.internal", dns=("stranger.internal",), ips=())
+        cls.uo = P.start("UO", Gateway.from_template(
+            TLS_UPSTREAM, cert=OTHER.cert("upstream"), key=OTHER.key("upstream"), client_tls=""))
+
+    @classmethod
+    def tearDownClass(cls):
+        P.stop(cls.uo)
+        P.stop(cls.um)
+        P.stop(cls.u)
+
+    def front(self, label, tls, upstream=None, check=CHECKED):
+        upstream = upstream or self.u
+        g = P.start(label, Gateway.from_template(
+            TLS_FRONT, tls=tls, check=check, grpc=upstream.address("grpc"),
+            http=upstream.address("http")))
+        self.addCleanup(P.stop, g)
+        return g
+
+    @staticmethod
+    def infer(g, via):
+        """(status, body) of one inference of `simple` through the route `via`."""
+        status, _, body = g.request("POST", "/v2/models/simple/infer", SIMPLE,
+                                    headers={"x-via": via})
+        return status, body
+
+    def assertServed(self, g, via):
+        status, body = self.infer(g, via)
+        self.assertEqual(status, 200, body)
+        outputs = {o["name"]: o["data"] for o in json.loads(body)["outputs"]}
+        self.assertEqual(outputs["OUTPUT0"], [i + 1 for i in range(16)])
+
+    def assertRefused(self, g, via, *names):
+        """The request through `via` fails as an upstream failure (502 / 503) whose error
+        names each of `names`; the gateway goes on serving."""
+        status, body = self.infer(g, via)
+        self.assertIn(status, (502, 503), body)
+        error = json.loads(body)["error"]
+        for name in names:
+            self.assertIn(name, error)
+        self.assertServed(g, "local")
+
+    def test_inference_through_verified_tls_to_grpc_and_http_upstreams(self):
+        g = self.front("F", '{ ca: "%s", server_name: upstream.internal }' % PKI.ca)
+        self.assertServed(g, "grpc")
+        self.assertServed(g, "http")
+        # The health checks reach both upstreams over TLS too: the gateway becomes ready.
+        self.assertTrue(wait_until(lambda: g.request("GET", "/v2/health/ready")[0] == 200),
+                        "".join(g.stderr_lines[-20:]))
+        # Many requests on the kept connections.
+        for _ in range(20):
+            self.assertEqual(self.infer(g, "grpc")[0], 200)
+            self.assertEqual(self.infer(g, "http")[0], 200)
+
+    def test_without_server_name_the_endpoint_address_is_verified(self):
+        g = self.front("F0", '{ ca: "%s" }' % PKI.ca)  # 127.0.0.1 is in the certificate
+        self.assertServed(g, "grpc")
+        self.assertServed(g, "http")
+        # Not in this one: refused, though its CA is trusted.
+        g = self.front("FA", '{ ca: "%s" }' % OTHER.ca, upstream=self.uo, check=UNCHECKED)
+        self.assertRefused(g, "grpc", "via-grpc", "Peer name 127.0.0.1 is not in peer certificate")
+        self.assertRefused(g, "http", "via-http", "certificate was not accepted", "127.0.0.1")
+        # Named as the certificate does, it is served.
+        g = self.front("FA2", '{ ca: "%s", server_name: stranger.internal }' % OTHER.ca,
+                       upstream=self.uo)
+        self.assertServed(g, "grpc")
+        self.assertServed(g, "http")
+
+    def test_a_server_name_not_in_the_certificate_fails_and_serving_goes_on(self):
+        g = self.front("FN", '{ ca: "%s", server_name: wrong.internal }' % PKI.ca,
+                       check=UNCHECKED)
+        self.assertRefused(g, "grpc", "via-grpc", "wrong.internal is not in peer certificate")
+        self.assertRefused(g, "http", "via-http", "certificate was not accepted",
+                           "wrong.internal")
+        self.assertRefused(g, "grpc", "via-grpc")  # and again: no state went bad
+        self.assertEqual(g.request("GET", "/v2/health/live")[0], 200)
+
+    def test_an_upstream_certificate_from_another_ca_is_refused(self):
+        g = self.front("FC", '{ ca: "%s", server_name: upstream.internal }' % OTHER.ca,
+                       check=UNCHECKED)
+        self.assertRefused(g, "grpc", "via-grpc", "certificate verify failed")
+        self.assertRefused(g, "http", "via-http", "certificate was not accepted")
+        # The system's trust store (no ca) does not know the test CA either.
+        g = self.front("FS", '{ server_name: upstream.internal }', check=UNCHECKED)
+        self.assertRefused(g, "grpc", "via-grpc", "certificate verify failed")
+        self.assertRefused(g, "http", "via-http", "certificate was not accepted")
+
+    def test_an_upstream_that_requires_a_client_certificate(self):
+        plain = '{ ca: "%s", server_name: upstream.internal' % PKI.ca
+        g = self.front("FM0", plain + " }", upstream=self.um, check=UNCHECKED)
+        self.assertRefused(g, "grpc", "via-grpc")
+        self.assertRefused(g, "http", "via-http")
+        g = self.front("FM", plain + ', cert: "%s", key: "%s" }'
+                       % (PKI.cert("client"), PKI.key("client")), upstream=self.um)
+        self.assertServed(g, "grpc")
+        self.assertServed(g, "http")
+
+    def test_insecure_skip_verify_accepts_an_unverifiable_upstream_and_says_so(self):
+        # Neither its CA is trusted nor its address in its certificate.
+        g = self.front("FI", "{ insecure_skip_verify: true }", upstream=self.uo)
+        self.assertServed(g, "grpc")
+        self.assertServed(g, "http")
+        warnings = [json.loads(l) for l in g.stderr_lines if '"upstream_tls_insecure"' in l]
+        self.assertEqual(sorted(w["upstream"] for w in warnings), ["via-grpc", "via-http"])
+        self.assertTrue(all(w["level"] == "warning" for w in warnings), warnings)
+
+
 class StartupErrors(unittest.TestCase):
     def test_a_key_of_another_certificate_refuses_the_start(self):
         g = Gateway.from_template(TEMPLATE, cert=PKI.cert("server"), key=PKI.key("client"),
@@ -319,16 +499,31 @@ class StartupErrors(unittest.TestCase):
         self.assertIn("listeners.http.tls.key: " + PKI.key("client")
                       + ": the key does not belong to the certificate", str(caught.exception))
 
-    def test_tls_toward_an_upstream_is_refused_until_it_is_built(self):
+    def test_an_upstream_ca_bundle_that_does_not_load_refuses_the_start(self):
+        missing = PKI.dir + "/missing-ca.pem"
         remote = ("  - name: remote\n    protocol: grpc\n    endpoints: [\"127.0.0.1:9\"]\n"
-                  "    tls: { ca: \"$ca\" }\nroutes:\n")
+                  "    tls: { ca: \"" + missing + "\" }\nroutes:\n")
         g = Gateway.from_template(TEMPLATE.replace("routes:\n", remote, 1),
                                   cert=PKI.cert("server"), key=PKI.key("server"), ca=PKI.ca,
                                   auth="none")
         with self.assertRaises(RuntimeError) as caught:
             g.start()
         g.dir.cleanup()
-        self.assertIn("upstreams[remote].tls: TLS toward upstreams is not available",
+        self.assertIn("upstreams[remote].tls.ca: " + missing + ": No such file or directory",
+                      str(caught.exception))
+
+    def test_an_upstream_client_key_of_another_certificate_refuses_the_start(self):
+        remote = ("  - name: remote\n    protocol: http\n    endpoints: [\"127.0.0.1:9\"]\n"
+                  "    tls: { cert: \"$client_cert\", key: \"$other_key\" }\nroutes:\n")
+        g = Gateway.from_template(TEMPLATE.replace("routes:\n", remote, 1),
+                                  cert=PKI.cert("server"), key=PKI.key("server"), ca=PKI.ca,
+                                  auth="none", client_cert=PKI.cert("client"),
+                                  other_key=PKI.key("expired"))
+        with self.assertRaises(RuntimeError) as caught:
+            g.start()
+        g.dir.cleanup()
+        self.assertIn("upstreams[remote].tls.key: " + PKI.key("expired")
+                      + ": the key does not belong to the certificate in " + PKI.cert("client"),
                       str(caught.exception))
 
 

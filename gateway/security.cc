@@ -1,0 +1,67 @@
+#include "gateway/security.h"
+
+#include <ctime>
+
+namespace infergate::gateway {
+
+std::shared_ptr<const Security::Settings> Security::settingsOf(const config::GatewayConfig& config) {
+  auto s = std::make_shared<Settings>();
+  if (!config.rate_limits.empty()) s->limiter = std::make_shared<RateLimiter>(config.rate_limits);
+  s->http_public = config.http && config.http->isPublic();
+  s->grpc_public = config.grpc && config.grpc->isPublic();
+  return s;
+}
+
+codecs::StatusOr<std::shared_ptr<Security>> Security::create(const config::GatewayConfig& config) {
+  std::shared_ptr<Security> self(new Security());
+  INFERGATE_ASSIGN_OR_RETURN(self->auth_, tls::AuthenticatorSource::create(config.auth));
+  self->settings_ = settingsOf(config);
+  return self;
+}
+
+std::shared_ptr<Security> Security::open() {
+  // An empty auth section reads no file and cannot fail.
+  return *create(config::GatewayConfig{});
+}
+
+codecs::StatusOr<std::optional<tls::Principal>> Security::admit(const tls::PresentedCredentials& presented,
+                                                                config::ApiGroup group, bool write,
+                                                                tls::Listener listener) const {
+  const std::shared_ptr<const tls::Authenticator> auth = authenticator();
+  const std::shared_ptr<const Settings> settings = std::atomic_load(&settings_);
+  INFERGATE_ASSIGN_OR_RETURN(std::optional<tls::Principal> principal,
+                             auth->authenticate(presented, static_cast<int64_t>(std::time(nullptr))));
+  const bool is_public = listener == tls::Listener::kHttp ? settings->http_public : settings->grpc_public;
+  INFERGATE_RETURN_IF_ERROR(tls::authorizeGroup(auth->config(), tls::AccessRequest{group, write, listener, is_public},
+                                                principal ? &*principal : nullptr));
+  return principal;
+}
+
+codecs::Status Security::rateLimit(const Caller& caller, std::string_view model) const {
+  const std::shared_ptr<const Settings> settings = std::atomic_load(&settings_);
+  if (!settings->limiter) return absl::OkStatus();
+  return settings->limiter->take(caller.name(), model, RateLimiter::Clock::now());
+}
+
+codecs::StatusOr<std::shared_ptr<const Security::Prepared>> Security::prepare(
+    const config::GatewayConfig& config) const {
+  INFERGATE_ASSIGN_OR_RETURN(std::shared_ptr<const tls::Authenticator> authenticator,
+                             tls::Authenticator::create(config.auth));
+  return std::make_shared<const Prepared>(Prepared{std::move(authenticator), settingsOf(config)});
+}
+
+void Security::install(const Prepared& prepared) {
+  auth_->install(prepared.authenticator);
+  std::atomic_store(&settings_, prepared.settings);
+}
+
+codecs::Status Security::watchFiles(bool* changed) {
+  *changed = false;
+  const auto now = std::chrono::steady_clock::now();
+  const auto every = std::chrono::milliseconds(authenticator()->config().watch_interval_ms);
+  if (now - last_watch_ < every) return absl::OkStatus();
+  last_watch_ = now;
+  return auth_->reloadIfChanged(changed);
+}
+
+}  // namespace infergate::gateway

@@ -1,0 +1,86 @@
+#pragma once
+
+// The security stage of the pipeline, run by each frontend before it does anything for a
+// request (DESIGN.md "The pipeline"; SECURITY.md):
+//
+//   admit(presented, access)   who is calling (tls::Authenticator) and whether they may
+//                              call the API group (tls::authorizeGroup): the principal,
+//                              nobody (anonymous), or UNAUTHENTICATED / PERMISSION_DENIED
+//   route rules                Router::decide checks routes[].auth with the Caller
+//   rateLimit(caller, model)   the rate_limits buckets, for inference requests
+//
+// reload() takes a new configuration's `auth` and `rate_limits` (an auth file that does
+// not load refuses the reload, and the current settings stay); watchFiles() re-reads key
+// and JWKS files that changed (control thread).
+//
+// Threads: admit() and rateLimit() from any thread; reload() and watchFiles() from the
+// control thread.
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "codecs/status.h"
+#include "config/config.h"
+#include "gateway/rate_limiter.h"
+#include "tls/access_policy.h"
+#include "tls/authenticator.h"
+
+namespace infergate::gateway {
+
+// Who a request is from and where it came in: what route rules and rate limits look at.
+struct Caller {
+  const tls::Principal* principal = nullptr;  // null: anonymous
+  tls::Listener listener = tls::Listener::kHttp;
+  std::string_view name() const { return principal ? std::string_view(principal->name) : "anonymous"; }
+};
+
+class Security {
+ public:
+  static codecs::StatusOr<std::shared_ptr<Security>> create(const config::GatewayConfig& config);
+  // No credentials, no rules, no limits, private listeners: what the frontends' own tests
+  // and an embedding without a config get.
+  static std::shared_ptr<Security> open();
+
+  codecs::StatusOr<std::optional<tls::Principal>> admit(const tls::PresentedCredentials& presented,
+                                                        config::ApiGroup group, bool write,
+                                                        tls::Listener listener) const;
+  // The header (gRPC: metadata key) carrying a bare API key; "" = none.
+  std::string apiKeyHeader() const { return authenticator()->config().api_key_header; }
+  codecs::Status rateLimit(const Caller& caller, std::string_view model) const;
+
+  // A reload in two steps, so that nothing changes unless the whole reload succeeds:
+  // prepare() reads the new files (INVALID_ARGUMENT naming the one that fails), install()
+  // makes the result current.
+  struct Prepared;
+  codecs::StatusOr<std::shared_ptr<const Prepared>> prepare(const config::GatewayConfig& config) const;
+  void install(const Prepared& prepared);
+  // Re-reads changed key / JWKS files every auth.watch_interval_ms; `*changed` tells
+  // whether a rebuild was tried (its error, if any, is returned; the old one stays).
+  codecs::Status watchFiles(bool* changed);
+
+ private:
+  struct Settings {
+    std::shared_ptr<RateLimiter> limiter;  // null: no rate_limits
+    bool http_public = false, grpc_public = false;
+  };
+
+ public:
+  struct Prepared {
+    std::shared_ptr<const tls::Authenticator> authenticator;
+    std::shared_ptr<const Settings> settings;
+  };
+
+ private:
+  Security() = default;
+  std::shared_ptr<const tls::Authenticator> authenticator() const { return auth_->current(); }
+  static std::shared_ptr<const Settings> settingsOf(const config::GatewayConfig& config);
+
+  std::shared_ptr<tls::AuthenticatorSource> auth_;
+  std::shared_ptr<const Settings> settings_;  // atomic_load / atomic_store
+  std::chrono::steady_clock::time_point last_watch_{};
+};
+
+}  // namespace infergate::gateway

@@ -1,0 +1,343 @@
+// HttpUpstreamClient over TLS (options.tls) against the project's HttpServer serving TLS
+// on loopback and on a unix socket, with certificates made at test time
+// (tls/testing/test_certs.h): verification by CA and name, server_name, mTLS,
+// insecure_skip_verify, keep-alive reuse of TLS connections, and sessions offered again by
+// new connections. The server's SSL_CTX counts the handshakes it ran and the sessions
+// offered to it.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <future>
+#include <mutex>
+
+#include "config/listen_address.h"
+#include "gateway/upstream/http_client.h"
+#include "gateway/upstream/upstream_status.h"
+#include "gateway/upstream/upstream_test_servers.h"
+#include "tls/server_context.h"
+#include "tls/testing/test_certs.h"
+
+namespace infergate::gateway::upstream {
+namespace {
+
+using codecs::Buffer;
+using codecs::StatusOr;
+using http::HttpExchange;
+using http::HttpResponse;
+using testing::HttpTestUpstream;
+using testing::LoopThread;
+using ClientAuth = config::ServerTlsConfig::ClientAuth;
+
+constexpr auto kWait = std::chrono::seconds(30);
+
+std::string readAll(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  EXPECT_NE(f, nullptr) << path;
+  if (f == nullptr) return "";
+  std::string bytes;
+  char chunk[4096];
+  size_t n = 0;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0) bytes.append(chunk, n);
+  std::fclose(f);
+  return bytes;
+}
+
+class HttpClientTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // As main() does: a peer that aborts a handshake must not kill the process when the
+    // upstream writes its alert.
+    std::signal(SIGPIPE, SIG_IGN);
+    tls::testing::LeafOptions server;
+    server.common_name = "upstream.internal";
+    server.dns_names = {"upstream.internal", "localhost"};
+    server.ip_addresses = {"127.0.0.1"};
+    pki_.issue("server", server);
+    tls::testing::LeafOptions client;
+    client.common_name = "gateway";
+    client.dns_names = {"gateway.internal"};
+    client.ip_addresses = {};
+    client.client = true;
+    pki_.issue("client", client);
+  }
+
+  void TearDown() override {
+    client_thread_.run([this] { client_.reset(); });
+    if (server_) server_->stop();
+    if (!unix_path_.empty()) std::filesystem::remove(unix_path_);
+  }
+
+  // The upstream: answers with the body and the Host header it saw, or on /stream sends
+  // one piece of a response it never ends; TLS with `auth`
+  // toward clients (their CA: the test CA); on loopback and on a unix socket.
+  void serve(ClientAuth auth = ClientAuth::kNone) {
+    config::ServerTlsConfig c;
+    c.cert = pki_.cert("server");
+    c.key = pki_.key("server");
+    if (auth != ClientAuth::kNone) c.client_ca = pki_.caCert();
+    c.client_auth = auth;
+    auto source = tls::ServerContextSource::create(c, {"http/1.1"});
+    ASSERT_TRUE(source.ok()) << source.status();
+    source_ = *source;
+    server_ = std::make_unique<HttpTestUpstream>([this](std::shared_ptr<HttpExchange> e) {
+      if (e->request().path() == "/stream") {
+        e->beginStream(HttpResponse{});
+        e->sendChunk(Buffer::copyOf("first piece"));
+        held_.push_back(std::move(e));  // open until the server stops
+        return;
+      }
+      HttpResponse r;
+      const std::string* host = e->request().headers.find("Host");
+      r.header("X-Seen-Host", host ? *host : "");
+      r.body.append(e->request().body);
+      e->respond(std::move(r));
+    });
+    server_->setTls(source_);
+    auto bound = server_->listenOnLoopback();
+    ASSERT_TRUE(bound.ok()) << bound.status();
+    endpoint_ = *config::parseListenAddress(bound->address);
+    unix_path_ = (std::filesystem::temp_directory_path() /
+                  ("infergate_http_client_tls_" + std::to_string(::getpid()) + ".sock"))
+                     .string();
+    auto bound_unix = server_->listen(http::ListenSpec::unixPath(unix_path_));
+    ASSERT_TRUE(bound_unix.ok()) << bound_unix.status();
+    unix_endpoint_ = *config::parseListenAddress(bound_unix->address);
+    server_->start();
+  }
+
+  HttpClientTls trusting() const {
+    HttpClientTls t;
+    t.ca_pem = readAll(pki_.caCert());
+    return t;
+  }
+
+  void useTls(HttpClientTls tls) {
+    client_thread_.run([this] { client_.reset(); });
+    options_.tls = std::move(tls);
+  }
+
+  HttpUpstreamClient& client() {
+    if (!client_) client_ = std::make_unique<HttpUpstreamClient>(client_thread_.loop(), options_);
+    return *client_;
+  }
+
+  // POSTs `body` to /echo and waits for the answer.
+  StatusOr<HttpUpstreamResponse> fetch(const std::string& body,
+                                       const config::ListenAddress* to = nullptr) {
+    auto done = std::make_shared<std::promise<StatusOr<HttpUpstreamResponse>>>();
+    auto answer = done->get_future();
+    const config::ListenAddress& endpoint = to ? *to : endpoint_;
+    client_thread_.run([&] {
+      HttpUpstreamRequest request;
+      request.target = "/echo";
+      request.body.append(Buffer::fromString(body));
+      HttpUpstreamCallbacks callbacks;
+      callbacks.on_complete = [done](StatusOr<HttpUpstreamResponse> r) { done->set_value(std::move(r)); };
+      client().send(endpoint, std::move(request), std::move(callbacks));
+    });
+    if (answer.wait_for(kWait) != std::future_status::ready) {
+      return absl::InternalError("test: no completion within 30 s");
+    }
+    return answer.get();
+  }
+
+  // Handshakes the upstream has run.
+  long handshakes() const { return SSL_CTX_sess_accept(source_->current()->get()); }
+  // From now on, counts the handshakes in which the client offered a session to resume
+  // (a TLS 1.3 pre-shared key). Whether the upstream then takes it is its own business:
+  // the client's part is to offer it.
+  void countOffers() {
+    SSL_CTX_set_client_hello_cb(source_->current()->get(), &onClientHello, &offers_);
+  }
+  static int onClientHello(SSL* ssl, int*, void* offers) {
+    const unsigned char* psk = nullptr;
+    size_t length = 0;
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_psk, &psk, &length) == 1 && length > 0) {
+      ++*static_cast<std::atomic<int>*>(offers);
+    }
+    return SSL_CLIENT_HELLO_SUCCESS;
+  }
+
+  tls::testing::TestPki pki_;
+  std::shared_ptr<tls::ServerContextSource> source_;
+  std::unique_ptr<HttpTestUpstream> server_;
+  config::ListenAddress endpoint_, unix_endpoint_;
+  std::string unix_path_;
+  HttpClientOptions options_{.upstream_name = "secure"};
+  LoopThread client_thread_;
+  std::unique_ptr<HttpUpstreamClient> client_;  // client loop only
+  std::atomic<int> offers_{0};  // the upstream's loop writes, the test reads
+  std::vector<std::shared_ptr<HttpExchange>> held_;  // the upstream's loop only
+};
+
+TEST_F(HttpClientTlsTest, VerifiesTheUpstreamByCaAndAddress) {
+  serve();
+  useTls(trusting());
+  auto r = fetch("over tls");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body.view(), "over tls");
+  EXPECT_EQ(*r->headers.find("X-Seen-Host"), endpoint_.text);
+}
+
+TEST_F(HttpClientTlsTest, ServerNameIsSentAndVerifiedWhileTheConnectionGoesToTheEndpoint) {
+  serve();
+  HttpClientTls t = trusting();
+  t.server_name = "upstream.internal";  // resolves nowhere: CONNECT_TO takes it there
+  useTls(t);
+  auto r = fetch("named");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "named");
+  EXPECT_EQ(*r->headers.find("X-Seen-Host"),
+            "upstream.internal:" + std::to_string(endpoint_.port));
+}
+
+TEST_F(HttpClientTlsTest, ServerNameNotInTheCertificateIsRefusedBeforeSending) {
+  serve();
+  HttpClientTls t = trusting();
+  t.server_name = "elsewhere.internal";
+  useTls(t);
+  auto r = fetch("x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_NE(r.status().message().find("upstream 'secure' (" + endpoint_.text +
+                                      "): the upstream's TLS certificate was not accepted"),
+            std::string::npos)
+      << r.status();
+  EXPECT_TRUE(wasNotSent(r.status()));
+  EXPECT_EQ(codecs::originOf(r.status()), codecs::ErrorOrigin::kUpstream);
+}
+
+TEST_F(HttpClientTlsTest, AnotherCaIsRefused) {
+  serve();
+  tls::testing::TestPki other("another CA");
+  HttpClientTls t;
+  t.ca_pem = readAll(other.caCert());
+  useTls(t);
+  auto r = fetch("x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_TRUE(wasNotSent(r.status()));
+}
+
+TEST_F(HttpClientTlsTest, NoCaMeansTheSystemStoreWhichKnowsNotTheTestCa) {
+  serve();
+  useTls(HttpClientTls{});
+  auto r = fetch("x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+}
+
+TEST_F(HttpClientTlsTest, InsecureSkipVerifyAcceptsAnUnverifiableUpstream) {
+  serve();
+  HttpClientTls t;
+  t.verify = false;
+  t.server_name = "elsewhere.internal";
+  useTls(t);
+  auto r = fetch("unchecked");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "unchecked");
+}
+
+TEST_F(HttpClientTlsTest, RequiredClientCertificateIsPresentedWhenGiven) {
+  serve(ClientAuth::kRequire);
+  useTls(trusting());
+  auto refused = fetch("no certificate");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+
+  HttpClientTls t = trusting();
+  t.cert_pem = readAll(pki_.cert("client"));
+  t.key_pem = readAll(pki_.key("client"));
+  useTls(t);
+  auto r = fetch("with certificate");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "with certificate");
+}
+
+TEST_F(HttpClientTlsTest, UnixSocketEndpointSpeaksTlsToo) {
+  serve();
+  useTls(trusting());  // verified as "localhost"
+  auto r = fetch("over a socket", &unix_endpoint_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "over a socket");
+  HttpClientTls named = trusting();
+  named.server_name = "upstream.internal";
+  useTls(named);
+  r = fetch("named socket", &unix_endpoint_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r->headers.find("X-Seen-Host"), "upstream.internal");
+}
+
+TEST_F(HttpClientTlsTest, ServerNameReachesAnIpv6Endpoint) {
+  serve();  // for its context; the upstream here is one of its own on ::1
+  HttpTestUpstream v6([](std::shared_ptr<HttpExchange> e) {
+    HttpResponse r;
+    r.body.append(e->request().body);
+    e->respond(std::move(r));
+  });
+  v6.setTls(source_);
+  auto v6_bound = v6.listen(http::ListenSpec::tcp("::1", 0));
+  if (!v6_bound.ok()) GTEST_SKIP() << "no IPv6 loopback here: " << v6_bound.status();
+  v6.start();
+  config::ListenAddress endpoint = *config::parseListenAddress(v6_bound->address);  // [::1]:p
+  HttpClientTls t = trusting();
+  t.server_name = "upstream.internal";  // the certificate has no ::1
+  useTls(t);
+  auto r = fetch("over v6", &endpoint);
+  client_thread_.run([this] { client_.reset(); });
+  v6.stop();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "over v6");
+}
+
+TEST_F(HttpClientTlsTest, SequentialRequestsReuseOneTlsConnection) {
+  serve();
+  HttpClientTls t = trusting();
+  t.server_name = "upstream.internal";
+  useTls(t);
+  for (int i = 0; i < 20; ++i) {
+    auto r = fetch("request " + std::to_string(i));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->body.view(), "request " + std::to_string(i));
+  }
+  EXPECT_EQ(handshakes(), 1);
+}
+
+TEST_F(HttpClientTlsTest, ANewHandleOffersTheSessionAnotherHandleGot) {
+  serve();
+  countOffers();
+  useTls(trusting());
+  // A: a response that stays open after its first piece, so its handle stays busy. The
+  // session tickets precede that piece on the connection: once it is in, they are cached.
+  auto first_piece = std::make_shared<std::promise<void>>();
+  client_thread_.run([&] {
+    HttpUpstreamRequest request;
+    request.method = "GET";
+    request.target = "/stream";
+    HttpUpstreamCallbacks callbacks;
+    callbacks.on_head = [](int, const http::HeaderList&) {};
+    callbacks.on_data = [first_piece, set = false](Buffer) mutable {
+      if (!set) first_piece->set_value();
+      set = true;
+    };
+    callbacks.on_complete = [](StatusOr<HttpUpstreamResponse>) {};
+    client().send(endpoint_, std::move(request), std::move(callbacks));
+  });
+  ASSERT_EQ(first_piece->get_future().wait_for(kWait), std::future_status::ready);
+  EXPECT_EQ(offers_.load(), 0);
+  // B, meanwhile: a new connection on a new easy handle, which has the session only
+  // through the client's shared cache (TLS 1.3: OpenSSL offers a ticket once, so one
+  // connection's resumption is all there is to see).
+  auto r = fetch("second");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(handshakes(), 2);
+  EXPECT_EQ(offers_.load(), 1);
+}
+
+}  // namespace
+}  // namespace infergate::gateway::upstream
