@@ -131,25 +131,11 @@ std::optional<JwtConfig> readJwt(YamlReader& reader, const YamlValue& value) {
   return jwt;
 }
 
-// `listeners: [http, grpc]` of an access rule.
+// `listeners: [http, grpc]` of an access rule; unlike shm's, an empty list is refused.
 void readRuleListeners(YamlReader& reader, const YamlValue& value, AccessRule& rule) {
-  std::optional<std::vector<YamlValue>> items = reader.sequence(value);
-  if (!items) return;
-  rule.http = false;
-  rule.grpc = false;
-  for (const YamlValue& item : *items) {
-    std::optional<std::string> text = reader.string(item);
-    if (!text) continue;
-    bool* flag = *text == "http" ? &rule.http : *text == "grpc" ? &rule.grpc : nullptr;
-    if (!flag) {
-      reader.error(item, strCat("unknown listener \"", *text, "\" (allowed: http, grpc)"));
-    } else if (*flag) {
-      reader.error(item, strCat("listener \"", *text, "\" is listed twice"));
-    } else {
-      *flag = true;
-    }
+  if (readListenerList(reader, value, rule.http, rule.grpc) == size_t{0}) {
+    reader.error(value, "no listener: write allow: deny to refuse the group everywhere");
   }
-  if (items->empty()) reader.error(value, "no listener: write allow: deny to refuse the group everywhere");
 }
 
 // `allow`: public | authenticated | deny | [principal, ...].
@@ -259,6 +245,26 @@ std::optional<RateLimitConfig> readRateLimit(YamlReader& reader, const YamlValue
 }
 
 }  // namespace
+
+std::optional<size_t> readListenerList(YamlReader& reader, const YamlValue& value, bool& http, bool& grpc) {
+  std::optional<std::vector<YamlValue>> items = reader.sequence(value);
+  if (!items) return std::nullopt;
+  http = false;
+  grpc = false;
+  for (const YamlValue& item : *items) {
+    std::optional<std::string> text = reader.string(item);
+    if (!text) continue;
+    bool* flag = *text == "http" ? &http : *text == "grpc" ? &grpc : nullptr;
+    if (!flag) {
+      reader.error(item, strCat("unknown listener \"", *text, "\" (allowed: http, grpc)"));
+    } else if (*flag) {
+      reader.error(item, strCat("listener \"", *text, "\" is listed twice"));
+    } else {
+      *flag = true;
+    }
+  }
+  return items->size();
+}
 
 std::optional<AccessRule> readAccessRule(YamlReader& reader, const YamlValue& value) {
   AccessRule rule;

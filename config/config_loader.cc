@@ -510,23 +510,7 @@ void Loader::readShmKeyPrefixes(const YamlValue& value) {
 
 // Given, the list replaces the default (both): `listeners: []` lets no frontend register.
 void Loader::readShmListeners(const YamlValue& value) {
-  std::optional<std::vector<YamlValue>> items = reader_.sequence(value);
-  if (!items) return;
-  ShmConfig& s = config_.shm;
-  s.http = false;
-  s.grpc = false;
-  for (const YamlValue& item : *items) {
-    std::optional<std::string> text = reader_.string(item);
-    if (!text) continue;
-    bool* flag = *text == "http" ? &s.http : *text == "grpc" ? &s.grpc : nullptr;
-    if (!flag) {
-      reader_.error(item, strCat("unknown listener \"", *text, "\" (allowed: http, grpc)"));
-    } else if (*flag) {
-      reader_.error(item, strCat("listener \"", *text, "\" is listed twice"));
-    } else {
-      *flag = true;
-    }
-  }
+  readListenerList(reader_, value, config_.shm.http, config_.shm.grpc);
 }
 
 // yaml-cpp reports positions 0-based; an unknown position (-1) reads as 1:1.

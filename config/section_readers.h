@@ -69,6 +69,11 @@ std::optional<UpstreamConfig> readUpstream(YamlReader& reader, const YamlValue& 
 std::optional<RouteConfig> readRoute(YamlReader& reader, const YamlValue& value,
                                      RouteMarks& marks);
 
+// `listeners: [http, grpc]` (shm, access rules): sets `http` and `grpc` to whether each is
+// listed (both false first); unknown or repeated names are errors. The number of items
+// read, or nullopt when `value` is not a sequence (then nothing changes).
+std::optional<size_t> readListenerList(YamlReader& reader, const YamlValue& value, bool& http, bool& grpc);
+
 // `routes[].auth` and each `auth.api_groups` entry: public | authenticated | deny | a list
 // of principals, or a mapping {allow: ..., listeners: [http, grpc]}. auth_reader.cc.
 std::optional<AccessRule> readAccessRule(YamlReader& reader, const YamlValue& value);

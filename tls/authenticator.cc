@@ -161,8 +161,7 @@ codecs::StatusOr<std::shared_ptr<AuthenticatorSource>> AuthenticatorSource::crea
 }
 
 std::shared_ptr<const Authenticator> AuthenticatorSource::current() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return current_;
+  return std::atomic_load(&current_);
 }
 
 codecs::Status AuthenticatorSource::update(const config::AuthConfig& config) {
@@ -173,8 +172,7 @@ codecs::Status AuthenticatorSource::update(const config::AuthConfig& config) {
 }
 
 void AuthenticatorSource::install(std::shared_ptr<const Authenticator> next) {
-  std::lock_guard<std::mutex> lock(mu_);
-  current_ = std::move(next);
+  std::atomic_store(&current_, std::move(next));
   failed_stamps_.clear();
 }
 

@@ -25,12 +25,12 @@
 // one (update). A file that does not load keeps the last good Authenticator serving.
 //
 // Threads: Authenticator is immutable; authenticate() from any thread. The source's
-// current() from any thread; update() / reloadIfChanged() from one thread at a time.
+// current() from any thread (an atomic load: every request reads it); update(), install()
+// and reloadIfChanged() from one thread at a time.
 
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -107,9 +107,8 @@ class AuthenticatorSource {
 
  private:
   AuthenticatorSource() = default;
-  mutable std::mutex mu_;
-  std::shared_ptr<const Authenticator> current_;
-  FileStamps failed_stamps_;
+  std::shared_ptr<const Authenticator> current_;  // atomic_load / atomic_store: read per request
+  FileStamps failed_stamps_;                      // the updating thread's only
 };
 
 // The value of a Bearer authorization ("Bearer abc" -> "abc", scheme case-insensitive);
