@@ -509,6 +509,7 @@ void GatewayServer::shutdown(std::chrono::milliseconds grace) {
   if (s.discovery) s.discovery->stop();
   s.router->shutdown();  // gRPC upstream calls post their completions to the loops
   s.pool->stop();
+  s.router->abandonHttp();
   upstream::Housekeeper::instance().drain();  // endpoints let go of, destroyed
   s.started = false;
 }

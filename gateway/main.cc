@@ -2,13 +2,18 @@
 
 #include <sys/resource.h>
 
+#include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <string>
+#include <thread>
 #include <string_view>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "grpc/grpc.h"
 #include "config/config_loader.h"
 #include "config/validate_command.h"
 #include "gateway/gateway_server.h"
@@ -38,28 +43,36 @@ void raiseFileLimit() {
   }
 }
 
-int runGateway(std::string_view config_path, std::string_view ready_file) {
-  // Debian's abseil checks every absl::Mutex acquisition (grpc's locks) for lock-order
-  // cycles, a debugging aid: ~1.5% of the gateway's CPU on the gRPC passthrough path
-  // (perf record of the gateway under load); it does not change what locks do.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  auto config = infergate::config::loadConfigFile(std::string(config_path));
-  if (!config.ok()) {
-    std::cerr << "infergate: " << infergate::codecs::messageOf(config.status()) << "\n";
-    return 1;
+// The threads of this process that carry a name of their own: grpc names each of its
+// threads; the gateway's threads keep the process's name.
+int namedThreads() {
+  std::error_code error;
+  std::string self;
+  std::ifstream("/proc/self/comm") >> self;
+  int named = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", error)) {
+    std::string name;
+    std::ifstream(task.path() / "comm") >> name;
+    if (!name.empty() && name != self) ++named;
   }
-  raiseFileLimit();
-  // Signals are taken synchronously by this thread; every other thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  return named;
+}
 
-  const auto drain = std::chrono::milliseconds(config->lifecycle.drain_timeout_ms);
-  infergate::gateway::GatewayServer server(std::move(*config));
+// grpc's threads end after grpc_shutdown returns, each running its thread-exit handlers
+// (OpenSSL frees its per-thread state there). Exiting the process while one is half way
+// would race those handlers with exit-time checks and destructors, so the exit waits for
+// them, `limit` at most.
+void awaitLibraryThreads(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (namedThreads() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+int serve(infergate::config::GatewayConfig config, std::string_view ready_file,
+          const sigset_t& signals) {
+  const auto drain = std::chrono::milliseconds(config.lifecycle.drain_timeout_ms);
+  infergate::gateway::GatewayServer server(std::move(config));
   infergate::codecs::Status started = server.start();
   if (!started.ok()) {
     std::cerr << "infergate: cannot start: " << infergate::codecs::messageOf(started) << "\n";
@@ -81,6 +94,35 @@ int runGateway(std::string_view config_path, std::string_view ready_file) {
   std::cerr << "infergate: signal " << signal << ", draining\n";
   server.shutdown(drain);
   return 0;
+}
+
+int runGateway(std::string_view config_path, std::string_view ready_file) {
+  // Debian's abseil checks every absl::Mutex acquisition (grpc's locks) for lock-order
+  // cycles, a debugging aid: ~1.5% of the gateway's CPU on the gRPC passthrough path
+  // (perf record of the gateway under load); it does not change what locks do.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  auto config = infergate::config::loadConfigFile(std::string(config_path));
+  if (!config.ok()) {
+    std::cerr << "infergate: " << infergate::codecs::messageOf(config.status()) << "\n";
+    return 1;
+  }
+  raiseFileLimit();
+  // Signals are taken synchronously by this thread; every other thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  // The gateway holds grpc up from before the server until after it is gone, so grpc
+  // winds down here, not in exit-time destructors.
+  grpc_init();
+  const int code = serve(std::move(*config), ready_file, signals);
+  grpc_shutdown_blocking();
+  awaitLibraryThreads(std::chrono::seconds(1));
+  return code;
 }
 
 }  // namespace

@@ -147,6 +147,9 @@ class Router {
 
   // Stops the gRPC upstream calls in flight (see UpstreamSet::shutdownGrpc).
   void shutdown() { snapshot()->upstreams->shutdownGrpc(); }
+  // Drops the HTTP upstream calls still in flight (see UpstreamSet::abandonHttp); once the
+  // worker loops have stopped.
+  void abandonHttp() { snapshot()->upstreams->abandonHttp(); }
 
  private:
   explicit Router(http::WorkerPool* pool)

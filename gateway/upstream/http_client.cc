@@ -204,6 +204,8 @@ class CurlMultiClient {
                                        HttpUpstreamRequest request,
                                        HttpUpstreamCallbacks callbacks);
   void cancel(Call& call);
+  // Ends every call in flight without calling back (see HttpUpstreamClient::abandonAll).
+  void abandonAll();
 
   // libcurl's data callbacks (userdata: the Call).
   static size_t onHeader(char* data, size_t size, size_t count, void* userdata);
@@ -282,6 +284,19 @@ CurlMultiClient::CurlMultiClient(http::EventLoop& loop, HttpClientOptions option
 
 CurlMultiClient::~CurlMultiClient() {
   if (destroyed_ != nullptr) *destroyed_ = true;
+  abandonAll();
+  for (CURL* easy : idle_easies_) curl_easy_cleanup(easy);
+  idle_easies_.clear();
+  // Closes the cached connections; libcurl may still call onSocketUpdate/onTimerUpdate here.
+  if (multi_ != nullptr) curl_multi_cleanup(multi_);
+  // Last: every easy handle that used it is gone.
+  if (tls_sessions_ != nullptr) curl_share_cleanup(tls_sessions_);
+  for (auto& [fd, ev] : sockets_) event_free(ev);
+  sockets_.clear();
+  if (timer_ != nullptr) event_free(timer_);
+}
+
+void CurlMultiClient::abandonAll() {
   // Detach every call first (a late cancel() on a handle is then a no-op), and only then drop
   // the callbacks: their captures' destructors may run arbitrary code.
   std::unordered_map<Call*, std::shared_ptr<Call>> calls;
@@ -293,16 +308,6 @@ CurlMultiClient::~CurlMultiClient() {
     call->owner = nullptr;
   }
   for (auto& [ptr, call] : calls) call->callbacks = {};
-  calls.clear();
-  for (CURL* easy : idle_easies_) curl_easy_cleanup(easy);
-  idle_easies_.clear();
-  // Closes the cached connections; libcurl may still call onSocketUpdate/onTimerUpdate here.
-  if (multi_ != nullptr) curl_multi_cleanup(multi_);
-  // Last: every easy handle that used it is gone.
-  if (tls_sessions_ != nullptr) curl_share_cleanup(tls_sessions_);
-  for (auto& [fd, ev] : sockets_) event_free(ev);
-  sockets_.clear();
-  if (timer_ != nullptr) event_free(timer_);
 }
 
 // ---- requests ----
@@ -906,6 +911,8 @@ HttpUpstreamClient::HttpUpstreamClient(http::EventLoop& loop, HttpClientOptions 
     : impl_(std::make_unique<Impl>(loop, std::move(options))) {}
 
 HttpUpstreamClient::~HttpUpstreamClient() = default;
+
+void HttpUpstreamClient::abandonAll() { impl_->client.abandonAll(); }
 
 std::shared_ptr<HttpCallHandle> HttpUpstreamClient::send(const config::ListenAddress& endpoint,
                                                          HttpUpstreamRequest request,

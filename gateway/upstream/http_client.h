@@ -110,6 +110,11 @@ class HttpUpstreamClient {
   HttpUpstreamClient(const HttpUpstreamClient&) = delete;
   HttpUpstreamClient& operator=(const HttpUpstreamClient&) = delete;
 
+  // Ends every call in flight without calling back, dropping the callbacks, as the
+  // destructor does. For shutdown, once the loop has stopped: a call's callbacks may hold
+  // (through the request) the set that owns this client, a cycle only this breaks.
+  void abandonAll();
+
   std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,
                                        HttpUpstreamRequest request,
                                        HttpUpstreamCallbacks callbacks);

@@ -1024,5 +1024,31 @@ TEST_F(HttpClientTest, DestructorWithRequestsInFlightCallsNothingAndLeaksNothing
   EXPECT_LE(callbacks_run->load(), 1);
 }
 
+TEST_F(HttpClientTest, AbandonAllBreaksACycleThroughTheCallbacks) {
+  // A call in flight whose callbacks own the client, as a request owns the upstream set
+  // that owns the client: nothing but abandonAll() (gateway shutdown) can free the two.
+  auto callbacks_run = std::make_shared<std::atomic<int>>(0);
+  std::weak_ptr<HttpUpstreamClient> weak;
+  client_thread_.run([&] {
+    auto owned = std::make_shared<HttpUpstreamClient>(client_thread_.loop(), options_);
+    weak = owned;
+    HttpUpstreamCallbacks callbacks;
+    callbacks.on_complete = [callbacks_run, owned](StatusOr<HttpUpstreamResponse>) {
+      callbacks_run->fetch_add(1);
+    };
+    owned->send(endpoint_, get("/hold"), std::move(callbacks));
+  });
+  ASSERT_TRUE(server_holds_.waitAtLeast(1));
+  client_thread_.run([&] { EXPECT_FALSE(weak.expired()); });  // the cycle holds it
+  client_thread_.run([&] {
+    std::shared_ptr<HttpUpstreamClient> client = weak.lock();
+    ASSERT_NE(client, nullptr);
+    client->abandonAll();
+  });
+  EXPECT_TRUE(weak.expired());
+  ASSERT_TRUE(server_cancels_.waitAtLeast(1));  // its connection was closed
+  EXPECT_EQ(callbacks_run->load(), 0);
+}
+
 }  // namespace
 }  // namespace infergate::gateway::upstream

@@ -165,6 +165,12 @@ Upstream* UpstreamSet::find(std::string_view name) const {
   return nullptr;
 }
 
+void UpstreamSet::abandonHttp() {
+  for (auto& u : upstreams_) {
+    for (auto& [loop, client] : u->http_) client->abandonAll();
+  }
+}
+
 void UpstreamSet::shutdownGrpc() {
   for (auto& u : upstreams_) {
     if (u->fleet_ && u->protocol() == Upstream::Protocol::kGrpc) u->fleet_->shutdownGrpc();

@@ -10,8 +10,8 @@
 // are thread-safe (gRPC) or used only on their own loop (HTTP).
 //
 // Shutdown order: shutdownGrpc() cancels gRPC calls in flight while the loops still run
-// (their completions post to the loops); the HTTP clients are destroyed with the set,
-// after the worker loops have stopped.
+// (their completions post to the loops); once the worker loops have stopped, abandonHttp()
+// drops the HTTP calls still in flight, and the HTTP clients are destroyed with the set.
 //
 // Reloads: build() takes the set it replaces; an upstream whose configuration is unchanged
 // keeps its fleet (endpoints, health, connections) and HTTP clients; a changed one keeps
@@ -96,6 +96,9 @@ class UpstreamSet {
 
   // Cancels every gRPC upstream call in flight and waits for their callbacks.
   void shutdownGrpc();
+  // Ends every HTTP upstream call in flight without calling back (HttpUpstreamClient::
+  // abandonAll); after the worker loops have stopped.
+  void abandonHttp();
 
  private:
   std::vector<std::unique_ptr<Upstream>> upstreams_;

@@ -399,6 +399,10 @@ class UpstreamTls(unittest.TestCase):
             TLS_FRONT, tls=tls, check=check, grpc=upstream.address("grpc"),
             http=upstream.address("http")))
         self.addCleanup(P.stop, g)
+        if check == CHECKED:
+            # Served only once the first health checks (over TLS too) have passed.
+            self.assertTrue(wait_until(lambda: g.request("GET", "/v2/health/ready")[0] == 200),
+                            "".join(g.stderr_lines[-20:]))
         return g
 
     @staticmethod
