@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "codecs/bytes_tensor.h"
+#include "codecs/json_depth.h"
 #include "codecs/json_writer.h"
 
 namespace infergate::codecs::json_internal {
@@ -270,6 +271,7 @@ Status Document::parse(std::string_view text, size_t readable, const DecodeLimit
     return resourceExhausted("JSON of ", text.size(), " bytes exceeds the limit of ",
                              limits.max_json_bytes, " bytes");
   }
+  INFERGATE_RETURN_IF_ERROR(checkJsonDepth(text, limits.max_json_depth));
   ThreadState& state = threadState();
   if (state.parser.capacity() > kParserKeepCapacity && text.size() < kParserKeepCapacity) {
     state.parser = od::parser();
@@ -366,7 +368,7 @@ StatusOr<std::string_view> decodeString(od::value value, std::string_view what) 
   return s;
 }
 
-StatusOr<Shape> decodeShape(od::value value, std::string_view tensor) {
+StatusOr<Shape> decodeShape(od::value value, std::string_view tensor, const DecodeLimits& limits) {
   od::array array;
   if (value.get_array().get(array)) {
     return invalidArgument("tensor '", tensor, "': 'shape' must be an array of integers");
@@ -381,8 +383,13 @@ StatusOr<Shape> decodeShape(od::value value, std::string_view tensor) {
                              "': 'shape' dimensions must be non-negative integers, got ",
                              tokenForMessage(dim));
     }
+    if (shape.rank() == limits.max_rank) {
+      return resourceExhausted("tensor '", tensor, "' has more than the limit of ",
+                               limits.max_rank, " dimensions");
+    }
     shape.push_back(d);
   }
+  INFERGATE_RETURN_IF_ERROR(checkShapeLimits(shape, tensor, limits));
   return shape;
 }
 

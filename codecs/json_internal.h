@@ -50,7 +50,7 @@ StatusOr<uint64_t> decodeUint(od::value value, std::string_view what);
 StatusOr<bool> decodeBool(od::value value, std::string_view what);
 StatusOr<std::string_view> decodeString(od::value value, std::string_view what);
 // An array of non-negative integers (a shape).
-StatusOr<Shape> decodeShape(od::value value, std::string_view tensor);
+StatusOr<Shape> decodeShape(od::value value, std::string_view tensor, const DecodeLimits& limits);
 
 // Decodes a (flat or nested) `data` array into the binary form of `datatype`. The element
 // count must equal the shape's (a rank-0 shape counts 0 elements here, as in Triton).

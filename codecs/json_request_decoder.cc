@@ -136,7 +136,7 @@ class InputDecoder {
         }
         has_datatype = true;
       } else if (key == "shape") {
-        INFERGATE_ASSIGN_OR_RETURN(input.shape, decodeShape(field.value(), tensor_label));
+        INFERGATE_ASSIGN_OR_RETURN(input.shape, decodeShape(field.value(), tensor_label, limits_));
         has_shape = true;
       } else if (key == "parameters") {
         INFERGATE_RETURN_IF_ERROR(decodeTensorParameters(field.value(), tensor_label, params));

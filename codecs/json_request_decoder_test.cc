@@ -192,6 +192,32 @@ TEST(JsonRequestDecoder, RejectsTooDeepNesting) {
               absl::StatusCode::kInvalidArgument, "nested deeper than 100");
 }
 
+TEST(JsonRequestDecoder, RejectsDeepNestingAnywhereInTheBody) {
+  // Outside `data` too: in a parameter, or a key the decoder would skip.
+  const std::string deep = std::string(200, '[') + std::string(200, ']');
+  expectError(R"({"parameters":{"p":)" + deep + R"(},"inputs":[]})",
+              absl::StatusCode::kInvalidArgument, "JSON nested deeper than 100 levels");
+  expectError(R"({"unknown":)" + deep + R"(,"inputs":[]})", absl::StatusCode::kInvalidArgument,
+              "JSON nested deeper than 100 levels");
+  DecodeLimits shallow;
+  shallow.max_json_depth = 3;
+  expectError(R"({"inputs":[{"name":"x","shape":[1,1],"datatype":"INT32","data":[[1]]}]})",
+              absl::StatusCode::kInvalidArgument, "JSON nested deeper than 3 levels", shallow);
+}
+
+TEST(JsonRequestDecoder, RefusesShapesPastTheRankAndElementLimits) {
+  DecodeLimits limits;
+  limits.max_rank = 2;
+  limits.max_elements = 4;
+  EXPECT_TRUE(decode(R"({"inputs":[{"name":"x","shape":[2,2],"datatype":"INT32","data":[1,2,3,4]}]})",
+                     limits).ok());
+  expectError(R"({"inputs":[{"name":"x","shape":[1,1,1],"datatype":"INT32","data":[1]}]})",
+              absl::StatusCode::kResourceExhausted, "more than the limit of 2 dimensions", limits);
+  expectError(R"({"inputs":[{"name":"x","shape":[5],"datatype":"INT32","data":[1,2,3,4,5]}]})",
+              absl::StatusCode::kResourceExhausted,
+              "tensor 'x' of shape [5] has 5 elements, more than the limit of 4", limits);
+}
+
 TEST(JsonRequestDecoder, RejectsElementCountOverflow) {
   expectError(R"({"inputs":[{"name":"x","shape":[4294967296,4294967296],"datatype":"INT8","data":[]}]})",
               absl::StatusCode::kInvalidArgument, "more elements than fit in int64");

@@ -55,7 +55,7 @@ class OutputDecoder {
         }
         has_datatype = true;
       } else if (key == "shape") {
-        INFERGATE_ASSIGN_OR_RETURN(output.shape, decodeShape(field.value(), label));
+        INFERGATE_ASSIGN_OR_RETURN(output.shape, decodeShape(field.value(), label, limits_));
         has_shape = true;
       } else if (key == "parameters") {
         INFERGATE_RETURN_IF_ERROR(

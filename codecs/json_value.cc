@@ -146,7 +146,7 @@ StatusOr<JsonValue> parseJson(std::string_view text) {
   // A scalar document cannot be taken as a value in simdjson's on-demand API, so wrap.
   std::string wrapped;
   Document wrapped_doc;
-  if (auto error = document.doc().get_value().get(root)) {
+  if (document.doc().get_value().get(root) != simdjson::SUCCESS) {
     wrapped = "[" + std::string(text) + "]";
     INFERGATE_RETURN_IF_ERROR(wrapped_doc.parse(wrapped, wrapped.size(), DecodeLimits{}));
     od::array array;

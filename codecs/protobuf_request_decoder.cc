@@ -110,7 +110,7 @@ Status liftSharedMemory(Parameters& params, std::string_view tensor,
 
 // ---- inputs ------------------------------------------------------------------------
 
-StatusOr<PendingInput> decodeInput(Bytes bytes) {
+StatusOr<PendingInput> decodeInput(Bytes bytes, const DecodeLimits& limits) {
   PendingInput pending;
   InferInput& input = pending.input;
   std::string_view datatype;
@@ -128,6 +128,7 @@ StatusOr<PendingInput> decodeInput(Bytes bytes) {
   if (input.datatype == DataType::kInvalid) {
     return invalidArgument("input '", input.name, "' has an invalid datatype '", datatype, "'");
   }
+  INFERGATE_RETURN_IF_ERROR(checkShapeLimits(input.shape, input.name, limits));
   INFERGATE_RETURN_IF_ERROR(liftSharedMemory(input.parameters, input.name, input.shared_memory));
   if (input.shared_memory && !pending.contents.empty()) {
     return invalidArgument("input '", input.name,
@@ -246,7 +247,7 @@ StatusOr<InferRequest> ProtobufRequestDecoder::decode(const Buffer& message) con
   std::vector<PendingInput> inputs;
   inputs.reserve(top.inputs.size());
   for (Bytes bytes : top.inputs) {
-    INFERGATE_ASSIGN_OR_RETURN(PendingInput input, decodeInput(bytes));
+    INFERGATE_ASSIGN_OR_RETURN(PendingInput input, decodeInput(bytes, limits_));
     inputs.push_back(std::move(input));
   }
   INFERGATE_RETURN_IF_ERROR(rejectDuplicateNames(inputs));

@@ -60,6 +60,26 @@ TEST(ProtobufRequestDecoder, RejectsTooManyTensors) {
   expectError(decode(raw, limits), absl::StatusCode::kResourceExhausted, "raw_input_contents");
 }
 
+TEST(ProtobufRequestDecoder, RefusesShapesPastTheRankAndElementLimits) {
+  DecodeLimits limits;
+  limits.max_rank = 3;
+  limits.max_elements = 1000;
+  PbRequest at_limit;
+  addInput(at_limit, "x", "UINT8", {10, 10, 10});
+  at_limit.add_raw_input_contents(std::string(1000, 'a'));
+  EXPECT_TRUE(decode(at_limit, limits).ok());
+  PbRequest rank;
+  addInput(rank, "x", "UINT8", {1, 1, 1, 1});
+  rank.add_raw_input_contents("a");
+  expectError(decode(rank, limits), absl::StatusCode::kResourceExhausted,
+              "tensor 'x' has 4 dimensions, more than the limit of 3");
+  PbRequest elements;
+  addInput(elements, "x", "UINT8", {1001});
+  elements.add_raw_input_contents(std::string(1001, 'a'));
+  expectError(decode(elements, limits), absl::StatusCode::kResourceExhausted,
+              "tensor 'x' of shape [1001] has 1001 elements, more than the limit of 1000");
+}
+
 TEST(ProtobufRequestCodec, RoundTripsManyTensors) {
   InferRequest request;
   request.model_name = "many";

@@ -50,7 +50,7 @@ Status gatherTopLevel(Bytes message, const DecodeLimits& limits, Parameters& par
 }
 
 // InferOutputTensor: 1 name, 2 datatype, 3 shape, 4 parameters, 5 contents.
-StatusOr<PendingOutput> decodeOutput(Bytes bytes) {
+StatusOr<PendingOutput> decodeOutput(Bytes bytes, const DecodeLimits& limits) {
   PendingOutput pending;
   InferOutput& output = pending.output;
   std::string_view datatype;
@@ -70,6 +70,7 @@ StatusOr<PendingOutput> decodeOutput(Bytes bytes) {
   if (output.datatype == DataType::kInvalid) {
     return invalidArgument("output '", output.name, "' has an invalid datatype '", datatype, "'");
   }
+  INFERGATE_RETURN_IF_ERROR(checkShapeLimits(output.shape, output.name, limits));
   return pending;
 }
 
@@ -106,7 +107,7 @@ StatusOr<InferResponse> ProtobufResponseDecoder::decode(const Buffer& message) c
   response.id = top.id;
   response.outputs.reserve(top.outputs.size());
   for (size_t i = 0; i < top.outputs.size(); ++i) {
-    INFERGATE_ASSIGN_OR_RETURN(PendingOutput pending, decodeOutput(top.outputs[i]));
+    INFERGATE_ASSIGN_OR_RETURN(PendingOutput pending, decodeOutput(top.outputs[i], limits_));
     const Bytes* raw = i < top.raw.size() ? &top.raw[i] : nullptr;
     INFERGATE_RETURN_IF_ERROR(attachData(pending, raw, message, limits_));
     response.outputs.push_back(std::move(pending.output));

@@ -30,6 +30,20 @@ StatusOr<uint64_t> Shape::byteSize(size_t element_size, std::string_view tensor)
   return elements * element_size;
 }
 
+Status checkShapeLimits(const Shape& shape, std::string_view tensor,
+                        const DecodeLimits& limits) {
+  if (shape.rank() > limits.max_rank) {
+    return resourceExhausted("tensor '", tensor, "' has ", shape.rank(),
+                             " dimensions, more than the limit of ", limits.max_rank);
+  }
+  INFERGATE_ASSIGN_OR_RETURN(int64_t count, shape.elementCount(tensor));
+  if (static_cast<uint64_t>(count) > limits.max_elements) {
+    return resourceExhausted("tensor '", tensor, "' of shape ", shape.toString(), " has ", count,
+                             " elements, more than the limit of ", limits.max_elements);
+  }
+  return absl::OkStatus();
+}
+
 std::string Shape::toString() const {
   std::string out = "[";
   for (size_t i = 0; i < dims_.size(); ++i) {

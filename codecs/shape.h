@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "codecs/limits.h"
 #include "codecs/status.h"
 
 namespace infergate::codecs {
@@ -40,5 +41,9 @@ class Shape {
  private:
   std::vector<int64_t> dims_;
 };
+
+// A decoded tensor's shape against limits.max_rank and limits.max_elements:
+// RESOURCE_EXHAUSTED naming `tensor` and the limit past either.
+Status checkShapeLimits(const Shape& shape, std::string_view tensor, const DecodeLimits& limits);
 
 }  // namespace infergate::codecs

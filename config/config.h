@@ -102,7 +102,14 @@ struct LimitsConfig {
   uint64_t header_timeout_ms = 10000;              // request line + headers must arrive in
   uint64_t body_timeout_ms = 60000;                // the body must arrive in
   uint64_t idle_timeout_ms = 300000;               // keep-alive connection idle
-  uint32_t max_connections = 10000;                // open client connections, all listeners
+  uint32_t max_connections = 10000;                // open HTTP client connections
+  uint32_t max_connections_per_client = 10000;     // of them from one client address
+  uint32_t max_tensors = 65536;                    // inputs or outputs in one message
+  uint32_t max_tensor_rank = 64;                   // dimensions of one tensor's shape
+  uint64_t max_tensor_elements = 2147483647;       // elements of one tensor
+  uint32_t max_json_depth = 100;                   // nesting of a JSON body
+
+  bool operator==(const LimitsConfig&) const = default;
 };
 
 // A header (HTTP) or metadata entry (gRPC) with its value, as written in the file.

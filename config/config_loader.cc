@@ -245,7 +245,9 @@ void Loader::readLimits(const YamlValue& value) {
   std::optional<YamlMap> map = reader_.mapping(
       value, {"max_header_bytes", "max_header_count", "max_input_bytes",
               "max_binary_body_bytes", "max_grpc_message_bytes", "header_timeout_ms",
-              "body_timeout_ms", "idle_timeout_ms", "max_connections"});
+              "body_timeout_ms", "idle_timeout_ms", "max_connections",
+              "max_connections_per_client", "max_tensors", "max_tensor_rank",
+              "max_tensor_elements", "max_json_depth"});
   if (!map) return;
   LimitsConfig& l = config_.limits;
   readLimit(*map, "max_header_bytes", l.max_header_bytes, kInt32Max);
@@ -257,6 +259,11 @@ void Loader::readLimits(const YamlValue& value) {
   readLimit(*map, "body_timeout_ms", l.body_timeout_ms, kMaxTimeoutMs);
   readLimit(*map, "idle_timeout_ms", l.idle_timeout_ms, kMaxTimeoutMs);
   readLimit(*map, "max_connections", l.max_connections, 10000000);
+  readLimit(*map, "max_connections_per_client", l.max_connections_per_client, 10000000);
+  readLimit(*map, "max_tensors", l.max_tensors, 1000000);
+  readLimit(*map, "max_tensor_rank", l.max_tensor_rank, 1024);
+  readLimit(*map, "max_tensor_elements", l.max_tensor_elements, kInt64Max);
+  readLimit(*map, "max_json_depth", l.max_json_depth, 1024);
 }
 
 // Every limit is at least 1: a zero size or timeout would refuse every request.

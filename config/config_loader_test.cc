@@ -262,6 +262,39 @@ workers: -1
                   "test.yaml:2:10: workers: ", "must not be negative");
 }
 
+TEST(ConfigLoader, ReadsTheAbuseLimits) {
+  auto r = parse(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+limits:
+  max_connections_per_client: 64
+  max_tensors: 16
+  max_tensor_rank: 8
+  max_tensor_elements: 1048576
+  max_json_depth: 32
+)"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->limits.max_connections_per_client, 64u);
+  EXPECT_EQ(r->limits.max_tensors, 16u);
+  EXPECT_EQ(r->limits.max_tensor_rank, 8u);
+  EXPECT_EQ(r->limits.max_tensor_elements, 1048576u);
+  EXPECT_EQ(r->limits.max_json_depth, 32u);
+  // Left out: no cap per client below the total, Triton-sized tensors.
+  auto d = parse(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+)"));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->limits.max_connections_per_client, d->limits.max_connections);
+  EXPECT_EQ(d->limits.max_tensors, 65536u);
+  EXPECT_EQ(d->limits.max_tensor_rank, 64u);
+  EXPECT_EQ(d->limits.max_tensor_elements, 2147483647u);
+  EXPECT_EQ(d->limits.max_json_depth, 100u);
+  std::vector<std::string> lines = errorLines(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+limits: { max_json_depth: 0, max_tensor_rank: 2000 }
+)"));
+  ASSERT_EQ(lines.size(), 2u) << joined(lines);
+  EXPECT_EQ(lines[0], "test.yaml:2:27: limits.max_json_depth: must be between 1 and 1024, got 0");
+  EXPECT_EQ(lines[1], "test.yaml:2:47: limits.max_tensor_rank: must be between 1 and 1024, "
+                      "got 2000");
+}
+
 TEST(ConfigLoader, RejectsOutOfRangeNumbers) {
   std::vector<std::string> lines = errorLines(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
 limits: { max_header_count: 70000, max_binary_body_bytes: 2147483648, header_timeout_ms: 0, max_input_bytes: 99999999999999999999999 }

@@ -51,6 +51,21 @@ http::HttpLimits httpLimitsOf(const config::LimitsConfig& l) {
   return h;
 }
 
+// The decoders' limits from the `limits` section; `max_binary_body` is the listener's
+// own cap on a binary body or gRPC message.
+codecs::DecodeLimits decodeLimitsOf(const config::LimitsConfig& l, uint64_t max_binary_body) {
+  codecs::DecodeLimits d;
+  d.max_json_bytes = l.max_input_bytes;
+  d.max_tensor_bytes = l.max_input_bytes;
+  d.max_decompressed_bytes = l.max_input_bytes;
+  d.max_binary_body_bytes = max_binary_body;
+  d.max_json_depth = l.max_json_depth;
+  d.max_tensors = l.max_tensors;
+  d.max_rank = l.max_tensor_rank;
+  d.max_elements = l.max_tensor_elements;
+  return d;
+}
+
 // What a running gateway cannot change without a restart: the sockets, the threads, the
 // limits every connection was set up with, and an upstream's shared-memory handoff (its
 // pool is registered with the upstream). Empty when none of it changed.
@@ -81,15 +96,7 @@ std::vector<std::string> restartOnlyChanges(const config::GatewayConfig& a,
     }
   }
   if (a.workers != b.workers) changed.push_back("workers");
-  const config::LimitsConfig& x = a.limits;
-  const config::LimitsConfig& y = b.limits;
-  if (x.max_header_bytes != y.max_header_bytes || x.max_header_count != y.max_header_count ||
-      x.max_input_bytes != y.max_input_bytes || x.max_binary_body_bytes != y.max_binary_body_bytes ||
-      x.max_grpc_message_bytes != y.max_grpc_message_bytes ||
-      x.header_timeout_ms != y.header_timeout_ms || x.body_timeout_ms != y.body_timeout_ms ||
-      x.idle_timeout_ms != y.idle_timeout_ms || x.max_connections != y.max_connections) {
-    changed.push_back("limits");
-  }
+  if (a.limits != b.limits) changed.push_back("limits");
   const config::ObservabilityConfig& o = a.observability;
   const config::ObservabilityConfig& p = b.observability;
   if (o.request_metrics != p.request_metrics || o.max_series != p.max_series ||
@@ -219,16 +226,16 @@ struct GatewayServer::Impl {
 
   codecs::Status startHttp() {
     frontends::HttpFrontendOptions options;
-    options.limits.max_json_bytes = config.limits.max_input_bytes;
-    options.limits.max_tensor_bytes = config.limits.max_input_bytes;
-    options.limits.max_decompressed_bytes = config.limits.max_input_bytes;
-    options.limits.max_binary_body_bytes = config.limits.max_binary_body_bytes;
+    options.limits = decodeLimitsOf(config.limits, config.limits.max_binary_body_bytes);
     options.security = security;
     http_frontend = std::make_unique<frontends::HttpFrontend>(router, settings, ServerInfo{},
                                                               health, options, recorder);
     http_server = std::make_unique<http::HttpServer>(
         *pool, httpLimitsOf(config.limits), config.limits.max_connections,
         [front = http_frontend.get()](std::shared_ptr<http::HttpExchange> e) { front->handle(e); });
+    if (config.limits.max_connections_per_client < config.limits.max_connections) {
+      http_server->setMaxConnectionsPerClient(config.limits.max_connections_per_client);
+    }
     http_server->setObserver([rec = recorder](http::HttpExchange& e, int status, uint64_t) {
       const http::HttpRequest& r = e.request();
       rec->finishHttp(e.info(), status, r.tag.empty() ? std::string_view("unrouted") : r.tag,
@@ -281,9 +288,11 @@ struct GatewayServer::Impl {
         std::min<uint64_t>(config.limits.max_grpc_message_bytes, 0x7fffffff));
     options.max_receive_message_bytes = max_message;
     options.max_send_message_bytes = max_message;
-    options.limits.max_json_bytes = config.limits.max_input_bytes;
-    options.limits.max_tensor_bytes = config.limits.max_input_bytes;
-    options.limits.max_binary_body_bytes = config.limits.max_grpc_message_bytes;
+    options.limits = decodeLimitsOf(config.limits, config.limits.max_grpc_message_bytes);
+    // Each within int: the limits reader caps timeouts at a day, header bytes at INT32_MAX.
+    options.handshake_timeout_ms = static_cast<int>(config.limits.header_timeout_ms);
+    options.max_metadata_bytes = static_cast<int>(config.limits.max_header_bytes);
+    options.idle_timeout_ms = static_cast<int>(config.limits.idle_timeout_ms);
     options.security = security;
     if (config.grpc->tls) {
       auto credentials = tls::serverCredentials(*config.grpc->tls);
@@ -463,8 +472,15 @@ codecs::Status GatewayServer::start() {
   s.metrics->addCollectable(std::make_shared<RouterMetrics>(s.router));
   s.metrics->addCollectable(std::make_shared<ShmMetrics>(s.router));
   if (s.config.http) INFERGATE_RETURN_IF_ERROR(s.startHttp());
-  s.metrics->setOpenConnections(
-      [server = s.http_server.get()] { return server ? server->connectionCount() : 0; });
+  s.metrics->setConnectionStats([server = s.http_server.get()] {
+    Metrics::ConnectionStats stats;
+    if (server != nullptr) {
+      stats.open = server->connectionCount();
+      stats.refused_over_total = server->refusedOverTotal();
+      stats.refused_over_per_client = server->refusedOverClient();
+    }
+    return stats;
+  });
   if (s.config.metrics) INFERGATE_RETURN_IF_ERROR(s.startMetrics());
   s.pool->start();
   s.started = true;

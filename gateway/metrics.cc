@@ -30,8 +30,17 @@ std::string Metrics::serialize() const {
   telemetry::FamilyBuilder connections("infergate_http_open_connections",
                                        "Client HTTP connections open now",
                                        prometheus::MetricType::Gauge);
-  connections.gauge({}, open_connections_ ? static_cast<double>(open_connections_()) : 0);
+  telemetry::FamilyBuilder refused(
+      "infergate_http_connections_refused_total",
+      "Client HTTP connections closed at accept, by the limit they were over",
+      prometheus::MetricType::Counter);
+  const ConnectionStats stats = connection_stats_ ? connection_stats_() : ConnectionStats{};
+  connections.gauge({}, static_cast<double>(stats.open));
+  refused.counter({{"limit", "max_connections"}}, static_cast<double>(stats.refused_over_total));
+  refused.counter({{"limit", "max_connections_per_client"}},
+                  static_cast<double>(stats.refused_over_per_client));
   families.push_back(connections.take());
+  families.push_back(refused.take());
   if (requests_) {
     for (prometheus::MetricFamily& f : requests_->Collect()) families.push_back(std::move(f));
   }

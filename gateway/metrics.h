@@ -35,9 +35,17 @@ class Metrics {
   // `requests` null: no per-request metrics.
   Metrics(bool cuda_built_in, std::shared_ptr<telemetry::RequestMetrics> requests);
 
-  // infergate_http_open_connections reads `count` at each scrape. Set before the metrics
-  // listener starts.
-  void setOpenConnections(std::function<size_t()> count) { open_connections_ = std::move(count); }
+  // The HTTP listener's connections, as read at each scrape.
+  struct ConnectionStats {
+    size_t open = 0;
+    uint64_t refused_over_total = 0;       // limits.max_connections
+    uint64_t refused_over_per_client = 0;  // limits.max_connections_per_client
+  };
+  // infergate_http_open_connections and infergate_http_connections_refused_total read
+  // `stats` at each scrape. Set before the metrics listener starts.
+  void setConnectionStats(std::function<ConnectionStats()> stats) {
+    connection_stats_ = std::move(stats);
+  }
   void reloaded(bool ok) { (ok ? reload_ok_ : reload_failed_)->Increment(); }
 
   telemetry::RequestMetrics* requests() const { return requests_.get(); }
@@ -54,7 +62,7 @@ class Metrics {
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<telemetry::RequestMetrics> requests_;
-  std::function<size_t()> open_connections_;
+  std::function<ConnectionStats()> connection_stats_;
   prometheus::Counter* reload_ok_;
   prometheus::Counter* reload_failed_;
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;

@@ -144,6 +144,9 @@ codecs::StatusOr<std::string> GrpcFrontend::start(std::string address) {
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              o.http2_min_recv_ping_interval_without_data_ms);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, o.http2_max_ping_strikes);
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, o.handshake_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, o.max_metadata_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, o.idle_timeout_ms);
 
   server_ = builder.BuildAndStart();
   const bool is_unix = address.rfind("unix", 0) == 0;

@@ -66,6 +66,13 @@ struct GrpcFrontendOptions {
   int http2_max_pings_without_data = 2;
   int http2_min_recv_ping_interval_without_data_ms = 300000;
   int http2_max_ping_strikes = 2;
+  // Abuse limits (limits.header_timeout_ms, max_header_bytes, idle_timeout_ms): a
+  // connection must finish its TLS and HTTP/2 handshake within handshake_timeout_ms, a
+  // call's metadata may not pass max_metadata_bytes (RESOURCE_EXHAUSTED), and a
+  // connection without calls for idle_timeout_ms is sent GOAWAY.
+  int handshake_timeout_ms = 10000;
+  int max_metadata_bytes = 65536;
+  int idle_timeout_ms = 300000;
   // A stream stops reading while this many of its requests are in flight.
   size_t max_stream_requests_in_flight = 1024;
   // Triton's --grpc-restricted-protocol: category ("health", "metadata", "inference",

@@ -22,6 +22,7 @@
 
 #include "codecs/compression.h"
 #include "codecs/grpc_byte_buffer.h"
+#include "codecs/json_depth.h"
 #include "codecs/json_response_decoder.h"
 #include "codecs/json_response_encoder.h"
 #include "codecs/protobuf_request_encoder.h"
@@ -328,6 +329,9 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
     if (!header || mayNameRegion(header->text) || takesHandoff(*d.upstream, req.body.size())) {
       return inferDecoded(exchange, d);
     }
+    // Not decoded here, so the upstream's parser would be the first to walk it.
+    codecs::Status depth = codecs::checkJsonDepth(header->text, options_.limits.max_json_depth);
+    if (!depth.ok()) return exchange->respond(errorResponse(depth));
     if (d.upstream->fleet()->affinityMatters()) {
       auto peeked = codecs::peekSequenceFromJson(header->text, header->readable, options_.limits);
       if (peeked.ok()) sequence = std::move(*peeked);

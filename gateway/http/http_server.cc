@@ -2,8 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-
-#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -93,7 +91,37 @@ std::string peerText(const sockaddr_storage& peer) {
   return "";
 }
 
+// The client's address as bytes, the key of the per-client count: 4 for IPv4 (also when
+// it arrives IPv4-mapped on an IPv6 socket), 16 for IPv6.
+std::string clientKey(const sockaddr_storage& peer) {
+  if (peer.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
+    return std::string(reinterpret_cast<const char*>(&in->sin_addr), 4);
+  }
+  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&peer);
+  const auto* bytes = reinterpret_cast<const char*>(&in6->sin6_addr);
+  if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) return std::string(bytes + 12, 4);
+  return std::string(bytes, 16);
+}
+
 }  // namespace
+
+bool HttpServer::admitClient(const std::string& client) {
+  std::lock_guard<std::mutex> lock(clients_mu_);
+  size_t& open = clients_[client];
+  if (open >= max_per_client_) {
+    if (open == 0) clients_.erase(client);
+    return false;
+  }
+  ++open;
+  return true;
+}
+
+void HttpServer::releaseClient(const std::string& client) {
+  std::lock_guard<std::mutex> lock(clients_mu_);
+  auto it = clients_.find(client);
+  if (it != clients_.end() && --it->second == 0) clients_.erase(it);
+}
 
 void HttpServer::accept(Acceptor& acceptor) {
   Worker& worker = *acceptor.worker;
@@ -107,9 +135,20 @@ void HttpServer::accept(Acceptor& acceptor) {
       // EMFILE/ENFILE: out of descriptors; the connection stays queued until one frees.
       return;
     }
+    // Over a cap: refuse rather than starve the connections we have.
     if (connections_.load() >= max_connections_) {
-      ::close(fd);  // over the cap: refuse rather than starve the connections we have
+      ::close(fd);
+      ++refused_total_;
       continue;
+    }
+    std::string client;  // empty: not counted per client
+    if (!acceptor.is_unix && max_per_client_ != SIZE_MAX) {
+      client = clientKey(peer);
+      if (!admitClient(client)) {
+        ::close(fd);
+        ++refused_client_;
+        continue;
+      }
     }
     if (!acceptor.is_unix) {
       int one = 1;
@@ -117,10 +156,13 @@ void HttpServer::accept(Acceptor& acceptor) {
     }
     ++connections_;
     auto connection = std::make_shared<HttpConnection>(
-        *worker.loop, fd, limits_, handler_, [this, &worker](HttpConnection* c) {
+        *worker.loop, fd, limits_, handler_,
+        [this, &worker, client = std::move(client)](HttpConnection* c) {
           // Deferred: the connection may be deep in its own call stack right now.
-          worker.loop->post([this, &worker, c] {
-            if (worker.connections.erase(c)) --connections_;
+          worker.loop->post([this, &worker, c, client] {
+            if (!worker.connections.erase(c)) return;
+            --connections_;
+            if (!client.empty()) releaseClient(client);
           });
         },
         &observer_, acceptor.is_unix ? std::string("unix") : peerText(peer),

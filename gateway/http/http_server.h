@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,6 +34,11 @@ class HttpServer {
   // Serves TLS on every socket of this server: each accepted connection takes the
   // source's context current at that moment. Set before start().
   void setTls(std::shared_ptr<tls::ServerContextSource> tls) { tls_ = std::move(tls); }
+  // At most `cap` open connections from one client address (IPv4, or IPv6 with an
+  // IPv4-mapped address counted as the IPv4 one); Unix-socket clients are not counted.
+  // Past the cap, or past max_connections, an accepted connection is closed at once.
+  // Set before start().
+  void setMaxConnectionsPerClient(size_t cap) { max_per_client_ = cap; }
   // Starts accepting on every loop. The pool may already be running.
   void start();
   // Stops accepting, lets connections finish the requests they have (closing each when
@@ -40,6 +46,9 @@ class HttpServer {
   void shutdown(std::chrono::milliseconds grace);
 
   size_t connectionCount() const { return connections_.load(); }
+  // Connections closed at accept: over max_connections, over the per-client cap.
+  uint64_t refusedOverTotal() const { return refused_total_.load(); }
+  uint64_t refusedOverClient() const { return refused_client_.load(); }
 
  private:
   struct Worker;
@@ -59,16 +68,25 @@ class HttpServer {
   static void onAccept(evutil_socket_t fd, short, void* arg);
   void accept(Acceptor& acceptor);
   void runOnEveryLoop(const std::function<void(Worker&)>& fn);
+  // Counts one more connection from `client` (its address bytes) unless it has the cap
+  // already; release() undoes one. Any loop thread.
+  bool admitClient(const std::string& client);
+  void releaseClient(const std::string& client);
 
   WorkerPool& pool_;
   HttpLimits limits_;
   size_t max_connections_;
+  size_t max_per_client_ = SIZE_MAX;
   HttpHandler handler_;
   ResponseObserver observer_;
   std::shared_ptr<tls::ServerContextSource> tls_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<int> listen_fds_;
   std::atomic<size_t> connections_{0};
+  std::atomic<uint64_t> refused_total_{0};
+  std::atomic<uint64_t> refused_client_{0};
+  std::mutex clients_mu_;
+  std::unordered_map<std::string, size_t> clients_;  // address bytes -> open connections
   bool started_ = false;
 };
 

@@ -1,0 +1,349 @@
+"""End-to-end: abuse limits of a real infergate. Slow clients (slowloris), connections
+past the per-client cap, a gzip bomb, oversize bodies, deep JSON, and tensors past the
+count, rank and element limits, over HTTP and gRPC. After each the gateway still serves,
+and at the end it exits cleanly without sanitizer reports.
+
+The assertions are about outcomes (answered, refused, closed, how much memory), never
+about how fast."""
+import gzip
+import json
+import resource
+import select
+import socket
+import threading
+import time
+import unittest
+import zlib
+
+import grpc
+
+import grpc_stubs
+from harness import LOOPBACK_HEAD, Gateway, Processes, wait_until
+
+LIMITS = """
+limits:
+  header_timeout_ms: 2000
+  max_input_bytes: 1048576
+  max_binary_body_bytes: 4194304
+  max_grpc_message_bytes: 4194304
+  max_tensors: 8
+  max_tensor_rank: 8
+  max_tensor_elements: 1048576
+  max_json_depth: 32
+"""
+
+BUILTIN = LOOPBACK_HEAD + LIMITS + """$extra
+upstreams:
+  - name: demo
+    protocol: builtin
+routes:
+  - match: { model: "*" }
+    upstream: demo
+"""
+
+# In front of another infergate over HTTP: an inference body is forwarded undecoded.
+PASSTHROUGH = LOOPBACK_HEAD + LIMITS + """
+upstreams:
+  - name: remote
+    protocol: http
+    endpoints: ["$upstream"]
+routes:
+  - match: { model: "*" }
+    upstream: remote
+"""
+
+P = None
+GW = None
+
+
+def setUpModule():
+    global P, GW
+    # A thousand client sockets and the gateways' own.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
+    P = Processes()
+    GW = P.start("A", Gateway.from_template(BUILTIN, extra=""))
+
+
+def tearDownModule():
+    grpc_stubs.close_channels()
+    problems = P.stop_all()
+    assert not problems, "\n".join(problems)
+
+
+def simple(inputs=None, parameters=None):
+    body = {"inputs": inputs if inputs is not None else [
+        {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
+        {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16}]}
+    if parameters is not None:
+        body["parameters"] = parameters
+    return json.dumps(body).encode()
+
+
+def infer(g, body, headers=None):
+    return g.request("POST", "/v2/models/simple/infer", body, headers or {})
+
+
+def metric(g, name, labels):
+    _, _, text = g.request("GET", "/metrics", listener="metrics")
+    for line in text.decode().splitlines():
+        if line.startswith(name + "{") and all('%s="%s"' % kv in line for kv in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def peak_rss_bytes(g):
+    with open("/proc/%d/status" % g.proc.pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM for the gateway")
+
+
+class Base(unittest.TestCase):
+    def assertServes(self, g=None):
+        g = g or GW
+        status, _, body = infer(g, simple())
+        self.assertEqual(status, 200, body)
+        outputs = {o["name"]: o["data"] for o in json.loads(body)["outputs"]}
+        self.assertEqual(outputs["OUTPUT0"], [i + 1 for i in range(16)])
+
+    def assertError(self, answer, status, fragment):
+        code, _, body = answer
+        self.assertEqual(code, status, body[:300])
+        self.assertIn(fragment, json.loads(body)["error"])
+
+
+class SlowClients(Base):
+    def test_a_thousand_trickling_connections_do_not_stop_a_normal_client(self):
+        slow = []
+        try:
+            for _ in range(1000):
+                s = socket.create_connection(("127.0.0.1", GW.port("http")), timeout=10)
+                s.sendall(b"POST /v2/models/simple/infer HTTP/1.1\r\nHost: slow\r\n")
+                slow.append(s)
+            stop = threading.Event()
+
+            def trickle():  # one header byte per connection, round after round
+                while not stop.is_set():
+                    for s in slow:
+                        try:
+                            s.send(b"X")
+                        except OSError:
+                            pass
+                    stop.wait(0.2)
+
+            trickler = threading.Thread(target=trickle, daemon=True)
+            trickler.start()
+            try:
+                # While they hang, a normal client is answered, on new connections and on
+                # a kept-alive one.
+                for _ in range(10):
+                    self.assertServes()
+                conn = GW.connection()
+                for _ in range(10):
+                    conn.request("POST", "/v2/models/simple/infer", simple())
+                    response = conn.getresponse()
+                    self.assertEqual(response.status, 200)
+                    response.read()
+                conn.close()
+            finally:
+                stop.set()
+                trickler.join()
+            # header_timeout_ms (2 s) ends each: a 408 and the close (or, when the
+            # trickle's next byte crossed the close, a reset).
+            poller = select.poll()
+            for s in slow:
+                poller.register(s, select.POLLIN)
+
+            def all_ended():
+                return len(poller.poll(500)) == len(slow)
+            self.assertTrue(wait_until(all_ended, timeout=60), "slow connections still open")
+            replies = []
+            for s in slow:
+                try:
+                    replies.append(s.recv(4096))
+                except ConnectionResetError:
+                    replies.append(b"reset")
+            odd = [r[:80] for r in replies if not (r.startswith(b"HTTP/1.1 408") or r == b"reset")]
+            self.assertEqual(odd, [])
+        finally:
+            for s in slow:
+                s.close()
+        self.assertTrue(wait_until(lambda: _open_connections(GW) <= 1))
+        self.assertServes()
+
+
+def _open_connections(g):
+    _, _, text = g.request("GET", "/metrics", listener="metrics")
+    for line in text.decode().splitlines():
+        if line.startswith("infergate_http_open_connections "):
+            return float(line.split()[1])
+    raise AssertionError("no infergate_http_open_connections")
+
+
+class PerClientCap(Base):
+    @classmethod
+    def setUpClass(cls):
+        cls.g = P.start("C", Gateway.from_template(
+            BUILTIN, extra="  max_connections_per_client: 20"))
+
+    @classmethod
+    def tearDownClass(cls):
+        P.stop(cls.g)
+
+    def connect(self, source="127.0.0.1"):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.bind((source, 0))
+        s.connect(("127.0.0.1", self.g.port("http")))
+        return s
+
+    @staticmethod
+    def ask(s):
+        """One keep-alive health request on `s`: its reply, b"" when the peer closed."""
+        try:
+            s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+            return s.recv(4096)
+        except (ConnectionResetError, BrokenPipeError):
+            return b""
+
+    def test_connections_past_the_cap_are_closed_and_other_clients_served(self):
+        held = [self.connect() for _ in range(20)]
+        try:
+            for s in held:  # each answered: accepted and counted
+                self.assertTrue(self.ask(s).startswith(b"HTTP/1.1 200"))
+            extra = self.connect()
+            self.assertEqual(self.ask(extra), b"", "the 21st connection was served")
+            extra.close()
+            refused = metric(self.g, "infergate_http_connections_refused_total",
+                             {"limit": "max_connections_per_client"})
+            self.assertGreaterEqual(refused, 1)
+            # Another client address is not affected.
+            other = self.connect("127.0.0.2")
+            self.assertTrue(self.ask(other).startswith(b"HTTP/1.1 200"))
+            other.close()
+            # One closed frees a place.
+            held.pop().close()
+
+            def served_again():
+                s = self.connect()
+                try:
+                    return self.ask(s).startswith(b"HTTP/1.1 200")
+                finally:
+                    s.close()
+            self.assertTrue(wait_until(served_again))
+        finally:
+            for s in held:
+                s.close()
+        self.assertTrue(wait_until(lambda: _open_connections(self.g) <= 1))
+        self.assertServes(self.g)
+
+
+class Bodies(Base):
+    def test_a_gzip_bomb_is_refused_at_the_limit_without_inflating_it(self):
+        # 512 MiB of JSON whitespace in ~0.5 MiB of gzip; the limit is 1 MiB inflated.
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+        chunk = b" " * (1 << 20)
+        bomb = packer.compress(b'{"inputs": []') + b"".join(
+            packer.compress(chunk) for _ in range(512)) + packer.compress(b"}") + packer.flush()
+        self.assertLess(len(bomb), 4 << 20)
+        before = peak_rss_bytes(GW)
+        answer = infer(GW, bomb, {"Content-Encoding": "gzip",
+                                  "Content-Type": "application/json"})
+        self.assertError(answer, 413, "1048576")
+        grown = peak_rss_bytes(GW) - before
+        self.assertLess(grown, 128 << 20, "the gateway's peak memory grew by %d bytes" % grown)
+        self.assertServes()
+
+    def test_an_announced_oversize_body_is_refused_before_it_is_sent(self):
+        s = socket.create_connection(("127.0.0.1", GW.port("http")), timeout=10)
+        try:
+            s.sendall(b"POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Length: 5000000\r\n\r\n")
+            reply = s.recv(4096)  # answered without the body
+        finally:
+            s.close()
+        self.assertTrue(reply.startswith(b"HTTP/1.1 413"), reply[:200])
+        self.assertServes()
+
+    def test_a_chunked_body_past_the_limit_is_refused(self):
+        s = socket.create_connection(("127.0.0.1", GW.port("http")), timeout=10)
+        reply = b""
+        try:
+            s.sendall(b"POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n"
+                      b"Transfer-Encoding: chunked\r\n\r\n")
+            chunk = b"%x\r\n" % (1 << 20) + b" " * (1 << 20) + b"\r\n"
+            for _ in range(8):
+                try:
+                    s.sendall(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    break
+            reply = s.recv(4096)
+        except ConnectionResetError:
+            pass
+        finally:
+            s.close()
+        self.assertTrue(reply.startswith(b"HTTP/1.1 413"), reply[:200])
+        self.assertServes()
+
+    def test_a_grpc_message_past_the_limit_is_resource_exhausted(self):
+        request = grpc_stubs.simple_infer_request()
+        request.raw_input_contents[0] = b"\0" * (5 << 20)
+        code, details = grpc_stubs.grpc_outcome(
+            lambda: grpc_stubs.stub_of(GW).ModelInfer(request, timeout=30))
+        self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED, details)
+        ok, _ = grpc_stubs.grpc_outcome(
+            lambda: grpc_stubs.stub_of(GW).ModelInfer(grpc_stubs.simple_infer_request()))
+        self.assertEqual(ok, "ok")
+
+
+class Structure(Base):
+    def test_deep_json_is_refused_wherever_it_nests(self):
+        deep = json.loads("[" * 100 + "]" * 100)
+        self.assertError(infer(GW, simple(parameters={"p": deep})), 400,
+                         "JSON nested deeper than 32 levels")
+        text = b'{"inputs": [], "x": ' + b"[" * 400000 + b"]" * 400000 + b"}"  # < 1 MiB
+        self.assertError(infer(GW, text), 400, "JSON nested deeper than 32 levels")
+        self.assertServes()
+
+    def test_deep_json_is_refused_before_a_passthrough_forwards_it(self):
+        upstream = P.start("U", Gateway.builtin_upstream())
+        front = P.start("F", Gateway.from_template(PASSTHROUGH,
+                                                   upstream=upstream.address("http")))
+        try:
+            self.assertServes(front)
+            text = b'{"inputs": [], "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+            self.assertError(infer(front, text), 400, "JSON nested deeper than 32 levels")
+            self.assertServes(front)
+        finally:
+            P.stop(front)
+            P.stop(upstream)
+
+    def test_tensor_count_rank_and_elements_past_their_limits(self):
+        many = [{"name": "I%d" % i, "shape": [1], "datatype": "INT32", "data": [i]}
+                for i in range(9)]
+        self.assertError(infer(GW, simple(inputs=many)), 413, "more than 8 inputs")
+        rank = [{"name": "INPUT0", "shape": [1] * 9, "datatype": "INT32", "data": [1]}]
+        self.assertError(infer(GW, simple(inputs=rank)), 413,
+                         "more than the limit of 8 dimensions")
+        # Binary data: the shape alone is past the element limit.
+        header = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 2097152],
+                                         "datatype": "UINT8",
+                                         "parameters": {"binary_data_size": 2097152}}]}).encode()
+        answer = infer(GW, header + b"\0" * 2097152,
+                       {"Inference-Header-Content-Length": str(len(header))})
+        self.assertError(answer, 413, "more than the limit of 1048576")
+        # And over gRPC.
+        request = grpc_stubs.simple_infer_request()
+        del request.inputs[0].shape[:]
+        request.inputs[0].shape.extend([1] * 9)
+        code, details = grpc_stubs.grpc_outcome(
+            lambda: grpc_stubs.stub_of(GW).ModelInfer(request, timeout=30))
+        self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED, details)
+        self.assertIn("9 dimensions, more than the limit of 8", details)
+        self.assertServes()
+
+
+if __name__ == "__main__":
+    unittest.main()
