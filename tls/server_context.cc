@@ -98,6 +98,9 @@ codecs::StatusOr<std::shared_ptr<const ServerContext>> ServerContext::create(
   // a write from a moved buffer; idle connections give their buffers back.
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                             SSL_MODE_RELEASE_BUFFERS);
+  // One read() per socket wakeup instead of two per record (the 5-byte record header, then
+  // its body): on a small request that halves the read syscalls.
+  SSL_CTX_set_read_ahead(ctx, 1);
   const std::string& ciphers = config.ciphers.empty() ? std::string(kDefaultTls12Ciphers) : config.ciphers;
   if (SSL_CTX_set_cipher_list(ctx, ciphers.c_str()) != 1) return settingError("ciphers", ciphers);
   if (!config.ciphersuites.empty() && SSL_CTX_set_ciphersuites(ctx, config.ciphersuites.c_str()) != 1) {
