@@ -145,7 +145,14 @@ ssize_t ServerSession::writev(const iovec* iov, int count) {
   return static_cast<ssize_t>(taken);
 }
 
-bool ServerSession::hasBufferedInput() const { return ssl_ != nullptr && SSL_has_pending(ssl_) == 1; }
+bool ServerSession::hasBufferedInput() const {
+  if (ssl_ == nullptr) return false;
+  if (SSL_pending(ssl_) > 0) return true;  // decrypted and not yet taken
+  // Read-ahead bytes not yet decrypted: after a read that wanted more they are only part of
+  // a record, and the socket tells when the rest arrives (calling this true then would
+  // spin the loop until it does).
+  return want_ != Want::kRead && SSL_has_pending(ssl_) == 1;
+}
 
 void ServerSession::shutdown() {
   if (ssl_ == nullptr || !handshakeDone()) return;

@@ -41,8 +41,9 @@ class ServerSession {
   // while reading, or to read while writing: poll for that instead.
   bool wantsWritable() const { return want_ == Want::kWrite; }
   bool wantsReadable() const { return want_ == Want::kRead; }
-  // Decrypted bytes wait inside the session: read() returns them without the socket
-  // becoming readable, so the caller must not wait for an event before reading them.
+  // Bytes wait inside the session (decrypted, or read ahead as whole records): read()
+  // gets to them without the socket becoming readable, so the caller must not wait for an
+  // event before reading. False while only part of a record is there.
   bool hasBufferedInput() const;
   bool hasBufferedOutput() const { return staged_sent_ < staged_.size(); }
   // Sends close_notify, best effort (one non-blocking try).
