@@ -236,6 +236,10 @@ struct GatewayServer::Impl {
     if (config.limits.max_connections_per_client < config.limits.max_connections) {
       http_server->setMaxConnectionsPerClient(config.limits.max_connections_per_client);
     }
+    http_server->setHeadersGate(
+        [front = http_frontend.get()](http::HttpRequest& request, tls::ServerSession* session) {
+          return front->admitHeaders(request, session);
+        });
     http_server->setObserver([rec = recorder](http::HttpExchange& e, int status, uint64_t) {
       const http::HttpRequest& r = e.request();
       rec->finishHttp(e.info(), status, r.tag.empty() ? std::string_view("unrouted") : r.tag,

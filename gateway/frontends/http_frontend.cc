@@ -72,9 +72,54 @@ void HttpFrontend::handle(const std::shared_ptr<HttpExchange>& exchange) {
   dispatch(exchange, route);
 }
 
+namespace {
+
+// What admitHeaders() found, in HttpRequest::gate_state.
+struct EarlyAdmission {
+  std::optional<tls::Principal> principal;
+};
+
+HttpResponse refusalOf(const codecs::Status& status) {
+  HttpResponse refusal = errorResponse(status);
+  if (status.code() == absl::StatusCode::kUnauthenticated) {
+    refusal.header("WWW-Authenticate", "Bearer realm=\"infergate\"");
+  }
+  return refusal;
+}
+
+}  // namespace
+
+std::optional<HttpResponse> HttpFrontend::admitHeaders(http::HttpRequest& request,
+                                                       tls::ServerSession* session) {
+  const HttpRoute match = matchHttpRoute(request.method, request.path());
+  // Not found or not allowed: answered by handle(), once the body is read.
+  if (match.endpoint == HttpEndpoint::kNotFound || !match.method_allowed) return std::nullopt;
+  codecs::StatusOr<std::optional<tls::Principal>> admitted =
+      authenticate(request, match.endpoint, session);
+  if (!admitted.ok()) return refusalOf(admitted.status());
+  request.gate_state = std::make_shared<const EarlyAdmission>(EarlyAdmission{std::move(*admitted)});
+  return std::nullopt;
+}
+
 bool HttpFrontend::admit(const Exchange& exchange, Route& route) {
   const http::HttpRequest& request = exchange->request();
-  const HttpEndpoint e = route.match.endpoint;
+  if (request.gate_state != nullptr) {
+    route.principal = std::static_pointer_cast<const EarlyAdmission>(request.gate_state)->principal;
+  } else {
+    codecs::StatusOr<std::optional<tls::Principal>> admitted =
+        authenticate(request, route.match.endpoint, exchange->tlsSession());
+    if (!admitted.ok()) {
+      exchange->respond(refusalOf(admitted.status()));
+      return false;
+    }
+    route.principal = std::move(*admitted);
+  }
+  if (route.principal) exchange->info().principal = route.principal->name;
+  return true;
+}
+
+codecs::StatusOr<std::optional<tls::Principal>> HttpFrontend::authenticate(
+    const http::HttpRequest& request, HttpEndpoint e, tls::ServerSession* session) const {
   const bool write =
       e == HttpEndpoint::kRepositoryLoad || e == HttpEndpoint::kRepositoryUnload ||
       e == HttpEndpoint::kSystemShmRegister || e == HttpEndpoint::kSystemShmUnregister ||
@@ -87,22 +132,11 @@ bool HttpFrontend::admit(const Exchange& exchange, Route& route) {
   if (std::string header = security.apiKeyHeader(); !header.empty()) {
     if (const std::string* v = request.headers.find(header)) presented.api_key = *v;
   }
-  if (tls::ServerSession* session = exchange->tlsSession()) presented.peer = session->peer();
+  if (session != nullptr) presented.peer = session->peer();
   // Every endpoint past the 404 check has a group.
   const std::optional<config::ApiGroup> group = config::apiGroupNamed(endpointCategory(e));
-  codecs::StatusOr<std::optional<tls::Principal>> admitted =
-      security.admit(presented, group.value_or(config::ApiGroup::kInference), write, tls::Listener::kHttp);
-  if (!admitted.ok()) {
-    HttpResponse refusal = errorResponse(admitted.status());
-    if (admitted.status().code() == absl::StatusCode::kUnauthenticated) {
-      refusal.header("WWW-Authenticate", "Bearer realm=\"infergate\"");
-    }
-    exchange->respond(std::move(refusal));
-    return false;
-  }
-  route.principal = std::move(*admitted);
-  if (route.principal) exchange->info().principal = route.principal->name;
-  return true;
+  return security.admit(presented, group.value_or(config::ApiGroup::kInference), write,
+                        tls::Listener::kHttp);
 }
 
 // The gateway's own endpoints here; the rest go to an upstream (routed) or to all of them.

@@ -58,6 +58,12 @@ class HttpFrontend {
 
   // The http::HttpHandler.
   void handle(const std::shared_ptr<http::HttpExchange>& exchange);
+  // The security stage run early, at headers-complete (http::HeadersGate): a request its
+  // credentials do not admit is refused (401 / 403) before its body is read, so an
+  // unauthenticated client cannot make the gateway take in a large body. An admitted
+  // request carries the decision to handle() in request.gate_state.
+  std::optional<http::HttpResponse> admitHeaders(http::HttpRequest& request,
+                                                 tls::ServerSession* session);
 
  private:
   struct Route {
@@ -66,9 +72,13 @@ class HttpFrontend {
     Caller caller() const { return Caller{principal ? &*principal : nullptr, tls::Listener::kHttp}; }
   };
   using Exchange = std::shared_ptr<http::HttpExchange>;
-  // The security stage: authenticates the request and checks its API group. Answers the
-  // refusal itself (401 with WWW-Authenticate, 403) and returns false.
+  // The security stage: takes admitHeaders()'s decision, or (no gate) authenticates the
+  // request and checks its API group. Answers the refusal itself (401 with
+  // WWW-Authenticate, 403) and returns false.
   bool admit(const Exchange& exchange, Route& route);
+  codecs::StatusOr<std::optional<tls::Principal>> authenticate(const http::HttpRequest& request,
+                                                               HttpEndpoint endpoint,
+                                                               tls::ServerSession* session) const;
   void dispatch(const Exchange& exchange, const Route& route);
   void routed(const Exchange& exchange, const Route& route);
   // builtin upstream (http_frontend.cc, http_infer.cc, http_generate.cc)

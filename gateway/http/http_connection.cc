@@ -79,13 +79,14 @@ HttpConnection::HttpConnection(EventLoop& loop, int fd, const HttpLimits& limits
                                const HttpHandler& handler,
                                std::function<void(HttpConnection*)> on_closed,
                                const ResponseObserver* observer, std::string peer,
-                               std::unique_ptr<tls::ServerSession> tls)
+                               std::unique_ptr<tls::ServerSession> tls, const HeadersGate* gate)
     : loop_(loop),
       fd_(fd),
       limits_(limits),
       handler_(handler),
       on_closed_(std::move(on_closed)),
       observer_(observer && *observer ? observer : nullptr),
+      gate_(gate && *gate ? gate : nullptr),
       peer_(std::move(peer)),
       tls_(std::move(tls)),
       timer_(loop, [this] { onTimeout(); }) {
@@ -207,6 +208,10 @@ void HttpConnection::parse(const char* data, size_t size) {
 // Answers the request being parsed with an error and closes after writing it: the
 // stream's framing can no longer be trusted.
 void HttpConnection::failRequest(int status, std::string_view message) {
+  refuseRequest(HttpResponse::jsonError(status, message));
+}
+
+void HttpConnection::refuseRequest(HttpResponse response) {
   read_state_ = ReadState::kError;
   reading_ = false;
   auto exchange = current_ ? current_ : std::make_shared<HttpExchange>(weak_from_this(), loop_);
@@ -216,7 +221,7 @@ void HttpConnection::failRequest(int status, std::string_view message) {
     pending_.push_back(exchange);
   }
   close_after_write_ = true;
-  exchange->respond(HttpResponse::jsonError(status, message));
+  exchange->respond(std::move(response));
   updateInterest();
 }
 
@@ -531,6 +536,12 @@ int HttpConnection::onHeadersComplete(http_parser* p) {
   request.method = http_method_str(static_cast<http_method>(p->method));
   request.http_minor = p->http_minor;
   c->current_->head_ = p->method == HTTP_HEAD;
+  if (c->gate_ != nullptr) {
+    if (std::optional<HttpResponse> refusal = (*c->gate_)(request, c->tls_.get())) {
+      c->refuseRequest(std::move(*refusal));
+      return -1;
+    }
+  }
   bool has_length = (p->flags & F_CONTENTLENGTH) != 0;
   if (has_length && p->content_length > c->limits_.max_body_bytes) {
     c->failRequest(413, codecs::strCat("request body of ", p->content_length,

@@ -117,6 +117,12 @@ using HttpHandler = std::function<void(std::shared_ptr<HttpExchange>)>;
 // or, when the client went away first, with status 499 and no bytes. `exchange.info()`
 // holds what the pipeline recorded. Loop thread; must not block.
 using ResponseObserver = std::function<void(HttpExchange& exchange, int status, uint64_t body_bytes)>;
+// Looks at a request once its headers are in, before any of its body is read: returns the
+// response that refuses it (the connection answers it and closes, the body unread), or
+// nothing to let the body come. May leave what it found in request.gate_state for the
+// handler. `tls`: the connection's TLS session (null: plaintext). Loop thread.
+using HeadersGate =
+    std::function<std::optional<HttpResponse>(HttpRequest& request, tls::ServerSession* tls)>;
 
 class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
@@ -126,7 +132,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   HttpConnection(EventLoop& loop, int fd, const HttpLimits& limits, const HttpHandler& handler,
                  std::function<void(HttpConnection*)> on_closed,
                  const ResponseObserver* observer = nullptr, std::string peer = {},
-                 std::unique_ptr<tls::ServerSession> tls = nullptr);
+                 std::unique_ptr<tls::ServerSession> tls = nullptr,
+                 const HeadersGate* gate = nullptr);
   ~HttpConnection();
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
@@ -156,6 +163,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool readIntoBody(std::shared_ptr<HttpConnection>& self);
   void parse(const char* data, size_t size);
   void failRequest(int status, std::string_view message);
+  // Answers the request being read with `response` and closes after it (the rest of the
+  // request unread).
+  void refuseRequest(HttpResponse response);
   void onExchangeResponded();
   void queueResponses();
   bool queueStream(HttpExchange& exchange);
@@ -189,6 +199,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   const HttpHandler& handler_;
   std::function<void(HttpConnection*)> on_closed_;
   const ResponseObserver* observer_;
+  const HeadersGate* gate_;
   const std::string peer_;
   std::unique_ptr<tls::ServerSession> tls_;
   bool tls_read_wants_write_ = false;  // a TLS read waits for the socket to be writable

@@ -4,6 +4,7 @@
 // handler gives back. Plain values: no socket, no loop.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -43,6 +44,9 @@ struct HttpRequest {
   // Set by the handler for the response observer (metrics, access logs): what the request
   // was, e.g. the route's name. Must point to static storage.
   std::string_view tag;
+  // What the server's headers gate (HeadersGate) decided at headers-complete, handed on
+  // to the handler; opaque to this layer. Null when there is no gate.
+  std::shared_ptr<const void> gate_state;
 };
 
 struct HttpResponse {

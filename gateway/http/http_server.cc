@@ -166,7 +166,7 @@ void HttpServer::accept(Acceptor& acceptor) {
           });
         },
         &observer_, acceptor.is_unix ? std::string("unix") : peerText(peer),
-        tls_ ? std::make_unique<tls::ServerSession>(tls_->current(), fd) : nullptr);
+        tls_ ? std::make_unique<tls::ServerSession>(tls_->current(), fd) : nullptr, &gate_);
     worker.connections.emplace(connection.get(), connection);
     connection->start();
   }

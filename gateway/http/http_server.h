@@ -31,6 +31,8 @@ class HttpServer {
   codecs::StatusOr<BoundSockets> listen(const ListenSpec& spec);
   // Observes every response (metrics, access logs); set before start().
   void setObserver(ResponseObserver observer) { observer_ = std::move(observer); }
+  // Looks at every request at headers-complete (see HeadersGate); set before start().
+  void setHeadersGate(HeadersGate gate) { gate_ = std::move(gate); }
   // Serves TLS on every socket of this server: each accepted connection takes the
   // source's context current at that moment. Set before start().
   void setTls(std::shared_ptr<tls::ServerContextSource> tls) { tls_ = std::move(tls); }
@@ -79,6 +81,7 @@ class HttpServer {
   size_t max_per_client_ = SIZE_MAX;
   HttpHandler handler_;
   ResponseObserver observer_;
+  HeadersGate gate_;
   std::shared_ptr<tls::ServerContextSource> tls_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<int> listen_fds_;

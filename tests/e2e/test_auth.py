@@ -13,6 +13,7 @@ import hmac
 import http.client
 import json
 import os
+import socket
 import ssl
 import tempfile
 import time
@@ -199,6 +200,27 @@ class ApiGroups(unittest.TestCase):
             status, _, body = https("POST", "/v2/models/simple/infer", SIMPLE, headers)
             self.assertEqual(status, 401, (headers, body))
             self.assertNotIn("0123456789", body.decode())
+        self.assertServing()
+
+    def test_a_refused_request_is_answered_before_its_body_is_sent(self):
+        # A gigabyte announced, none of it sent: the refusal cannot wait for the body.
+        context = ssl.create_default_context(cafile=PKI.ca)
+        raw = socket.create_connection(("127.0.0.1", G.port("http")), timeout=10)
+        with context.wrap_socket(raw, server_hostname="localhost") as tls:
+            tls.sendall(b"POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n"
+                        b"Authorization: Bearer wrong-key-0123456789abcd\r\n"
+                        b"Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n")
+            reply = b""
+            while b"\r\n\r\n" not in reply:
+                chunk = tls.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk
+        self.assertTrue(reply.startswith(b"HTTP/1.1 401"), reply[:200])
+        self.assertIn(b"Connection: close", reply)
+        # Admitted at the same point, the request then reads its body as usual.
+        status, _, body = https("POST", "/v2/models/simple/infer", SIMPLE, bearer(CI_KEY))
+        self.assertEqual(status, 200, body)
         self.assertServing()
 
     def test_public_health_needs_nothing_but_refuses_a_bad_key(self):
