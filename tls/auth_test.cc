@@ -221,6 +221,36 @@ TEST_F(JwtTest, ChecksTheClaims) {
             std::string::npos);
 }
 
+TEST_F(JwtTest, ARememberedTokenStillMeetsTheClockAndTheVerifierThatSawIt) {
+  const std::string token = issuer_.token("RS256", claims(R"(,"nbf":1800000100)", kNow + 600));
+  // nbf kNow+100 with 30 s of leeway: valid from kNow+70; exp kNow+600: until kNow+630.
+  EXPECT_NE(refusal(token).find("not valid yet"), std::string::npos);
+  const uint64_t hits = JwtVerifier::cacheHitsOnThisThread();
+  auto first = verifier_->verify(token, kNow + 70);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto again = verifier_->verify(token, kNow + 629);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, "alice");
+  EXPECT_EQ(JwtVerifier::cacheHitsOnThisThread(), hits + 1) << "the second check was remembered";
+  // Remembered or not, the clock decides: the same refusals as a first check.
+  auto late = verifier_->verify(token, kNow + 630);
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(codecs::messageOf(late.status()).find("expired"), std::string::npos);
+  auto early = verifier_->verify(token, kNow + 69);
+  ASSERT_FALSE(early.ok());
+  EXPECT_NE(codecs::messageOf(early.status()).find("not valid yet"), std::string::npos);
+  // A verifier with other keys (a reload) does not take this thread's memory of the token.
+  ASSERT_TRUE(verifier_->verify(token, kNow + 100).ok());
+  Issuer other;
+  config::JwtConfig rotated = config_;
+  rotated.keys_file = dir_.write("rotated.json", other.jwks());
+  auto v = JwtVerifier::create(rotated);
+  ASSERT_TRUE(v.ok()) << v.status();
+  auto foreign = (*v)->verify(token, kNow + 100);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(codecs::messageOf(foreign.status()).find("bad signature"), std::string::npos);
+}
+
 TEST_F(JwtTest, APemPublicKeyServesItsOwnAlgorithmOnly) {
   config::JwtConfig pem = config_;
   pem.keys_file = dir_.write("key.pem", issuer_.rsaPublicPem());

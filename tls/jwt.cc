@@ -9,6 +9,10 @@
 #include <openssl/pem.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
 
 #include "codecs/base64.h"
 #include "codecs/json_value.h"
@@ -122,7 +126,69 @@ bool looksLikeJwt(std::string_view token) {
   return dots == 2 && token.front() != '.' && token.back() != '.';
 }
 
-JwtVerifier::JwtVerifier(config::JwtConfig config) : config_(std::move(config)) {}
+namespace {
+
+std::atomic<uint64_t> next_verifier_id{1};
+
+// One thread's remembered tokens, for the verifier it saw last.
+struct TokenCache {
+  struct Entry {
+    std::string principal;
+    int64_t from_s, until_s;  // valid while from_s <= now < until_s
+  };
+  uint64_t verifier = 0;
+  std::unordered_map<std::string, Entry> tokens;
+  uint64_t hits = 0;
+};
+
+int64_t saturatingAdd(int64_t a, int64_t b) {
+  int64_t sum;
+  if (__builtin_add_overflow(a, b, &sum)) {
+    return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  }
+  return sum;
+}
+
+TokenCache& tokenCache() {
+  thread_local TokenCache cache;
+  return cache;
+}
+
+// A claim's seconds, clamped into int64 (a float "exp" like 1e300 is valid JSON).
+int64_t secondsOf(double v) {
+  if (!(v > -9.0e18)) return std::numeric_limits<int64_t>::min();
+  if (!(v < 9.0e18)) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(std::floor(v));
+}
+
+}  // namespace
+
+JwtVerifier::JwtVerifier(config::JwtConfig config)
+    : config_(std::move(config)), id_(next_verifier_id.fetch_add(1)) {}
+
+uint64_t JwtVerifier::cacheHitsOnThisThread() { return tokenCache().hits; }
+
+codecs::StatusOr<std::string> JwtVerifier::verify(std::string_view token, int64_t now_s) const {
+  TokenCache& cache = tokenCache();
+  if (cache.verifier != id_) {
+    cache.tokens.clear();
+    cache.verifier = id_;
+  }
+  std::string key(token);
+  if (auto hit = cache.tokens.find(key); hit != cache.tokens.end()) {
+    if (now_s >= hit->second.from_s && now_s < hit->second.until_s) {
+      ++cache.hits;
+      return hit->second.principal;
+    }
+    cache.tokens.erase(hit);  // outside its window now: the full check says why
+  }
+  INFERGATE_ASSIGN_OR_RETURN(Verified verified, verifyFully(token, now_s));
+  // Bounded: past the cap it starts over, and a burst of new tokens costs a full check each.
+  if (cache.tokens.size() >= kJwtCacheEntries) cache.tokens.clear();
+  cache.tokens.emplace(std::move(key), TokenCache::Entry{verified.principal, verified.valid_from_s,
+                                                         verified.valid_until_s});
+  return std::move(verified.principal);
+}
 JwtVerifier::~JwtVerifier() = default;
 
 codecs::StatusOr<std::shared_ptr<const JwtVerifier>> JwtVerifier::create(const config::JwtConfig& config) {
@@ -257,7 +323,8 @@ bool JwtVerifier::verifySignature(const Key& key, std::string_view signed_part,
   return ok;
 }
 
-codecs::StatusOr<std::string> JwtVerifier::verify(std::string_view token, int64_t now_s) const {
+codecs::StatusOr<JwtVerifier::Verified> JwtVerifier::verifyFully(std::string_view token,
+                                                                 int64_t now_s) const {
   if (token.size() > kMaxTokenBytes || !looksLikeJwt(token)) return unauthenticated("not a JWT");
   const size_t dot1 = token.find('.');
   const size_t dot2 = token.find('.', dot1 + 1);
@@ -299,9 +366,16 @@ codecs::StatusOr<std::string> JwtVerifier::verify(std::string_view token, int64_
   const codecs::JsonValue* exp = claims->find("exp");
   if (exp == nullptr || !exp->isNumber()) return unauthenticated("no exp claim");
   if (static_cast<double>(now_s - leeway) >= exp->asDouble()) return unauthenticated("expired");
+  // The time checks above and below as a window of whole seconds, for the cache: valid
+  // while now - leeway < exp, i.e. now < ceil(exp) + leeway, and while now + leeway >= nbf,
+  // i.e. now >= ceil(nbf) - leeway.
+  Verified result;
+  result.valid_until_s = saturatingAdd(secondsOf(std::ceil(exp->asDouble())), leeway);
+  result.valid_from_s = std::numeric_limits<int64_t>::min();
   if (const codecs::JsonValue* nbf = claims->find("nbf")) {
     if (!nbf->isNumber()) return unauthenticated("nbf is not a number");
     if (static_cast<double>(now_s + leeway) < nbf->asDouble()) return unauthenticated("not valid yet (nbf)");
+    result.valid_from_s = saturatingAdd(secondsOf(std::ceil(nbf->asDouble())), -leeway);
   }
   if (!config_.issuer.empty()) {
     const codecs::JsonValue* iss = stringMember(*claims, "iss");
@@ -321,7 +395,8 @@ codecs::StatusOr<std::string> JwtVerifier::verify(std::string_view token, int64_
   if (principal == nullptr || principal->asString().empty()) {
     return unauthenticated(strCat("no \"", config_.principal_claim, "\" claim"));
   }
-  return principal->asString();
+  result.principal = principal->asString();
+  return result;
 }
 
 }  // namespace infergate::tls
