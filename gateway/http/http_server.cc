@@ -108,11 +108,8 @@ std::string clientKey(const sockaddr_storage& peer) {
 
 bool HttpServer::admitClient(const std::string& client) {
   std::lock_guard<std::mutex> lock(clients_mu_);
-  size_t& open = clients_[client];
-  if (open >= max_per_client_) {
-    if (open == 0) clients_.erase(client);
-    return false;
-  }
+  size_t& open = clients_[client];  // the cap is at least 1: a new entry is counted at once
+  if (open >= max_per_client_) return false;
   ++open;
   return true;
 }

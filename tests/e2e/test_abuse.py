@@ -84,12 +84,15 @@ def infer(g, body, headers=None):
     return g.request("POST", "/v2/models/simple/infer", body, headers or {})
 
 
-def metric(g, name, labels):
+def metric(g, name, labels=None):
+    """The value of the sample `name` with `labels` (a dict) on g's /metrics."""
     _, _, text = g.request("GET", "/metrics", listener="metrics")
     for line in text.decode().splitlines():
-        if line.startswith(name + "{") and all('%s="%s"' % kv in line for kv in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    return None
+        sample, _, value = line.rpartition(" ")
+        if sample.split("{")[0] == name and all(
+                '%s="%s"' % kv in sample for kv in (labels or {}).items()):
+            return float(value)
+    raise AssertionError("no %s %s on /metrics" % (name, labels or ""))
 
 
 def peak_rss_bytes(g):
@@ -170,16 +173,8 @@ class SlowClients(Base):
         finally:
             for s in slow:
                 s.close()
-        self.assertTrue(wait_until(lambda: _open_connections(GW) <= 1))
+        self.assertTrue(wait_until(lambda: metric(GW, "infergate_http_open_connections") <= 1))
         self.assertServes()
-
-
-def _open_connections(g):
-    _, _, text = g.request("GET", "/metrics", listener="metrics")
-    for line in text.decode().splitlines():
-        if line.startswith("infergate_http_open_connections "):
-            return float(line.split()[1])
-    raise AssertionError("no infergate_http_open_connections")
 
 
 class PerClientCap(Base):
@@ -236,7 +231,7 @@ class PerClientCap(Base):
         finally:
             for s in held:
                 s.close()
-        self.assertTrue(wait_until(lambda: _open_connections(self.g) <= 1))
+        self.assertTrue(wait_until(lambda: metric(self.g, "infergate_http_open_connections") <= 1))
         self.assertServes(self.g)
 
 
