@@ -1,7 +1,9 @@
 #include "tls/server_session.h"
 
 #include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +15,19 @@ namespace {
 // Segments up to this size are gathered into one record instead of one record each (a
 // response head and a small body go out as one record, not two).
 constexpr size_t kGatherMax = 16 * 1024;
+
+// The answer to a plain HTTP request on the TLS port, in plain HTTP: the one thing such a
+// client can read.
+const std::string& plaintextRequestAnswer() {
+  static const std::string answer = [] {
+    const std::string body =
+        R"({"error":"this port serves HTTPS, and the request came in plain HTTP: use https://"})";
+    return codecs::strCat("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n",
+                          "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n",
+                          body);
+  }();
+  return answer;
+}
 
 }  // namespace
 
@@ -57,6 +72,12 @@ ssize_t ServerSession::failure(int rc, const char* during) {
       return -1;
     default:
       want_ = Want::kNone;
+      // OpenSSL recognises an HTTP request line in the first bytes of the connection.
+      if (ERR_GET_REASON(ERR_peek_error()) == SSL_R_HTTP_REQUEST) {
+        const std::string& answer = plaintextRequestAnswer();
+        // Best effort, one non-blocking try: the connection is closed right after.
+        (void)::send(SSL_get_fd(ssl_), answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
       error_ = codecs::strCat(during, ": ", drainErrors("TLS failure"));
       errno = EPROTO;
       return -1;

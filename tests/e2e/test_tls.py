@@ -212,12 +212,18 @@ class OptionalClientCertificates(unittest.TestCase):
         finally:
             sock.close()
 
-    def test_plaintext_on_the_tls_port_is_dropped_and_serving_goes_on(self):
-        try:  # closed at once (a reset for the unread bytes), never answered in plaintext
-            answer = self.g.raw(b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n")
+    def test_plaintext_on_the_tls_port_is_told_and_serving_goes_on(self):
+        # Answered in plain HTTP, the only thing the client can read, and closed.
+        answer = self.g.raw(b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertTrue(answer.startswith(b"HTTP/1.1 400 Bad Request\r\n"), answer[:200])
+        head, _, body = answer.partition(b"\r\n\r\n")
+        self.assertIn(b"Connection: close", head)
+        self.assertIn("use https://", json.loads(body)["error"])
+        # Something that is neither TLS nor HTTP is closed without an answer.
+        try:
+            self.assertEqual(self.g.raw(b"\x00\x01garbage\r\n\r\n"), b"")
         except ConnectionResetError:
-            answer = b""
-        self.assertNotIn(b"HTTP/1.1", answer)
+            pass
         with self.assertRaises(grpc.RpcError) as caught:
             channel = grpc.insecure_channel(self.g.address("grpc"))
             pb, service, _, _ = grpc_stubs.load()
