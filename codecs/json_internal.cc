@@ -144,17 +144,15 @@ struct BytesSink {
   }
 };
 
+// Recursion is bounded by Document::parse, which refuses a text nested deeper than
+// limits.max_json_depth before any of it is walked.
 template <typename Sink>
 class DataWalker {
  public:
-  DataWalker(Sink sink, std::string_view tensor, uint64_t capacity, uint32_t max_depth)
-      : sink_(sink), tensor_(tensor), capacity_(capacity), max_depth_(max_depth) {}
+  DataWalker(Sink sink, std::string_view tensor, uint64_t capacity)
+      : sink_(sink), tensor_(tensor), capacity_(capacity) {}
 
-  Status walk(od::value& array_value, uint32_t depth) {
-    if (depth > max_depth_) {
-      return invalidArgument("tensor '", tensor_, "': data is nested deeper than ", max_depth_,
-                             " levels");
-    }
+  Status walk(od::value& array_value) {
     od::array array;
     if (auto error = array_value.get_array().get(array)) {
       return invalidArgument("tensor '", tensor_, "': 'data' must be an array (",
@@ -168,7 +166,7 @@ class DataWalker {
       // type() fails on the bare NaN / Infinity tokens: those are scalars for the sink.
       od::json_type type;
       if (!element.type().get(type) && type == od::json_type::array) {
-        INFERGATE_RETURN_IF_ERROR(walk(element, depth + 1));
+        INFERGATE_RETURN_IF_ERROR(walk(element));
         continue;
       }
       if (count_ == capacity_) {
@@ -187,15 +185,13 @@ class DataWalker {
   Sink sink_;
   std::string_view tensor_;
   uint64_t capacity_;
-  uint32_t max_depth_;
   uint64_t count_ = 0;
 };
 
 template <typename Sink>
-Status walkInto(Sink sink, od::value& data, std::string_view tensor, uint64_t expected,
-                const DecodeLimits& limits) {
-  DataWalker<Sink> walker(sink, tensor, expected, limits.max_json_depth);
-  INFERGATE_RETURN_IF_ERROR(walker.walk(data, 1));
+Status walkInto(Sink sink, od::value& data, std::string_view tensor, uint64_t expected) {
+  DataWalker<Sink> walker(sink, tensor, expected);
+  INFERGATE_RETURN_IF_ERROR(walker.walk(data));
   if (walker.count() != expected) {
     return invalidArgument("tensor '", tensor, "': shape calls for ", expected,
                            " elements but 'data' holds ", walker.count());
@@ -204,30 +200,30 @@ Status walkInto(Sink sink, od::value& data, std::string_view tensor, uint64_t ex
 }
 
 Status decodeFixed(od::value& data, DataType type, uint8_t* out, std::string_view tensor,
-                   uint64_t count, const DecodeLimits& limits) {
+                   uint64_t count) {
   switch (type) {
     case DataType::kBool:
-      return walkInto(BoolSink{out}, data, tensor, count, limits);
+      return walkInto(BoolSink{out}, data, tensor, count);
     case DataType::kUint8:
-      return walkInto(UintSink<uint8_t>{out}, data, tensor, count, limits);
+      return walkInto(UintSink<uint8_t>{out}, data, tensor, count);
     case DataType::kUint16:
-      return walkInto(UintSink<uint16_t>{out}, data, tensor, count, limits);
+      return walkInto(UintSink<uint16_t>{out}, data, tensor, count);
     case DataType::kUint32:
-      return walkInto(UintSink<uint32_t>{out}, data, tensor, count, limits);
+      return walkInto(UintSink<uint32_t>{out}, data, tensor, count);
     case DataType::kUint64:
-      return walkInto(UintSink<uint64_t>{out}, data, tensor, count, limits);
+      return walkInto(UintSink<uint64_t>{out}, data, tensor, count);
     case DataType::kInt8:
-      return walkInto(IntSink<int8_t>{out}, data, tensor, count, limits);
+      return walkInto(IntSink<int8_t>{out}, data, tensor, count);
     case DataType::kInt16:
-      return walkInto(IntSink<int16_t>{out}, data, tensor, count, limits);
+      return walkInto(IntSink<int16_t>{out}, data, tensor, count);
     case DataType::kInt32:
-      return walkInto(IntSink<int32_t>{out}, data, tensor, count, limits);
+      return walkInto(IntSink<int32_t>{out}, data, tensor, count);
     case DataType::kInt64:
-      return walkInto(IntSink<int64_t>{out}, data, tensor, count, limits);
+      return walkInto(IntSink<int64_t>{out}, data, tensor, count);
     case DataType::kFp32:
-      return walkInto(FloatSink<float>{out}, data, tensor, count, limits);
+      return walkInto(FloatSink<float>{out}, data, tensor, count);
     case DataType::kFp64:
-      return walkInto(FloatSink<double>{out}, data, tensor, count, limits);
+      return walkInto(FloatSink<double>{out}, data, tensor, count);
     default:
       return internalError("decodeFixed called for ", dataTypeName(type));
   }
@@ -412,7 +408,7 @@ StatusOr<Buffer> decodeTensorData(od::value data, DataType datatype, const Shape
   if (datatype == DataType::kBytes) {
     std::string out;
     INFERGATE_RETURN_IF_ERROR(
-        walkInto(BytesSink{&out, limits.max_tensor_bytes}, data, tensor, expected, limits));
+        walkInto(BytesSink{&out, limits.max_tensor_bytes}, data, tensor, expected));
     return Buffer::fromString(std::move(out));
   }
   const size_t element = elementSize(datatype);
@@ -422,7 +418,7 @@ StatusOr<Buffer> decodeTensorData(od::value data, DataType datatype, const Shape
                              limits.max_tensor_bytes, " bytes");
   }
   MutableBuffer out = MutableBuffer::allocate(expected * element);
-  INFERGATE_RETURN_IF_ERROR(decodeFixed(data, datatype, out.data(), tensor, expected, limits));
+  INFERGATE_RETURN_IF_ERROR(decodeFixed(data, datatype, out.data(), tensor, expected));
   return std::move(out).freeze();
 }
 
