@@ -258,6 +258,10 @@ char* writeInteger(char* p, C v) {
 
 bool hasTrailingContent(Document& doc) { return !doc.doc().current_location().error(); }
 
+Status repeatedKey(std::string_view where, std::string_view key) {
+  return invalidArgument(where, ": key '", key, "' appears more than once");
+}
+
 Status jsonError(simdjson::error_code error, std::string_view what) {
   return invalidArgument("failed to parse ", what, " JSON: ", simdjson::error_message(error));
 }

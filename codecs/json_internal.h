@@ -37,6 +37,10 @@ bool hasTrailingContent(Document& doc);
 
 // "failed to parse JSON: <simdjson message>"
 Status jsonError(simdjson::error_code error, std::string_view what);
+// Triton's JSON reader takes the first of two equal keys in an object; a gateway taking
+// another would check one message and pass on a different one. The decoders refuse equal
+// keys with this INVALID_ARGUMENT: "<where>: key '<key>' appears more than once".
+Status repeatedKey(std::string_view where, std::string_view key);
 
 // The root object of the document, or INVALID_ARGUMENT.
 StatusOr<od::object> rootObject(Document& doc, std::string_view what);

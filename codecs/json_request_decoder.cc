@@ -22,6 +22,10 @@ Status decodeRequestParameters(od::value value, InferRequest& request) {
     std::string_view key;
     if (auto error = field.unescaped_key().get(key)) return jsonError(error, "parameters");
     std::string owned_key(key);  // the key view dies at the next string decode
+    if (request.parameters.contains(owned_key) ||
+        (owned_key == param::kBinaryDataOutput && request.binary_data_output)) {
+      return repeatedKey("request 'parameters'", owned_key);
+    }
     if (isReservedTritonKey(owned_key)) {
       return invalidArgument("parameter keys starting with 'triton_' are reserved for Triton "
                              "usage and should not be specified: '",
@@ -78,6 +82,13 @@ Status decodeTensorParameters(od::value value, std::string_view tensor, TensorPa
     std::string_view key_view;
     if (auto error = field.unescaped_key().get(key_view)) return jsonError(error, "parameters");
     std::string key(key_view);
+    const bool repeated =
+        (key == param::kBinaryDataSize && out.binary_data_size) ||
+        (key == param::kBinaryData && out.binary_data) ||
+        (key == param::kClassification && out.classification) ||
+        (key == param::kShmRegion && out.shm_region) || (key == param::kShmOffset && out.shm_offset) ||
+        (key == param::kShmByteSize && out.shm_byte_size) || out.others.contains(key);
+    if (repeated) return repeatedKey(strCat("tensor '", tensor, "' parameters"), key);
     if (key == param::kBinaryDataSize) {
       INFERGATE_ASSIGN_OR_RETURN(out.binary_data_size, decodeUint(field.value(), key));
     } else if (key == param::kBinaryData) {
@@ -116,13 +127,17 @@ class InputDecoder {
     InferInput input;
     TensorParams params;
     bool has_name = false, has_datatype = false, has_shape = false, has_data = false;
-    bool data_deferred = false;
+    bool has_parameters = false, data_deferred = false;
     std::string tensor_label = "#" + std::to_string(index);
     for (auto field_result : object) {
       od::field field;
       if (auto error = std::move(field_result).get(field)) return jsonError(error, "input");
       std::string_view key;
       if (auto error = field.unescaped_key().get(key)) return jsonError(error, "input");
+      const bool repeated = (key == "name" && has_name) || (key == "datatype" && has_datatype) ||
+                            (key == "shape" && has_shape) || (key == "data" && has_data) ||
+                            (key == "parameters" && has_parameters);
+      if (repeated) return repeatedKey(strCat("input '", tensor_label, "'"), key);
       if (key == "name") {
         INFERGATE_ASSIGN_OR_RETURN(std::string_view name, decodeString(field.value(), "name"));
         input.name = std::string(name);
@@ -139,6 +154,7 @@ class InputDecoder {
         INFERGATE_ASSIGN_OR_RETURN(input.shape, decodeShape(field.value(), tensor_label, limits_));
         has_shape = true;
       } else if (key == "parameters") {
+        has_parameters = true;
         INFERGATE_RETURN_IF_ERROR(decodeTensorParameters(field.value(), tensor_label, params));
       } else if (key == "data") {
         has_data = true;
@@ -217,17 +233,23 @@ Status decodeOutput(od::value value, size_t index, InferRequest& request) {
   }
   RequestedOutput output;
   TensorParams params;
-  bool has_name = false;
+  bool has_name = false, has_parameters = false;
   for (auto field_result : object) {
     od::field field;
     if (auto error = std::move(field_result).get(field)) return jsonError(error, "output");
     std::string_view key;
     if (auto error = field.unescaped_key().get(key)) return jsonError(error, "output");
+    if ((key == "name" && has_name) || (key == "parameters" && has_parameters)) {
+      return repeatedKey(has_name ? strCat("output '", output.name, "'")
+                                  : strCat("output ", index),
+                         key);
+    }
     if (key == "name") {
       INFERGATE_ASSIGN_OR_RETURN(std::string_view name, decodeString(field.value(), "name"));
       output.name = std::string(name);
       has_name = true;
     } else if (key == "parameters") {
+      has_parameters = true;
       INFERGATE_RETURN_IF_ERROR(decodeTensorParameters(
           field.value(), has_name ? output.name : "#" + std::to_string(index), params));
     }
@@ -263,13 +285,20 @@ StatusOr<JsonInferRequestHeader> JsonRequestDecoder::decode(std::string_view jso
   INFERGATE_RETURN_IF_ERROR(document.parse(json, readable, limits_));
   INFERGATE_ASSIGN_OR_RETURN(od::object root, rootObject(document, "the inference request"));
   JsonInferRequestHeader header;
-  bool has_inputs = false;
+  bool has_id = false, has_parameters = false, has_inputs = false, has_outputs = false;
   InputDecoder input_decoder(limits_);
   for (auto field_result : root) {
     od::field field;
     if (auto error = std::move(field_result).get(field)) return jsonError(error, "the request");
     std::string_view key;
     if (auto error = field.unescaped_key().get(key)) return jsonError(error, "the request");
+    bool* seen = key == "id"           ? &has_id
+                 : key == "parameters" ? &has_parameters
+                 : key == "inputs"     ? &has_inputs
+                 : key == "outputs"    ? &has_outputs
+                                       : nullptr;
+    if (seen && *seen) return repeatedKey("the inference request", key);
+    if (seen) *seen = true;
     if (key == "id") {
       INFERGATE_ASSIGN_OR_RETURN(std::string_view id, decodeString(field.value(), "id"));
       header.request.id = std::string(id);
@@ -280,7 +309,6 @@ StatusOr<JsonInferRequestHeader> JsonRequestDecoder::decode(std::string_view jso
       if (field.value().get_array().get(inputs)) {
         return invalidArgument("'inputs' must be an array");
       }
-      has_inputs = true;
       size_t index = 0;
       for (auto input_result : inputs) {
         od::value input;

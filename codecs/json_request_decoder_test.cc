@@ -51,6 +51,48 @@ TEST(JsonRequestDecoder, DecodesSimpleModelRequest) {
   EXPECT_TRUE(r->binary_inputs.empty());
 }
 
+// Found by the json_request fuzzer: a second "datatype" used to replace the first after the
+// data was decoded with it, leaving a tensor whose bytes did not match its type. Triton
+// reads the first of equal keys; the gateway refuses them so it never forwards a request
+// other than the one it checked.
+TEST(JsonRequestDecoder, RefusesAKeyGivenTwice) {
+  const auto invalid = absl::StatusCode::kInvalidArgument;
+  expectError(R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],"data":[1],"datatype":"UINT16"}]})",
+              invalid, "input 'x': key 'datatype' appears more than once");
+  expectError(R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],"data":[1],"shape":[2]}]})",
+              invalid, "input 'x': key 'shape' appears more than once");
+  expectError(R"({"inputs":[{"data":[1],"name":"x","datatype":"INT8","shape":[1],"data":[1,2]}]})",
+              invalid, "input 'x': key 'data' appears more than once");
+  expectError(R"({"inputs":[{"name":"x","name":"y","datatype":"INT8","shape":[1],"data":[1]}]})",
+              invalid, "input 'x': key 'name' appears more than once");
+  expectError(R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],"data":[1],
+                  "parameters":{"a":1},"parameters":{"b":2}}]})",
+              invalid, "input 'x': key 'parameters' appears more than once");
+  expectError(R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],
+                  "parameters":{"binary_data_size":1,"binary_data_size":4}}]})",
+              invalid, "tensor 'x' parameters: key 'binary_data_size' appears more than once");
+  expectError(R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],"data":[1],
+                  "parameters":{"p":1,"p":"two"}}]})",
+              invalid, "tensor 'x' parameters: key 'p' appears more than once");
+  expectError(R"({"id":"a","inputs":[],"id":"b"})", invalid,
+              "the inference request: key 'id' appears more than once");
+  expectError(R"({"inputs":[],"inputs":[]})", invalid,
+              "the inference request: key 'inputs' appears more than once");
+  expectError(R"({"inputs":[],"parameters":{"sequence_id":1,"sequence_id":2}})", invalid,
+              "request 'parameters': key 'sequence_id' appears more than once");
+  expectError(R"({"inputs":[],"parameters":{"binary_data_output":true,"binary_data_output":false}})",
+              invalid, "request 'parameters': key 'binary_data_output' appears more than once");
+  expectError(R"({"inputs":[],"outputs":[{"name":"o","parameters":{},"parameters":{}}]})", invalid,
+              "output 'o': key 'parameters' appears more than once");
+  expectError(R"({"inputs":[],"outputs":[{"name":"o","name":"p"}]})", invalid,
+              "output 'o': key 'name' appears more than once");
+  // Unknown keys are not read, so a repeated one changes nothing and is let through.
+  auto r = decode(R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],"data":[1],"z":1,"z":2}],
+                      "extra":1,"extra":2})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->request.inputs.size(), 1u);
+}
+
 TEST(JsonRequestDecoder, KeepsInt64AndUint64Exact) {
   auto r = decode(R"({"inputs":[
       {"name":"a","shape":[3],"datatype":"INT64","data":[9223372036854775807,-9223372036854775808,9007199254740993]},

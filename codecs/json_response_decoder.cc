@@ -18,6 +18,7 @@ Status decodeParameterObject(od::value value, std::string_view owner, Parameters
     std::string_view key_view;
     if (auto error = field.unescaped_key().get(key_view)) return jsonError(error, "parameters");
     std::string key(key_view);
+    if (out.contains(key)) return repeatedKey(strCat(owner, " parameters"), key);
     INFERGATE_ASSIGN_OR_RETURN(ParamValue v, decodeParamValue(field.value(), key));
     out.set(std::move(key), std::move(v));
   }
@@ -36,12 +37,16 @@ class OutputDecoder {
     InferOutput output;
     std::string label = "#" + std::to_string(index);
     bool has_name = false, has_datatype = false, has_shape = false;
-    bool has_data = false, deferred = false;
+    bool has_data = false, has_parameters = false, deferred = false;
     for (auto field_result : object) {
       od::field field;
       if (auto error = std::move(field_result).get(field)) return jsonError(error, "output");
       std::string_view key;
       if (auto error = field.unescaped_key().get(key)) return jsonError(error, "output");
+      const bool repeated = (key == "name" && has_name) || (key == "datatype" && has_datatype) ||
+                            (key == "shape" && has_shape) || (key == "data" && has_data) ||
+                            (key == "parameters" && has_parameters);
+      if (repeated) return repeatedKey(strCat("output '", label, "'"), key);
       if (key == "name") {
         INFERGATE_ASSIGN_OR_RETURN(std::string_view name, decodeString(field.value(), "name"));
         output.name = std::string(name);
@@ -58,6 +63,7 @@ class OutputDecoder {
         INFERGATE_ASSIGN_OR_RETURN(output.shape, decodeShape(field.value(), label, limits_));
         has_shape = true;
       } else if (key == "parameters") {
+        has_parameters = true;
         INFERGATE_RETURN_IF_ERROR(
             decodeParameterObject(field.value(), "output '" + label + "'", output.parameters));
       } else if (key == "data") {
@@ -120,6 +126,7 @@ StatusOr<JsonInferResponseHeader> JsonResponseDecoder::decode(std::string_view j
   INFERGATE_RETURN_IF_ERROR(document.parse(json, readable, limits_));
   INFERGATE_ASSIGN_OR_RETURN(od::object root, rootObject(document, "the inference response"));
   JsonInferResponseHeader header;
+  bool has_id = false, has_name = false, has_version = false, has_parameters = false;
   bool has_outputs = false;
   OutputDecoder output_decoder(limits_);
   for (auto field_result : root) {
@@ -127,6 +134,14 @@ StatusOr<JsonInferResponseHeader> JsonResponseDecoder::decode(std::string_view j
     if (auto error = std::move(field_result).get(field)) return jsonError(error, "the response");
     std::string_view key;
     if (auto error = field.unescaped_key().get(key)) return jsonError(error, "the response");
+    bool* seen = key == "id"              ? &has_id
+                 : key == "model_name"    ? &has_name
+                 : key == "model_version" ? &has_version
+                 : key == "parameters"    ? &has_parameters
+                 : key == "outputs"       ? &has_outputs
+                                          : nullptr;
+    if (seen && *seen) return repeatedKey("the inference response", key);
+    if (seen) *seen = true;
     if (key == "id") {
       INFERGATE_ASSIGN_OR_RETURN(std::string_view id, decodeString(field.value(), "id"));
       header.response.id = std::string(id);
@@ -144,7 +159,6 @@ StatusOr<JsonInferResponseHeader> JsonResponseDecoder::decode(std::string_view j
       if (field.value().get_array().get(outputs)) {
         return invalidArgument("'outputs' must be an array");
       }
-      has_outputs = true;
       size_t index = 0;
       for (auto output_result : outputs) {
         od::value output;

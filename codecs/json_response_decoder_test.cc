@@ -41,6 +41,30 @@ TEST(JsonResponseDecoder, RejectsBrokenResponses) {
   }
 }
 
+TEST(JsonResponseDecoder, RefusesAKeyGivenTwice) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"outputs":[{"name":"a","datatype":"INT8","shape":[1],"data":[1],"datatype":"FP32"}]})",
+       "output 'a': key 'datatype' appears more than once"},
+      {R"({"outputs":[{"name":"a","datatype":"INT8","shape":[1],"shape":[1],"data":[1]}]})",
+       "output 'a': key 'shape' appears more than once"},
+      {R"({"outputs":[{"name":"a","datatype":"INT8","shape":[1],
+           "parameters":{"binary_data_size":1,"binary_data_size":9}}]})",
+       "output 'a' parameters: key 'binary_data_size' appears more than once"},
+      {R"({"model_name":"m","model_name":"n","outputs":[]})",
+       "the inference response: key 'model_name' appears more than once"},
+      {R"({"outputs":[],"outputs":[]})", "the inference response: key 'outputs' appears more than once"},
+      {R"({"outputs":[],"parameters":{"sequence_end":true,"sequence_end":false}})",
+       "the response parameters: key 'sequence_end' appears more than once"},
+  };
+  for (const auto& [json, message] : cases) {
+    auto r = JsonResponseDecoder().decode(json);
+    ASSERT_FALSE(r.ok()) << json;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << json;
+    EXPECT_NE(messageOf(r.status()).find(message), std::string_view::npos)
+        << messageOf(r.status()) << "\nexpected: " << message;
+  }
+}
+
 TEST(JsonResponseDecoder, DecodesErrorBodies) {
   EXPECT_EQ(*decodeJsonError(R"({"error":"Not Found"})"), "Not Found");
   EXPECT_FALSE(decodeJsonError("<html>").ok());
