@@ -1,9 +1,11 @@
 #include "gateway/http/worker_pool.h"
 
+#include "gateway/http/cpu_count.h"
+
 namespace infergate::gateway::http {
 
 WorkerPool::WorkerPool(size_t count) {
-  if (count == 0) count = std::max(1u, std::thread::hardware_concurrency());
+  if (count == 0) count = availableCpus();
   for (size_t i = 0; i < count; ++i) loops_.push_back(std::make_unique<EventLoop>());
 }
 

@@ -13,7 +13,7 @@ namespace infergate::gateway::http {
 
 class WorkerPool {
  public:
-  // `count` 0 = the number of cores.
+  // `count` 0 = the CPUs this process may use (availableCpus(): affinity and cgroup quota).
   explicit WorkerPool(size_t count);
   ~WorkerPool();
 
