@@ -72,10 +72,13 @@ def binary():
 
 
 class Gateway:
-    def __init__(self, config=None, **params):
+    def __init__(self, config=None, config_path=None, **params):
+        """`config`: the config text, written to a file of the gateway's own; or
+        `config_path`: a file kept by the test (one it changes, say), read as it is."""
         values = {"max_input_bytes": 67108864, "header_timeout_ms": 10000}
         values.update(params)
         self.config_text = config if config is not None else DEFAULT_CONFIG.format(**values)
+        self.config_path = config_path
         self.dir = tempfile.TemporaryDirectory(prefix="infergate-e2e-")
         self.proc = None
         self.addresses = {}
@@ -97,9 +100,11 @@ class Gateway:
                                  grpc=grpc)
 
     def start(self, timeout=60):
-        config_path = os.path.join(self.dir.name, "infergate.yaml")
-        with open(config_path, "w") as f:
-            f.write(self.config_text)
+        config_path = self.config_path
+        if config_path is None:
+            config_path = os.path.join(self.dir.name, "infergate.yaml")
+            with open(config_path, "w") as f:
+                f.write(self.config_text)
         self.ready_file = os.path.join(self.dir.name, "ready.json")
         self.proc = subprocess.Popen(
             [binary(), "--config", config_path, "--ready-file", self.ready_file],
