@@ -36,7 +36,7 @@ TEST(ValidateCommand, TheDemoExampleValidates) {
   EXPECT_EQ(r.err, "");
   EXPECT_EQ(r.out, kDemo + ": OK\n"
                    "listeners: http 127.0.0.1:8000, grpc 127.0.0.1:8001, metrics 127.0.0.1:8002; "
-                   "workers: one per core; upstreams: 1 (demo: builtin); routes: 1 (* -> demo); "
+                   "workers: one per usable CPU; upstreams: 1 (demo: builtin); routes: 1 (* -> demo); "
                    "readiness: all_routes; forward: traceparent, tracestate, "
                    "triton-grpc-protocol-*\n");
 }
@@ -127,7 +127,7 @@ readiness: { policy: any_route }
   Outcome r = run({path});
   std::remove(path.c_str());
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, path + ": OK\nlisteners: http 127.0.0.1:8000; workers: one per core; "
+  EXPECT_EQ(r.out, path + ": OK\nlisteners: http 127.0.0.1:8000; workers: one per usable CPU; "
                           "upstreams: 3 (a: grpc 10.0.0.1:8001 +2, b: http unix:/run/b.sock (json), "
                           "demo: builtin); routes: 4 (resnet50 -> a; llm-* v2 [x-tenant=beta, "
                           "x-tier=gold] -> a 90%, b 10% rewrite llm-v2; bert -> b rewrite "
@@ -145,7 +145,7 @@ readiness: { policy: always }
   Outcome r = run({path});
   std::remove(path.c_str());
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, path + ": OK\nlisteners: http 127.0.0.1:8000; workers: one per core; "
+  EXPECT_EQ(r.out, path + ": OK\nlisteners: http 127.0.0.1:8000; workers: one per usable CPU; "
                           "upstreams: 1 (a: builtin); routes: 1 (* -> a); readiness: always; "
                           "forward: none\n");
 }
