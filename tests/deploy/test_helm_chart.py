@@ -221,7 +221,9 @@ class SameSettings(unittest.TestCase):
         f = self.values["fleet"]
         docs = self.docs["fleet"]
         gateway = gateway_deployment(docs)
-        self.assertEqual(gateway["spec"]["replicas"], f["replicas"])
+        # With the autoscaler on, the HPA owns the count: neither sets replicas.
+        self.assertTrue(f["autoscaling"]["enabled"])
+        self.assertNotIn("replicas", gateway["spec"])
         self.assertEqual(self.gateway("fleet")["resources"], f["resources"])
         hpa = one(docs, "HorizontalPodAutoscaler")["spec"]
         a = f["autoscaling"]
