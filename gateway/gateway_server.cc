@@ -522,8 +522,18 @@ void GatewayServer::shutdown(std::chrono::milliseconds grace) {
     s.shutting_down = true;  // a reload asked from now on is refused
   }
   if (s.health_checker) s.health_checker->stop();
-  if (s.grpc_frontend) s.grpc_frontend->shutdown(grace);
-  if (s.http_server) s.http_server->shutdown(grace);
+  // Both frontends stop taking connections at once and drain side by side, within one
+  // grace: the HTTP listener closes first (immediate), then gRPC's drain blocks, then
+  // HTTP's gets what is left of the same deadline.
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  auto left = [deadline] {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now()));
+  };
+  if (s.http_server) s.http_server->stopAccepting();
+  if (s.grpc_frontend) s.grpc_frontend->shutdown(left());
+  if (s.http_server) s.http_server->shutdown(left());
   if (s.metrics_server) s.metrics_server->shutdown(std::chrono::milliseconds(0));
   s.control.reset();
   if (s.discovery) s.discovery->stop();

@@ -19,8 +19,9 @@
 // after every task that names it. Hence the pool must be running from start() until
 // shutdown() has returned.
 //
-// Behaviour (PROTOCOL 11.4-11.6): client shared memory is off (register / unregister
-// UNIMPLEMENTED, status empty, a request naming a region INVALID_ARGUMENT); ModelInfer
+// Behaviour (PROTOCOL 11.4-11.6): client shared memory as the config's shm section says
+// (off: register / unregister UNIMPLEMENTED, status empty, a request naming a region
+// INVALID_ARGUMENT; on: regions through shm/, shm_binding.h); ModelInfer
 // refuses decoupled models (UNIMPLEMENTED); ModelStreamInfer carries any number of
 // requests for any models, answers non-decoupled requests in request order and decoupled
 // ones as produced, reports errors in-band unless the stream's metadata has

@@ -34,10 +34,10 @@ HttpResponse bareError(int status, std::string_view message) {
 
 HttpResponse errorResponse(const codecs::Status& status) {
   HttpResponse r = HttpResponse::jsonError(httpStatusFor(status), codecs::messageOf(status));
-  if (isRateLimit(status)) r.header("Retry-After", "1");
-  if (std::optional<uint32_t> after = upstream::retryAfterOf(status)) {
-    r.header("Retry-After", codecs::strCat(*after));
-  }
+  // One Retry-After: the wait the refusal carries, else a second for a rate limit.
+  std::optional<uint32_t> after = upstream::retryAfterOf(status);
+  if (!after && isRateLimit(status)) after = 1;
+  if (after) r.header("Retry-After", codecs::strCat(*after));
   return r;
 }
 

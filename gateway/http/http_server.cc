@@ -169,8 +169,8 @@ void HttpServer::accept(Acceptor& acceptor) {
   }
 }
 
-void HttpServer::shutdown(std::chrono::milliseconds grace) {
-  if (!started_) return;
+void HttpServer::stopAccepting() {
+  if (!started_ || listen_fds_.empty()) return;
   runOnEveryLoop([](Worker& w) {
     for (auto& acceptor : w.acceptors) {
       if (acceptor->ev) {
@@ -182,6 +182,15 @@ void HttpServer::shutdown(std::chrono::milliseconds grace) {
     for (auto& [ptr, c] : w.connections) all.push_back(c);
     for (auto& c : all) c->closeWhenIdle();
   });
+  // No loop watches them any more: closed, a connect is refused instead of waiting in a
+  // backlog nobody reads.
+  for (int fd : listen_fds_) ::close(fd);
+  listen_fds_.clear();
+}
+
+void HttpServer::shutdown(std::chrono::milliseconds grace) {
+  if (!started_) return;
+  stopAccepting();
   auto deadline = std::chrono::steady_clock::now() + grace;
   while (connections_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -46,6 +46,10 @@ class HttpServer {
   // Stops accepting, lets connections finish the requests they have (closing each when
   // idle), and after `grace` closes whatever is left. Blocks; not on a loop thread.
   void shutdown(std::chrono::milliseconds grace);
+  // The first half of shutdown(), on its own: closes the listening sockets (a new client is
+  // refused at once and can go elsewhere) and lets each connection finish the request it
+  // has. Idempotent; shutdown() then waits for them.
+  void stopAccepting();
 
   size_t connectionCount() const { return connections_.load(); }
   // Connections closed at accept: over max_connections, over the per-client cap.

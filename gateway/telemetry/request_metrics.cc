@@ -11,11 +11,12 @@ namespace {
 // The HTTP statuses the gateway answers with (its own and relayed ones); the last index is
 // "other".
 constexpr std::array<int, kOutcomes - 1> kHttpStatuses = {
-    200, 201, 204, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 429, 499, 500, 501, 502, 503};
+    200, 201, 204, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 429, 499, 500, 501, 502, 503,
+    504};
 
 constexpr std::array<std::string_view, kOutcomes - 1> kHttpLabels = {
     "200", "201", "204", "400", "401", "403", "404", "405", "408", "409",
-    "413", "415", "422", "429", "499", "500", "501", "502", "503"};
+    "413", "415", "422", "429", "499", "500", "501", "502", "503", "504"};
 
 constexpr std::array<std::string_view, 17> kGrpcCodes = {
     "OK",        "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",

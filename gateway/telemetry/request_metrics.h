@@ -57,7 +57,7 @@ struct Outcome {
   uint8_t index = 0;
   bool operator==(const Outcome&) const = default;
 };
-inline constexpr size_t kOutcomes = 20;
+inline constexpr size_t kOutcomes = 21;
 Outcome httpOutcome(int status);  // statuses outside the table count as "other"
 Outcome grpcOutcome(int code);    // 0..16; anything else "other"
 // The `code` label of `outcome` for `protocol` ("404", "NOT_FOUND", "other").

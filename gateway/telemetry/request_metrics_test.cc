@@ -53,6 +53,10 @@ TEST(Outcomes, NameTheStatusOrCode) {
   EXPECT_EQ(outcomeLabel(Protocol::kHttp, httpOutcome(200)), "200");
   EXPECT_EQ(outcomeLabel(Protocol::kHttp, httpOutcome(404)), "404");
   EXPECT_EQ(outcomeLabel(Protocol::kHttp, httpOutcome(418)), "other");
+  // Every status the gateway answers with has its own label: 503 overload, 504 timeout.
+  for (int status : {400, 401, 403, 404, 413, 429, 499, 500, 501, 502, 503, 504}) {
+    EXPECT_EQ(outcomeLabel(Protocol::kHttp, httpOutcome(status)), std::to_string(status));
+  }
   EXPECT_EQ(outcomeLabel(Protocol::kGrpc, grpcOutcome(5)), "NOT_FOUND");
   EXPECT_EQ(outcomeLabel(Protocol::kGrpc, grpcOutcome(16)), "UNAUTHENTICATED");
   EXPECT_EQ(outcomeLabel(Protocol::kGrpc, grpcOutcome(99)), "other");

@@ -161,7 +161,10 @@ def https(method, path, body=None, headers=None, cert=None):
     try:
         conn.request(method, path, body=body, headers=headers or {})
         resp = conn.getresponse()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        headers = {}
+        for k, v in resp.getheaders():  # a repeated header reads "a, b", as HTTP folds it
+            headers[k.lower()] = headers[k.lower()] + ", " + v if k.lower() in headers else v
+        return resp.status, headers, resp.read()
     finally:
         conn.close()
 
@@ -319,7 +322,7 @@ class RateLimits(unittest.TestCase):
         self.assertEqual(statuses, [200, 200, 429])
         status, headers, body = https("POST", path, LIMITED, bearer(WEB_KEY))
         self.assertEqual(status, 429)
-        self.assertGreaterEqual(int(headers["retry-after"]), 1)
+        self.assertRegex(headers["retry-after"], r"^[1-9][0-9]*$")  # one header, the real wait
         self.assertIn("rate limit", json.loads(body)["error"])
         # Another principal, and another model, are not limited by web's bucket.
         self.assertEqual(https("POST", path, LIMITED, bearer(OPS_KEY))[0], 200)

@@ -1,9 +1,10 @@
 """End-to-end: the infergate process itself: configuration errors refuse to start with
 file:line messages, `infergate validate`, Unix-socket listeners, the ready file, and a
-graceful drain on SIGTERM with a request in flight."""
+graceful drain on SIGTERM with requests in flight on both frontends."""
 import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -80,6 +81,56 @@ class ProcessE2E(unittest.TestCase):
         t.join()
         self.assertEqual(code, 0)
         self.assertEqual(result.get("status"), 200)
+        self.assertFalse(gw.sanitizer_reports())
+
+
+    def test_sigterm_closes_both_listeners_at_once_and_drains_both_together(self):
+        """A slow call in flight on each frontend: after SIGTERM neither listener takes a
+        new connection (a client is refused and can go to another replica), both calls
+        finish, and the process exits 0 (before, HTTP went on accepting while gRPC
+        drained, and the two drains ran one after the other)."""
+        import grpc
+        import grpc_stubs
+        gw = Gateway().start()
+        pb, service, _, _ = grpc_stubs.load()
+        results = {}
+
+        def slow_http():
+            body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "INT32",
+                                           "data": [2000]}]}).encode()
+            results["http"] = gw.request("POST", "/v2/models/sleep/infer", body)[0]
+
+        def slow_grpc():
+            with grpc.insecure_channel(gw.address("grpc")) as channel:
+                request = pb.ModelInferRequest(model_name="sleep")
+                request.inputs.add(name="INPUT0", datatype="INT32", shape=[1])
+                request.raw_input_contents.append((2000).to_bytes(4, "little"))
+                try:
+                    service.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=30)
+                    results["grpc"] = "OK"
+                except grpc.RpcError as e:
+                    results["grpc"] = e.code()
+        threads = [threading.Thread(target=slow_http), threading.Thread(target=slow_grpc)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)
+        gw.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        try:
+            with self.assertRaises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", gw.port("http")), timeout=5).close()
+            with grpc.insecure_channel(gw.address("grpc")) as channel:
+                with self.assertRaises(grpc.RpcError) as refused:
+                    service.GRPCInferenceServiceStub(channel).ServerLive(
+                        pb.ServerLiveRequest(), timeout=2)
+            self.assertIn(refused.exception.code(), (grpc.StatusCode.UNAVAILABLE,
+                                                     grpc.StatusCode.DEADLINE_EXCEEDED))
+        finally:
+            for t in threads:
+                t.join()
+            code = gw.stop()
+        self.assertEqual(results, {"http": 200, "grpc": "OK"})
+        self.assertEqual(code, 0)
         self.assertFalse(gw.sanitizer_reports())
 
 
