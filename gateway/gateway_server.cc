@@ -1,5 +1,7 @@
 #include "gateway/gateway_server.h"
 
+#include <atomic>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -151,7 +153,7 @@ void logTlsContext(std::string_view listener, const tls::ServerContext& context)
 class ControlThread {
  public:
   ControlThread(std::chrono::milliseconds tick, std::function<void()> on_tick)
-      : tick_(tick), on_tick_(std::move(on_tick)), thread_([this] { run(); }) {}
+      : tick_ms_(tick.count()), on_tick_(std::move(on_tick)), thread_([this] { run(); }) {}
   ~ControlThread() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -160,6 +162,8 @@ class ControlThread {
     wake_.notify_all();
     thread_.join();
   }
+  // A reload that changes lifecycle.watch_interval_ms: the next wait uses it.
+  void setTick(std::chrono::milliseconds tick) { tick_ms_.store(tick.count()); }
   void post(std::function<void()> task) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -173,7 +177,8 @@ class ControlThread {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stopping_) {
       if (tasks_.empty()) {
-        if (wake_.wait_for(lock, tick_) == std::cv_status::timeout && on_tick_) {
+        const std::chrono::milliseconds tick(tick_ms_.load());
+        if (wake_.wait_for(lock, tick) == std::cv_status::timeout && on_tick_) {
           lock.unlock();
           on_tick_();
           lock.lock();
@@ -188,7 +193,7 @@ class ControlThread {
     }
   }
 
-  const std::chrono::milliseconds tick_;
+  std::atomic<int64_t> tick_ms_;
   const std::function<void()> on_tick_;
   std::mutex mu_;
   std::condition_variable wake_;
@@ -356,7 +361,14 @@ struct GatewayServer::Impl {
       http_tls->install(next_tls);
       logTlsContext("http", *next_tls);
     }
-    if (status.ok()) config = std::move(*next);
+    if (status.ok()) {
+      config = std::move(*next);
+      // Read where they are used: the tick from here on, the drain at shutdown.
+      if (control) {
+        control->setTick(std::chrono::milliseconds(
+            std::max<uint64_t>(config.lifecycle.watch_interval_ms, 1)));
+      }
+    }
     metrics->reloaded(status.ok());
     logReload(status, *router->snapshot());
     return status;
@@ -512,6 +524,11 @@ std::string GatewayServer::readyLine() const {
 }
 
 codecs::Status GatewayServer::reload() { return impl_->reload(); }
+
+std::chrono::milliseconds GatewayServer::drainTimeout() const {
+  std::lock_guard<std::mutex> lock(impl_->reload_mu);
+  return std::chrono::milliseconds(impl_->config.lifecycle.drain_timeout_ms);
+}
 
 void GatewayServer::shutdown(std::chrono::milliseconds grace) {
   Impl& s = *impl_;

@@ -38,6 +38,8 @@ class GatewayServer {
   std::string readyLine() const;
   codecs::Status reload();
   void shutdown(std::chrono::milliseconds grace);
+  // lifecycle.drain_timeout_ms of the configuration serving now (a reload may change it).
+  std::chrono::milliseconds drainTimeout() const;
 
  private:
   struct Impl;

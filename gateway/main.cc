@@ -71,7 +71,6 @@ void awaitLibraryThreads(std::chrono::milliseconds limit) {
 
 int serve(infergate::config::GatewayConfig config, std::string_view ready_file,
           const sigset_t& signals) {
-  const auto drain = std::chrono::milliseconds(config.lifecycle.drain_timeout_ms);
   infergate::gateway::GatewayServer server(std::move(config));
   infergate::codecs::Status started = server.start();
   if (!started.ok()) {
@@ -92,7 +91,7 @@ int serve(infergate::config::GatewayConfig config, std::string_view ready_file,
     server.reload().IgnoreError();
   }
   std::cerr << "infergate: signal " << signal << ", draining\n";
-  server.shutdown(drain);
+  server.shutdown(server.drainTimeout());  // the reloaded value, if a reload changed it
   return 0;
 }
 

@@ -12,7 +12,7 @@ import threading
 import time
 import unittest
 
-from harness import Gateway, binary
+from harness import Gateway, binary, wait_until
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -131,6 +131,46 @@ class ProcessE2E(unittest.TestCase):
             code = gw.stop()
         self.assertEqual(results, {"http": 200, "grpc": "OK"})
         self.assertEqual(code, 0)
+        self.assertFalse(gw.sanitizer_reports())
+
+
+    def test_a_reloaded_drain_timeout_is_the_one_sigterm_uses(self):
+        """Started with a 100 ms drain, reloaded (SIGHUP) to 10 s: a 1.5 s request in
+        flight at SIGTERM finishes. Before, the drain read at start stayed."""
+        config = """
+listeners:
+  http:    { address: "127.0.0.1:0" }
+  metrics: { address: "127.0.0.1:0" }
+lifecycle: { drain_timeout_ms: %d }
+upstreams:
+  - { name: demo, protocol: builtin }
+routes:
+  - { match: { model: "*" }, upstream: demo }
+"""
+        gw = Gateway(config=config % 100).start()
+        path = os.path.join(gw.dir.name, "infergate.yaml")
+
+        def reloads():
+            status, _, body = gw.request("GET", "/metrics", listener="metrics")
+            line = [l for l in body.decode().splitlines()
+                    if l.startswith('infergate_config_reloads_total{result="success"}')]
+            return float(line[0].split()[-1]) if line else 0.0
+        with open(path, "w") as f:
+            f.write(config % 10000)
+        gw.proc.send_signal(signal.SIGHUP)
+        self.assertTrue(wait_until(lambda: reloads() >= 1, timeout=30), "the reload never happened")
+        result = {}
+
+        def slow():
+            body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "INT32",
+                                           "data": [1500]}]}).encode()
+            result["status"] = gw.request("POST", "/v2/models/sleep/infer", body)[0]
+        t = threading.Thread(target=slow)
+        t.start()
+        time.sleep(0.3)
+        code = gw.stop()
+        t.join()
+        self.assertEqual((code, result.get("status")), (0, 200))
         self.assertFalse(gw.sanitizer_reports())
 
 
