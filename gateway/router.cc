@@ -8,6 +8,7 @@
 #include "codecs/json_response_decoder.h"
 #include "codecs/text.h"
 #include "gateway/error_mapping.h"
+#include "shm/handoff_pool.h"
 
 namespace infergate::gateway {
 namespace {
@@ -57,10 +58,10 @@ codecs::StatusOr<std::shared_ptr<const RouterSnapshot>> Router::build(
 shm::RegistryPolicy registryPolicy(const config::GatewayConfig& config) {
   const config::ShmConfig& shm = config.shm;
   shm::RegistryPolicy policy;
-  // This process's own pools (`<key_prefix><pid>_<n>`, shm/handoff_pool.h): the default
-  // prefix always, and every prefix a handoff section names. Another process's pools (an
-  // upstream infergate handed this one's pool, say) are its own to protect.
-  const std::string own = std::to_string(::getpid()) + "_";
+  // This process's own pools (`<key_prefix><processTag()>_<n>`, shm/handoff_pool.h): the
+  // default prefix always, and every prefix a handoff section names. Another process's
+  // pools (an upstream infergate handed this one's pool, say) are its own to protect.
+  const std::string own = shm::HandoffPool::processTag() + "_";
   policy.reserved_key_prefixes.push_back(config::HandoffConfig().key_prefix + own);
   for (const config::UpstreamConfig& u : config.upstreams) {
     if (u.handoff.enabled) policy.reserved_key_prefixes.push_back(u.handoff.key_prefix + own);

@@ -3,7 +3,9 @@
 
 #include "shm/handoff_pool.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <random>
 #include <system_error>
 #include <utility>
 
@@ -31,14 +34,19 @@ std::atomic<uint64_t> next_pool_number{0};
 
 std::string errnoText(int error) { return std::system_category().message(error); }
 
-// Creates, sizes and maps a new POSIX shm object; on failure nothing is left behind.
-codecs::StatusOr<uint8_t*> createSystemObject(const std::string& key, uint64_t byte_size) {
+struct SystemObject {
+  uint8_t* data;
+  int fd;  // open and flocked (LOCK_EX) for the pool's life
+};
+
+// Creates, locks, sizes and maps a new POSIX shm object; on failure nothing is left behind.
+codecs::StatusOr<SystemObject> createSystemObject(const std::string& key, uint64_t byte_size) {
   if (byte_size > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) {
     return codecs::invalidArgument("handoff pool of ", byte_size, " bytes is too large");
   }
-  // O_EXCL: the name embeds our pid and a counter, so an existing object is someone
-  // else's (or a crashed gateway's with a recycled pid) and must not be taken over.
-  int fd = ::shm_open(key.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  // O_EXCL: the name embeds our process tag and a counter, so an existing object is
+  // someone else's and must not be taken over.
+  int fd = ::shm_open(key.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) {
     return codecs::internalError("handoff pool: shm_open('", key,
                                  "', O_CREAT|O_EXCL) failed: ", errnoText(errno));
@@ -50,12 +58,35 @@ codecs::StatusOr<uint8_t*> createSystemObject(const std::string& key, uint64_t b
     ::shm_unlink(key.c_str());
     return status;
   };
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return fail("flock");
   if (::ftruncate(fd, static_cast<off_t>(byte_size)) != 0) return fail("ftruncate");
   void* data = ::mmap(nullptr, static_cast<size_t>(byte_size), PROT_READ | PROT_WRITE,
                       MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) return fail("mmap");
-  ::close(fd);
-  return static_cast<uint8_t*>(data);
+  return SystemObject{static_cast<uint8_t*>(data), fd};
+}
+
+// Whether `name` (no leading '/') is `<prefix><digits>_<8 hex>_<digits>`.
+bool isPoolName(std::string_view name, std::string_view prefix) {
+  if (name.substr(0, prefix.size()) != prefix) return false;
+  name.remove_prefix(prefix.size());
+  auto digits = [&name](size_t min, size_t max, bool hex) {
+    size_t n = 0;
+    while (n < name.size() && n < max &&
+           ((name[n] >= '0' && name[n] <= '9') || (hex && name[n] >= 'a' && name[n] <= 'f'))) {
+      ++n;
+    }
+    if (n < min) return false;
+    name.remove_prefix(n);
+    return true;
+  };
+  auto underscore = [&name] {
+    if (name.empty() || name.front() != '_') return false;
+    name.remove_prefix(1);
+    return true;
+  };
+  return digits(1, 20, false) && underscore() && digits(8, 8, true) && underscore() &&
+         digits(1, 20, false) && name.empty();
 }
 
 }  // namespace
@@ -73,19 +104,60 @@ codecs::StatusOr<std::shared_ptr<HandoffPool>> HandoffPool::create(const Options
     std::unique_ptr<CudaDeviceBuffer> buffer =
         CudaDeviceBuffer::create(options.device, options.byte_size, &error);
     if (buffer == nullptr) return codecs::internalError("CUDA handoff pool: ", error);
-    return std::make_shared<HandoffPool>(options, std::string(), nullptr, std::move(buffer));
+    return std::make_shared<HandoffPool>(options, std::string(), nullptr, -1, std::move(buffer));
   }
-  std::string key = codecs::strCat(options.key_prefix, static_cast<int64_t>(::getpid()), '_',
+  std::string key = codecs::strCat(options.key_prefix, processTag(), '_',
                                    next_pool_number.fetch_add(1, std::memory_order_relaxed));
-  INFERGATE_ASSIGN_OR_RETURN(uint8_t* data, createSystemObject(key, options.byte_size));
-  return std::make_shared<HandoffPool>(options, std::move(key), data, nullptr);
+  INFERGATE_ASSIGN_OR_RETURN(SystemObject object, createSystemObject(key, options.byte_size));
+  return std::make_shared<HandoffPool>(options, std::move(key), object.data, object.fd, nullptr);
 }
 
-HandoffPool::HandoffPool(const Options& options, std::string key, uint8_t* data,
+const std::string& HandoffPool::processTag() {
+  static const std::string tag = [] {
+    std::random_device entropy;
+    const uint32_t word = entropy();
+    char hex[9];
+    for (int i = 0; i < 8; ++i) hex[i] = "0123456789abcdef"[(word >> (28 - 4 * i)) & 0xf];
+    hex[8] = '\0';
+    return codecs::strCat(static_cast<int64_t>(::getpid()), '_', hex);
+  }();
+  return tag;
+}
+
+size_t HandoffPool::removeStale(const std::string& key_prefix, std::chrono::seconds min_age) {
+  // glibc's shm_open names live in /dev/shm; a prefix is "/" + a name without '/'.
+  if (key_prefix.size() < 2 || key_prefix[0] != '/') return 0;
+  const std::string_view prefix = std::string_view(key_prefix).substr(1);
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return 0;
+  std::vector<std::string> candidates;
+  while (dirent* entry = ::readdir(dir)) {
+    if (isPoolName(entry->d_name, prefix)) candidates.push_back(entry->d_name);
+  }
+  ::closedir(dir);
+  size_t removed = 0;
+  const time_t now = ::time(nullptr);
+  for (const std::string& name : candidates) {
+    const std::string key = "/" + name;
+    int fd = ::shm_open(key.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+    if (fd < 0) continue;
+    struct stat st;
+    // Not held by a live pool (its owner keeps LOCK_EX), and not one being created.
+    if (::fstat(fd, &st) == 0 && now - st.st_mtime >= min_age.count() &&
+        ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      if (::shm_unlink(key.c_str()) == 0) ++removed;
+    }
+    ::close(fd);  // drops the lock, if taken
+  }
+  return removed;
+}
+
+HandoffPool::HandoffPool(const Options& options, std::string key, uint8_t* data, int fd,
                          std::unique_ptr<CudaDeviceBuffer> device_buffer)
     : options_(options),
       key_(std::move(key)),
       data_(data),
+      fd_(fd),
       device_buffer_(std::move(device_buffer)) {
   free_.emplace(0, options_.byte_size);
 }
@@ -95,6 +167,7 @@ HandoffPool::~HandoffPool() {
     ::munmap(data_, static_cast<size_t>(options_.byte_size));
     ::shm_unlink(key_.c_str());
   }
+  if (fd_ >= 0) ::close(fd_);
 }
 
 const uint8_t* HandoffPool::cudaHandle() const {

@@ -5,8 +5,13 @@
 // tensors by reference instead of through the socket.
 //
 //   system  a POSIX shm object the gateway creates (shm_open O_CREAT|O_EXCL, mode 0600,
-//           ftruncate, mmap), named `<key_prefix><pid>_<n>` so two gateways on one host
-//           never collide; unlinked and unmapped when the pool is destroyed.
+//           ftruncate, mmap), named `<key_prefix><processTag()>_<n>`; unlinked and
+//           unmapped when the pool is destroyed. The tag (pid and a random word) keeps
+//           apart gateways that share a /dev/shm from different pid namespaces, and a
+//           gateway restarted in a container from its predecessor with the same pid
+//           (both pid 1). The pool holds an exclusive flock on its object while it lives,
+//           so removeStale() can tell a dead gateway's pool (left by a kill) from a live
+//           one and free its memory.
 //   cuda    a device allocation on `device` (CudaDeviceBuffer) exported by IPC handle.
 //
 // Slots: allocate(size) gives a Slot of at least `size` bytes at a 64-byte aligned offset,
@@ -16,6 +21,7 @@
 // its last slot is freed. First fit over an ordered free list with coalescing; one mutex,
 // held only for the list update.
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -42,6 +48,18 @@ class HandoffPool : public std::enable_shared_from_this<HandoffPool> {
   // GPU; INTERNAL with the system call's words when the object cannot be created.
   static codecs::StatusOr<std::shared_ptr<HandoffPool>> create(const Options& options);
   ~HandoffPool();
+
+  // "<pid>_<8 hex digits>": this process's part of every name it gives its pools (and,
+  // gateway/upstream/endpoint_handoff.h, its registrations at upstreams). The same for the
+  // life of the process.
+  static const std::string& processTag();
+
+  // Removes the system pools under `key_prefix` that no live process holds: objects named
+  // as create() names them (`<key_prefix><pid>_<8 hex>_<n>`) whose flock can be taken and
+  // that are at least `min_age` old (a pool between its creation and its flock is young).
+  // Other names under the prefix are left alone. Returns how many were removed.
+  static size_t removeStale(const std::string& key_prefix,
+                            std::chrono::seconds min_age = std::chrono::seconds(10));
 
   class Slot {
    public:
@@ -78,7 +96,8 @@ class HandoffPool : public std::enable_shared_from_this<HandoffPool> {
   uint64_t bytesInUse() const;
   uint64_t slotsInUse() const;
 
-  HandoffPool(const Options& options, std::string key, uint8_t* data,
+  // `fd`: the system object, held open (and flocked) until destruction; -1 for cuda.
+  HandoffPool(const Options& options, std::string key, uint8_t* data, int fd,
               std::unique_ptr<CudaDeviceBuffer> device_buffer);
 
  private:
@@ -87,6 +106,7 @@ class HandoffPool : public std::enable_shared_from_this<HandoffPool> {
   Options options_;
   std::string key_;
   uint8_t* data_ = nullptr;
+  int fd_ = -1;
   std::unique_ptr<CudaDeviceBuffer> device_buffer_;
   mutable std::mutex mu_;
   std::map<uint64_t, uint64_t> free_;  // offset -> size, non-adjacent ranges

@@ -4,6 +4,7 @@
 #include "shm/handoff_pool.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,7 +48,7 @@ TEST(HandoffPool, CreatesAPrivateObjectAndRemovesItWhenDestroyed) {
   EXPECT_EQ(pool->byteSize(), 8192u);
   EXPECT_EQ(pool->cudaHandle(), nullptr);
   ASSERT_NE(pool->hostData(), nullptr);
-  const std::string prefix = "/infergate_test_pool_" + std::to_string(::getpid()) + "_";
+  const std::string prefix = "/infergate_test_pool_" + HandoffPool::processTag() + "_";
   EXPECT_EQ(pool->key().rfind(prefix, 0), 0u) << pool->key();
 
   const std::string path = objectPath(*pool);
@@ -63,6 +64,74 @@ TEST(HandoffPool, CreatesAPrivateObjectAndRemovesItWhenDestroyed) {
   pool.reset();
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_TRUE(std::filesystem::exists(objectPath(*other)));
+}
+
+// An object made as a dead gateway's pool would be, or under another name; `lock` keeps it
+// flocked through a descriptor of its own (a live owner).
+class ShmFile {
+ public:
+  explicit ShmFile(std::string key, bool lock = false) : key_(std::move(key)) {
+    fd_ = ::shm_open(key_.c_str(), O_CREAT | O_RDWR, 0600);
+    EXPECT_GE(fd_, 0) << key_;
+    EXPECT_EQ(::ftruncate(fd_, 4096), 0);
+    if (lock) EXPECT_EQ(::flock(fd_, LOCK_EX | LOCK_NB), 0);
+  }
+  ~ShmFile() {
+    ::close(fd_);
+    ::shm_unlink(key_.c_str());
+  }
+  bool exists() const { return std::filesystem::exists("/dev/shm" + key_); }
+
+ private:
+  std::string key_;
+  int fd_ = -1;
+};
+
+TEST(HandoffPool, ProcessTagIsPidAndARandomWord) {
+  const std::string& tag = HandoffPool::processTag();
+  const std::string pid = std::to_string(::getpid()) + "_";
+  ASSERT_EQ(tag.rfind(pid, 0), 0u) << tag;
+  const std::string word = tag.substr(pid.size());
+  EXPECT_EQ(word.size(), 8u) << tag;
+  EXPECT_EQ(word.find_first_not_of("0123456789abcdef"), std::string::npos) << tag;
+  EXPECT_EQ(&HandoffPool::processTag(), &tag);  // one for the process
+}
+
+TEST(HandoffPool, ALivePoolHoldsTheLockOnItsObject) {
+  std::shared_ptr<HandoffPool> pool = systemPool(4096);
+  ASSERT_NE(pool, nullptr);
+  int fd = ::shm_open(pool->key().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  EXPECT_NE(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  EXPECT_EQ(errno, EWOULDBLOCK);
+  ::close(fd);
+}
+
+TEST(HandoffPool, RemoveStaleFreesOnlyUnlockedPoolsOfThePrefix) {
+  const std::string prefix = "/infergate_test_stale_" + std::to_string(::getpid()) + "_";
+  ShmFile dead(prefix + "4242_deadbeef_0");
+  ShmFile held(prefix + "4243_cafef00d_0", /*lock=*/true);       // another live gateway
+  ShmFile old_format(prefix + "4244_0");                         // not a name create() makes
+  ShmFile not_hex(prefix + "4245_DEADBEEF_0");
+  ShmFile other_prefix("/infergate_test_other_" + std::to_string(::getpid()) + "_1_deadbeef_0");
+  HandoffPool::Options options;
+  options.byte_size = 4096;
+  options.key_prefix = prefix;
+  auto live = HandoffPool::create(options);  // this process's own, under the same prefix
+  ASSERT_TRUE(live.ok()) << live.status();
+
+  // Too young to judge: nothing goes.
+  EXPECT_EQ(HandoffPool::removeStale(prefix, std::chrono::seconds(3600)), 0u);
+  EXPECT_TRUE(dead.exists());
+
+  EXPECT_EQ(HandoffPool::removeStale(prefix, std::chrono::seconds(0)), 1u);
+  EXPECT_FALSE(dead.exists());
+  EXPECT_TRUE(held.exists());
+  EXPECT_TRUE(old_format.exists());
+  EXPECT_TRUE(not_hex.exists());
+  EXPECT_TRUE(other_prefix.exists());
+  EXPECT_TRUE(std::filesystem::exists("/dev/shm" + (*live)->key()));
+  EXPECT_EQ(HandoffPool::removeStale("no-slash", std::chrono::seconds(0)), 0u);
 }
 
 TEST(HandoffPool, RefusesAZeroSizeAndABadPrefix) {

@@ -13,8 +13,8 @@ std::atomic<uint64_t> next_endpoint_number{0};
 // Unique per process, endpoint (two upstreams of one gateway may name the same server) and
 // registration.
 std::string regionNameAtUpstream(uint64_t endpoint_number, uint64_t serial) {
-  return "infergate_r" + std::to_string(::getpid()) + "_" + std::to_string(endpoint_number) + "_" +
-         std::to_string(serial);
+  return "infergate_r" + shm::HandoffPool::processTag() + "_" + std::to_string(endpoint_number) +
+         "_" + std::to_string(serial);
 }
 
 }  // namespace
@@ -31,6 +31,15 @@ EndpointHandoff::EndpointHandoff(const config::UpstreamConfig& upstream, std::st
   options.byte_size = config_.pool_bytes;
   options.key_prefix = config_.key_prefix;
   options.device = config_.device;
+  if (options.kind == shm::RegionKind::kSystem) {
+    // A gateway killed before it could remove its pool (an OOM kill, a container restart:
+    // the pod's /dev/shm outlives both) leaves the memory taken until someone frees it.
+    if (size_t removed = shm::HandoffPool::removeStale(options.key_prefix)) {
+      telemetry::logEvent(telemetry::Level::kInfo, "handoff_stale_pools_removed",
+                          {{"upstream", upstream_name_}, {"key_prefix", options.key_prefix},
+                           {"count", static_cast<int64_t>(removed)}});
+    }
+  }
   codecs::StatusOr<std::shared_ptr<shm::HandoffPool>> pool = shm::HandoffPool::create(options);
   if (!pool.ok()) {
     telemetry::logEvent(telemetry::Level::kWarning, "handoff_pool_unavailable",
@@ -40,7 +49,7 @@ EndpointHandoff::EndpointHandoff(const config::UpstreamConfig& upstream, std::st
     return;
   }
   pool_ = std::move(*pool);
-  pool_name_ = "infergate_pool_" + std::to_string(::getpid()) + "_" + std::to_string(number_);
+  pool_name_ = "infergate_pool_" + shm::HandoffPool::processTag() + "_" + std::to_string(number_);
 }
 
 EndpointHandoff::~EndpointHandoff() = default;

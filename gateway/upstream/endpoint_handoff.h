@@ -13,11 +13,13 @@
 // inline forwarding, never to an error.
 //
 // Names at the upstream belong to the gateway and are unique per process, endpoint and
-// registration: "infergate_pool_<pid>_<n>" (the pool of the n-th handoff endpoint) and
-// "infergate_r<pid>_<n>_<serial>" (a client region, by its registry serial, so a name
-// reused by the client never aliases an old registration). So an upstream that answers
-// "already registered" to one of them still has that very registration (the endpoint only
-// looked down): the registrar takes it as registered.
+// registration: "infergate_pool_<tag>_<n>" (the pool of the n-th handoff endpoint) and
+// "infergate_r<tag>_<n>_<serial>" (a client region, by its registry serial, so a name
+// reused by the client never aliases an old registration), where <tag> is
+// shm::HandoffPool::processTag(), pid and a random word: a gateway restarted as pid 1 in
+// its container never meets its predecessor's names. So an upstream that answers "already
+// registered" to one of them still has that very registration (the endpoint only looked
+// down): the registrar takes it as registered.
 //
 // Threads: every member may be called from any thread (one mutex; the pool and the
 // output-size table have their own).

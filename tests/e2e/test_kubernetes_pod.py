@@ -24,6 +24,7 @@ import shutil
 import ssl
 import sys
 import tempfile
+import time
 import unittest
 
 import grpc
@@ -252,6 +253,39 @@ class SidecarPod(unittest.TestCase):
                 conn.close()
         self.assertTrue(wait_until(lambda: serial() == renewed.serial_number, timeout=30),
                         "the renewed certificate was never served")
+
+
+    def test_5_a_killed_gateways_pool_is_freed_by_the_next_one(self):
+        """The gateway container killed (an OOM kill) leaves its pool in the pod's /dev/shm,
+        which outlives containers; the restarted gateway frees it and makes its own under a
+        new name (pid and a random word), so no name of the dead one is reused."""
+        with open(CONFIG.path("infergate.yaml")) as f:
+            text = f.read()
+        dead = Gateway(config=text).start()
+        pools = lambda pid: glob.glob("/dev/shm/infergate_pool_%d_*" % pid)
+        try:
+            self.assertTrue(wait_until(lambda: pools(dead.proc.pid), timeout=30))
+            (left,) = pools(dead.proc.pid)
+            dead.proc.kill()
+            dead.proc.wait(timeout=30)
+        finally:
+            dead.proc.stdout.close()
+            dead.proc.stderr.close()
+            dead.proc = None
+            dead.dir.cleanup()
+        self.assertTrue(os.path.exists(left), "a killed gateway cannot remove its pool")
+        hour_ago = time.time() - 3600  # past the 10 s a pool may spend before its lock
+        os.utime(left, (hour_ago, hour_ago))
+        successor = P.start("G_next", Gateway(config=text))
+        try:
+            self.assertFalse(os.path.exists(left), "the dead gateway's pool is still there")
+            (own,) = pools(successor.proc.pid)
+            self.assertNotEqual(os.path.basename(own), os.path.basename(left))
+            log = "".join(successor.stderr_lines)
+            self.assertTrue(wait_until(lambda: "handoff_stale_pools_removed" in
+                                       "".join(successor.stderr_lines), timeout=10), log)
+        finally:
+            P.stop(successor)
 
 
 if __name__ == "__main__":
