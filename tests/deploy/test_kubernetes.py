@@ -193,6 +193,21 @@ class EveryShape:
         drain_s = self.config["lifecycle"]["drain_timeout_ms"] / 1000
         self.assertGreater(spec["terminationGracePeriodSeconds"], pause + drain_s)
 
+    def test_the_memory_limit_holds_the_buffers_the_config_allows(self):
+        """Every open HTTP connection holds a 64 KiB read buffer (kReadChunk,
+        gateway/http/http_connection.cc); the handoff pool's pages are charged to this
+        container too; 64 MiB is left for the rest of the gateway."""
+        limit = memory_bytes(self.infergate["resources"]["limits"]["memory"])
+        connections = self.config.get("limits", {}).get("max_connections", 10000)
+        pools = sum(u.get("handoff", {}).get("pool_bytes", 0) for u in self.config["upstreams"])
+        self.assertGreaterEqual(limit, connections * 64 * 1024 + pools + 64 * 1024 * 1024)
+
+    def test_event_loops_follow_the_cpus_the_pod_gets(self):
+        """workers: 0 follows a CPU limit (cgroup quota); without one it would start one
+        loop per CPU of the node, so the config must say how many."""
+        has_cpu_limit = "cpu" in self.infergate["resources"].get("limits", {})
+        self.assertTrue(has_cpu_limit or self.config.get("workers", 0) > 0)
+
     def test_runs_as_non_root_without_privileges(self):
         spec = pod_spec(self.gateway)
         self.assertIs(spec["securityContext"]["runAsNonRoot"], True)

@@ -330,7 +330,7 @@ class DashboardJson(unittest.TestCase):
 
 # ---- the live gateway -------------------------------------------------------------------
 
-# Client shm at U: the gateway's handoff pool ("/infergate_pool_<pid>_<n>").
+# Client shm at U: the gateway's handoff pool ("/infergate_pool_<pid>_<word>_<n>").
 UPSTREAM_SHM = """shm:
   enabled: true
   allowed_key_prefixes: ["/infergate_"]
