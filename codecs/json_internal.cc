@@ -277,16 +277,28 @@ Status Document::parse(std::string_view text, size_t readable, const DecodeLimit
     state.parser = od::parser();
     state.scratch = std::string();
   }
+  // simdjson reads a token that runs to the end of the text (a number, an atom) on into the
+  // padding. Bytes there are whatever the buffer held before, so a text cut off in such a
+  // token would be read differently from one call to the next. In place only when the text
+  // ends in a closing bracket (every complete document these decoders take); otherwise a
+  // copy with blank padding.
+  size_t end = text.size();
+  while (end > 0 && (text[end - 1] == ' ' || text[end - 1] == '\n' || text[end - 1] == '\r' ||
+                     text[end - 1] == '\t')) {
+    --end;
+  }
+  const bool closed = end > 0 && (text[end - 1] == '}' || text[end - 1] == ']');
   simdjson::padded_string_view padded;
-  if (readable >= text.size() + simdjson::SIMDJSON_PADDING) {
+  if (closed && readable >= text.size() + simdjson::SIMDJSON_PADDING) {
     padded = simdjson::padded_string_view(text.data(), text.size(), readable);
   } else {
     if (state.scratch.size() < text.size() + simdjson::SIMDJSON_PADDING) {
       state.scratch.resize(text.size() + simdjson::SIMDJSON_PADDING);
     }
     std::memcpy(state.scratch.data(), text.data(), text.size());
+    std::memset(state.scratch.data() + text.size(), ' ', simdjson::SIMDJSON_PADDING);
     padded = simdjson::padded_string_view(state.scratch.data(), text.size(),
-                                          state.scratch.size());
+                                          text.size() + simdjson::SIMDJSON_PADDING);
   }
   if (auto error = state.parser.iterate(padded).get(doc_)) return jsonError(error, "the");
   return absl::OkStatus();

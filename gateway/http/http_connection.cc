@@ -198,7 +198,7 @@ void HttpConnection::parse(const char* data, size_t size) {
   if (parsed != size || HTTP_PARSER_ERRNO(&parser_) != HPE_OK) {
     http_errno err = HTTP_PARSER_ERRNO(&parser_);
     if (err == HPE_HEADER_OVERFLOW) {
-      failRequest(413, "request headers exceed the size limit");
+      failRequest(431, "request headers exceed the size limit");
     } else {
       failRequest(400, codecs::strCat("malformed HTTP request: ", http_errno_description(err)));
     }
@@ -447,15 +447,66 @@ void HttpConnection::close() {
 
 // ---- parser callbacks ----------------------------------------------------------------
 
-int HttpConnection::addHeaderBytes(size_t len) {
+// RFC 9110: a request target too long is 414, headers too large 431 (RFC 6585).
+int HttpConnection::addHeaderBytes(size_t len, bool target) {
   header_bytes_ += len;
   if (header_bytes_ > limits_.max_header_bytes) {
-    failRequest(413, codecs::strCat("request headers exceed the limit of ",
-                                    limits_.max_header_bytes, " bytes"));
+    if (target) {
+      failRequest(414, codecs::strCat("the request target exceeds the limit of ",
+                                      limits_.max_header_bytes, " bytes for the request head"));
+    } else {
+      failRequest(431, codecs::strCat("request headers exceed the limit of ",
+                                      limits_.max_header_bytes, " bytes"));
+    }
     return -1;
   }
   return 0;
 }
+
+namespace {
+
+// RFC 9110 5.1 / 5.6.2: a field name is a token. A name with a space before its colon is
+// the classic shape of request smuggling (a proxy and its upstream disagreeing on it).
+bool isToken(std::string_view name) {
+  if (name.empty()) return false;
+  for (unsigned char ch : name) {
+    const bool ok = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
+                    (ch >= 'A' && ch <= 'Z') || std::strchr("!#$%&'*+-.^_`|~", ch) != nullptr;
+    if (!ok || ch == 0) return false;
+  }
+  return true;
+}
+
+// What the request's framing headers say that the parser lets through and RFC 9112 does
+// not: an answer to give instead of serving the request, or nothing.
+std::optional<std::pair<int, std::string>> framingRefusal(const http_parser& p,
+                                                          const HeaderList& headers) {
+  if (p.http_major != 1) {
+    return std::make_pair(505, codecs::strCat("HTTP/", static_cast<int>(p.http_major), ".",
+                                              static_cast<int>(p.http_minor),
+                                              " is not supported: send HTTP/1.1"));
+  }
+  size_t hosts = 0;
+  for (const auto& [name, value] : headers) {
+    if (!isToken(name)) {
+      return std::make_pair(400, codecs::strCat("invalid header name '", name, "'"));
+    }
+    if (codecs::equalsIgnoreCase(name, "Host")) {
+      ++hosts;
+      if (value.find_first_of(" \t,") != std::string::npos) {
+        return std::make_pair(400, codecs::strCat("invalid Host header '", value, "'"));
+      }
+    } else if (codecs::equalsIgnoreCase(name, "Transfer-Encoding") &&
+               !codecs::equalsIgnoreCase(codecs::trimAscii(value), "chunked")) {
+      return std::make_pair(501, codecs::strCat("Transfer-Encoding '", value,
+                                                "' is not supported (only chunked)"));
+    }
+  }
+  if (hosts > 1) return std::make_pair(400, std::string("more than one Host header"));
+  return std::nullopt;
+}
+
+}  // namespace
 
 void HttpConnection::finishHeaderLine() {
   if (!in_header_value_) return;
@@ -483,7 +534,7 @@ int HttpConnection::onMessageBegin(http_parser* p) {
 
 int HttpConnection::onUrl(http_parser* p, const char* at, size_t len) {
   auto* c = static_cast<HttpConnection*>(p->data);
-  if (c->addHeaderBytes(len)) return -1;
+  if (c->addHeaderBytes(len, /*target=*/true)) return -1;
   c->current_->request_.target.append(at, len);
   return 0;
 }
@@ -494,7 +545,7 @@ int HttpConnection::onHeaderField(http_parser* p, const char* at, size_t len) {
   if (c->in_header_value_) {
     c->finishHeaderLine();
     if (c->current_->request_.headers.size() >= c->limits_.max_header_count) {
-      c->failRequest(413, codecs::strCat("more than ", c->limits_.max_header_count,
+      c->failRequest(431, codecs::strCat("more than ", c->limits_.max_header_count,
                                          " request headers"));
       return -1;
     }
@@ -528,11 +579,15 @@ int HttpConnection::onHeadersComplete(http_parser* p) {
   auto* c = static_cast<HttpConnection*>(p->data);
   c->finishHeaderLine();
   if (c->current_->request_.headers.size() > c->limits_.max_header_count) {
-    c->failRequest(413, codecs::strCat("more than ", c->limits_.max_header_count,
+    c->failRequest(431, codecs::strCat("more than ", c->limits_.max_header_count,
                                        " request headers"));
     return -1;
   }
   HttpRequest& request = c->current_->request_;
+  if (auto refusal = framingRefusal(*p, request.headers)) {
+    c->failRequest(refusal->first, refusal->second);
+    return -1;
+  }
   request.method = http_method_str(static_cast<http_method>(p->method));
   request.http_minor = p->http_minor;
   c->current_->head_ = p->method == HTTP_HEAD;

@@ -189,7 +189,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   static int onBody(http_parser* p, const char* at, size_t len);
   static int onChunkHeader(http_parser* p);
   static int onMessageComplete(http_parser* p);
-  int addHeaderBytes(size_t len);
+  int addHeaderBytes(size_t len, bool target = false);
   void finishHeaderLine();
   bool reserveBody(uint64_t size);
 

@@ -278,16 +278,47 @@ TEST_F(HttpServerTest, RefusesTooManyOrTooLargeHeaders) {
     RawClient c(port_);
     c.send("GET / HTTP/1.1\r\na: 1\r\nb: 2\r\nc: 3\r\nd: 4\r\n\r\n");
     auto r = c.read();
-    EXPECT_EQ(r.status, 413);
+    EXPECT_EQ(r.status, 431);
     EXPECT_NE(r.body.find("more than 3 request headers"), std::string::npos);
   }
   {
     RawClient c(port_);
     c.send("GET / HTTP/1.1\r\nx: " + std::string(300, 'y') + "\r\n\r\n");
     auto r = c.read();
-    EXPECT_EQ(r.status, 413);
+    EXPECT_EQ(r.status, 431);
     EXPECT_NE(r.body.find("exceed the limit of 200 bytes"), std::string::npos);
   }
+  {
+    RawClient c(port_);
+    c.send("GET /" + std::string(300, 'u') + " HTTP/1.1\r\n\r\n");
+    auto r = c.read();
+    EXPECT_EQ(r.status, 414);
+    EXPECT_NE(r.body.find("request target exceeds the limit of 200 bytes"), std::string::npos);
+  }
+}
+
+// What Debian's (non-strict) http-parser lets through and RFC 9112 does not.
+TEST_F(HttpServerTest, RefusesFramingThatProxiesCouldReadTwoWays) {
+  startServer();
+  const std::pair<std::string, std::pair<int, std::string>> cases[] = {
+      {"POST / HTTP/1.1\r\nContent-Length : 2\r\n\r\n{}", {400, "invalid header name"}},
+      {"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", {400, "more than one Host header"}},
+      {"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", {400, "invalid Host header 'a b'"}},
+      {"GET / HTTP/2.0\r\n\r\n", {505, "HTTP/2.0 is not supported"}},
+      {"GET / HTTP/9.9\r\n\r\n", {505, "HTTP/9.9 is not supported"}},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+       {501, "Transfer-Encoding 'gzip, chunked' is not supported"}},
+  };
+  for (const auto& [request, expected] : cases) {
+    RawClient c(port_);
+    c.send(request);
+    auto r = c.read();
+    EXPECT_EQ(r.status, expected.first) << request;
+    EXPECT_NE(r.body.find(expected.second), std::string::npos) << request << "\n" << r.body;
+  }
+  RawClient ok(port_);  // and a plain request is still served
+  ok.send("GET / HTTP/1.1\r\nHost: localhost:80\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  EXPECT_EQ(ok.read().status, 200);
 }
 
 TEST_F(HttpServerTest, AnswersGarbageWith400AndKeepsServing) {

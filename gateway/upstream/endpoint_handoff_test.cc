@@ -39,7 +39,7 @@ config::UpstreamConfig colocatedUpstream(uint64_t pool_bytes = kPoolBytes, bool 
 // The name `h` gives a client region at the upstream: unique per process, endpoint and
 // registration.
 std::string upstreamRegionName(const EndpointHandoff& h, uint64_t serial) {
-  return "infergate_r" + std::to_string(::getpid()) + "_" + std::to_string(h.number()) + "_" +
+  return "infergate_r" + shm::HandoffPool::processTag() + "_" + std::to_string(h.number()) + "_" +
          std::to_string(serial);
 }
 
@@ -61,12 +61,12 @@ TEST(EndpointHandoffTest, PoolIsCreatedUnderItsPrefixAndUnlinkedWithTheEndpoint)
     EndpointHandoff h(colocatedUpstream(), "127.0.0.1:9001");
     EXPECT_EQ(h.upstreamName(), "u");
     EXPECT_EQ(h.endpointKey(), "127.0.0.1:9001");
-    const std::string own = "infergate_pool_" + std::to_string(::getpid()) + "_";
+    const std::string own = "infergate_pool_" + shm::HandoffPool::processTag() + "_";
     EXPECT_EQ(h.poolName().rfind(own, 0), 0u) << h.poolName();
     std::vector<EndpointHandoff::Work> work = h.takeWork();
     ASSERT_EQ(work.size(), 1u);
     key = work[0].key;
-    EXPECT_EQ(key.rfind(std::string(kPoolPrefix) + std::to_string(::getpid()) + "_", 0), 0u) << key;
+    EXPECT_EQ(key.rfind(std::string(kPoolPrefix) + shm::HandoffPool::processTag() + "_", 0), 0u) << key;
     EXPECT_TRUE(objectExists(key)) << key;
   }
   EXPECT_FALSE(objectExists(key)) << key;

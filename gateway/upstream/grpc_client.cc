@@ -99,11 +99,17 @@ constexpr int kInitialReconnectBackoffMs = 100;
 constexpr int kMaxReconnectBackoffMs = 1000;
 constexpr int kKeepaliveTimeMs = 360000;
 constexpr int kKeepaliveTimeoutMs = 20000;
+constexpr int kMaxUpstreamMetadataBytes = 1 << 20;
 
 grpc::ChannelArguments channelArguments(const config::UpstreamConfig& config) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(INT_MAX);  // Triton: INT32_MAX both ways
   args.SetMaxSendMessageSize(INT_MAX);
+  // An upstream's answer may carry a long message in its trailers (Triton names the model
+  // the client asked for, which the client may have made long): grpc's default 8 KiB
+  // would turn that NOT_FOUND into RESOURCE_EXHAUSTED. The client's own metadata is
+  // bounded at the frontend (limits.max_header_bytes).
+  args.SetInt(GRPC_ARG_MAX_METADATA_SIZE, kMaxUpstreamMetadataBytes);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);
   // grpc ignores values below 100 ms; the config allows 1 ms and up.
