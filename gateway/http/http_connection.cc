@@ -498,6 +498,17 @@ std::optional<std::pair<int, std::string>> framingRefusal(const http_parser& p,
       }
     } else if (codecs::equalsIgnoreCase(name, "Transfer-Encoding") &&
                !codecs::equalsIgnoreCase(codecs::trimAscii(value), "chunked")) {
+      // RFC 9112 6.3: chunked not the final coding leaves the body's end unknown (400);
+      // 6.1: a coding the server does not implement before it is 501.
+      const size_t comma = value.rfind(',');
+      const std::string_view last =
+          codecs::trimAscii(comma == std::string::npos ? std::string_view(value)
+                                                       : std::string_view(value).substr(comma + 1));
+      if (!codecs::equalsIgnoreCase(last, "chunked")) {
+        return std::make_pair(400, codecs::strCat("Transfer-Encoding '", value,
+                                                  "' does not end in chunked: the body's end "
+                                                  "cannot be known"));
+      }
       return std::make_pair(501, codecs::strCat("Transfer-Encoding '", value,
                                                 "' is not supported (only chunked)"));
     }

@@ -308,6 +308,10 @@ TEST_F(HttpServerTest, RefusesFramingThatProxiesCouldReadTwoWays) {
       {"GET / HTTP/9.9\r\n\r\n", {505, "HTTP/9.9 is not supported"}},
       {"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
        {501, "Transfer-Encoding 'gzip, chunked' is not supported"}},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n",
+       {400, "does not end in chunked"}},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: xchunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+       {400, "does not end in chunked"}},
   };
   for (const auto& [request, expected] : cases) {
     RawClient c(port_);

@@ -262,11 +262,11 @@ def framing_cases():
         infer + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
         why="RFC 9112 6.1: MAY reject, and MUST close after answering; request smuggling shape")
     bad("Transfer-Encoding without chunked last", infer + b"Transfer-Encoding: gzip\r\n\r\n",
-        why="RFC 9112 6.3: chunked not the final coding of a request: 400 and close")
+        fragment="does not end in chunked", why="RFC 9112 6.3: chunked not the final coding of a request: 400 and close")
     bad("Transfer-Encoding chunked, gzip", infer + b"Transfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n",
-        why="RFC 9112 6.3: chunked not the final coding of a request: 400 and close")
+        fragment="does not end in chunked", why="RFC 9112 6.3: chunked not the final coding of a request: 400 and close")
     bad("Transfer-Encoding xchunked", post + b"Transfer-Encoding: xchunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
-        why="RFC 9112 6.3: chunked not the final coding of a request: 400 and close")
+        fragment="does not end in chunked", why="RFC 9112 6.3: chunked not the final coding of a request: 400 and close")
     chunked = infer + b"Transfer-Encoding: chunked\r\n\r\n"
     bad("chunk size not hex", chunked + b"zz\r\nab\r\n0\r\n\r\n")
     bad("negative chunk size", chunked + b"-2\r\nab\r\n0\r\n\r\n")
@@ -1275,7 +1275,7 @@ def protobuf_cases(pb):
                         ("custom string parameter", good + _field(4, _field(1, b"p") + _field(2, _field(3, b"\xff\xfe")))),
                         ("input name", ident_int32(name=b"INPUT0\xc3")),
                         ("datatype", ident_int32(datatype=b"INT\xff"))):
-        c.append(Grpc("invalid UTF-8 in the %s" % label, data, "INVALID_ARGUMENT", "", R_U8P))
+        c.append(Grpc("invalid UTF-8 in the protobuf %s" % label, data, "INVALID_ARGUMENT", "", R_U8P))
     return c
 
 
@@ -1552,3 +1552,126 @@ def _data(payload, end=False):
 
 def _rst():
     return h2_frame(3, 0, 1, struct.pack(">I", 8))  # CANCEL
+
+
+# ---- known findings ----------------------------------------------------------------------
+# Cases whose expected answer the gateway does not give yet, each with why. The test runs
+# them and requires them to still fail (a fixed one fails the test until it is taken off
+# this list), and prints how many there are. Every entry is open work of the hardening
+# issue; none is an expectation changed to fit the gateway.
+
+CHUNK_CRLF = ("Debian's libhttp-parser is built without HTTP_PARSER_STRICT and takes chunk data "
+              "not followed by CRLF; needs a strict chunk decoder of the project's own")
+PARAM_MESSAGE = ("a non-finite or out-of-range priority, timeout or sequence_id is refused (400) "
+                 "but the message does not name the parameter")
+PARAM_DOUBLES = ("a custom parameter NaN, Infinity or 2^64 is refused at the gateway (JSON), or "
+                 "fails the HTTP upstream's encoding, where Triton keeps a double (P5.2, P5.3)")
+VERSION_TEXT = ("a model version written '01', ' 1', '-1' or 'abc' is passed on as written on "
+                "the transcoding paths; Triton resolves or refuses it (P5.4)")
+URL_UTF8 = ("a model name in the URL that is not UTF-8 is copied raw into the JSON error (not "
+            "valid JSON), and G_grpc answers 501 with an empty error")
+PROTO_UTF8 = ("invalid UTF-8 in protobuf string fields (id, model_name, string parameters) is "
+              "not refused; protobuf requires INVALID_ARGUMENT")
+GRPC_LENGTH = ("grpc 1.51 applies limits.max_grpc_message_bytes only once the whole message "
+               "has arrived: a 4 GiB length prefix is read, not refused at once")
+GRPC_PARAM_KINDS = ("the kinds of gRPC parameters (sequence_id, sequence_start/end, priority, "
+                    "timeout, classification, triton_ keys) are not checked as P9.1-9.4 and "
+                    "P15.11 say")
+
+KNOWN = {
+    ('chunk data not followed by CRLF', L): CHUNK_CRLF,
+    ('chunk data not followed by CRLF', G): CHUNK_CRLF,
+    ('chunk data not followed by CRLF', H): CHUNK_CRLF,
+    ('NaN/Infinity as priority', L): PARAM_MESSAGE,
+    ('NaN/Infinity as priority', G): PARAM_MESSAGE,
+    ('NaN/Infinity as priority', H): PARAM_MESSAGE,
+    ('NaN/Infinity as timeout', L): PARAM_MESSAGE,
+    ('NaN/Infinity as timeout', G): PARAM_MESSAGE,
+    ('NaN/Infinity as timeout', H): PARAM_MESSAGE,
+    ('NaN/Infinity as sequence_id', L): PARAM_MESSAGE,
+    ('NaN/Infinity as sequence_id', G): PARAM_MESSAGE,
+    ('NaN/Infinity as sequence_id', H): PARAM_MESSAGE,
+    ('custom parameter Infinity accepted', L): PARAM_DOUBLES,
+    ('custom parameter Infinity accepted', G): PARAM_DOUBLES,
+    ('custom parameter Infinity accepted', H): PARAM_DOUBLES,
+    ('custom parameter NaN accepted', L): PARAM_DOUBLES,
+    ('custom parameter NaN accepted', G): PARAM_DOUBLES,
+    ('custom parameter NaN accepted', H): PARAM_DOUBLES,
+    ('custom parameter 2^64 accepted', L): PARAM_DOUBLES,
+    ('custom parameter 2^64 accepted', G): PARAM_DOUBLES,
+    ('custom parameter 2^64 accepted', H): PARAM_DOUBLES,
+    ('priority = 18446744073709551616', L): PARAM_MESSAGE,
+    ('priority = 18446744073709551616', G): PARAM_MESSAGE,
+    ('priority = 18446744073709551616', H): PARAM_MESSAGE,
+    ('version 01 is version 1', G): VERSION_TEXT,
+    ('non-UTF-8 model name: infer', L): URL_UTF8,
+    ('non-UTF-8 model name: infer', G): URL_UTF8,
+    ('non-UTF-8 model name: metadata', L): URL_UTF8,
+    ('non-UTF-8 model name: metadata', G): URL_UTF8,
+    ('non-UTF-8 model name: ready', L): URL_UTF8,
+    ('non-UTF-8 model name: ready', G): URL_UTF8,
+    ('non-UTF-8 model name: config', L): URL_UTF8,
+    ('non-UTF-8 model name: config', G): URL_UTF8,
+    ('non-UTF-8 model name: statistics', L): URL_UTF8,
+    ('non-UTF-8 model name: statistics', G): URL_UTF8,
+    ('non-UTF-8 model name: load', L): URL_UTF8,
+    ('non-UTF-8 model name: load', G): URL_UTF8,
+    ('version abc', H): VERSION_TEXT,
+    ('version -1', H): VERSION_TEXT,
+    ('sequence_id as uint64_param 5', L): GRPC_PARAM_KINDS,
+    ('sequence_id as uint64_param 5', G): GRPC_PARAM_KINDS,
+    ('sequence_id as uint64_param 5', H): GRPC_PARAM_KINDS,
+    ('sequence_id as bool_param True', L): GRPC_PARAM_KINDS,
+    ('sequence_id as bool_param True', G): GRPC_PARAM_KINDS,
+    ('sequence_id as double_param 5.0', L): GRPC_PARAM_KINDS,
+    ('sequence_id as double_param 5.0', G): GRPC_PARAM_KINDS,
+    ('sequence_start as int64_param 1', L): GRPC_PARAM_KINDS,
+    ('sequence_start as int64_param 1', G): GRPC_PARAM_KINDS,
+    ("sequence_end as string_param 'true'", L): GRPC_PARAM_KINDS,
+    ("sequence_end as string_param 'true'", G): GRPC_PARAM_KINDS,
+    ("priority as string_param '1'", L): GRPC_PARAM_KINDS,
+    ("priority as string_param '1'", G): GRPC_PARAM_KINDS,
+    ('priority as int64_param -1', L): GRPC_PARAM_KINDS,
+    ('priority as int64_param -1', G): GRPC_PARAM_KINDS,
+    ('priority as double_param nan', L): GRPC_PARAM_KINDS,
+    ('priority as double_param nan', G): GRPC_PARAM_KINDS,
+    ('priority as double_param nan', H): GRPC_PARAM_KINDS,
+    ('priority as bool_param True', L): GRPC_PARAM_KINDS,
+    ('priority as bool_param True', G): GRPC_PARAM_KINDS,
+    ('timeout as uint64_param 5', L): GRPC_PARAM_KINDS,
+    ('timeout as uint64_param 5', G): GRPC_PARAM_KINDS,
+    ('timeout as uint64_param 5', H): GRPC_PARAM_KINDS,
+    ('timeout as double_param inf', L): GRPC_PARAM_KINDS,
+    ('timeout as double_param inf', G): GRPC_PARAM_KINDS,
+    ('timeout as double_param inf', H): GRPC_PARAM_KINDS,
+    ("timeout as string_param '5'", L): GRPC_PARAM_KINDS,
+    ("timeout as string_param '5'", G): GRPC_PARAM_KINDS,
+    ('custom parameter as uint64_param', L): GRPC_PARAM_KINDS,
+    ('custom parameter as uint64_param', G): GRPC_PARAM_KINDS,
+    ('custom parameter as uint64_param', H): GRPC_PARAM_KINDS,
+    ('reserved triton_ parameter', L): GRPC_PARAM_KINDS,
+    ('reserved triton_ parameter', G): GRPC_PARAM_KINDS,
+    ('reserved triton_ parameter', H): GRPC_PARAM_KINDS,
+    ('triton_enable_empty_final_response as int64_param', L): GRPC_PARAM_KINDS,
+    ('triton_enable_empty_final_response as int64_param', G): GRPC_PARAM_KINDS,
+    ('triton_enable_empty_final_response as int64_param', H): GRPC_PARAM_KINDS,
+    ('classification 0', L): GRPC_PARAM_KINDS,
+    ('classification 0', G): GRPC_PARAM_KINDS,
+    ('classification 0', H): GRPC_PARAM_KINDS,
+    ('accepted kinds, NaN in a double custom parameter', H): PARAM_DOUBLES,
+    ("version ' 1' is version 1", H): VERSION_TEXT,
+    ("version '01' is version 1", H): VERSION_TEXT,
+    ('invalid UTF-8 in the protobuf request id', L): PROTO_UTF8,
+    ('invalid UTF-8 in the protobuf request id', G): PROTO_UTF8,
+    ('invalid UTF-8 in the protobuf model name', L): PROTO_UTF8,
+    ('invalid UTF-8 in the protobuf model name', G): PROTO_UTF8,
+    ('invalid UTF-8 in the protobuf model name', H): PROTO_UTF8,
+    ('invalid UTF-8 in the protobuf custom string parameter', L): PROTO_UTF8,
+    ('invalid UTF-8 in the protobuf custom string parameter', G): PROTO_UTF8,
+    ('unary: length prefix of 4 GiB, then 4 MiB of it', L): GRPC_LENGTH,
+    ('unary: length prefix of 4 GiB, then 4 MiB of it', G): GRPC_LENGTH,
+    ('unary: length prefix of 4 GiB, then 4 MiB of it', H): GRPC_LENGTH,
+    ('stream: length prefix of 4 GiB, then 4 MiB of it', L): GRPC_LENGTH,
+    ('stream: length prefix of 4 GiB, then 4 MiB of it', G): GRPC_LENGTH,
+    ('stream: length prefix of 4 GiB, then 4 MiB of it', H): GRPC_LENGTH,
+}

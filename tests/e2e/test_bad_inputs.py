@@ -66,6 +66,7 @@ BASELINE = {}  # label -> {"rss": kB, "fds": n}
 FIGURES = {}  # label -> after-corpus figures, printed at the end
 COUNTS = {}  # family -> [cases, subtests]
 STARTED = [0.0]
+KNOWN_SEEN = set()  # (case, gateway) of the known findings that ran and still fail
 
 LOCAL = LOOPBACK_HEAD + """limits:
   max_input_bytes: 1048576
@@ -168,6 +169,8 @@ def report():
         total[0] += cases
         total[1] += subtests
     lines.append("  %-32s %4d cases %5d requests" % ("total", total[0], total[1]))
+    lines.append("  known findings still open (bad_inputs.KNOWN): %d of %d requests"
+                 % (len(KNOWN_SEEN), total[1]))
     for label in GW:
         base, after = BASELINE.get(label), FIGURES.get(label)
         if base and after:
@@ -700,7 +703,15 @@ class Corpus(unittest.TestCase):
             for label in case.targets:
                 subtests += 1
                 with self.subTest(case=case.name, gateway=label):
-                    self.run_case(case, label)
+                    known = B.KNOWN.get((case.name, label))
+                    if known is None:
+                        self.run_case(case, label)
+                        continue
+                    # A known finding must still fail; once fixed it must leave the list.
+                    with self.assertRaises(AssertionError, msg="%s on %s now passes: take it "
+                                           "off bad_inputs.KNOWN (%s)" % (case.name, label, known)):
+                        self.run_case(case, label)
+                    KNOWN_SEEN.add((case.name, label))
         COUNTS[family] = [len(cases), subtests]
         self.assertStillServing(sorted({t for c in cases for t in c.targets}))
         if os.environ.get("BAD_INPUTS_TRACE"):
