@@ -20,9 +20,59 @@ void appendJsonParamValue(std::string& out, const ParamValue& value) {
   json_internal::appendParamValue(out, value);
 }
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at the start of `s` (RFC 3629: no overlong
+// forms, no surrogates, nothing past U+10FFFF), or 0 when there is none.
+size_t utf8SequenceLength(std::string_view s) {
+  const auto byte = [&s](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char b0 = byte(0);
+  if (b0 < 0x80) return 1;
+  size_t n = 0;
+  unsigned char low = 0x80, high = 0xBF;  // the allowed range of the second byte
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    n = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    n = 3;
+    if (b0 == 0xE0) low = 0xA0;
+    if (b0 == 0xED) high = 0x9F;
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    n = 4;
+    if (b0 == 0xF0) low = 0x90;
+    if (b0 == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (s.size() < n || byte(1) < low || byte(1) > high) return 0;
+  for (size_t i = 2; i < n; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string validUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  while (!text.empty()) {
+    const size_t n = utf8SequenceLength(text);
+    if (n == 0) {
+      out.append("\xEF\xBF\xBD");  // U+FFFD for each byte that starts no valid sequence
+      text.remove_prefix(1);
+    } else {
+      out.append(text.substr(0, n));
+      text.remove_prefix(n);
+    }
+  }
+  return out;
+}
+
 std::string encodeJsonError(std::string_view message) {
   std::string out = "{\"error\":";
-  appendJsonString(out, message);
+  // A message may quote what the client sent (a model name from the URL): the body must
+  // stay JSON, which is UTF-8.
+  appendJsonString(out, validUtf8(message));
   out.push_back('}');
   return out;
 }

@@ -31,6 +31,9 @@ Status appendJsonTensorData(std::string& out, DataType datatype, const Buffer& d
 void appendJsonParamValue(std::string& out, const ParamValue& value);
 
 // `{"error":"<message>"}`, compact, as every error body of Triton and the gateway.
+// `text` with every byte that starts no well-formed UTF-8 sequence replaced by U+FFFD.
+std::string validUtf8(std::string_view text);
+
 std::string encodeJsonError(std::string_view message);
 
 }  // namespace infergate::codecs

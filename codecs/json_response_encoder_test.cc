@@ -105,6 +105,14 @@ TEST(JsonResponseEncoder, EncodesErrorBodies) {
   EXPECT_EQ(encodeJsonError("Request for unknown model: 'x' is not found"),
             R"({"error":"Request for unknown model: 'x' is not found"})");
   EXPECT_EQ(encodeJsonError("a\"b"), R"({"error":"a\"b"})");
+  // What a client put in the URL is quoted back as valid UTF-8, so the body stays JSON.
+  EXPECT_EQ(encodeJsonError("model 'ab\xff\xfe" "cd' is not found"),
+            "{\"error\":\"model 'ab\xEF\xBF\xBD\xEF\xBF\xBD" "cd' is not found\"}");
+  EXPECT_EQ(validUtf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"), "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+  EXPECT_EQ(validUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");              // overlong '/'
+  EXPECT_EQ(validUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
+  EXPECT_EQ(validUtf8("\xF4\x90\x80\x80").substr(0, 3), "\xEF\xBF\xBD");        // past U+10FFFF
+  EXPECT_EQ(validUtf8("ab\xE2\x82"), "ab\xEF\xBF\xBD\xEF\xBF\xBD");              // cut off
 }
 
 }  // namespace

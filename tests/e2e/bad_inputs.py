@@ -1568,8 +1568,8 @@ PARAM_DOUBLES = ("a custom parameter NaN, Infinity or 2^64 is refused at the gat
                  "fails the HTTP upstream's encoding, where Triton keeps a double (P5.2, P5.3)")
 VERSION_TEXT = ("a model version written '01', ' 1', '-1' or 'abc' is passed on as written on "
                 "the transcoding paths; Triton resolves or refuses it (P5.4)")
-URL_UTF8 = ("a model name in the URL that is not UTF-8 is copied raw into the JSON error (not "
-            "valid JSON), and G_grpc answers 501 with an empty error")
+URL_UTF8 = ("a model name in the URL that is not UTF-8 cannot travel in a protobuf string: "
+            "G_grpc answers 501 with an empty error instead of the not-found Triton gives")
 PROTO_UTF8 = ("invalid UTF-8 in protobuf string fields (id, model_name, string parameters) is "
               "not refused; protobuf requires INVALID_ARGUMENT")
 GRPC_LENGTH = ("grpc 1.51 applies limits.max_grpc_message_bytes only once the whole message "
@@ -1604,17 +1604,10 @@ KNOWN = {
     ('priority = 18446744073709551616', G): PARAM_MESSAGE,
     ('priority = 18446744073709551616', H): PARAM_MESSAGE,
     ('version 01 is version 1', G): VERSION_TEXT,
-    ('non-UTF-8 model name: infer', L): URL_UTF8,
-    ('non-UTF-8 model name: infer', G): URL_UTF8,
-    ('non-UTF-8 model name: metadata', L): URL_UTF8,
     ('non-UTF-8 model name: metadata', G): URL_UTF8,
-    ('non-UTF-8 model name: ready', L): URL_UTF8,
     ('non-UTF-8 model name: ready', G): URL_UTF8,
-    ('non-UTF-8 model name: config', L): URL_UTF8,
     ('non-UTF-8 model name: config', G): URL_UTF8,
-    ('non-UTF-8 model name: statistics', L): URL_UTF8,
     ('non-UTF-8 model name: statistics', G): URL_UTF8,
-    ('non-UTF-8 model name: load', L): URL_UTF8,
     ('non-UTF-8 model name: load', G): URL_UTF8,
     ('version abc', H): VERSION_TEXT,
     ('version -1', H): VERSION_TEXT,
