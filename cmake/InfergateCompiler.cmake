@@ -30,7 +30,8 @@ function(infergate_add_test name)
   if(NOT INFERGATE_TESTS)
     return()
   endif()
-  add_executable(${name} ${ARG_SOURCES})
+  add_executable(${name} ${ARG_SOURCES}
+    ${PROJECT_SOURCE_DIR}/tests/support/await_library_threads.cc)
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
     INFERGATE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
