@@ -118,9 +118,12 @@ StatusOr<ModelRef> peekModelInferRequest(std::span<const uint8_t> message) {
       case kInputsField:
       case kOutputsField:
         return noteSharedMemoryTensor(value, tag.number, ref.shared_memory);
-      default:
-        (tag.number == kModelNameField ? ref.model_name : ref.model_version) = asChars(value);
+      default: {
+        INFERGATE_ASSIGN_OR_RETURN(
+            (tag.number == kModelNameField ? ref.model_name : ref.model_version),
+            asUtf8(value, tag.number == kModelNameField ? "the model name" : "the model version"));
         return absl::OkStatus();
+      }
     }
   }));
   return ref;

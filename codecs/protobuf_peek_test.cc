@@ -44,6 +44,16 @@ TEST(ProtobufPeek, ReadsModelNameAndVersion) {
   EXPECT_EQ(ref->model_version, "3");
 }
 
+TEST(ProtobufPeek, RefusesAModelNameThatIsNotUtf8) {
+  auto request = sampleRequest();
+  request.set_model_name("resnet\xff");
+  std::string bytes = request.SerializeAsString();
+  StatusOr<ModelRef> ref = peekModelInferRequest(spanOf(bytes));
+  ASSERT_FALSE(ref.ok());
+  EXPECT_EQ(ref.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(messageOf(ref.status()).find("the model name is not valid UTF-8"), std::string_view::npos);
+}
+
 TEST(ProtobufPeek, ViewsPointIntoTheMessage) {
   std::string bytes = sampleRequest().SerializeAsString();
   StatusOr<ModelRef> ref = peekModelInferRequest(spanOf(bytes));

@@ -34,15 +34,18 @@ Status gatherTopLevel(Bytes message, const DecodeLimits& limits, Parameters& par
     if (tag.type != WireType::kLen) return reader.skip(tag);
     INFERGATE_ASSIGN_OR_RETURN(Bytes value, reader.readLengthDelimited());
     switch (tag.number) {
-      case kModelName:
-        top.model_name = asChars(value);
+      case kModelName: {
+        INFERGATE_ASSIGN_OR_RETURN(top.model_name, asUtf8(value, "the model name"));
         return absl::OkStatus();
-      case kModelVersion:
-        top.model_version = asChars(value);
+      }
+      case kModelVersion: {
+        INFERGATE_ASSIGN_OR_RETURN(top.model_version, asUtf8(value, "the model version"));
         return absl::OkStatus();
-      case kId:
-        top.id = asChars(value);
+      }
+      case kId: {
+        INFERGATE_ASSIGN_OR_RETURN(top.id, asUtf8(value, "the request id"));
         return absl::OkStatus();
+      }
       case kParameters:
         return decodeParameterEntry(value, "the request", "", parameters);
       case kInputs:
@@ -118,8 +121,13 @@ StatusOr<PendingInput> decodeInput(Bytes bytes, const DecodeLimits& limits) {
     if (tag.number == 3) return readShapeDims(reader, tag, input.name, input.shape);
     if (tag.type != WireType::kLen || tag.number > 5) return reader.skip(tag);
     INFERGATE_ASSIGN_OR_RETURN(Bytes value, reader.readLengthDelimited());
-    if (tag.number == 1) input.name = asChars(value);
-    if (tag.number == 2) datatype = asChars(value);
+    if (tag.number == 1) {
+      INFERGATE_ASSIGN_OR_RETURN(std::string_view name, asUtf8(value, "an input name"));
+      input.name = std::string(name);
+    }
+    if (tag.number == 2) {
+      INFERGATE_ASSIGN_OR_RETURN(datatype, asUtf8(value, "a datatype"));
+    }
     if (tag.number == 4) return decodeParameterEntry(value, "input", input.name, input.parameters);
     if (tag.number == 5) pending.contents.push_back(value);
     return absl::OkStatus();
@@ -221,7 +229,8 @@ StatusOr<RequestedOutput> decodeOutput(Bytes bytes) {
     }
     INFERGATE_ASSIGN_OR_RETURN(Bytes value, reader.readLengthDelimited());
     if (tag.number == 1) {
-      output.name = asChars(value);
+      INFERGATE_ASSIGN_OR_RETURN(std::string_view name, asUtf8(value, "an output name"));
+      output.name = std::string(name);
       return absl::OkStatus();
     }
     return decodeParameterEntry(value, "output", output.name, output.parameters);

@@ -17,6 +17,42 @@ TEST(ProtobufRequestDecoder, RejectsUnknownDatatype) {
   }
 }
 
+// Protobuf requires a string field to hold UTF-8; the gateway refuses one that does not
+// rather than pass on (or echo back) bytes a client's parser then chokes on.
+TEST(ProtobufRequestDecoder, RejectsStringsThatAreNotUtf8) {
+  const std::string bad = "ab\xff" "cd";
+  {
+    PbRequest pb;
+    pb.set_model_name(bad);
+    expectError(decode(pb), absl::StatusCode::kInvalidArgument,
+                "the model name is not valid UTF-8");
+  }
+  {
+    PbRequest pb;
+    pb.set_id(bad);
+    expectError(decode(pb), absl::StatusCode::kInvalidArgument, "the request id is not valid UTF-8");
+  }
+  {
+    PbRequest pb;
+    addInput(pb, bad, "UINT8", {1});
+    pb.add_raw_input_contents("a");
+    expectError(decode(pb), absl::StatusCode::kInvalidArgument, "an input name is not valid UTF-8");
+  }
+  {
+    PbRequest pb;
+    (*pb.mutable_parameters())["p"].set_string_param(bad);
+    expectError(decode(pb), absl::StatusCode::kInvalidArgument,
+                "a string_param is not valid UTF-8");
+  }
+  {
+    PbRequest pb;  // and well-formed multi-byte text passes
+    pb.set_model_name("mod\xC3\xA8le");
+    (*pb.mutable_parameters())["p"].set_string_param("\xE2\x82\xAC");
+    StatusOr<InferRequest> r = decode(pb);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+}
+
 TEST(ProtobufRequestDecoder, RejectsNegativeDim) {
   PbRequest pb;
   addInput(pb, "x", "UINT8", {2, -1});

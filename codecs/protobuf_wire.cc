@@ -1,5 +1,7 @@
 #include "codecs/protobuf_wire.h"
 
+#include <simdjson.h>
+
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -9,6 +11,14 @@
 #include "codecs/bytes_tensor.h"
 
 namespace infergate::codecs {
+
+StatusOr<std::string_view> asUtf8(std::span<const uint8_t> bytes, std::string_view what) {
+  std::string_view text = asChars(bytes);
+  if (!simdjson::validate_utf8(text.data(), text.size())) {
+    return invalidArgument(what, " is not valid UTF-8 (a protobuf string must be)");
+  }
+  return text;
+}
 
 // ---- WireReader --------------------------------------------------------------------
 
@@ -195,7 +205,8 @@ Status decodeParamValue(std::span<const uint8_t> message, std::optional<ParamVal
     }
     if (tag.number == 3 && tag.type == WireType::kLen) {
       INFERGATE_ASSIGN_OR_RETURN(std::span<const uint8_t> s, reader.readLengthDelimited());
-      value = std::string(asChars(s));
+      INFERGATE_ASSIGN_OR_RETURN(std::string_view text, asUtf8(s, "a string_param"));
+      value = std::string(text);
       return absl::OkStatus();
     }
     if (tag.number == 4 && tag.type == WireType::kI64) {
@@ -228,7 +239,7 @@ Status decodeParameterEntry(std::span<const uint8_t> entry, std::string_view own
     }
     INFERGATE_ASSIGN_OR_RETURN(std::span<const uint8_t> s, reader.readLengthDelimited());
     if (tag.number == 1) {
-      key = asChars(s);
+      INFERGATE_ASSIGN_OR_RETURN(key, asUtf8(s, "a parameter name"));
       return absl::OkStatus();
     }
     return decodeParamValue(s, value);

@@ -109,6 +109,10 @@ inline std::string_view asChars(std::span<const uint8_t> bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
+// A protobuf `string` field's bytes: valid UTF-8, as protobuf requires of a string, else
+// INVALID_ARGUMENT naming `what` ("the model name", "parameter 'x'").
+StatusOr<std::string_view> asUtf8(std::span<const uint8_t> bytes, std::string_view what);
+
 size_t varintSize(uint64_t value);
 
 // Appends fields to a std::string it does not own. Proto3 omits empty strings and zero

@@ -1570,8 +1570,6 @@ VERSION_TEXT = ("a model version written '01', ' 1', '-1' or 'abc' is passed on 
                 "the transcoding paths; Triton resolves or refuses it (P5.4)")
 URL_UTF8 = ("a model name in the URL that is not UTF-8 cannot travel in a protobuf string: "
             "G_grpc answers 501 with an empty error instead of the not-found Triton gives")
-PROTO_UTF8 = ("invalid UTF-8 in protobuf string fields (id, model_name, string parameters) is "
-              "not refused; protobuf requires INVALID_ARGUMENT")
 GRPC_LENGTH = ("grpc 1.51 applies limits.max_grpc_message_bytes only once the whole message "
                "has arrived: a 4 GiB length prefix is read, not refused at once")
 GRPC_PARAM_KINDS = ("the kinds of gRPC parameters (sequence_id, sequence_start/end, priority, "
@@ -1607,6 +1605,7 @@ KNOWN = {
     ('non-UTF-8 model name: metadata', G): URL_UTF8,
     ('non-UTF-8 model name: ready', G): URL_UTF8,
     ('non-UTF-8 model name: config', G): URL_UTF8,
+    ('non-UTF-8 model name: infer', G): URL_UTF8,
     ('non-UTF-8 model name: statistics', G): URL_UTF8,
     ('non-UTF-8 model name: load', G): URL_UTF8,
     ('version abc', H): VERSION_TEXT,
@@ -1654,13 +1653,6 @@ KNOWN = {
     ('accepted kinds, NaN in a double custom parameter', H): PARAM_DOUBLES,
     ("version ' 1' is version 1", H): VERSION_TEXT,
     ("version '01' is version 1", H): VERSION_TEXT,
-    ('invalid UTF-8 in the protobuf request id', L): PROTO_UTF8,
-    ('invalid UTF-8 in the protobuf request id', G): PROTO_UTF8,
-    ('invalid UTF-8 in the protobuf model name', L): PROTO_UTF8,
-    ('invalid UTF-8 in the protobuf model name', G): PROTO_UTF8,
-    ('invalid UTF-8 in the protobuf model name', H): PROTO_UTF8,
-    ('invalid UTF-8 in the protobuf custom string parameter', L): PROTO_UTF8,
-    ('invalid UTF-8 in the protobuf custom string parameter', G): PROTO_UTF8,
     ('unary: length prefix of 4 GiB, then 4 MiB of it', L): GRPC_LENGTH,
     ('unary: length prefix of 4 GiB, then 4 MiB of it', G): GRPC_LENGTH,
     ('unary: length prefix of 4 GiB, then 4 MiB of it', H): GRPC_LENGTH,
