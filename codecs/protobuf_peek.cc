@@ -11,6 +11,10 @@
 namespace infergate::codecs {
 namespace {
 
+std::span<const uint8_t> bytesOf(const std::string& text) {
+  return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
+}
+
 constexpr uint32_t kModelNameField = 1;
 constexpr uint32_t kModelVersionField = 2;
 constexpr uint32_t kIdField = 3;
@@ -273,10 +277,14 @@ StatusOr<OwnedModelRef> peekModelInferRequest(std::span<const std::span<const ui
   INFERGATE_RETURN_IF_ERROR(forEachSegmentedField(
       cursor, cursor.remaining(), [&](uint32_t number, uint64_t length) -> Status {
         switch (number) {
-          case kModelNameField:
-            return cursor.read(length, ref.model_name);
-          case kModelVersionField:
-            return cursor.read(length, ref.model_version);
+          case kModelNameField: {
+            INFERGATE_RETURN_IF_ERROR(cursor.read(length, ref.model_name));
+            return asUtf8(bytesOf(ref.model_name), "the model name").status();
+          }
+          case kModelVersionField: {
+            INFERGATE_RETURN_IF_ERROR(cursor.read(length, ref.model_version));
+            return asUtf8(bytesOf(ref.model_version), "the model version").status();
+          }
           case kParametersField: {
             INFERGATE_ASSIGN_OR_RETURN(std::span<const uint8_t> entry,
                                        cursor.view(length, scratch));
