@@ -89,3 +89,18 @@ class Pki:
 
     def cleanup(self):
         self._dir.cleanup()
+
+
+def peer_serial(port, ca, host="127.0.0.1"):
+    """The serial number of the certificate a new HTTPS connection to `port` is shown,
+    verified against the CA bundle `ca`."""
+    import http.client
+    import ssl
+    conn = http.client.HTTPSConnection(host, port, timeout=10,
+                                       context=ssl.create_default_context(cafile=ca))
+    try:
+        conn.connect()
+        der = conn.sock.getpeercert(binary_form=True)
+        return x509.load_der_x509_certificate(der).serial_number
+    finally:
+        conn.close()

@@ -29,11 +29,10 @@ import unittest
 
 import grpc
 import numpy as np
-from cryptography import x509
 
 import grpc_stubs
 from harness import Gateway, Processes, wait_until
-from pki import Pki
+from pki import Pki, peer_serial
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "deploy"))
 from deploy_files import gateway_config_text, manifest  # noqa: E402
@@ -242,16 +241,8 @@ class SidecarPod(unittest.TestCase):
         with open(PKI.cert("renewed"), "rb") as c, open(PKI.key("renewed"), "rb") as k:
             TLS.update({"tls.crt": c.read(), "tls.key": k.read()})
 
-        def serial():
-            conn = http.client.HTTPSConnection("127.0.0.1", G.port("http"), timeout=10,
-                                               context=ssl.create_default_context(cafile=PKI.ca))
-            try:
-                conn.connect()
-                der = conn.sock.getpeercert(binary_form=True)
-                return x509.load_der_x509_certificate(der).serial_number
-            finally:
-                conn.close()
-        self.assertTrue(wait_until(lambda: serial() == renewed.serial_number, timeout=30),
+        self.assertTrue(wait_until(lambda: peer_serial(G.port("http"), PKI.ca)
+                                   == renewed.serial_number, timeout=30),
                         "the renewed certificate was never served")
 
 

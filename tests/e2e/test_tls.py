@@ -21,10 +21,10 @@ import time
 import unittest
 
 import grpc
-from cryptography import x509
 
 import grpc_stubs
 from harness import Gateway, Processes, wait_until
+import pki
 from pki import DAY, Pki
 
 TEMPLATE = """
@@ -136,14 +136,7 @@ def grpc_outcome(g, cert=None, ca=None):
 
 def peer_serial(g, ca):
     """The serial number of the certificate a new HTTPS connection is shown."""
-    conn = http.client.HTTPSConnection("127.0.0.1", g.port("http"), timeout=10,
-                                       context=client_context(ca))
-    try:
-        conn.connect()
-        der = conn.sock.getpeercert(binary_form=True)
-        return x509.load_der_x509_certificate(der).serial_number
-    finally:
-        conn.close()
+    return pki.peer_serial(g.port("http"), ca)
 
 
 
