@@ -17,6 +17,7 @@
 #include "config/config_loader.h"
 #include "config/validate_command.h"
 #include "gateway/gateway_server.h"
+#include "gateway/library_threads.h"
 #include "gateway/transcode_command.h"
 #include "shm/cuda_probe.h"
 
@@ -40,32 +41,6 @@ void raiseFileLimit() {
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
-  }
-}
-
-// The threads of this process that carry a name of their own: grpc names each of its
-// threads; the gateway's threads keep the process's name.
-int namedThreads() {
-  std::error_code error;
-  std::string self;
-  std::ifstream("/proc/self/comm") >> self;
-  int named = 0;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", error)) {
-    std::string name;
-    std::ifstream(task.path() / "comm") >> name;
-    if (!name.empty() && name != self) ++named;
-  }
-  return named;
-}
-
-// grpc's threads end after grpc_shutdown returns, each running its thread-exit handlers
-// (OpenSSL frees its per-thread state there). Exiting the process while one is half way
-// would race those handlers with exit-time checks and destructors, so the exit waits for
-// them, `limit` at most.
-void awaitLibraryThreads(std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (namedThreads() > 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
 
@@ -120,7 +95,7 @@ int runGateway(std::string_view config_path, std::string_view ready_file) {
   grpc_init();
   const int code = serve(std::move(*config), ready_file, signals);
   grpc_shutdown_blocking();
-  awaitLibraryThreads(std::chrono::seconds(1));
+  infergate::gateway::awaitLibraryThreads(std::chrono::seconds(1));
   return code;
 }
 
