@@ -4,11 +4,9 @@
 
 #include <chrono>
 #include <csignal>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
-#include <thread>
 #include <string_view>
 #include <vector>
 
