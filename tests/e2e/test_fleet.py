@@ -736,7 +736,11 @@ class FleetTest(unittest.TestCase):
                                                  metrics_port=metrics_port))
         try:
             self.assertTrue(wait_until(lambda: healthy_everywhere(g, 2)))
-            self.assertTrue(wait_until(lambda: endpoints(g)[0][first]["queue"] >= 50))
+            # Each endpoint's queue is read on its own scrape: wait for both readings.
+            def queues(long, short):
+                e = endpoints(g)[0]
+                return e[long]["queue"] >= 50 and e[short]["queue"] < 50
+            self.assertTrue(wait_until(lambda: queues(first, second)))
             before = requests_by_endpoint(g)
             for i in range(20):
                 self.assertEqual(grpc_simple(g, i)[0], "ok")
@@ -744,7 +748,7 @@ class FleetTest(unittest.TestCase):
             self.assertEqual(after[second] - before[second], 20)
             # The queues turn around: so does the traffic.
             reported.update({"127.0.0.2": 0, "127.0.0.3": 50})
-            self.assertTrue(wait_until(lambda: endpoints(g)[0][second]["queue"] >= 50))
+            self.assertTrue(wait_until(lambda: queues(second, first)))
             before = requests_by_endpoint(g)
             for i in range(20):
                 self.assertEqual(grpc_simple(g, i)[0], "ok")
