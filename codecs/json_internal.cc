@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -316,6 +317,10 @@ StatusOr<od::object> rootObject(Document& doc, std::string_view what) {
 }
 
 StatusOr<ParamValue> decodeParamValue(od::value value, std::string_view key) {
+  // Triton's reader takes NaN and Infinity, and numbers past 64-bit integers, as doubles
+  // (PROTOCOL 5.2); a reserved key's own check then names the key.
+  double non_finite = 0;
+  if (parseNonFiniteLiteral(value, &non_finite)) return ParamValue(non_finite);
   od::json_type type;
   if (auto error = value.type().get(type)) return jsonError(error, "parameter");
   switch (type) {
@@ -330,21 +335,29 @@ StatusOr<ParamValue> decodeParamValue(od::value value, std::string_view key) {
       return ParamValue(b);
     }
     case od::json_type::number: {
-      od::number_type kind;
-      if (auto error = value.get_number_type().get(kind)) return jsonError(error, "parameter");
+      od::number_type kind = od::number_type::floating_point_number;
+      // An integer past 64 bits has no number type here: it is read as a double below.
+      if (value.get_number_type().get(kind) != simdjson::SUCCESS) {
+        kind = od::number_type::floating_point_number;
+      }
+      // An integer that fits neither int64 nor uint64 goes on to be read as a double.
       if (kind == od::number_type::signed_integer) {
         int64_t i;
-        if (auto error = value.get_int64().get(i)) return jsonError(error, "parameter");
-        return ParamValue(i);
+        if (value.get_int64().get(i) == simdjson::SUCCESS) return ParamValue(i);
       }
       if (kind == od::number_type::unsigned_integer) {
         uint64_t u;
-        if (auto error = value.get_uint64().get(u)) return jsonError(error, "parameter");
-        return ParamValue(u);
+        if (value.get_uint64().get(u) == simdjson::SUCCESS) return ParamValue(u);
       }
       double d;
       if (value.get_double().get(d)) {
-        return invalidArgument("parameter '", key, "' is a number out of range");
+        // An integer past 64 bits: its decimal text, read as a double as rapidjson does.
+        const std::string token(trimRight(value.raw_json_token()));
+        char* end = nullptr;
+        d = std::strtod(token.c_str(), &end);
+        if (end != token.c_str() + token.size() || !std::isfinite(d)) {
+          return invalidArgument("parameter '", key, "' is a number out of range");
+        }
       }
       return ParamValue(d);
     }

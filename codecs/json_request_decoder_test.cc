@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -91,6 +92,29 @@ TEST(JsonRequestDecoder, RefusesAKeyGivenTwice) {
                       "extra":1,"extra":2})");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->request.inputs.size(), 1u);
+}
+
+// PROTOCOL 5.2: Triton's reader takes NaN, Infinity and integers past 64 bits as doubles,
+// so a custom parameter may hold one; a reserved key then refuses it by name.
+TEST(JsonRequestDecoder, TakesNonFiniteAndHugeParametersAsDoubles) {
+  auto r = decode(R"({"parameters":{"a":NaN,"b":-Infinity,"c":18446744073709551616},"inputs":[]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Parameters& p = r->request.parameters;
+  ASSERT_TRUE(std::holds_alternative<double>(*p.find("a")));
+  EXPECT_TRUE(std::isnan(std::get<double>(*p.find("a"))));
+  EXPECT_EQ(std::get<double>(*p.find("b")), -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(std::get<double>(*p.find("c")), 18446744073709551616.0);
+  const auto invalid = absl::StatusCode::kInvalidArgument;
+  expectError(R"({"parameters":{"priority":NaN},"inputs":[]})", invalid,
+              "parameter 'priority' must be an unsigned integer");
+  expectError(R"({"parameters":{"timeout":Infinity},"inputs":[]})", invalid,
+              "parameter 'timeout' must be an unsigned integer");
+  expectError(R"({"parameters":{"priority":18446744073709551616},"inputs":[]})", invalid,
+              "parameter 'priority' must be an unsigned integer");
+  expectError(R"({"parameters":{"sequence_id":NaN},"inputs":[]})", invalid,
+              "parameter 'sequence_id' must be an unsigned integer or a string");
+  expectError(R"({"parameters":{"p":1e999},"inputs":[]})", invalid,
+              "parameter 'p' is a number out of range");
 }
 
 TEST(JsonRequestDecoder, KeepsInt64AndUint64Exact) {
