@@ -202,9 +202,9 @@ Status liftOutputParameters(RequestedOutput& output) {
       return invalidArgument("output '", output.name, "': parameter '", param::kClassification,
                              "' must be an int64_param");
     }
-    if (*count < 0) {
+    if (*count <= 0) {  // PROTOCOL 9.1: 0 is refused too (Triton's words say ">= 0")
       return invalidArgument("output '", output.name, "': parameter '", param::kClassification,
-                             "' must be >= 0, got ", *count);
+                             "' must be > 0, got ", *count);
     }
     output.classification = static_cast<uint64_t>(*count);
     params.erase(param::kClassification);
@@ -241,6 +241,47 @@ StatusOr<RequestedOutput> decodeOutput(Bytes bytes) {
 
 }  // namespace
 
+namespace {
+
+// The kinds gRPC allows for the request parameters Triton reads itself (PROTOCOL 9.2-9.4,
+// pitfall 11): a kind it does not take is INVALID_ARGUMENT, naming the key and the kind.
+Status checkRequestParameterKinds(const Parameters& parameters) {
+  for (const auto& [key, value] : parameters) {
+    const bool is_int64 = std::holds_alternative<int64_t>(value);
+    const bool is_uint64 = std::holds_alternative<uint64_t>(value);
+    const bool is_bool = std::holds_alternative<bool>(value);
+    const bool is_string = std::holds_alternative<std::string>(value);
+    std::string_view wanted;
+    if (key == param::kSequenceId) {
+      if (is_string || is_int64) continue;  // an int64 is taken as the uint64 id Triton keeps
+      wanted = "an int64_param or a string_param";
+    } else if (key == param::kSequenceStart || key == param::kSequenceEnd) {
+      if (is_bool) continue;
+      wanted = "a bool_param";
+    } else if (key == param::kPriority) {
+      if (is_uint64 || (is_int64 && std::get<int64_t>(value) >= 0)) continue;
+      wanted = "a non-negative int64_param or a uint64_param";
+    } else if (key == param::kTimeout) {
+      if (is_int64 && std::get<int64_t>(value) >= 0) continue;
+      wanted = "a non-negative int64_param";
+    } else if (key == param::kEnableEmptyFinalResponse) {
+      if (is_bool) continue;
+      wanted = "a bool_param";
+    } else if (key.substr(0, param::kTritonPrefix.size()) == param::kTritonPrefix) {
+      return invalidArgument("parameter keys starting with 'triton_' are reserved for Triton "
+                             "usage and should not be specified: '",
+                             key, "'");
+    } else {
+      if (!is_uint64) continue;
+      wanted = "an int64_param, bool_param, string_param or double_param (not uint64_param)";
+    }
+    return invalidArgument("parameter '", key, "' must be ", wanted);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 StatusOr<InferRequest> ProtobufRequestDecoder::decode(const Buffer& message) const {
   if (message.size() > limits_.max_binary_body_bytes) {
     return resourceExhausted("ModelInferRequest of ", message.size(),
@@ -249,6 +290,7 @@ StatusOr<InferRequest> ProtobufRequestDecoder::decode(const Buffer& message) con
   InferRequest request;
   TopLevel top;
   INFERGATE_RETURN_IF_ERROR(gatherTopLevel(message.span(), limits_, request.parameters, top));
+  INFERGATE_RETURN_IF_ERROR(checkRequestParameterKinds(request.parameters));
   request.model_name = top.model_name;
   request.model_version = top.model_version;
   request.id = top.id;

@@ -303,12 +303,44 @@ TEST(ProtobufRequestDecoder, RejectsNegativeClassification) {
   auto* out = pb.add_outputs();
   out->set_name("o");
   (*out->mutable_parameters())["classification"].set_int64_param(-1);
-  expectError(decode(pb), absl::StatusCode::kInvalidArgument, ">= 0");
+  expectError(decode(pb), absl::StatusCode::kInvalidArgument, "must be > 0, got -1");
+  (*out->mutable_parameters())["classification"].set_int64_param(0);
+  expectError(decode(pb), absl::StatusCode::kInvalidArgument, "must be > 0, got 0");
   (*out->mutable_parameters())["classification"].set_uint64_param(1);
   expectError(decode(pb), absl::StatusCode::kInvalidArgument, "int64_param");
 }
 
 // ---- parameter kinds ----------------------------------------------------------------
+
+// PROTOCOL 9.2-9.4 and pitfall 11: the kinds gRPC takes for the keys Triton reads.
+TEST(ProtobufRequestDecoder, RefusesParameterKindsTritonDoesNotTake) {
+  const auto invalid = absl::StatusCode::kInvalidArgument;
+  auto with = [](const char* key, auto set) {
+    PbRequest pb;
+    set((*pb.mutable_parameters())[key]);
+    return decode(pb);
+  };
+  expectError(with("sequence_id", [](auto& p) { p.set_uint64_param(5); }), invalid,
+              "parameter 'sequence_id' must be an int64_param or a string_param");
+  expectError(with("sequence_start", [](auto& p) { p.set_int64_param(1); }), invalid,
+              "parameter 'sequence_start' must be a bool_param");
+  expectError(with("sequence_end", [](auto& p) { p.set_string_param("true"); }), invalid,
+              "parameter 'sequence_end' must be a bool_param");
+  expectError(with("priority", [](auto& p) { p.set_int64_param(-1); }), invalid,
+              "parameter 'priority' must be a non-negative int64_param or a uint64_param");
+  expectError(with("priority", [](auto& p) { p.set_double_param(1); }), invalid, "'priority'");
+  expectError(with("timeout", [](auto& p) { p.set_uint64_param(5); }), invalid,
+              "parameter 'timeout' must be a non-negative int64_param");
+  expectError(with("triton_foo", [](auto& p) { p.set_bool_param(true); }), invalid,
+              "reserved for Triton usage");
+  expectError(with("triton_enable_empty_final_response", [](auto& p) { p.set_int64_param(1); }),
+              invalid, "must be a bool_param");
+  expectError(with("my_param", [](auto& p) { p.set_uint64_param(5); }), invalid,
+              "(not uint64_param)");
+  EXPECT_TRUE(with("priority", [](auto& p) { p.set_uint64_param(3); }).ok());
+  EXPECT_TRUE(with("timeout", [](auto& p) { p.set_int64_param(100); }).ok());
+  EXPECT_TRUE(with("sequence_id", [](auto& p) { p.set_string_param("s"); }).ok());
+}
 
 TEST(ProtobufRequestDecoder, KeepsParameterKindsExactly) {
   PbRequest pb;
