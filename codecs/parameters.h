@@ -29,7 +29,9 @@ class Parameters {
   bool empty() const { return entries_.empty(); }
   auto begin() const { return entries_.begin(); }
   auto end() const { return entries_.end(); }
-  bool operator==(const Parameters&) const = default;
+  // The same keys in the same order with the same values; a double NaN equals a NaN (a NaN
+  // parameter is kept as sent, PROTOCOL 5.2, and is the same parameter after a round trip).
+  bool operator==(const Parameters& other) const;
 
  private:
   std::vector<Entry> entries_;
