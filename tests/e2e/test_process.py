@@ -25,6 +25,19 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock.connect(self.path)
 
 
+def slow_http_request(gw, ms, results, key="status"):
+    """A thread, started, that asks the demo model `sleep` for `ms` ms over HTTP and puts
+    the status it gets in results[key]."""
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "INT32",
+                                   "data": [ms]}]}).encode()
+
+    def run():
+        results[key] = gw.request("POST", "/v2/models/sleep/infer", body)[0]
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
 class ProcessE2E(unittest.TestCase):
     def test_validate_accepts_the_demo_config(self):
         demo = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "examples", "demo.yaml")
@@ -69,13 +82,7 @@ class ProcessE2E(unittest.TestCase):
     def test_sigterm_drains_a_request_in_flight(self):
         gw = Gateway().start()
         result = {}
-
-        def slow():
-            body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "INT32",
-                                           "data": [300]}]}).encode()
-            result["status"] = gw.request("POST", "/v2/models/sleep/infer", body)[0]
-        t = threading.Thread(target=slow)
-        t.start()
+        t = slow_http_request(gw, 300, result)
         time.sleep(0.1)
         code = gw.stop()
         t.join()
@@ -95,11 +102,6 @@ class ProcessE2E(unittest.TestCase):
         pb, service, _, _ = grpc_stubs.load()
         results = {}
 
-        def slow_http():
-            body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "INT32",
-                                           "data": [2000]}]}).encode()
-            results["http"] = gw.request("POST", "/v2/models/sleep/infer", body)[0]
-
         def slow_grpc():
             with grpc.insecure_channel(gw.address("grpc")) as channel:
                 request = pb.ModelInferRequest(model_name="sleep")
@@ -110,9 +112,9 @@ class ProcessE2E(unittest.TestCase):
                     results["grpc"] = "OK"
                 except grpc.RpcError as e:
                     results["grpc"] = e.code()
-        threads = [threading.Thread(target=slow_http), threading.Thread(target=slow_grpc)]
-        for t in threads:
-            t.start()
+        threads = [slow_http_request(gw, 2000, results, key="http"),
+                   threading.Thread(target=slow_grpc)]
+        threads[1].start()
         time.sleep(0.3)
         gw.proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
@@ -160,13 +162,7 @@ routes:
         gw.proc.send_signal(signal.SIGHUP)
         self.assertTrue(wait_until(lambda: reloads() >= 1, timeout=30), "the reload never happened")
         result = {}
-
-        def slow():
-            body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "INT32",
-                                           "data": [1500]}]}).encode()
-            result["status"] = gw.request("POST", "/v2/models/sleep/infer", body)[0]
-        t = threading.Thread(target=slow)
-        t.start()
+        t = slow_http_request(gw, 1500, result)
         time.sleep(0.3)
         code = gw.stop()
         t.join()
