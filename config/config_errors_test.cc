@@ -14,6 +14,16 @@ TEST(ConfigErrors, FormatsFileLineColumnKeyAndMessage) {
             "a.yaml:1:1: YAML syntax error: x");
 }
 
+// Found by the config fuzzer: a NUL in a key split its error over two lines.
+TEST(ConfigErrors, QuotedControlBytesAndBrokenUtf8StayOnOneLine) {
+  std::string key("upstreams[0].endp\0ts\n", 21);
+  EXPECT_EQ(formatError({{"a.yaml", 2, 3}, key, "unknown key \"\x1b[2J\xff\""}),
+            "a.yaml:2:3: upstreams[0].endp\\x00ts\\x0a: unknown key \"\\x1b[2J\xef\xbf\xbd\"");
+  // UTF-8 text is kept as it is.
+  EXPECT_EQ(formatError({{"a.yaml", 1, 1}, "routes[0].name", "caf\xc3\xa9"}),
+            "a.yaml:1:1: routes[0].name: caf\xc3\xa9");
+}
+
 TEST(ConfigErrors, JoinsAllErrorsOnePerLineInFileOrder) {
   ConfigErrors errors;
   errors.add({"f", 9, 1}, "routes", "third");

@@ -137,3 +137,66 @@ write("bytes_tensor", "two", bytes_elements([b"ab", b""]))
 write("bytes_tensor", "truncated", struct.pack("<I", 9) + b"abc")
 write("compression", "gzip", gzip.compress(simple_json.encode(), mtime=0))
 write("compression", "zlib", zlib.compress(header + blobs))
+
+# ---- YAML configs: the shipped examples, and a few nearly valid ------------------------
+ROOT = os.path.join(HERE, "..", "..")
+for example in ("deploy/examples/demo.yaml", "deploy/examples/fleet.yaml",
+                "deploy/examples/container.yaml", "deploy/compose/infergate.yaml"):
+    with open(os.path.join(ROOT, example), "rb") as f:
+        write("config", os.path.basename(os.path.dirname(example)) + "_" +
+              os.path.basename(example), f.read())
+minimal = """listeners:
+  http: { address: "127.0.0.1:0" }
+upstreams:
+  - { name: a, protocol: grpc, endpoints: ["127.0.0.1:9001"], colocated: true,
+      handoff: { min_bytes: 65536, pool_bytes: 1048576, kind: system } }
+  - { name: b, protocol: http, endpoints: ["unix:/tmp/b.sock"], http_format: json }
+routes:
+  - match: { model_prefix: "llm-", version: "2", headers: { x-tenant: beta } }
+    split: [ { upstream: a, weight: 90 }, { upstream: b, weight: 10 } ]
+    rewrite: { model: llm-v2 }
+    mirror: b
+  - match: { model: "*" }
+    upstream: a
+    timeout_ms: 500
+"""
+write("config", "minimal", minimal)
+write("config", "shadowed", minimal.replace('model: "*"', 'model_prefix: "llm-"'))
+write("config", "bad_port", minimal.replace("9001", "70000"))
+write("config", "anchors", "base: &u { protocol: builtin }\nupstreams: [ { <<: *u, name: a } ]\n"
+      "routes: [ { match: { model: \"*\" }, upstream: a } ]\n"
+      "listeners: { http: { address: \"[::1]:0\" } }\n")
+
+# ---- route tables: structured bytes (FuzzReader), any value is a case ------------------
+for i, data in enumerate([bytes(range(64)), bytes([7, 1, 2, 0, 1, 1] * 12),
+                          bytes([3] + [2, 1, 0, 2, 2, 1, 2, 0] * 6), b"\xff" * 48]):
+    write("route_matcher", "tables_%d" % i, data)
+
+# ---- HTTP/1.1 streams: limits byte, split-plan byte, then the bytes on the wire --------
+def http_stream(name, wire, limits=0, plan=0):
+    write("http_connection", name, bytes([limits, plan]) + wire)
+
+
+http_stream("pipelined", b"GET /v2/health/live HTTP/1.1\r\nHost: a\r\n\r\n"
+            b"POST /later/1 HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello"
+            b"GET /stream HTTP/1.1\r\nHost: a\r\n\r\n"
+            b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+http_stream("chunked", b"POST /v2/models/m/infer HTTP/1.1\r\nHost: a\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n3;ext=1\r\nefg\r\n0\r\nT: 1\r\n\r\n",
+            plan=3)
+http_stream("expect", b"POST /later HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n"
+            b"Content-Length: 3\r\n\r\nabcPOST /y HTTP/1.1\r\nHost: a\r\n"
+            b"Expect: 100-continue\r\nContent-Length: 2\r\n\r\nhi", plan=5)
+http_stream("close_then_more", b"GET /a HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+            b"GET /b HTTP/1.1\r\nHost: a\r\n\r\n")
+http_stream("http10", b"GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /b HTTP/1.0\r\n\r\n")
+http_stream("deny_with_body", b"POST /deny HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody"
+            b"GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
+http_stream("tight_limits", b"GET /a HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n"
+            b"POST /b HTTP/1.1\r\nHost: a\r\nContent-Length: 101\r\n\r\n", limits=0x1f, plan=9)
+http_stream("large_body", b"POST /big HTTP/1.1\r\nHost: a\r\nContent-Length: 20000\r\n\r\n" +
+            b"x" * 20000 + b"GET /c HTTP/1.1\r\nHost: a\r\n\r\n", plan=200)
+http_stream("bad_chunk", b"POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"zz\r\nabc\r\n0\r\n\r\n")
+http_stream("smuggle", b"POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
