@@ -148,6 +148,17 @@ class FleetUnaryCall final : public GrpcCallHandle,
       if (context_.stats) context_.stats->upstream = Clock::now() - sent_at_;
     }
     std::shared_ptr<Endpoint> endpoint = lease.sharedEndpoint();
+    if (status.ok() && !answer.Valid()) {
+      // grpc 1.51 ends a call as OK when the answer held no whole message (none at all, a
+      // broken frame, a length prefix past the data). Never passed on: grpc aborts the
+      // process on sending such a buffer to the client.
+      lease.finish(Outcome::kFailure);
+      return deliver(codecs::withOrigin(absl::InvalidArgumentError(codecs::strCat(
+                                            "upstream '", fleet_->name(), "' (", endpoint->key(),
+                                            ") ended the call without a response message")),
+                                        codecs::ErrorOrigin::kUpstream),
+                     {});
+    }
     lease.finish(outcomeOfGrpc(status.error_code()));
     const bool not_sent = !status.ok() && grpcNotSent(status);
     if (not_sent && !cancelled && mayRetry(*fleet_, context_, retries_, options_.deadline)) {

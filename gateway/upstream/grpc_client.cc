@@ -570,6 +570,24 @@ codecs::Status toUpstreamStatus(const grpc::Status& status, std::string_view ups
           absl::DeadlineExceededError(codecs::strCat(named, " timed out",
                                                      message.empty() ? "" : ": ", message)),
           codecs::ErrorOrigin::kUpstream);
+    case grpc::StatusCode::INTERNAL:
+    case grpc::StatusCode::UNKNOWN:
+      // grpc's own words for a call the upstream broke rather than answered: the stream
+      // reset (503, as a reset HTTP connection), or ended without a gRPC status, or
+      // answered by something that is not gRPC (502). An upstream's own INTERNAL or
+      // UNKNOWN (a failed model) carries its message and passes on below.
+      if (message.starts_with("Received RST_STREAM")) {
+        return codecs::withOrigin(
+            absl::UnavailableError(codecs::strCat(named, " reset the call: ", message)),
+            codecs::ErrorOrigin::kUpstream);
+      }
+      if (message == "Stream removed" || message.starts_with("Received http2 header with status") ||
+          message.starts_with("Received unexpected EOS")) {
+        return codecs::withOrigin(
+            absl::InvalidArgumentError(codecs::strCat(named, " broke the gRPC protocol: ", message)),
+            codecs::ErrorOrigin::kUpstream);
+      }
+      [[fallthrough]];
     default:
       // The upstream's own answer (or CANCELLED): Triton clients match on its code and
       // text. Not stamped kUpstream: an upstream's INVALID_ARGUMENT names the client's

@@ -17,7 +17,9 @@
 //
 // Errors come back as the grpc::Status the upstream (or grpc) gave. toUpstreamStatus()
 // turns one into the gateway's codes, naming the upstream: UNAVAILABLE (refused, reset,
-// unreachable, a failed TLS handshake), DEADLINE_EXCEEDED, and the upstream's own code and
+// unreachable, a failed TLS handshake, a stream reset), DEADLINE_EXCEEDED, a malformed
+// answer (INVALID_ARGUMENT stamped kUpstream: 502) for a call that ended without a gRPC
+// status or was answered by something else than gRPC, and the upstream's own code and
 // message otherwise. When config.tls names files that no longer load, every call fails
 // with UNAVAILABLE "upstream 'u': TLS is not set up: ..." (never sent in plaintext).
 //

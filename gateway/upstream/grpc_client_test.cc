@@ -300,6 +300,28 @@ TEST(GrpcUpstreamClient, ToUpstreamStatusNamesTheUpstreamForTransportFailures) {
   EXPECT_EQ(codecs::messageOf(closed), "upstream 'up' is shut down");
 }
 
+// grpc's own words for a broken call are the upstream's fault, named; an upstream's own
+// INTERNAL / UNKNOWN answer passes on as it came (found by tests/e2e/test_upstream_faults).
+TEST(GrpcUpstreamClient, ToUpstreamStatusNamesTheUpstreamForBrokenCalls) {
+  codecs::Status reset = toUpstreamStatus(
+      grpc::Status(grpc::StatusCode::INTERNAL, "Received RST_STREAM with error code 2"), "up", "h:1");
+  EXPECT_EQ(reset.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(codecs::messageOf(reset),
+            "upstream 'up' (h:1) reset the call: Received RST_STREAM with error code 2");
+  EXPECT_EQ(codecs::originOf(reset), codecs::ErrorOrigin::kUpstream);
+  for (const char* text : {"Stream removed", "Received http2 header with status: 404"}) {
+    codecs::Status broken = toUpstreamStatus(grpc::Status(grpc::StatusCode::UNKNOWN, text), "up", "");
+    EXPECT_EQ(broken.code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_EQ(codecs::messageOf(broken), std::string("upstream 'up' broke the gRPC protocol: ") + text);
+    EXPECT_EQ(codecs::originOf(broken), codecs::ErrorOrigin::kUpstream);
+  }
+  codecs::Status own =
+      toUpstreamStatus(grpc::Status(grpc::StatusCode::INTERNAL, "onnx runtime error 6"), "up", "");
+  EXPECT_EQ(own.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(codecs::messageOf(own), "onnx runtime error 6");
+  EXPECT_NE(codecs::originOf(own), codecs::ErrorOrigin::kUpstream);
+}
+
 TEST(GrpcUpstreamClient, DeadlineEndsASlowCall) {
   GrpcTestUpstream up;
   GrpcUpstreamClient client(upstreamAt({tcp(up.port())}));

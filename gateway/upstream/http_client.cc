@@ -32,6 +32,15 @@
 // removing an unfinished transfer makes libcurl close its connection, and nothing of a
 // transfer in an unknown state is reused.
 //
+// Idle connections are watched: libcurl 7.88 takes a cached connection with unread bytes
+// for a live one, so a response the upstream sent unasked (a second answer, a late body)
+// would be read as the answer to the next request, someone else's. The client opens and
+// closes the connections' sockets itself (OPENSOCKETFUNCTION / CLOSESOCKETFUNCTION), so it
+// knows which descriptors are connections; when libcurl lets go of one (CURL_POLL_REMOVE)
+// while it stays cached, a one-shot read event watches it, and if anything arrives (bytes
+// or the end of the stream) the socket is shut down both ways: libcurl's liveness check
+// then sees it hung up and opens a fresh connection instead.
+//
 // TLS (options.tls; the options in http_client_tls.h): libcurl matches a cached connection
 // on its TLS settings and its CONNECT_TO target too, so keep-alive reuse is unchanged; the
 // handles share one TLS session cache (a CURLSH), so a new connection resumes a session.
@@ -59,6 +68,10 @@
 #include <new>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
+
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "config/listen_address.h"
 #include "gateway/upstream/http_client_tls.h"
@@ -219,6 +232,12 @@ class CurlMultiClient {
   static int onTimerUpdate(CURLM* multi, long timeout_ms, void* userp);
   // libevent -> libcurl
   static void onSocketReady(evutil_socket_t fd, short events, void* arg);
+  // The connections' sockets (CURLOPT_OPENSOCKETFUNCTION / CLOSESOCKETFUNCTION; clientp:
+  // the client), and the watch on one that sits idle in libcurl's cache.
+  static curl_socket_t onOpenSocket(void* clientp, curlsocktype purpose, curl_sockaddr* address);
+  static int onCloseSocket(void* clientp, curl_socket_t fd);
+  static void onIdleReadable(evutil_socket_t fd, short events, void* arg);
+  void dropIdleWatch(curl_socket_t fd);
   static void onTimeout(evutil_socket_t fd, short events, void* arg);
   static void onDeadline(evutil_socket_t fd, short events, void* arg);
 
@@ -248,6 +267,8 @@ class CurlMultiClient {
   CURLSH* tls_sessions_ = nullptr;  // with options_.tls: sessions shared by the handles
   event* timer_ = nullptr;
   std::unordered_map<curl_socket_t, event*> sockets_;
+  std::unordered_set<curl_socket_t> connections_;   // opened by onOpenSocket, still open
+  std::unordered_map<curl_socket_t, event*> idle_;  // connections libcurl holds idle
   std::vector<CURL*> idle_easies_;
   std::unordered_map<Call*, std::shared_ptr<Call>> calls_;  // not yet delivered whole
   std::vector<std::shared_ptr<Call>> news_;
@@ -293,6 +314,8 @@ CurlMultiClient::~CurlMultiClient() {
   if (tls_sessions_ != nullptr) curl_share_cleanup(tls_sessions_);
   for (auto& [fd, ev] : sockets_) event_free(ev);
   sockets_.clear();
+  for (auto& [fd, ev] : idle_) event_free(ev);
+  idle_.clear();
   if (timer_ != nullptr) event_free(timer_);
 }
 
@@ -435,6 +458,10 @@ Status CurlMultiClient::configure(Call& call, const config::ListenAddress& endpo
     set(CURLOPT_UNIX_SOCKET_PATH, endpoint.path.c_str());
   }
   set(CURLOPT_PRIVATE, static_cast<void*>(&call));
+  set(CURLOPT_OPENSOCKETFUNCTION, &CurlMultiClient::onOpenSocket);
+  set(CURLOPT_OPENSOCKETDATA, static_cast<void*>(this));
+  set(CURLOPT_CLOSESOCKETFUNCTION, &CurlMultiClient::onCloseSocket);
+  set(CURLOPT_CLOSESOCKETDATA, static_cast<void*>(this));
   set(CURLOPT_ERRORBUFFER, call.error);
   set(CURLOPT_NOSIGNAL, 1L);
   set(CURLOPT_PROXY, "");  // never a proxy from http_proxy / HTTP_PROXY
@@ -534,8 +561,18 @@ int CurlMultiClient::onSocketUpdate(CURL*, curl_socket_t fd, int what, void* use
       event_free(it->second);
       self->sockets_.erase(it);
     }
+    // A connection going idle in the cache (or about to close: onCloseSocket drops the
+    // watch then).
+    if (self->connections_.contains(fd) && !self->idle_.contains(fd)) {
+      event* watch = event_new(self->loop_.base(), fd, EV_READ, &CurlMultiClient::onIdleReadable, self);
+      if (watch != nullptr) {
+        event_add(watch, nullptr);
+        self->idle_.emplace(fd, watch);
+      }
+    }
     return 0;
   }
+  self->dropIdleWatch(fd);  // taken for a transfer again
   short events = EV_PERSIST;
   if (what & CURL_POLL_IN) events |= EV_READ;
   if (what & CURL_POLL_OUT) events |= EV_WRITE;
@@ -579,6 +616,34 @@ void CurlMultiClient::onSocketReady(evutil_socket_t fd, short events, void* arg)
   int running = 0;
   curl_multi_socket_action(self->multi_, fd, action, &running);
   self->afterAction();
+}
+
+curl_socket_t CurlMultiClient::onOpenSocket(void* clientp, curlsocktype, curl_sockaddr* address) {
+  auto* self = static_cast<CurlMultiClient*>(clientp);
+  curl_socket_t fd = ::socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+  if (fd == CURL_SOCKET_BAD) return CURL_SOCKET_BAD;
+  self->connections_.insert(fd);
+  return fd;
+}
+
+int CurlMultiClient::onCloseSocket(void* clientp, curl_socket_t fd) {
+  auto* self = static_cast<CurlMultiClient*>(clientp);
+  self->dropIdleWatch(fd);
+  self->connections_.erase(fd);
+  return ::close(fd);
+}
+
+void CurlMultiClient::dropIdleWatch(curl_socket_t fd) {
+  auto it = idle_.find(fd);
+  if (it == idle_.end()) return;
+  event_free(it->second);
+  idle_.erase(it);
+}
+
+// An idle connection got bytes or its end: nothing was asked on it, so whatever came is
+// not an answer to anything, and the connection must not carry the next request.
+void CurlMultiClient::onIdleReadable(evutil_socket_t fd, short, void*) {
+  ::shutdown(fd, SHUT_RDWR);
 }
 
 void CurlMultiClient::onTimeout(evutil_socket_t, short, void* arg) {
@@ -851,6 +916,12 @@ Status CurlMultiClient::outcomeOf(const Call& call, CURLcode result) const {
       return upstream(
           absl::UnavailableError(message("connection broken while sending the request")));
     case CURLE_RECV_ERROR:
+      // libcurl 7.88 reports a broken chunked body with this code too ("Illegal or missing
+      // hexadecimal sequence in chunked-encoding"): a malformed answer (502), not a broken
+      // connection (503).
+      if (detail.find("chunked-encoding") != std::string::npos) {
+        return upstream(codecs::invalidArgument(message("answered a malformed chunked body")));
+      }
       return upstream(
           absl::UnavailableError(message("connection broken while receiving the response")));
     case CURLE_GOT_NOTHING:

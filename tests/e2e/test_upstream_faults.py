@@ -31,8 +31,7 @@ upstream ("upstream 'f-http' ..."); an upstream's own error answer passes throug
 code and message. HTTP errors are {"error": "..."}.
 
 Findings the gateway does not meet yet are in KNOWN: their test asserts the right
-behaviour and must still fail (so that a fix is noticed and the entry taken out). The
-passthrough faults that crash the gateway (CRASHES) run on a gateway of their own.
+behaviour and must still fail (so that a fix is noticed and the entry taken out).
 
 After the faults: the gateway's descriptors and RSS are back to the figures taken after a
 warm-up pass of every fault, and it exits 0 on SIGTERM without a sanitizer report.
@@ -184,48 +183,22 @@ GRPC_CASES = {
     "unavailable": Err(503, holds=F.ERROR_TEXT),
 }
 
-BAD_CHUNK = ("a malformed chunked body is answered 503 'connection broken while receiving the "
-             "response', not 502: http_client.cc outcomeOf maps CURLE_RECV_ERROR, which libcurl "
-             "also gives for chunked-encoding errors, to UNAVAILABLE")
-DESYNC = ("an answer an upstream sends unasked on an idle keep-alive connection is taken for the "
-          "next request's answer (another client's): http_client.cc reuses libcurl 7.88's cached "
-          "connections, and libcurl reuses one with unread input")
-RST_STREAM = ("RST_STREAM from a gRPC upstream comes back as grpc's INTERNAL 'Received RST_STREAM "
-              "with error code 2' (HTTP 500), not UNAVAILABLE naming the upstream: grpc_client.cc "
-              "toUpstreamStatus passes INTERNAL through as if the upstream had answered it")
-NO_STATUS = ("a gRPC answer without grpc-status, or not application/grpc, comes back as grpc's "
-             "UNKNOWN 'Stream removed' (HTTP 400), not UNAVAILABLE / 502 naming the upstream: "
-             "grpc_client.cc toUpstreamStatus passes UNKNOWN through")
 PREFIX_SHORT = ("a message shorter than the bytes that follow its length prefix hangs the call "
                 "until the deadline (504 / DEADLINE_EXCEEDED) instead of a prompt 502 / "
                 "UNAVAILABLE: grpc 1.51 waits for the rest after the stream ended, and "
                 "grpc_client.cc has no bound of its own")
-NO_MESSAGE = ("crash (SIGABRT): grpc 1.51 ends a call whose message was missing or cut short with "
-              "OK and no message, and the passthrough finishes the client's call with that "
-              "uninitialised ByteBuffer (grpc_model_infer.cc ModelInferReactor::onGrpcAnswer): "
-              "grpc aborts on GRPC_CALL_ERROR_INVALID_MESSAGE")
 
+# Findings not fixed yet: each case must still fail (so that a fix is noticed and the case
+# moves out). Fixed, with the case that found them: an answer sent unasked on an idle
+# keep-alive connection taken for the next request's (http_client.cc watches idle
+# connections); a gRPC call ended OK without a message aborting the gateway (fleet_call.cc);
+# RST_STREAM, a missing grpc-status and a non-gRPC answer passed on as grpc's INTERNAL /
+# UNKNOWN without the upstream's name, and a malformed chunked body answered 503
+# (grpc_client.cc toUpstreamStatus, http_client.cc outcomeOf).
 KNOWN = {
-    ("http", "bad_chunk", HH): BAD_CHUNK,
-    ("http", "chunk_crlf", HH): BAD_CHUNK,
-    ("http", "excess_late", HH): DESYNC,
-    ("http", "excess_late", GH): DESYNC,
-    ("grpc", "rst", HG): RST_STREAM,
-    ("grpc", "rst", GG): RST_STREAM,
-    ("grpc", "rst_mid", HG): RST_STREAM,
-    ("grpc", "rst_mid", GG): RST_STREAM,
-    ("grpc", "no_status", HG): NO_STATUS,
-    ("grpc", "no_status", GG): NO_STATUS,
-    ("grpc", "html", HG): NO_STATUS,
-    ("grpc", "html", GG): NO_STATUS,
     ("grpc", "prefix_short", HG): PREFIX_SHORT,
     ("grpc", "prefix_short", GG): PREFIX_SHORT,
-    ("grpc", "no_message", GG): NO_MESSAGE,
-    ("grpc", "bad_frame", GG): NO_MESSAGE,
-    ("grpc", "prefix_long", GG): NO_MESSAGE,
 }
-# Known findings that kill the gateway: run on a gateway of their own, never the shared one.
-CRASHES = {k for k, reason in KNOWN.items() if reason == NO_MESSAGE}
 
 
 def expectation(protocol, fault, path):
@@ -270,8 +243,6 @@ def warm_up():
     for protocol, paths in PATHS.items():
         for path in paths:
             for fault in ("ok",) + tuple(HTTP_CASES if protocol == "http" else GRPC_CASES):
-                if (protocol, fault, path) in CRASHES:
-                    continue
                 conn = GW.connection()
                 try:
                     client = Client(GW, path, conn)
@@ -477,9 +448,6 @@ class UpstreamFaults(unittest.TestCase):
         for path in PATHS[protocol]:
             with self.subTest(path=path):
                 key = (protocol, fault, path)
-                if key in CRASHES:
-                    self.run_known(key, lambda: self.on_own_gateway(protocol, fault, path))
-                    continue
                 client = Client(GW, path, self.conn)
                 self.run_known(key, lambda: self.check(client, protocol, fault, path))
                 # Whatever the fault gave, the same client is served next (HTTP: on the same
@@ -551,22 +519,6 @@ class UpstreamFaults(unittest.TestCase):
         self.assertEqual((outcome.status, outcome.body), (status, body), outcome)
         for name in ("content-type", "inference-header-content-length"):
             self.assertEqual(outcome.headers.get(name), headers.get(name), (name, outcome))
-
-    def on_own_gateway(self, protocol, fault, path):
-        """A fault that may kill the gateway, on a gateway of its own: the right answer, then
-        a correct one, then a clean exit."""
-        own = Gateway.from_template(GATEWAY, **gateway_config()).start()
-        conn = own.connection()
-        try:
-            client = Client(own, path, conn)
-            self.check(client, protocol, fault, path)
-            outcome = client.infer(protocol + "_ok")
-            self.assertTrue(outcome.ok, "after %s on %s: %r" % (fault, path, outcome))
-        finally:
-            conn.close()
-            close_channels()
-            problems = own.stop_and_check()
-        self.assertEqual(problems, [])
 
     # ---- after the faults
     def test_zz_resources_back_to_warm_figures(self):
