@@ -55,6 +55,9 @@ Status decodeRequestParameters(od::value value, InferRequest& request) {
         return invalidArgument("parameter '", owned_key, "' must be an unsigned integer");
       }
     }
+    if (request.parameters.size() == kMaxParametersPerMap) {
+      return resourceExhausted("more than ", kMaxParametersPerMap, " parameters in the request");
+    }
     request.parameters.set(std::move(owned_key), std::move(v));
   }
   return absl::OkStatus();
@@ -104,6 +107,10 @@ Status decodeTensorParameters(od::value value, std::string_view tensor, TensorPa
       INFERGATE_ASSIGN_OR_RETURN(out.shm_byte_size, decodeUint(field.value(), key));
     } else {
       INFERGATE_ASSIGN_OR_RETURN(ParamValue v, decodeParamValue(field.value(), key));
+      if (out.others.size() == kMaxParametersPerMap) {
+        return resourceExhausted("more than ", kMaxParametersPerMap, " parameters in tensor '",
+                                 tensor, "'");
+      }
       out.others.set(std::move(key), std::move(v));
     }
   }

@@ -119,6 +119,27 @@ TEST(JsonRequestDecoder, TakesNonFiniteAndHugeParametersAsDoubles) {
 
 // Found by the json_request fuzzer once NaN parameters were taken: a request with one did
 // not equal itself after a round trip, NaN being unequal to NaN.
+// `"k0":0,"k1":1,...` with `count` entries.
+std::string manyParameters(size_t count) {
+  std::string out;
+  for (size_t i = 0; i < count; ++i) out += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
+  return out;
+}
+
+// Parameters::set is linear: an unbounded object would be quadratic to decode, so the JSON
+// decoders cap a map as the protobuf ones do.
+TEST(JsonRequestDecoder, CapsTheParametersOfAMap) {
+  const std::string input = R"(,"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[1])";
+  auto at_cap = decode("{\"parameters\":{" + manyParameters(kMaxParametersPerMap) + "}" + input + "}]}");
+  ASSERT_TRUE(at_cap.ok()) << at_cap.status();
+  EXPECT_EQ(at_cap->request.parameters.size(), kMaxParametersPerMap);
+  expectError("{\"parameters\":{" + manyParameters(kMaxParametersPerMap + 1) + "}" + input + "}]}",
+              absl::StatusCode::kResourceExhausted, "more than 1024 parameters in the request");
+  expectError(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[1],"parameters":{)" +
+                  manyParameters(kMaxParametersPerMap + 1) + "}}]}",
+              absl::StatusCode::kResourceExhausted, "more than 1024 parameters in tensor 'x'");
+}
+
 TEST(Parameters, ANanEqualsANanAndNothingElse) {
   Parameters a, b;
   a.set("x", std::numeric_limits<double>::quiet_NaN());

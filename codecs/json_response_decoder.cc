@@ -20,6 +20,9 @@ Status decodeParameterObject(od::value value, std::string_view owner, Parameters
     std::string key(key_view);
     if (out.contains(key)) return repeatedKey(strCat(owner, " parameters"), key);
     INFERGATE_ASSIGN_OR_RETURN(ParamValue v, decodeParamValue(field.value(), key));
+    if (out.size() == kMaxParametersPerMap) {
+      return resourceExhausted("more than ", kMaxParametersPerMap, " parameters in ", owner);
+    }
     out.set(std::move(key), std::move(v));
   }
   return absl::OkStatus();

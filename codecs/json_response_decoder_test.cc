@@ -41,6 +41,19 @@ TEST(JsonResponseDecoder, RejectsBrokenResponses) {
   }
 }
 
+TEST(JsonResponseDecoder, CapsTheParametersOfAMap) {
+  std::string params;
+  for (size_t i = 0; i <= kMaxParametersPerMap; ++i) {
+    params += (i ? ",\"p" : "\"p") + std::to_string(i) + "\":true";
+  }
+  auto r = JsonResponseDecoder().decode(R"({"model_name":"m","parameters":{)" + params +
+                                        R"(},"outputs":[{"name":"a","datatype":"INT8","shape":[1],"data":[1]}]})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(messageOf(r.status()).find("more than 1024 parameters"), std::string_view::npos)
+      << messageOf(r.status());
+}
+
 TEST(JsonResponseDecoder, RefusesAKeyGivenTwice) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"outputs":[{"name":"a","datatype":"INT8","shape":[1],"data":[1],"datatype":"FP32"}]})",

@@ -37,6 +37,11 @@ class Parameters {
   std::vector<Entry> entries_;
 };
 
+// A parameter map (protobuf map<string, InferParameter>, JSON "parameters" object)
+// holding more entries is RESOURCE_EXHAUSTED in every decoder: Parameters::set is
+// linear, so an unbounded map would be quadratic to decode.
+inline constexpr size_t kMaxParametersPerMap = 1024;
+
 // The well-known keys (PROTOCOL.md sections 5.3, 8.3, 9).
 namespace param {
 inline constexpr std::string_view kSequenceId = "sequence_id";

@@ -153,10 +153,6 @@ BufferChain spliceChain(std::string glue, std::span<const ChainCut> cuts);
 
 // ---- pieces of the inference messages shared by the protobuf codecs ----------------
 
-// A map<string, InferParameter> holding more entries is RESOURCE_EXHAUSTED
-// (Parameters::set is linear, so an unbounded map would be quadratic to decode).
-inline constexpr size_t kMaxParametersPerMap = 1024;
-
 // Appends `value` to a repeated field's list unless it already holds limits.max_tensors
 // entries (RESOURCE_EXHAUSTED: "<message> has more than N <what>").
 inline Status pushCapped(std::vector<std::span<const uint8_t>>& list, std::span<const uint8_t> value,

@@ -570,6 +570,14 @@ codecs::Status toUpstreamStatus(const grpc::Status& status, std::string_view ups
           absl::DeadlineExceededError(codecs::strCat(named, " timed out",
                                                      message.empty() ? "" : ": ", message)),
           codecs::ErrorOrigin::kUpstream);
+    case grpc::StatusCode::CANCELLED:
+      // The gateway cancels a call only for a client that went away, who reads no answer;
+      // a CANCELLED that reaches a client came from the upstream (a server shutting down
+      // cancels the calls it has not answered): unavailable, not the client's doing.
+      return codecs::withOrigin(
+          absl::UnavailableError(codecs::strCat(named, " cancelled the call",
+                                                message.empty() ? "" : ": ", message)),
+          codecs::ErrorOrigin::kUpstream);
     case grpc::StatusCode::INTERNAL:
     case grpc::StatusCode::UNKNOWN:
       // grpc's own words for a call the upstream broke rather than answered: the stream
@@ -589,7 +597,7 @@ codecs::Status toUpstreamStatus(const grpc::Status& status, std::string_view ups
       }
       [[fallthrough]];
     default:
-      // The upstream's own answer (or CANCELLED): Triton clients match on its code and
+      // The upstream's own answer: Triton clients match on its code and
       // text. Not stamped kUpstream: an upstream's INVALID_ARGUMENT names the client's
       // mistake (400), not garbage from the upstream (502).
       return codecs::Status(static_cast<absl::StatusCode>(status.error_code()), message);

@@ -17,10 +17,10 @@
 //
 // Errors come back as the grpc::Status the upstream (or grpc) gave. toUpstreamStatus()
 // turns one into the gateway's codes, naming the upstream: UNAVAILABLE (refused, reset,
-// unreachable, a failed TLS handshake, a stream reset), DEADLINE_EXCEEDED, a malformed
-// answer (INVALID_ARGUMENT stamped kUpstream: 502) for a call that ended without a gRPC
-// status or was answered by something else than gRPC, and the upstream's own code and
-// message otherwise. When config.tls names files that no longer load, every call fails
+// unreachable, a failed TLS handshake, a stream reset, a call the upstream cancelled),
+// DEADLINE_EXCEEDED, a malformed answer (INVALID_ARGUMENT stamped kUpstream: 502) for a
+// call that ended without a gRPC status or was answered by something else than gRPC, and
+// the upstream's own code and message otherwise. When config.tls names files that no longer load, every call fails
 // with UNAVAILABLE "upstream 'u': TLS is not set up: ..." (never sent in plaintext).
 //
 // Threads: every member is safe from any thread. Callbacks run on grpc's threads and

@@ -829,6 +829,14 @@ def http_parameter_cases():
                            outputs=[{"name": "OUTPUT0", "parameters": {"binary_data": False}}])
     c.append(Http("FP16 output asked as JSON", "POST", infer_path("identity_fp16"), body, ihcl(n),
                   fragment="FP16", why="P5.2: FP16 outputs requested as JSON fail with 400"))
+    R_MANY = ("codecs/parameters.h: a parameter map holds at most 1024 entries, in JSON as in "
+              "protobuf (unbounded, decoding would be quadratic): 413")
+    many = {"p%d" % i: i for i in range(5000)}
+    c.append(Http("5000 request parameters", "POST", p, req(many), status=413,
+                  fragment="more than 1024 parameters in the request", why=R_MANY))
+    tensor = dict(base["inputs"][0], parameters=many)
+    c.append(Http("5000 parameters on an input", "POST", p, req(body=dict(base, inputs=[tensor])),
+                  status=413, fragment="more than 1024 parameters in tensor 'INPUT0'", why=R_MANY))
     return c
 
 

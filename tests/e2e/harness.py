@@ -168,7 +168,7 @@ class Gateway:
         text = "".join(self.stderr_lines)
         return [l for l in text.splitlines()
                 if "ERROR: AddressSanitizer" in l or "ERROR: LeakSanitizer" in l
-                or "runtime error:" in l]
+                or "runtime error:" in l or "WARNING: ThreadSanitizer" in l]
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
