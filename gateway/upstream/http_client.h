@@ -31,7 +31,10 @@
 //                      one breaks) are marked markNotSent (upstream_status.h)
 //   DEADLINE_EXCEEDED  the request's timeout passed
 //   INVALID_ARGUMENT, stamped ErrorOrigin::kUpstream (-> 502)
-//                      a response that is not HTTP/1.x, or malformed
+//                      a response that is not HTTP/1.x, or malformed (a broken chunked
+//                      body, a bad content encoding)
+// Connections: kept alive and reused; one that receives anything while idle (an answer
+// nobody asked for, a close) is shut down before it can carry another request.
 //   CANCELLED          cancel() was called (on_complete is then not called at all)
 // An upstream's HTTP error status (4xx, 5xx) is a response, not an error.
 //
