@@ -149,19 +149,22 @@ void logTlsContext(std::string_view listener, const tls::ServerContext& context)
 }
 
 // One thread for the slow, serial work: reloads (reading files, resolving names, building
-// channels) and watching the config file. Tasks run in order.
+// channels) and watching the config file. Tasks run in order. Made before anything can
+// post to it (the admin API, SIGHUP) and started once the gateway is whole: a task posted
+// in between waits for start().
 class ControlThread {
  public:
   ControlThread(std::chrono::milliseconds tick, std::function<void()> on_tick)
-      : tick_ms_(tick.count()), on_tick_(std::move(on_tick)), thread_([this] { run(); }) {}
+      : tick_ms_(tick.count()), on_tick_(std::move(on_tick)) {}
   ~ControlThread() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
     }
     wake_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
+  void start() { thread_ = std::thread([this] { run(); }); }
   // A reload that changes lifecycle.watch_interval_ms: the next wait uses it.
   void setTick(std::chrono::milliseconds tick) { tick_ms_.store(tick.count()); }
   void post(std::function<void()> task) {
@@ -199,7 +202,7 @@ class ControlThread {
   std::condition_variable wake_;
   std::deque<std::function<void()>> tasks_;
   bool stopping_ = false;
-  std::thread thread_;  // last: starts once the rest is built
+  std::thread thread_;  // run(), from start()
 };
 
 }  // namespace
@@ -451,6 +454,11 @@ codecs::Status GatewayServer::start() {
   s.discovery = std::make_unique<Discovery>(s.router);
   s.discovery->watch(s.config);
   s.file_stamp = stampOf(s.config.source);
+  // Before the admin API that posts to it, whose listener serves as soon as the workers
+  // run (found by scripts/tsan: an early POST /admin/reload read the pointer as it was set).
+  s.control = std::make_unique<ControlThread>(
+      std::chrono::milliseconds(std::max<uint64_t>(s.config.lifecycle.watch_interval_ms, 1)),
+      [impl = &s] { impl->tick(); });
   s.admin = std::make_unique<AdminApi>(s.router, [impl = &s](std::function<void(codecs::Status)> done) {
     impl->control->post([impl, done = std::move(done)] { done(impl->reload()); });
   });
@@ -505,9 +513,7 @@ codecs::Status GatewayServer::start() {
   if (s.config.grpc) INFERGATE_RETURN_IF_ERROR(s.startGrpc());
   s.health_checker = std::make_unique<HealthChecker>(s.router, s.pool->loop(0), s.health);
   s.health_checker->start();
-  s.control = std::make_unique<ControlThread>(
-      std::chrono::milliseconds(std::max<uint64_t>(s.config.lifecycle.watch_interval_ms, 1)),
-      [impl = &s] { impl->tick(); });
+  s.control->start();
   s.health->ready.store(true);
   return absl::OkStatus();
 }
