@@ -57,7 +57,6 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
 import statistics
 import struct
 import subprocess
@@ -65,6 +64,8 @@ import sys
 import tempfile
 import threading
 import time
+
+from infergate_process import InfergateProcess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UPSTREAM_NAME = "fleet"
@@ -197,62 +198,12 @@ def load_main(args):
 
 # ---- processes ----------------------------------------------------------------------------
 
-class Process:
-    """An infergate started with a config; `ready_at` is when its ready line arrived."""
-
-    def __init__(self, binary, label, config, scratch):
-        self.label = label
-        path = os.path.join(scratch, label + ".yaml")
-        with open(path, "w") as f:
-            f.write(config)
-        self.err = open(os.path.join(scratch, label + ".err"), "a")
-        self.proc = subprocess.Popen([binary, "--config", path], stdout=subprocess.PIPE,
-                                     stderr=self.err, text=True)
-        self.ready_at = None
-        self.addresses = {}
-        self._ready = threading.Event()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            if self.ready_at is None and '"event":"ready"' in line:
-                self.ready_at = time.monotonic()
-                self.addresses = json.loads(line)
-                self._ready.set()
-        self._ready.set()  # exited
-
-    def wait_ready(self, timeout=20):
-        self._ready.wait(timeout)
-        return self.ready_at is not None
-
-    def address(self, listener):
-        return self.addresses[listener]
-
-    def port(self, listener):
-        return int(self.addresses[listener].rsplit(":", 1)[1])
-
-    def kill(self):
-        """SIGKILL; returns the time of the signal and the time it was reaped (its sockets
-        closed by then)."""
-        t = time.monotonic()
-        self.proc.kill()
-        self.proc.wait()
-        return t, time.monotonic()
-
-    def stop(self, timeout=30):
-        """SIGTERM and wait: the exit status (None when it had to be killed)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                return None
-        self._reader.join(5)
-        self.err.close()
-        return self.proc.returncode
+def Process(binary, label, config, scratch):
+    """An infergate started with `config` (written to <scratch>/<label>.yaml)."""
+    path = os.path.join(scratch, label + ".yaml")
+    with open(path, "w") as f:
+        f.write(config)
+    return InfergateProcess(binary, label, path, scratch)
 
 
 def start_upstream(binary, label, scratch, http="127.0.0.1:0", grpc="127.0.0.1:0"):

@@ -77,6 +77,8 @@ import time
 
 import numpy as np
 
+from infergate_process import InfergateProcess
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADER = "x-soak-upstream"
 MIN_BYTES = 65536
@@ -178,60 +180,10 @@ class SetupError(Exception):
 
 # ---- processes ----------------------------------------------------------------------------
 
-class Infergate:
-    """An infergate process: its ready line's addresses, its logs in `scratch`."""
-
-    def __init__(self, binary, label, config_path, scratch):
-        self.label = label
-        self.err = open(os.path.join(scratch, label + ".err"), "a")
-        self.out = open(os.path.join(scratch, label + ".out"), "a")
-        self.proc = subprocess.Popen([binary, "--config", config_path], stdout=subprocess.PIPE,
-                                     stderr=self.err, text=True)
-        self.pid = self.proc.pid
-        self.addresses = None
-        self.ready_at = None
-        self._ready = threading.Event()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            if self.addresses is None and '"event":"ready"' in line:
-                self.ready_at = time.monotonic()
-                self.addresses = json.loads(line)
-                self._ready.set()
-            self.out.write(line)
-            self.out.flush()
-        self._ready.set()  # exited
-
-    def wait_ready(self, timeout=30):
-        self._ready.wait(timeout)
-        return self.addresses is not None
-
-    def port(self, listener):
-        return int(self.addresses[listener].rsplit(":", 1)[1])
-
-    def stop(self, timeout=30):
-        """SIGTERM and wait: the exit status (None when it had to be killed)."""
-        code = self.proc.poll()
-        if code is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                code = self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                code = None
-        self._reader.join(5)
-        self.err.close()
-        self.out.close()
-        return code
-
-
 def start_infergate(binary, label, config_text, scratch):
     path = os.path.join(scratch, label + ".yaml")
     write_atomically(path, config_text)
-    p = Infergate(binary, label, path, scratch)
+    p = InfergateProcess(binary, label, path, scratch, keep_stdout=True)
     if not p.wait_ready():
         p.stop(5)
         return None

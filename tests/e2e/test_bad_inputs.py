@@ -54,7 +54,7 @@ import numpy as np
 
 import bad_inputs as B
 import grpc_stubs
-from harness import LOOPBACK_HEAD, Gateway, Processes, wait_until
+from harness import LOOPBACK_HEAD, Gateway, Processes, small_asan_quarantine, wait_until
 from shm_helpers import ShmObjects
 
 pb = None
@@ -91,7 +91,6 @@ shm:
   listeners: [http, grpc]
 """
 
-ASAN_QUARANTINE = "quarantine_size_mb=8:thread_local_quarantine_size_kb=64"
 MAX = 2 ** 31 - 1
 CHANNEL_OPTIONS = [("grpc.max_send_message_length", MAX), ("grpc.max_receive_message_length", MAX),
                    ("grpc.max_metadata_size", 1 << 20)]
@@ -107,9 +106,11 @@ def setUpModule():
     global pb
     STARTED[0] = time.time()
     pb = grpc_stubs.load()[0]
-    saved = os.environ.get("ASAN_OPTIONS")
-    if "quarantine_size_mb" not in (saved or ""):
-        os.environ["ASAN_OPTIONS"] = ((saved + ":") if saved else "") + ASAN_QUARANTINE
+    with small_asan_quarantine():
+        start_gateways()
+
+
+def start_gateways():
     try:
         big = OBJECTS.make(4096, fill=0)
         small = OBJECTS.make(4096, fill=0)
@@ -136,11 +137,6 @@ def setUpModule():
     except BaseException:
         _tear_down()
         raise
-    finally:
-        if saved is None:
-            os.environ.pop("ASAN_OPTIONS", None)
-        else:
-            os.environ["ASAN_OPTIONS"] = saved
 
 
 def _tear_down():

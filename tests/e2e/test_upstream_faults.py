@@ -53,7 +53,7 @@ from google.protobuf.message import DecodeError
 
 import faulty_upstream as F
 import grpc_stubs
-from harness import Gateway, Processes, free_port, wait_until
+from harness import Gateway, Processes, free_port, small_asan_quarantine, wait_until
 
 HH, GH, HG, GG = "HTTP->http", "gRPC->http", "HTTP->grpc", "gRPC->grpc"
 PATHS = {"http": (HH, GH), "grpc": (HG, GG)}  # upstream protocol -> the paths that reach it
@@ -91,9 +91,6 @@ routes:
   - { match: { model_prefix: "grpc_" }, upstream: f-grpc }
 """
 
-# As in test_bad_inputs: a small AddressSanitizer quarantine, so that RSS measures the
-# gateway and not 256 MiB of freed blocks waiting to be reused.
-ASAN_QUARANTINE = "quarantine_size_mb=8:thread_local_quarantine_size_kb=64"
 # Connections between the gateway and UP that its pools may hold more than after the
 # warm-up: one per worker to f-http (max_connections: 1), one per channel of f-grpc (2),
 # which grpc reopens after a GOAWAY or a reset, and a connect attempt of a refuse-grpc
@@ -216,23 +213,16 @@ def gateway_config():
 def setUpModule():
     global pb, UP, GW
     pb = grpc_stubs.load()[0]
-    saved = os.environ.get("ASAN_OPTIONS")
-    if "quarantine_size_mb" not in (saved or ""):
-        os.environ["ASAN_OPTIONS"] = ((saved + ":") if saved else "") + ASAN_QUARANTINE
-    try:
-        UP = F.FaultyUpstream().start()
-        GW = PROCESSES.start("gateway", Gateway.from_template(GATEWAY, **gateway_config()))
-        warm_up()
-        close_channels()
-        BASELINE.update(settled_figures())
-    except BaseException:
-        tear_down()
-        raise
-    finally:
-        if saved is None:
-            os.environ.pop("ASAN_OPTIONS", None)
-        else:
-            os.environ["ASAN_OPTIONS"] = saved
+    with small_asan_quarantine():
+        try:
+            UP = F.FaultyUpstream().start()
+            GW = PROCESSES.start("gateway", Gateway.from_template(GATEWAY, **gateway_config()))
+            warm_up()
+            close_channels()
+            BASELINE.update(settled_figures())
+        except BaseException:
+            tear_down()
+            raise
 
 
 def warm_up():
