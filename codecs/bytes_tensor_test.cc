@@ -39,5 +39,16 @@ TEST(BytesTensor, ValidatesElementCountAgainstShape) {
   EXPECT_FALSE(validateTensorData("t", DataType::kInt32, Shape{3}, Buffer::copyOf("12345678901")).ok());
 }
 
+// A rank-0 shape holds one element, or none as Triton's JSON path counts it (pitfall 26).
+TEST(BytesTensor, ARankZeroShapeHoldsOneElementOrNone) {
+  EXPECT_TRUE(validateTensorData("t", DataType::kFp32, Shape{}, Buffer::copyOf("1234")).ok());
+  EXPECT_TRUE(validateTensorData("t", DataType::kFp32, Shape{}, Buffer()).ok());
+  EXPECT_FALSE(validateTensorData("t", DataType::kFp32, Shape{}, Buffer::copyOf("12")).ok());
+  EXPECT_TRUE(validateTensorData("t", DataType::kBytes, Shape{}, Buffer()).ok());
+  EXPECT_TRUE(validateTensorData("t", DataType::kBytes, Shape{},
+                                 Buffer::fromString(serializeBytesElements({"a"}))).ok());
+  EXPECT_FALSE(validateTensorData("t", DataType::kInvalid, Shape{}, Buffer()).ok());
+}
+
 }  // namespace
 }  // namespace infergate::codecs

@@ -27,6 +27,12 @@ const InferOutput* InferResponse::findOutput(std::string_view name) const {
 
 Status validateTensorData(std::string_view tensor, DataType datatype, const Shape& shape,
                           const Buffer& data) {
+  // A rank-0 shape holds one element, or none: Triton's JSON path counts 0 elements for it
+  // (PROTOCOL.md pitfall 26), so `"shape":[],"data":[]` is a request Triton takes, and the
+  // gateway must carry it on as it came (found by the json_request fuzzer).
+  if (shape.rank() == 0 && data.size() == 0 && datatype != DataType::kInvalid) {
+    return absl::OkStatus();
+  }
   if (datatype == DataType::kBytes) {
     INFERGATE_ASSIGN_OR_RETURN(int64_t expected, shape.elementCount(tensor));
     INFERGATE_ASSIGN_OR_RETURN(uint64_t count, countBytesElements(data.span(), tensor));
