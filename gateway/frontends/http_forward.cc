@@ -318,6 +318,22 @@ HttpResponse emptyOk() {
   return r;
 }
 
+// A model name that is not UTF-8 cannot travel in a protobuf string, and no gRPC server
+// can serve a model of that name: the answer is the one Triton gives, on that endpoint,
+// for a model it does not have (PROTOCOL.md 2.1), with the name as the client wrote it.
+codecs::Status unknownOnGrpc(HttpEndpoint endpoint, std::string_view model) {
+  switch (endpoint) {
+    case HttpEndpoint::kModelStats:
+      return codecs::invalidArgument("requested model '", model, "' is not available");
+    case HttpEndpoint::kRepositoryLoad:
+      return codecs::internalError("failed to load '", model,
+                                   "', failed to poll from model repository");
+    default:
+      return absl::NotFoundError(
+          codecs::strCat("Request for unknown model: '", model, "' is not found"));
+  }
+}
+
 }  // namespace
 
 void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, const Decision& d) {
@@ -397,6 +413,9 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
 void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, const Decision& d) {
   const HttpRoute& m = route.match;
   const http::HttpRequest& req = exchange->request();
+  if (codecs::validUtf8(d.upstream_model) != d.upstream_model) {
+    return exchange->respond(errorResponse(unknownOnGrpc(m.endpoint, d.client_model)));
+  }
   std::string client_model = d.client_model;
   switch (m.endpoint) {
     case HttpEndpoint::kModelInfer:

@@ -1572,8 +1572,6 @@ CHUNK_CRLF = ("Debian's libhttp-parser is built without HTTP_PARSER_STRICT and t
               "not followed by CRLF; needs a strict chunk decoder of the project's own")
 VERSION_TEXT = ("a model version written '01', ' 1', '-1' or 'abc' is passed on as written on "
                 "the transcoding paths; Triton resolves or refuses it (P5.4)")
-URL_UTF8 = ("a model name in the URL that is not UTF-8 cannot travel in a protobuf string: "
-            "G_grpc answers 501 with an empty error instead of the not-found Triton gives")
 GRPC_LENGTH = ("grpc 1.51 applies limits.max_grpc_message_bytes only once the whole message "
                "has arrived: a 4 GiB length prefix is read, not refused at once")
 
@@ -1582,12 +1580,6 @@ KNOWN = {
     ('chunk data not followed by CRLF', G): CHUNK_CRLF,
     ('chunk data not followed by CRLF', H): CHUNK_CRLF,
     ('version 01 is version 1', G): VERSION_TEXT,
-    ('non-UTF-8 model name: metadata', G): URL_UTF8,
-    ('non-UTF-8 model name: ready', G): URL_UTF8,
-    ('non-UTF-8 model name: config', G): URL_UTF8,
-    ('non-UTF-8 model name: infer', G): URL_UTF8,
-    ('non-UTF-8 model name: statistics', G): URL_UTF8,
-    ('non-UTF-8 model name: load', G): URL_UTF8,
     ('version abc', H): VERSION_TEXT,
     ('version -1', H): VERSION_TEXT,
     ("version ' 1' is version 1", H): VERSION_TEXT,
