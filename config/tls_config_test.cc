@@ -388,8 +388,9 @@ TEST(TlsConfig, ServerNameIsNonEmptyWithoutWhitespace) {
                 "each endpoint's host",
                 "test.yaml:4:82: upstreams[1].tls.server_name: \"tri ton\" has whitespace or a "
                 "control character; a server name has none",
-                "test.yaml:5:82: upstreams[2].tls.server_name: \"triton\t\" has whitespace or a "
-                "control character; a server name has none"});
+                // The tab quoted back escaped (config errors are one printable line each).
+                "test.yaml:5:82: upstreams[2].tls.server_name: \"triton\\x09\" has whitespace or "
+                "a control character; a server name has none"});
 }
 
 TEST(TlsConfig, UpstreamPathsMustNotBeEmpty) {
