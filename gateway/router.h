@@ -69,6 +69,12 @@ struct Decision {
   bool rewrites() const {
     return client_model != upstream_model || client_version != upstream_version;
   }
+  // The version an answer shows the client in place of the upstream's: the one it asked
+  // for when the route rewrote it; otherwise "" and the upstream's own stands, as a
+  // direct call shows it (Triton answers the version it resolved: '1' for '01').
+  std::string_view versionShown() const {
+    return client_version != upstream_version ? std::string_view(client_version) : std::string_view();
+  }
   // The mirror's placement: the route's model and deadline, never a sequence (shadow
   // traffic must not bind sequences on the mirror's endpoints, nor fail for them).
   upstream::PickContext mirrorPick() const {

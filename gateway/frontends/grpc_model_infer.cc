@@ -140,9 +140,9 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
       auto renamed =
           flat.ok() ? upstream::rewriteModelFields(
                           *flat, decision_.client_model,
-                          decision_.client_version.empty()
+                          decision_.versionShown().empty()
                               ? std::nullopt
-                              : std::optional<std::string_view>(decision_.client_version))
+                              : std::optional<std::string_view>(decision_.versionShown()))
                     : codecs::StatusOr<codecs::BufferChain>(flat.status());
       if (!renamed.ok()) {
         return finish(grpcStatusFor(upstreamGarbage(decision_.upstream->name(), "response", renamed.status())));
@@ -253,7 +253,7 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
   void onDecodedAnswer(codecs::StatusOr<codecs::InferResponse> response) {
     if (!response.ok()) return finishUpstreamError(response.status());
     response->model_name = decision_.client_model;
-    if (!decision_.client_version.empty()) response->model_version = decision_.client_version;
+    if (!decision_.versionShown().empty()) response->model_version = decision_.versionShown();
     const auto encode_start = telemetry::Clock::now();
     codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*response);
     info_.transcode += telemetry::Clock::now() - encode_start;

@@ -429,7 +429,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       codecs::StatusOr<codecs::InferResponse> answer = httpInferAnswer(*shared_, r, d.upstream->name());
       if (answer.ok()) {
         answer->model_name = d.client_model;
-        if (!d.client_version.empty()) answer->model_version = d.client_version;
+        if (!d.versionShown().empty()) answer->model_version = d.versionShown();
         // Triton marks every streamed response of a model (PROTOCOL 9.5).
         answer->parameters.set(std::string(codecs::param::kFinalResponse), true);
       }
@@ -463,7 +463,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
               response = publicStatus(response.status(), d.upstream_model, d.client_model);
             } else {
               response->model_name = d.client_model;
-              if (!d.client_version.empty()) response->model_version = d.client_version;
+              if (!d.versionShown().empty()) response->model_version = d.versionShown();
               // Triton marks every streamed response of a model (PROTOCOL 9.5).
               response->parameters.set(std::string(codecs::param::kFinalResponse), true);
             }

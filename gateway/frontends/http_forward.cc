@@ -56,14 +56,14 @@ constexpr std::string_view kService = "/inference.GRPCInferenceService/";
 struct Names {
   std::string upstream_name;
   std::string client_model, upstream_model;
-  std::string client_version;  // "" when the client named none
+  std::string client_version;  // Decision::versionShown(): "" keeps the upstream's
   bool rewrites = false;
 
   explicit Names(const Decision& d)
       : upstream_name(d.upstream->name()),
         client_model(d.client_model),
         upstream_model(d.upstream_model),
-        client_version(d.client_version),
+        client_version(d.versionShown()),
         rewrites(d.rewrites()) {}
 };
 
