@@ -7,9 +7,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "codecs/text.h"
 #include "config/config_loader.h"
 #include "routing/route_table.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -18,14 +20,6 @@ using namespace infergate;
 
 namespace {
 
-bool allDigits(std::string_view text) {
-  if (text.empty()) return false;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-  }
-  return true;
-}
-
 // "fuzz.yaml:12:3: routes[0].upstream: ..." with 1 <= 12 <= lines + 1.
 void checkErrorLine(std::string_view line, size_t text_lines) {
   constexpr std::string_view kFile = "fuzz.yaml:";
@@ -33,13 +27,11 @@ void checkErrorLine(std::string_view line, size_t text_lines) {
   line.remove_prefix(kFile.size());
   size_t colon = line.find(':');
   FUZZ_CHECK(colon != std::string_view::npos);
-  std::string_view row = line.substr(0, colon);
-  FUZZ_CHECK(allDigits(row) && row.size() < 9);
-  size_t number = std::stoul(std::string(row));
-  FUZZ_CHECK(number >= 1 && number <= text_lines + 1);
+  std::optional<uint64_t> number = codecs::parseUint64(line.substr(0, colon));
+  FUZZ_CHECK(number && *number >= 1 && *number <= text_lines + 1);
   line.remove_prefix(colon + 1);
   colon = line.find(':');
-  FUZZ_CHECK(colon != std::string_view::npos && allDigits(line.substr(0, colon)));
+  FUZZ_CHECK(colon != std::string_view::npos && codecs::parseUint64(line.substr(0, colon)));
   FUZZ_CHECK(line.substr(colon).starts_with(": ") && line.size() > colon + 2);
   for (char c : line) FUZZ_CHECK(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f);
 }

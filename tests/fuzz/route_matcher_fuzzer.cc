@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "codecs/text.h"
 #include "config/config_loader.h"
 #include "routing/route_table.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -232,12 +233,11 @@ std::vector<size_t> unreachableRoutes(std::string_view message) {
     FUZZ_CHECK(at != std::string_view::npos);
     FUZZ_CHECK(line.find(".match.model") != std::string_view::npos);
     FUZZ_CHECK(line.find(": unreachable route: ") != std::string_view::npos);
-    size_t index = 0;
-    for (size_t i = at + 9; i < line.size() && line[i] != ']'; ++i) {
-      FUZZ_CHECK(line[i] >= '0' && line[i] <= '9');
-      index = index * 10 + static_cast<size_t>(line[i] - '0');
-    }
-    indices.push_back(index);
+    size_t close = line.find(']', at);
+    FUZZ_CHECK(close != std::string_view::npos);
+    std::optional<uint64_t> index = codecs::parseUint64(line.substr(at + 9, close - at - 9));
+    FUZZ_CHECK(index.has_value());
+    indices.push_back(*index);
     if (end == std::string_view::npos) break;
     message.remove_prefix(end + 1);
   }
