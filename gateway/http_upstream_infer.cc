@@ -11,6 +11,8 @@ namespace infergate::gateway {
 codecs::StatusOr<upstream::HttpUpstreamRequest> httpUpstreamInfer(
     codecs::InferRequest& request, const Decision& d, const upstream::Upstream& target,
     HeaderPairs headers, std::optional<std::chrono::system_clock::time_point> deadline) {
+  INFERGATE_ASSIGN_OR_RETURN(std::string path,
+                             httpModelPath(d.upstream_model, d.upstream_version, "/infer"));
   codecs::JsonRequestEncoder::Options options;
   options.binary_inputs =
       target.config().http_format == config::UpstreamConfig::HttpFormat::kBinary;
@@ -22,7 +24,7 @@ codecs::StatusOr<upstream::HttpUpstreamRequest> httpUpstreamInfer(
   if (!body.ok()) return body.status();
   upstream::HttpUpstreamRequest out;
   out.method = "POST";
-  out.target = modelPath(d.upstream_model, d.upstream_version, "/infer");
+  out.target = std::move(path);
   out.headers = std::move(headers);
   out.headers.emplace_back("Content-Type", std::string(body->contentType()));
   if (body->header_length) {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "codecs/json_response_decoder.h"
+#include "codecs/model_ref.h"
 #include "codecs/text.h"
 #include "gateway/error_mapping.h"
 #include "shm/handoff_pool.h"
@@ -213,6 +214,18 @@ std::string modelPath(std::string_view model, std::string_view version, std::str
   std::string path = codecs::strCat("/v2/models/", model);
   if (!version.empty()) path += codecs::strCat("/versions/", version);
   return path.append(suffix);
+}
+
+codecs::StatusOr<std::string> httpModelPath(std::string_view model, std::string_view version,
+                                            std::string_view suffix) {
+  // In Triton's order: the version is read before the model is looked up.
+  INFERGATE_ASSIGN_OR_RETURN(int64_t number, codecs::parseModelVersion(version));
+  if (!codecs::isVerbatimPathSegment(model)) return unknownModel(model);
+  return modelPath(model, number < 0 ? "" : std::to_string(number), suffix);
+}
+
+codecs::Status unknownModel(std::string_view model) {
+  return absl::NotFoundError(codecs::strCat("Request for unknown model: '", model, "' is not found"));
 }
 
 std::string configHash(std::string_view text) {

@@ -222,7 +222,18 @@ codecs::Status upstreamGarbage(std::string_view upstream, std::string_view what,
 // An HTTP upstream's error answer as the status it stands for: its own `{"error"}`
 // message, the code from its HTTP status (codeForHttpStatus).
 codecs::Status httpErrorAnswer(int http_status, std::string_view body, std::string_view upstream);
-// "/v2/models/<model>[/versions/<version>]<suffix>".
+// "/v2/models/<model>[/versions/<version>]<suffix>", the names as they are: for names that
+// came from an HTTP path or the configuration.
 std::string modelPath(std::string_view model, std::string_view version, std::string_view suffix);
+// The same path for names that did not come from an HTTP path (a gRPC client's): the version
+// read as Triton reads it (" 1" and "01" are "1"; "abc" or "-1" answer Triton's
+// INVALID_ARGUMENT), and a name that cannot travel verbatim as one path segment
+// (codecs::isVerbatimPathSegment) answered as Triton answers an unknown model, NOT_FOUND: no
+// Triton HTTP server can serve it, and an HTTP client would send another path than the one
+// the route decided on ("a/../b" reaches model b, "a?x" model a).
+codecs::StatusOr<std::string> httpModelPath(std::string_view model, std::string_view version,
+                                            std::string_view suffix);
+// NOT_FOUND "Request for unknown model: '<model>' is not found" (Triton's text).
+codecs::Status unknownModel(std::string_view model);
 
 }  // namespace infergate::gateway

@@ -18,6 +18,7 @@
 
 #include "codecs/grpc_byte_buffer.h"
 #include "codecs/json_response_decoder.h"
+#include "codecs/model_ref.h"
 #include "gateway/error_mapping.h"
 #include "gateway/frontends/grpc_frontend_internal.h"
 #include "gateway/shm_binding.h"
@@ -105,7 +106,7 @@ struct RoutedRpc {
   // builtin: fills the response from the repository (names already the upstream's).
   std::function<Status(builtin::ModelRepository&, const Decision&, Response*)> local;
   // http: the request toward the upstream, and the answer's body -> response.
-  std::function<upstream::HttpUpstreamRequest(const Decision&)> http_request;
+  std::function<codecs::StatusOr<upstream::HttpUpstreamRequest>(const Decision&)> http_request;
   std::function<Status(codecs::StatusOr<std::string> body, Response*)> http_answer;
   // The client's names in the request sent upstream, and in the answer.
   std::function<void(Request&, const Decision&)> to_upstream = [](Request&, const Decision&) {};
@@ -169,7 +170,12 @@ template <typename Request, typename Response>
       break;
     }
     case upstream::Upstream::Protocol::kHttp: {
-      upstream::HttpUpstreamRequest out = rpc.http_request(*d);
+      codecs::StatusOr<upstream::HttpUpstreamRequest> built = rpc.http_request(*d);
+      if (!built.ok()) {
+        done(built.status());
+        break;
+      }
+      upstream::HttpUpstreamRequest out = std::move(*built);
       auto forwarded = shared.router->forwardedMetadata(context->client_metadata(), false);
       for (auto& h : metadataToHttpHeaders(std::move(forwarded))) out.headers.push_back(std::move(h));
       if (deadline) {
@@ -358,8 +364,10 @@ void gather(const CountedCall& call, Shared& shared, Response* response,
     response->set_ready(false);
     return absl::OkStatus();
   };
-  rpc.http_request = [](const Decision& d) {
-    return httpGet(modelPath(d.upstream_model, d.upstream_version, "/ready"));
+  rpc.http_request = [](const Decision& d) -> codecs::StatusOr<upstream::HttpUpstreamRequest> {
+    INFERGATE_ASSIGN_OR_RETURN(std::string path,
+                               httpModelPath(d.upstream_model, d.upstream_version, "/ready"));
+    return httpGet(std::move(path));
   };
   rpc.http_answer = [](codecs::StatusOr<std::string> body,
                        inference::ModelReadyResponse* response) -> Status {
@@ -401,8 +409,10 @@ void gather(const CountedCall& call, Shared& shared, Response* response,
     *response = repo.metadataProto(model->spec(), d.upstream_version);
     return absl::OkStatus();
   };
-  rpc.http_request = [](const Decision& d) {
-    return httpGet(modelPath(d.upstream_model, d.upstream_version, ""));
+  rpc.http_request = [](const Decision& d) -> codecs::StatusOr<upstream::HttpUpstreamRequest> {
+    INFERGATE_ASSIGN_OR_RETURN(std::string path,
+                               httpModelPath(d.upstream_model, d.upstream_version, ""));
+    return httpGet(std::move(path));
   };
   rpc.http_answer = parsedInto<inference::ModelMetadataResponse>(
       "ModelMetadata", [](const std::string& json) { return upstream::modelMetadataFromJson(json); });
@@ -427,8 +437,10 @@ void gather(const CountedCall& call, Shared& shared, Response* response,
     *response->mutable_config() = repo.configProto(model->spec());
     return absl::OkStatus();
   };
-  rpc.http_request = [](const Decision& d) {
-    return httpGet(modelPath(d.upstream_model, d.upstream_version, "/config"));
+  rpc.http_request = [](const Decision& d) -> codecs::StatusOr<upstream::HttpUpstreamRequest> {
+    INFERGATE_ASSIGN_OR_RETURN(std::string path,
+                               httpModelPath(d.upstream_model, d.upstream_version, "/config"));
+    return httpGet(std::move(path));
   };
   rpc.http_answer = parsedInto<inference::ModelConfigResponse>(
       "ModelConfig", [](const std::string& json) { return upstream::modelConfigFromJson(json); });
@@ -476,8 +488,13 @@ void gather(const CountedCall& call, Shared& shared, Response* response,
     INFERGATE_ASSIGN_OR_RETURN(*response, repo.statisticsProto(d.upstream_model, d.upstream_version));
     return absl::OkStatus();
   };
-  rpc.http_request = [](const Decision& d) {
-    return httpGet(modelPath(d.upstream_model, d.upstream_version, "/stats"));
+  rpc.http_request = [](const Decision& d) -> codecs::StatusOr<upstream::HttpUpstreamRequest> {
+    auto path = httpModelPath(d.upstream_model, d.upstream_version, "/stats");
+    if (path.status().code() == absl::StatusCode::kNotFound) {  // Triton's text for statistics
+      return invalidArgument("requested model '", d.upstream_model, "' is not available");
+    }
+    if (!path.ok()) return path.status();
+    return httpGet(std::move(*path));
   };
   rpc.http_answer = parsedInto<inference::ModelStatisticsResponse>("ModelStatistics", from_json);
   rpc.to_upstream = [](inference::ModelStatisticsRequest& r, const Decision& d) {
@@ -564,7 +581,11 @@ void gather(const CountedCall& call, Shared& shared, Response* response,
     if (config != nullptr) return repo.load(d.upstream_model, *config);
     return repo.load(d.upstream_model);
   };
-  rpc.http_request = [request](const Decision& d) {
+  rpc.http_request = [request](const Decision& d) -> codecs::StatusOr<upstream::HttpUpstreamRequest> {
+    if (!codecs::isVerbatimPathSegment(d.upstream_model)) {  // unreachable over HTTP: unknown
+      return codecs::internalError("failed to load '", d.upstream_model,
+                                   "', failed to poll from model repository");
+    }
     inference::RepositoryModelLoadRequest copy = *request;
     copy.set_model_name(d.upstream_model);
     return httpPost(codecs::strCat("/v2/repository/models/", d.upstream_model, "/load"),
@@ -600,7 +621,10 @@ void gather(const CountedCall& call, Shared& shared, Response* response,
     // Builtin models have no dependents: unload_dependents changes nothing.
     return repo.unload(d.upstream_model);
   };
-  rpc.http_request = [request](const Decision& d) {
+  rpc.http_request = [request](const Decision& d) -> codecs::StatusOr<upstream::HttpUpstreamRequest> {
+    // Unreachable over HTTP, so unknown there; Triton unloads an unknown model with success,
+    // which the gateway cannot give without asking: the unknown-model answer instead.
+    if (!codecs::isVerbatimPathSegment(d.upstream_model)) return unknownModel(d.upstream_model);
     inference::RepositoryModelUnloadRequest copy = *request;
     copy.set_model_name(d.upstream_model);
     return httpPost(codecs::strCat("/v2/repository/models/", d.upstream_model, "/unload"),
@@ -721,8 +745,8 @@ void gather(const CountedCall& call, Shared& shared, Response* response,
     INFERGATE_ASSIGN_OR_RETURN(*response, settings->traceSetting(*request));
     return absl::OkStatus();
   };
-  rpc.http_request = [request](const Decision& d) {
-    std::string path = modelPath(d.upstream_model, "", "/trace/setting");
+  rpc.http_request = [request](const Decision& d) -> codecs::StatusOr<upstream::HttpUpstreamRequest> {
+    INFERGATE_ASSIGN_OR_RETURN(std::string path, httpModelPath(d.upstream_model, "", "/trace/setting"));
     if (request->settings().empty()) return httpGet(std::move(path));
     return httpPost(std::move(path), upstream::traceSettingRequestToJson(*request));
   };

@@ -329,8 +329,7 @@ codecs::Status unknownOnGrpc(HttpEndpoint endpoint, std::string_view model) {
       return codecs::internalError("failed to load '", model,
                                    "', failed to poll from model repository");
     default:
-      return absl::NotFoundError(
-          codecs::strCat("Request for unknown model: '", model, "' is not found"));
+      return unknownModel(model);
   }
 }
 

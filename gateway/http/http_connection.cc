@@ -22,6 +22,8 @@ constexpr size_t kDirectReadMin = 16 * 1024;
 // Spare bytes kept readable after every body so a JSON parser (simdjson) can run in place.
 constexpr size_t kBodyPadding = 64;
 constexpr size_t kMaxIov = 64;
+constexpr std::string_view kChunkWithoutCrlf =
+    "malformed HTTP request: chunk data not followed by CRLF";
 
 }  // namespace
 
@@ -193,7 +195,16 @@ bool HttpConnection::readIntoBody(std::shared_ptr<HttpConnection>&) {
 
 void HttpConnection::parse(const char* data, size_t size) {
   if (read_state_ == ReadState::kError) return;
+  if (chunk_crlf_owed_ > 0) {  // the CRLF after a chunk's data, cut by the previous read
+    const char* p = data;
+    if (!checkChunkEnd(p, data + size)) {
+      failRequest(400, kChunkWithoutCrlf);
+      return;
+    }
+  }
+  parse_end_ = data + size;
   size_t parsed = http_parser_execute(&parser_, &parserSettings(), data, size);
+  parse_end_ = nullptr;
   if (closed_ || read_state_ == ReadState::kError) return;
   if (parsed != size || HTTP_PARSER_ERRNO(&parser_) != HPE_OK) {
     http_errno err = HTTP_PARSER_ERRNO(&parser_);
@@ -448,19 +459,31 @@ void HttpConnection::close() {
 // ---- parser callbacks ----------------------------------------------------------------
 
 // RFC 9110: a request target too long is 414, headers too large 431 (RFC 6585).
-int HttpConnection::addHeaderBytes(size_t len, bool target) {
+//
+// Past the limit, the answer waits for the token to be complete: a head that is too big and
+// also malformed later in the same token gets the parser's 400 when it arrives in one read,
+// so it must get 400 too when a read boundary cuts that token (a refusal must not depend on
+// how the bytes were split). Until then the pieces are dropped, so memory stays bounded; the
+// header timeout bounds the time.
+HttpConnection::HeadPiece HttpConnection::addHeaderBytes(const char* at, size_t len, bool target) {
   header_bytes_ += len;
-  if (header_bytes_ > limits_.max_header_bytes) {
-    if (target) {
-      failRequest(414, codecs::strCat("the request target exceeds the limit of ",
-                                      limits_.max_header_bytes, " bytes for the request head"));
-    } else {
-      failRequest(431, codecs::strCat("request headers exceed the limit of ",
-                                      limits_.max_header_bytes, " bytes"));
-    }
-    return -1;
+  if (header_bytes_ <= limits_.max_header_bytes) return HeadPiece::kKeep;
+  if (!completesToken(at, len)) return HeadPiece::kDrop;
+  if (target) {
+    failRequest(414, codecs::strCat("the request target exceeds the limit of ",
+                                    limits_.max_header_bytes, " bytes for the request head"));
+  } else {
+    failRequest(431, codecs::strCat("request headers exceed the limit of ",
+                                    limits_.max_header_bytes, " bytes"));
   }
-  return 0;
+  return HeadPiece::kRefused;
+}
+
+bool HttpConnection::checkChunkEnd(const char*& p, const char* end) {
+  for (; chunk_crlf_owed_ > 0 && p < end; ++p, --chunk_crlf_owed_) {
+    if (*p != (chunk_crlf_owed_ == 2 ? '\r' : '\n')) return false;
+  }
+  return true;
 }
 
 namespace {
@@ -534,6 +557,8 @@ int HttpConnection::onMessageBegin(http_parser* p) {
   c->read_state_ = ReadState::kHeaders;
   c->header_bytes_ = 0;
   c->chunks_ = 0;
+  c->chunk_left_ = 0;
+  c->chunk_crlf_owed_ = 0;
   c->body_size_ = 0;
   c->expect_continue_ = false;
   c->in_header_value_ = false;
@@ -545,31 +570,34 @@ int HttpConnection::onMessageBegin(http_parser* p) {
 
 int HttpConnection::onUrl(http_parser* p, const char* at, size_t len) {
   auto* c = static_cast<HttpConnection*>(p->data);
-  if (c->addHeaderBytes(len, /*target=*/true)) return -1;
-  c->current_->request_.target.append(at, len);
+  HeadPiece piece = c->addHeaderBytes(at, len, /*target=*/true);
+  if (piece == HeadPiece::kRefused) return -1;
+  if (piece == HeadPiece::kKeep) c->current_->request_.target.append(at, len);
   return 0;
 }
 
 int HttpConnection::onHeaderField(http_parser* p, const char* at, size_t len) {
   auto* c = static_cast<HttpConnection*>(p->data);
-  if (c->addHeaderBytes(len)) return -1;
-  if (c->in_header_value_) {
-    c->finishHeaderLine();
-    if (c->current_->request_.headers.size() >= c->limits_.max_header_count) {
-      c->failRequest(431, codecs::strCat("more than ", c->limits_.max_header_count,
-                                         " request headers"));
-      return -1;
-    }
+  HeadPiece piece = c->addHeaderBytes(at, len);
+  if (piece == HeadPiece::kRefused) return -1;
+  if (c->in_header_value_) c->finishHeaderLine();
+  // Counted once the name is complete, for the reason addHeaderBytes waits.
+  if (c->completesToken(at, len) &&
+      c->current_->request_.headers.size() >= c->limits_.max_header_count) {
+    c->failRequest(431, codecs::strCat("more than ", c->limits_.max_header_count,
+                                       " request headers"));
+    return -1;
   }
-  c->header_field_.append(at, len);
+  if (piece == HeadPiece::kKeep) c->header_field_.append(at, len);
   return 0;
 }
 
 int HttpConnection::onHeaderValue(http_parser* p, const char* at, size_t len) {
   auto* c = static_cast<HttpConnection*>(p->data);
-  if (c->addHeaderBytes(len)) return -1;
+  HeadPiece piece = c->addHeaderBytes(at, len);
+  if (piece == HeadPiece::kRefused) return -1;
   c->in_header_value_ = true;
-  c->header_value_.append(at, len);
+  if (piece == HeadPiece::kKeep) c->header_value_.append(at, len);
   return 0;
 }
 
@@ -652,6 +680,17 @@ int HttpConnection::onBody(http_parser* p, const char* at, size_t len) {
     std::memcpy(dst, at, len);
   }
   c->body_size_ += len;
+  if ((p->flags & F_CHUNKED) && len > 0) {
+    c->chunk_left_ -= std::min<uint64_t>(len, c->chunk_left_);
+    if (c->chunk_left_ == 0) {  // the chunk's data ends here: CRLF must follow
+      c->chunk_crlf_owed_ = 2;
+      const char* after = at + len;
+      if (!c->checkChunkEnd(after, c->parse_end_)) {
+        c->failRequest(400, kChunkWithoutCrlf);
+        return -1;
+      }
+    }
+  }
   return 0;
 }
 
@@ -662,6 +701,7 @@ int HttpConnection::onChunkHeader(http_parser* p) {
                                        " chunks"));
     return -1;
   }
+  c->chunk_left_ = p->content_length;
   return 0;
 }
 

@@ -189,8 +189,16 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   static int onBody(http_parser* p, const char* at, size_t len);
   static int onChunkHeader(http_parser* p);
   static int onMessageComplete(http_parser* p);
-  int addHeaderBytes(size_t len, bool target = false);
+  // What to do with a piece of the request head the parser handed over.
+  enum class HeadPiece { kKeep, kDrop, kRefused };
+  HeadPiece addHeaderBytes(const char* at, size_t len, bool target = false);
   void finishHeaderLine();
+  // Whether a piece the parser handed over ends before the bytes being parsed do: then the
+  // parser saw the byte after it, and the token (target, field name, value) is complete.
+  bool completesToken(const char* at, size_t len) const { return at + len < parse_end_; }
+  // Checks the CRLF owed after a chunk's data against the bytes in [*p, end); false when a
+  // byte is not the one owed.
+  bool checkChunkEnd(const char*& p, const char* end);
   bool reserveBody(uint64_t size);
 
   EventLoop& loop_;
@@ -217,6 +225,13 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool in_header_value_ = false;
   size_t header_bytes_ = 0;
   uint32_t chunks_ = 0;
+  const char* parse_end_ = nullptr;  // the end of the bytes parse() is parsing
+  // Chunked bodies: data bytes left in the current chunk, then the CRLF bytes still owed
+  // after it (2: "\r\n", 1: "\n"). Debian's libhttp-parser is built lenient and skips any
+  // two bytes there; RFC 9112 7.1 wants CRLF, and a proxy that reads past something else
+  // frames the stream differently from the next hop.
+  uint64_t chunk_left_ = 0;
+  uint8_t chunk_crlf_owed_ = 0;
   std::shared_ptr<BodyStorage> body_;
   uint64_t body_size_ = 0;
   bool expect_continue_ = false;

@@ -83,6 +83,32 @@ namespace {
 using codecs::Status;
 using codecs::strCat;
 
+// What may stand as a request line's target: an origin-form path, no control byte, no space.
+bool sendableTarget(std::string_view target) {
+  if (target.empty() || target.front() != '/') return false;
+  for (char c : target) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b <= 0x20 || b == 0x7f) return false;
+  }
+  return true;
+}
+
+// `bytes` for a message, control bytes and DEL written \xNN.
+std::string visibleBytes(std::string_view bytes) {
+  std::string out;
+  for (char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x20 || b == 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", b);
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 // Easy handles kept for reuse. Beyond this many idle ones (after a burst), they are freed.
 constexpr size_t kMaxIdleEasyHandles = 32;
 // libcurl's receive and upload buffers (defaults 16 KiB / 64 KiB): larger ones halve the
@@ -443,11 +469,20 @@ Status CurlMultiClient::configure(Call& call, const config::ListenAddress& endpo
     if (rc == CURLE_OK) rc = curl_easy_setopt(e, option, value);
   };
 
+  // The target goes onto the request line byte for byte (PROTOCOL.md pitfall 4: Triton
+  // matches the raw path). Given inside CURLOPT_URL, libcurl would percent-encode bytes
+  // >= 0x80, so a UTF-8 model name would reach the upstream as another name. Only what
+  // cannot stand in a request line is refused: the request's fault, never sent.
+  if (!sendableTarget(r.target)) {
+    return codecs::invalidArgument(prefix(call), "the target \"", visibleBytes(r.target),
+                                   "\" cannot be sent (a request target is '/' and bytes "
+                                   "other than controls and space)");
+  }
   const HttpClientTls* tls = options_.tls ? &*options_.tls : nullptr;
   std::string url = baseUrl(endpoint, tls);
-  url += r.target;  // as is: PATH_AS_IS below keeps "../" and "%2F" (PROTOCOL.md pitfall 4)
+  url += '/';
   set(CURLOPT_URL, url.c_str());  // libcurl copies strings
-  set(CURLOPT_PATH_AS_IS, 1L);
+  set(CURLOPT_REQUEST_TARGET, r.target.c_str());
   set(CURLOPT_PROTOCOLS_STR, tls ? "https" : "http");
   if (tls && rc == CURLE_OK) {
     rc = setTlsOptions(e, *tls, endpoint, &call.connect_to);

@@ -312,6 +312,10 @@ class HttpClientTest : public ::testing::Test {
     std::lock_guard<std::mutex> lock(seen_mutex_);
     return seen_.empty() ? Seen{} : seen_.back();
   }
+  size_t seenCount() {
+    std::lock_guard<std::mutex> lock(seen_mutex_);
+    return seen_.size();
+  }
 
   // Sends on the client's loop and waits for on_complete.
   StatusOr<HttpUpstreamResponse> fetch(HttpUpstreamRequest request,
@@ -522,8 +526,9 @@ TEST_F(HttpClientTest, BodiesPassThroughWithoutDecoding) {
 }
 
 TEST_F(HttpClientTest, RawTargetReachesTheServerUnnormalised) {
-  for (std::string target :
-       {"/v2/models/a%2Fb/infer", "/v2/models/x/../y/./infer?q=a%20b&r=%2e%2e"}) {
+  // Bytes >= 0x80 too: a UTF-8 model name must not arrive percent-encoded (another name).
+  for (std::string target : {"/v2/models/a%2Fb/infer", "/v2/models/x/../y/./infer?q=a%20b&r=%2e%2e",
+                             "/v2/models/mod\xc3\xa8le/infer", "/v2/models/\xff\x80/ready"}) {
     auto r = fetch(get(target));
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(lastSeen().target, target);
@@ -555,10 +560,21 @@ TEST_F(HttpClientTest, Ipv6Endpoint) {
 }
 
 TEST_F(HttpClientTest, UnsendableTargetIsTheRequestsFault) {
-  auto r = fetch(get("/v2/models/a b/infer"));
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
-  EXPECT_EQ(codecs::originOf(r.status()), codecs::ErrorOrigin::kClient);
+  const size_t before = seenCount();
+  for (std::string target : {std::string("/v2/models/a b/infer"), std::string("/echo\r\nX-Evil: 1"),
+                             std::string("/v2/models/a\0b/infer", 21), std::string("/a\tb"),
+                             std::string("/a\x7f"), std::string(""), std::string("echo"),
+                             std::string("http://elsewhere/echo")}) {
+    auto r = fetch(get(target));
+    ASSERT_FALSE(r.ok()) << target;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_EQ(codecs::originOf(r.status()), codecs::ErrorOrigin::kClient);
+    EXPECT_NE(std::string(r.status().message()).find("cannot be sent"), std::string::npos);
+    // Control bytes are shown escaped, never raw, in the message.
+    EXPECT_EQ(std::string(r.status().message()).find_first_of(std::string("\r\n\0\t", 4)),
+              std::string::npos) << r.status();
+  }
+  EXPECT_EQ(seenCount(), before);  // none of them reached the server
   auto next = fetch(get("/echo"));
   ASSERT_TRUE(next.ok()) << next.status();
 }

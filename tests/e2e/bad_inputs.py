@@ -942,6 +942,9 @@ def utf8_http_cases():
                       FP32_ONE if method == "POST" else b"", status=status, fragment=fragment,
                       why="P2 (raw path, verbatim names) + P3 (error body is always JSON, so the "
                           "name must be escaped); P2.1 for each endpoint's unknown-model status"))
+    c.append(Http("UTF-8 model name arrives as written", "POST", "/v2/models/mod\u00e8le/infer", FP32_ONE,
+                  status=404, fragment="'mod\u00e8le'",
+                  why="P2 (raw path, verbatim names; pitfall 4: never re-encode the path) + P3"))
     c.append(Http("non-UTF-8 model name: load", "POST", "/v2/repository/models/ab\udcffcd/load", b"{}",
                   status=500, fragment="failed to load", why="P2.1 Load: unknown model -> 500 (Triton's code)"))
     return c
@@ -1196,6 +1199,16 @@ def grpc_parameter_cases(pb):
         req = S()
         req.model_version = version
         c.append(Grpc("version %r is version 1" % version, req, OK, why=why, check=_version_is("1")))
+    # A gRPC model name that no HTTP path carries verbatim (P2: Triton matches the raw path,
+    # the name one segment) is an unknown model on every path; through an HTTP upstream it
+    # must never become another model's path ("simple/../simple", "simple?x" would reach
+    # simple) or a header ("\r\n"), and a UTF-8 name must arrive as written (not %-encoded).
+    for name in ("simple/../simple", "simple?x", "simple#x", "..", "a b", "a\r\nX-Evil: 1", "a\x00b",
+                 "mod\u00e8le"):
+        req = S()
+        req.model_name = name
+        c.append(Grpc("model name %r is unknown" % name, req, "NOT_FOUND",
+                      "Request for unknown model: '%s'" % name, R404G + "; P2 (raw path, one segment)"))
     return c
 
 
@@ -1568,20 +1581,10 @@ def _rst():
 # this list), and prints how many there are. Every entry is open work of the hardening
 # issue; none is an expectation changed to fit the gateway.
 
-CHUNK_CRLF = ("Debian's libhttp-parser is built without HTTP_PARSER_STRICT and takes chunk data "
-              "not followed by CRLF; needs a strict chunk decoder of the project's own")
-VERSION_TEXT = ("a model version written ' 1', '-1' or 'abc' from a gRPC client is passed on as "
-                "written to an HTTP upstream; Triton resolves or refuses it (P5.4)")
 GRPC_LENGTH = ("grpc 1.51 applies limits.max_grpc_message_bytes only once the whole message "
                "has arrived: a 4 GiB length prefix is read, not refused at once")
 
 KNOWN = {
-    ('chunk data not followed by CRLF', L): CHUNK_CRLF,
-    ('chunk data not followed by CRLF', G): CHUNK_CRLF,
-    ('chunk data not followed by CRLF', H): CHUNK_CRLF,
-    ('version abc', H): VERSION_TEXT,
-    ('version -1', H): VERSION_TEXT,
-    ("version ' 1' is version 1", H): VERSION_TEXT,
     ('unary: length prefix of 4 GiB, then 4 MiB of it', L): GRPC_LENGTH,
     ('unary: length prefix of 4 GiB, then 4 MiB of it', G): GRPC_LENGTH,
     ('unary: length prefix of 4 GiB, then 4 MiB of it', H): GRPC_LENGTH,

@@ -3,53 +3,16 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
-#include <cctype>
-#include <limits>
 
 #include "codecs/json_writer.h"
+#include "codecs/model_ref.h"
 #include "gateway/upstream/builtin/model_config_render.h"
 
 namespace infergate::gateway::builtin {
 
 using codecs::Status;
 using codecs::StatusOr;
-
-StatusOr<int64_t> parseModelVersion(std::string_view version) {
-  if (version.empty()) return -1;
-  // std::stol: leading whitespace, an optional sign, at least one digit; the rest ignored.
-  size_t pos = 0;
-  while (pos < version.size() && std::isspace(static_cast<unsigned char>(version[pos]))) ++pos;
-  bool negative = false;
-  if (pos < version.size() && (version[pos] == '+' || version[pos] == '-')) {
-    negative = version[pos] == '-';
-    ++pos;
-  }
-  const size_t digits_start = pos;
-  uint64_t magnitude = 0;
-  bool overflow = false;
-  constexpr uint64_t kTwoTo63 = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) + 1;
-  while (pos < version.size() && version[pos] >= '0' && version[pos] <= '9') {
-    const uint64_t digit = static_cast<uint64_t>(version[pos] - '0');
-    if (magnitude > (kTwoTo63 - digit) / 10) {
-      overflow = true;
-    } else if (!overflow) {
-      magnitude = magnitude * 10 + digit;
-    }
-    ++pos;
-  }
-  const uint64_t limit =
-      static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) + (negative ? 1 : 0);
-  if (pos == digits_start || overflow || magnitude > limit) {
-    return codecs::invalidArgument("failed to get model version from specified version string '",
-                                   version,
-                                   "' (details: stol), version should be an integral value > 0");
-  }
-  if (negative && magnitude != 0) {
-    return codecs::invalidArgument("invalid model version specified '", version,
-                                   "' , version should be an integral value > 0");
-  }
-  return static_cast<int64_t>(magnitude);
-}
+using codecs::parseModelVersion;
 
 std::shared_ptr<ModelRepository> ModelRepository::createDemo(const std::vector<std::string>& models,
                                                              const DemoOptions& options) {

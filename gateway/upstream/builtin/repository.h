@@ -137,8 +137,4 @@ class ModelRepository {
   std::map<std::string, std::unique_ptr<Slot>, std::less<>> slots_;
 };
 
-// Triton's GetModelVersionFromString: "" -> -1 (latest); std::stol semantics (leading
-// whitespace and trailing junk accepted); errors as listed above.
-codecs::StatusOr<int64_t> parseModelVersion(std::string_view version);
-
 }  // namespace infergate::gateway::builtin

@@ -56,16 +56,6 @@ TEST_F(Repository, ResolvesNamesAndVersionsAsTriton) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(ParseModelVersion, FollowsStol) {
-  EXPECT_EQ(*parseModelVersion(""), -1);
-  EXPECT_EQ(*parseModelVersion("7"), 7);
-  EXPECT_EQ(*parseModelVersion(" 3x"), 3);
-  EXPECT_EQ(*parseModelVersion("-0"), 0);
-  EXPECT_EQ(*parseModelVersion("9223372036854775807"), INT64_MAX);
-  EXPECT_FALSE(parseModelVersion("9223372036854775808").ok());
-  EXPECT_FALSE(parseModelVersion("+").ok());
-}
-
 TEST_F(Repository, UnloadAndLoadToggleReadiness) {
   EXPECT_TRUE(repo_->isReady("simple", ""));
   ASSERT_TRUE(repo_->unload("simple").ok());
