@@ -1,4 +1,5 @@
-"""An infergate process for the bench drivers (bench/soak.py, bench/fleet_failover.py).
+"""An infergate process for the bench drivers (bench/soak.py, bench/fleet_failover.py,
+bench/suite.py).
 
 It is started with `--config PATH`, prints one JSON ready line naming its bound addresses
 (every listener may be port 0) and logs to standard error; `ready_at` is the monotonic
@@ -14,12 +15,16 @@ import time
 
 
 class InfergateProcess:
-    def __init__(self, binary, label, config_path, scratch, keep_stdout=False):
+    def __init__(self, binary, label, config_path, scratch, keep_stdout=False, wrapper=(),
+                 env=None):
+        """`wrapper`: a command the binary runs under (["valgrind", "--tool=callgrind"]);
+        `env`: variables added to this process's environment."""
         self.label = label
         self.err = open(os.path.join(scratch, label + ".err"), "a")
         self.out = open(os.path.join(scratch, label + ".out"), "a") if keep_stdout else None
-        self.proc = subprocess.Popen([binary, "--config", config_path], stdout=subprocess.PIPE,
-                                     stderr=self.err, text=True)
+        self.proc = subprocess.Popen([*wrapper, binary, "--config", config_path],
+                                     stdout=subprocess.PIPE, stderr=self.err, text=True,
+                                     env=dict(os.environ, **env) if env else None)
         self.pid = self.proc.pid
         self.addresses = None
         self.ready_at = None

@@ -37,7 +37,7 @@
 # 2 setup error, 3 the correctness guard failed (a gateway answered wrong).
 #
 #   bench/shm_handoff.sh [--no-build] [--build-dir DIR] [--rounds N] [--duration S]
-#       [--warmup S] [--sizes 1,16,64] [--quick] [--upstream grpc|http]
+#       [--warmup S] [--sizes 1,16,64] [--quick] [--upstream grpc|http] [--out DIR]
 #   --rounds: default 3; --duration: measured seconds per run (default 3; a run that
 #     completes fewer than 10 requests is repeated once, long enough for ~15); --warmup:
 #     seconds of load before each run's window (default 1); --sizes: MiB, comma-separated;
@@ -45,12 +45,14 @@
 #   --upstream: how the gateways reach U (default grpc: the HTTP client's request is
 #     transcoded; http: the same protocol end to end, so the pass-through's "straight to
 #     U" is the very request the gateway sends on). Results of http: shm_handoff_http.*
+#   --out: where the CSV and the report go (default bench/results/<date>/)
 # About 6 minutes with the defaults once built (--quick: about 1).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build/release"
 ROUNDS=3 DURATION=3 WARMUP=1 BUILD_FIRST=1 UPSTREAM=grpc
+OUT="$ROOT/bench/results/$(date +%Y-%m-%d)"
 MIN_REQUESTS=10  # per run; fewer: the run is repeated once, longer
 SIZES=(1 16 64)
 CASES=(inline handoff shm_g shm_direct shm_direct_grpc shm_inline direct)
@@ -65,7 +67,8 @@ while [[ $# -gt 0 ]]; do
     --sizes) IFS=, read -r -a SIZES <<<"$2"; shift ;;
     --quick) ROUNDS=1 DURATION=1.5 WARMUP=0.5 ;;
     --upstream) UPSTREAM="$2"; shift ;;
-    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
+    --out) OUT="$2"; shift ;;
+    -h|--help) sed -n '2,49p' "$0"; exit 0 ;;
     *) echo "shm_handoff.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -387,7 +390,6 @@ set +e
 REPORT_STATUS=$?
 set -e
 [[ $REPORT_STATUS -le 1 ]] || { echo "shm_handoff.sh: the report failed" >&2; exit 2; }
-OUT="$ROOT/bench/results/$(date +%Y-%m-%d)"
 mkdir -p "$OUT"
 # The gRPC upstream (the default) keeps the plain names; the HTTP one is suffixed.
 NAME=shm_handoff

@@ -18,19 +18,23 @@
 # pair by pair within a round. Target (security issue): TLS keeps at least 85% of the
 # plaintext throughput at 64 connections. Exit status 1 when it is missed.
 #
-#   bench/tls_cost.sh [--no-build] [--rounds N] [--duration S] [--warmup S]
+#   bench/tls_cost.sh [--no-build] [--build-dir DIR] [--rounds N] [--duration S] [--warmup S]
+#       [--out DIR]     (--out: default bench/results/<date>/)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build/release"
 ROUNDS=3 DURATION=5 WARMUP=1 BUILD_FIRST=1
+OUT="$ROOT/bench/results/$(date +%Y-%m-%d)"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-build) BUILD_FIRST=0 ;;
     --rounds) ROUNDS="$2"; shift ;;
     --duration) DURATION="$2"; shift ;;
     --warmup) WARMUP="$2"; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --build-dir) BUILD="$(cd "$2" && pwd)"; shift ;;
+    --out) OUT="$2"; shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "tls_cost.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -183,8 +187,6 @@ f:close()
 EOF
 
 # ---- runs -----------------------------------------------------------------------------
-DATE=$(date +%Y-%m-%d)
-OUT="$ROOT/bench/results/$DATE"
 mkdir -p "$OUT"
 CSV="$OUT/tls_cost.csv"
 echo "round,protocol,concurrency,side,rps,p50_us,p99_us,errors,server_cpu_us" >"$CSV"
