@@ -87,16 +87,17 @@ def grid(args):
     """What each scenario runs; --quick trims it to under two minutes."""
     if args.quick:
         return {
-            "rounds": pick(args.rounds, 1), "duration": pick(args.duration, 1.0),
-            "warmup": pick(args.warmup, 0.3),
+            # Two rounds, so that every figure has a spread for --compare to weigh.
+            "rounds": pick(args.rounds, 2), "duration": pick(args.duration, 0.6),
+            "warmup": pick(args.warmup, 0.2),
             "paths": {"sizes": [64], "concurrency": [1, 64]},
             "sizes": {"sizes": [4096, 4 * MIB]},
-            "openloop": {"rates": [500, 2000]},
+            "openloop": {"rates": [1000]},
             "rss": {"concurrency": 256},
             "instructions": {"requests": 60, "warmup": 10},
             "copies": {"size": 4 * MIB, "requests": 3, "warmup": 1},
-            "shm": ["--quick", "--sizes", "1,16"],
-            "tls": ["--rounds", "1", "--duration", "1", "--warmup", "0.3"],
+            "shm": ["--quick", "--sizes", "16"],
+            "tls": ["--rounds", "1", "--duration", "1", "--warmup", "0.2"],  # wrk: whole seconds
         }
     return {
         "rounds": pick(args.rounds, 3), "duration": pick(args.duration, 2.0),
@@ -386,10 +387,10 @@ routes:
         with open(conf, "w") as f:
             f.write(NGINX_CONF.format(scratch=self.scratch, u_http=u_http, u_grpc=u_grpc,
                                       http=http_port, grpc=grpc_port))
-        log = open(os.path.join(self.scratch, "nginx.out"), "w")
-        self.nginx = subprocess.Popen(
-            ["nginx", "-p", self.scratch, "-e", os.path.join(self.scratch, "nginx_error.log"),
-             "-c", conf, "-g", "daemon off;"], stdout=log, stderr=log)
+        with open(os.path.join(self.scratch, "nginx.out"), "w") as log:  # the child keeps its own
+            self.nginx = subprocess.Popen(
+                ["nginx", "-p", self.scratch, "-e", os.path.join(self.scratch, "nginx_error.log"),
+                 "-c", conf, "-g", "daemon off;"], stdout=log, stderr=log)
         self.ports["nginx"] = (http_port, grpc_port)
         self.pids["nginx"] = lambda: [self.nginx.pid] + children(self.nginx.pid)
         self.wait_http_ready(http_port)
@@ -767,16 +768,19 @@ def git_revision():
 def parse_args():
     parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a trimmed grid, under two minutes")
-    parser.add_argument("--rounds", type=int, help="interleaved repetitions (3; quick 1)")
-    parser.add_argument("--duration", type=float, help="measured seconds per run (2; quick 1)")
-    parser.add_argument("--warmup", type=float, help="warm-up seconds per run (0.5; quick 0.3)")
+    parser.add_argument("--rounds", type=int, help="interleaved repetitions (3; quick 2)")
+    parser.add_argument("--duration", type=float, help="measured seconds per run (2; quick 0.6)")
+    parser.add_argument("--warmup", type=float, help="warm-up seconds per run (0.5; quick 0.2)")
     everything = ",".join(ROUND_SCENARIOS + ONCE_SCENARIOS)
     parser.add_argument("--scenarios", default=everything, help=f"comma-separated (default {everything})")
     parser.add_argument("--out", help="results directory (default bench/results/<date>/suite[-quick])")
     parser.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
     parser.add_argument("--no-build", action="store_true")
     parser.add_argument("--compare", metavar="SUMMARY_JSON",
-                        help="flag every figure worse than this saved summary's by more than its spread")
+                        help="flag every stable figure (counts, memory, ratios within a round) worse "
+                             "than this saved summary's by more than its spread")
+    parser.add_argument("--compare-all", action="store_true",
+                        help="with --compare: raw latencies and rates too")
     args = parser.parse_args()
     args.scenarios = [s for s in args.scenarios.split(",") if s]
     unknown = set(args.scenarios) - set(ROUND_SCENARIOS + ONCE_SCENARIOS)
@@ -905,7 +909,8 @@ def main():
     print(f"bench/run: results in {out} ({meta['seconds']} s)", file=sys.stderr)
     if args.compare and status in (0, 1):
         compared = subprocess.run([sys.executable, os.path.join(BENCH, "suite_report.py"), "compare",
-                                   os.path.join(out, "summary.json"), args.compare], check=False)
+                                   os.path.join(out, "summary.json"), args.compare]
+                                  + (["--all"] if args.compare_all else []), check=False)
         status = max(status, compared.returncode)
     return status
 

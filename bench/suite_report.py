@@ -10,11 +10,16 @@ Run with Debian's /usr/bin/python3 (standard library and python3-matplotlib).
       latency_vs_concurrency.png, throughput_vs_concurrency.png, latency_vs_size.png and
       openloop.png (each only when it has data). Exit 0 when no target missed, 1 when one
       did, 2 on unreadable input.
-  suite_report.py compare NEW_SUMMARY_JSON OLD_SUMMARY_JSON
+  suite_report.py compare NEW_SUMMARY_JSON OLD_SUMMARY_JSON [--all]
       prints the figures present in both summaries that are worse in NEW by more than their
       spread: the medians differ by more than the larger of the two min..max ranges (by more
-      than 5% of the old median when both ranges are zero). Exit 1 when one is, 0 when none,
-      2 on unreadable input.
+      than 5% of the old median when both ranges are zero). Only the stable figures
+      (instructions, copies, rss, and the ratios taken within a round) unless --all: raw
+      latencies and rates drift between runs with the machine's other load. Exit 1 when one
+      is, 0 when none, 2 on unreadable input.
+
+Besides these, suite_once.py adds the once-run scenarios (instructions.csv, copies.csv,
+external.json) to the figures, the targets and summary.md.
 
 Rows are paired within a round (same kind, size, concurrency and round: a gateway's p50
 minus the direct p50 is its added p50), then each figure is the median, min and max over
@@ -753,13 +758,27 @@ def load_summary(path):
     return summary
 
 
-def compare(new, old):
+# The figures that hold still between two runs of the same tree on a shared machine:
+# counts (instructions, copies), memory, and ratios taken within a round (infergate against
+# direct and nginx measured beside it). Raw latencies and rates drift with the machine's
+# other load by more than a run's own spread shows; `compare --all` weighs them too.
+STABLE_PREFIXES = ("instructions.", "copies.", "rss.")
+STABLE_SUFFIXES = (".ratio", ".rps_ratio", ".cpu_ratio")
+
+
+def is_stable(name):
+    return name.startswith(STABLE_PREFIXES) or name.endswith(STABLE_SUFFIXES)
+
+
+def compare(new, old, everything=False):
     """The figures of both summaries (dicts or summary.json paths) worse in NEW by more than
     their spread: ([{"figure", "old", "new", "change_pct", "spread", "unit"}], how many were
-    compared)."""
+    compared). Only the stable figures (is_stable) unless `everything`."""
     new, old = (load_summary(s) if isinstance(s, str) else s for s in (new, old))
     flagged, compared = [], 0
     for name in sorted(set(new["figures"]) & set(old["figures"])):
+        if not everything and not is_stable(name):
+            continue
         before, after = old["figures"][name], new["figures"][name]
         compared += 1
         change = after["median"] - before["median"]
@@ -792,8 +811,8 @@ def main(argv):
                 print(f"{t['verdict']:7} {t['name']}: {t['why']}")
             print(f"wrote {os.path.join(argv[2], 'summary.md')} and summary.json")
             return 1 if any(t["verdict"] == "MISS" for t in summary["targets"]) else 0
-        if len(argv) == 4 and argv[1] == "compare":
-            flagged, compared = compare(argv[2], argv[3])
+        if len(argv) in (4, 5) and argv[1] == "compare" and argv[4:] in ([], ["--all"]):
+            flagged, compared = compare(argv[2], argv[3], everything=argv[4:] == ["--all"])
             print(comparison_text(flagged, compared))
             return 1 if flagged else 0
     except InputError as e:

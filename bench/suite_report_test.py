@@ -284,12 +284,29 @@ class Compare(unittest.TestCase):
         "improved": figure(50, 45, 55), "only_new": figure(1, 1, 1)}}
 
     def test_flags_only_worse_by_more_than_the_spread(self):
-        flagged, compared = suite_report.compare(self.NEW, self.OLD)
+        flagged, compared = suite_report.compare(self.NEW, self.OLD, everything=True)
         self.assertEqual(compared, 6)
         self.assertEqual([f["figure"] for f in flagged],
                          ["beyond_spread", "single_round_big", "throughput_down"])
         self.assertAlmostEqual(flagged[0]["change_pct"], 20)
         self.assertEqual(flagged[0]["spread"], 10)
+
+    def test_weighs_only_stable_figures_unless_asked(self):
+        old = {"figures": {"paths.x.64.c1.p50_us": figure(100, 99, 101),
+                           "paths.x.64.c1.ratio": figure(1.0, 0.9, 1.1),
+                           "instructions.x.per_request": figure(1000, 1000, 1000),
+                           "rss.ig_grpc.idle_kb": figure(100, 100, 100)}}
+        new = {"figures": {"paths.x.64.c1.p50_us": figure(200, 199, 201),
+                           "paths.x.64.c1.ratio": figure(1.5, 1.4, 1.6),
+                           "instructions.x.per_request": figure(1100, 1100, 1100),
+                           "rss.ig_grpc.idle_kb": figure(101, 101, 101)}}
+        flagged, compared = suite_report.compare(new, old)
+        self.assertEqual(compared, 3)
+        self.assertEqual([f["figure"] for f in flagged],
+                         ["instructions.x.per_request", "paths.x.64.c1.ratio"])
+        flagged, compared = suite_report.compare(new, old, everything=True)
+        self.assertEqual(compared, 4)
+        self.assertIn("paths.x.64.c1.p50_us", [f["figure"] for f in flagged])
 
     def test_cli_exit_status(self):
         with tempfile.TemporaryDirectory() as directory:
@@ -298,8 +315,11 @@ class Compare(unittest.TestCase):
                 paths[name] = os.path.join(directory, name + ".json")
                 with open(paths[name], "w") as f:
                     json.dump(summary, f)
-            self.assertEqual(run_main("compare", paths["new"], paths["old"]), 1)
-            self.assertEqual(run_main("compare", paths["same"], paths["old"]), 0)
+            self.assertEqual(run_main("compare", paths["new"], paths["old"], "--all"), 1)
+            self.assertEqual(run_main("compare", paths["same"], paths["old"], "--all"), 0)
+            # None of these names is a stable figure: by default nothing is weighed.
+            self.assertEqual(run_main("compare", paths["new"], paths["old"]), 0)
+            self.assertEqual(run_main("compare", paths["new"], paths["old"], "--every"), 2)
             self.assertEqual(run_main("compare", paths["new"], directory), 2)
 
 
