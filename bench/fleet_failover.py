@@ -65,6 +65,7 @@ import tempfile
 import threading
 import time
 
+from host_stats import cpu_model
 from infergate_process import InfergateProcess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -595,14 +596,6 @@ def run_main(args):
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.rmtree(stubs_dir, ignore_errors=True)
     return status
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "?"
 
 
 # ---- the report ---------------------------------------------------------------------------

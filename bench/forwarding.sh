@@ -185,56 +185,9 @@ if has_via nginx; then
   NG_HTTP=$(free_port)
   NG_GRPC=$(free_port)
   mkdir -p "$SCRATCH/nginx_tmp"
-  cat >"$SCRATCH/nginx.conf" <<EOF
-worker_processes 2;
-pid $SCRATCH/nginx.pid;
-error_log $SCRATCH/nginx_error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $SCRATCH/nginx_tmp/body;
-    proxy_temp_path       $SCRATCH/nginx_tmp/proxy;
-    fastcgi_temp_path     $SCRATCH/nginx_tmp/fastcgi;
-    uwsgi_temp_path       $SCRATCH/nginx_tmp/uwsgi;
-    scgi_temp_path        $SCRATCH/nginx_tmp/scgi;
-    keepalive_requests 1000000;
-    keepalive_timeout 300s;
-    tcp_nodelay on;
-
-    upstream upstream_http { server 127.0.0.1:$U_HTTP; keepalive 512; keepalive_requests 1000000; }
-    upstream upstream_grpc { server 127.0.0.1:$U_GRPC; keepalive 512; keepalive_requests 1000000; }
-
-    server {   # HTTP/1.1 reverse proxy
-        listen 127.0.0.1:$NG_HTTP;
-        client_max_body_size 0;
-        client_body_buffer_size 1m;
-        location / {
-            proxy_pass http://upstream_http;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_request_buffering off;
-            proxy_buffering off;
-            proxy_buffer_size 1m;
-            proxy_buffers 4 1m;
-            proxy_busy_buffers_size 2m;
-            proxy_read_timeout 300s;
-            proxy_send_timeout 300s;
-        }
-    }
-    server {   # gRPC (h2c) reverse proxy
-        listen 127.0.0.1:$NG_GRPC http2;
-        client_max_body_size 0;
-        client_body_buffer_size 1m;
-        http2_body_preread_size 1m;
-        location / {
-            grpc_pass grpc://upstream_grpc;
-            grpc_buffer_size 1m;
-            grpc_read_timeout 300s;
-            grpc_send_timeout 300s;
-        }
-    }
-}
-EOF
+  sed -e "s|@SCRATCH@|$SCRATCH|g" -e "s|@U_HTTP@|$U_HTTP|g" -e "s|@U_GRPC@|$U_GRPC|g" \
+      -e "s|@HTTP@|$NG_HTTP|g" -e "s|@GRPC@|$NG_GRPC|g" "$ROOT/bench/nginx_proxy.conf.in" \
+      >"$SCRATCH/nginx.conf"
   # In the foreground (daemon off), as this script's child: stopped and reaped by cleanup.
   nginx -p "$SCRATCH" -e "$SCRATCH/nginx_error.log" -c "$SCRATCH/nginx.conf" -g 'daemon off;' &
   PROXY_PID[nginx]=$!

@@ -46,7 +46,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -58,6 +57,7 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 import forwarding_report  # noqa: E402  (decode_http, decode_grpc, load_pb)
+from host_stats import children, cpu_model, cpu_seconds, free_port, rss_kb  # noqa: E402
 from infergate_process import InfergateProcess  # noqa: E402
 
 MODEL = "identity_fp32"
@@ -214,95 +214,6 @@ class Requests:
 
 # ---- processes -----------------------------------------------------------------------------
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pids):
-    ticks = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
-        except (OSError, IndexError, ValueError):
-            pass
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def rss_kb(pids):
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-        except (OSError, ValueError):
-            pass
-    return total
-
-
-def children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
-
-
-NGINX_CONF = """worker_processes 2;
-pid {scratch}/nginx.pid;
-error_log {scratch}/nginx_error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    client_body_temp_path {scratch}/nginx_tmp/body;
-    proxy_temp_path       {scratch}/nginx_tmp/proxy;
-    fastcgi_temp_path     {scratch}/nginx_tmp/fastcgi;
-    uwsgi_temp_path       {scratch}/nginx_tmp/uwsgi;
-    scgi_temp_path        {scratch}/nginx_tmp/scgi;
-    keepalive_requests 1000000;
-    keepalive_timeout 300s;
-    tcp_nodelay on;
-
-    upstream upstream_http {{ server 127.0.0.1:{u_http}; keepalive 512; keepalive_requests 1000000; }}
-    upstream upstream_grpc {{ server 127.0.0.1:{u_grpc}; keepalive 512; keepalive_requests 1000000; }}
-
-    server {{
-        listen 127.0.0.1:{http};
-        client_max_body_size 0;
-        client_body_buffer_size 1m;
-        location / {{
-            proxy_pass http://upstream_http;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_request_buffering off;
-            proxy_buffering off;
-            proxy_buffer_size 1m;
-            proxy_buffers 4 1m;
-            proxy_busy_buffers_size 2m;
-            proxy_read_timeout 300s;
-            proxy_send_timeout 300s;
-        }}
-    }}
-    server {{
-        listen 127.0.0.1:{grpc} http2;
-        client_max_body_size 0;
-        client_body_buffer_size 1m;
-        http2_body_preread_size 1m;
-        location / {{
-            grpc_pass grpc://upstream_grpc;
-            grpc_buffer_size 1m;
-            grpc_read_timeout 300s;
-            grpc_send_timeout 300s;
-        }}
-    }}
-}}
-"""
-
 LIMITS = """limits:
   max_input_bytes: 1073741824
 """
@@ -384,9 +295,13 @@ routes:
         http_port, grpc_port = free_port(), free_port()
         os.makedirs(os.path.join(self.scratch, "nginx_tmp"), exist_ok=True)
         conf = os.path.join(self.scratch, "nginx.conf")
+        with open(os.path.join(BENCH, "nginx_proxy.conf.in")) as f:
+            text = f.read()
+        for name, value in (("SCRATCH", self.scratch), ("U_HTTP", u_http), ("U_GRPC", u_grpc),
+                            ("HTTP", http_port), ("GRPC", grpc_port)):
+            text = text.replace(f"@{name}@", str(value))
         with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(scratch=self.scratch, u_http=u_http, u_grpc=u_grpc,
-                                      http=http_port, grpc=grpc_port))
+            f.write(text)
         with open(os.path.join(self.scratch, "nginx.out"), "w") as log:  # the child keeps its own
             self.nginx = subprocess.Popen(
                 ["nginx", "-p", self.scratch, "-e", os.path.join(self.scratch, "nginx_error.log"),
@@ -913,14 +828,6 @@ def main():
                                   + (["--all"] if args.compare_all else []), check=False)
         status = max(status, compared.returncode)
     return status
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 if __name__ == "__main__":
