@@ -80,6 +80,9 @@ void writeEndpoint(codecs::JsonWriter& w, const upstream::Endpoint& e,
     w.key("inline_bytes").uint64(hc.inline_bytes);
     w.key("pool_full").uint64(hc.pool_full);
     w.key("inline_retries").uint64(hc.inline_retries);
+    w.key("pool_bytes").uint64(hc.pool_bytes);
+    w.key("pool_bytes_in_use").uint64(hc.pool_bytes_in_use);
+    w.key("pool_slots_in_use").uint64(hc.pool_slots_in_use);
     w.endObject();
   }
   w.endObject();

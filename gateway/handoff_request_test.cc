@@ -95,6 +95,11 @@ TEST_F(HandoffRequestTest, BigInputGoesThroughThePoolAndSmallOneInline) {
   const uint8_t* slot = h.readyPool()->hostData() + in.shared_memory->offset;
   EXPECT_EQ(slot[0], 7);
   EXPECT_EQ(slot[4095], 7);
+  // The admin API's and the metrics' view of the pool: one slot of at least the input held.
+  const upstream::EndpointHandoff::Counters held = h.counters();
+  EXPECT_EQ(held.pool_bytes, h.readyPool()->byteSize());
+  EXPECT_EQ(held.pool_slots_in_use, 1u);
+  EXPECT_GE(held.pool_bytes_in_use, 4096u);
   // The output's size is not known yet: it comes back inline, and is learned.
   EXPECT_FALSE((*attempt)->outputs[0].shared_memory.has_value());
   codecs::InferResponse response = answer(4096, std::string(4096, '\7'));

@@ -13,6 +13,12 @@ std::vector<prometheus::MetricFamily> ShmMetrics::Collect() const {
   FamilyBuilder bytes("infergate_shm_handoff_bytes_total",
                       "Tensor bytes exchanged with a colocated endpoint, by how they travelled",
                       MetricType::Counter);
+  FamilyBuilder in_use("infergate_shm_handoff_pool_bytes_in_use",
+                       "Bytes of the handoff pool held by requests in flight (of "
+                       "infergate_shm_handoff_pool_bytes)",
+                       MetricType::Gauge);
+  FamilyBuilder size("infergate_shm_handoff_pool_bytes", "Size of the endpoint's handoff pool",
+                     MetricType::Gauge);
   FamilyBuilder ready("infergate_shm_handoff_pool_ready",
                       "1 when the endpoint has the gateway's handoff pool registered",
                       MetricType::Gauge);
@@ -55,6 +61,8 @@ std::vector<prometheus::MetricFamily> ShmMetrics::Collect() const {
       bytes.counter(with("passthrough"), static_cast<double>(c.passthrough_bytes));
       bytes.counter(with("inline"), static_cast<double>(c.inline_bytes));
       ready.gauge(at, c.pool_ready ? 1 : 0);
+      size.gauge(at, static_cast<double>(c.pool_bytes));
+      in_use.gauge(at, static_cast<double>(c.pool_bytes_in_use));
       refused.gauge(at, c.refused ? 1 : 0);
       refusals.counter(at, static_cast<double>(c.refusals));
       full.counter(at, static_cast<double>(c.pool_full));
@@ -62,7 +70,8 @@ std::vector<prometheus::MetricFamily> ShmMetrics::Collect() const {
     }
   }
   std::vector<prometheus::MetricFamily> out;
-  for (FamilyBuilder* f : {&regions, &bytes, &ready, &refused, &refusals, &full, &retries}) {
+  for (FamilyBuilder* f : {&regions, &bytes, &size, &in_use, &ready, &refused, &refusals, &full,
+                           &retries}) {
     out.push_back(f->take());
   }
   return out;

@@ -222,10 +222,17 @@ void EndpointHandoff::clientUnregistered(const shm::Region& region) {
 
 EndpointHandoff::Counters EndpointHandoff::counters() const {
   Counters c;
+  std::shared_ptr<shm::HandoffPool> pool;
   {
     std::lock_guard<std::mutex> lock(mu_);
     c = counters_;
     c.pool_ready = pool_state_ == State::kReady;
+    pool = pool_;
+  }
+  if (pool) {  // the pool's own lock, not ours: slots are freed without taking mu_
+    c.pool_bytes = pool->byteSize();
+    c.pool_bytes_in_use = pool->bytesInUse();
+    c.pool_slots_in_use = pool->slotsInUse();
   }
   c.refused = refused();
   c.pool_bytes_in = pool_bytes_in_.load(std::memory_order_relaxed);

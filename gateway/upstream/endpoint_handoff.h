@@ -121,6 +121,10 @@ class EndpointHandoff {
     uint64_t inline_bytes = 0;        // tensors sent or answered inline
     uint64_t pool_full = 0;           // tensors that found no room in the pool (inline)
     uint64_t inline_retries = 0;      // requests sent again inline (lost registration, slot too small)
+    // The pool now (0 before it exists): its size, and what requests in flight hold of it.
+    uint64_t pool_bytes = 0;
+    uint64_t pool_bytes_in_use = 0;
+    uint64_t pool_slots_in_use = 0;
   };
   Counters counters() const;
 

@@ -511,6 +511,7 @@ class PoolFullTest(HandoffCase):
         for got, want in zip(outputs, inputs):
             self.assertSame(got, want)
         after = handoff(G_SMALL, "u-grpc")
+        self.assertLessEqual(after["pool_bytes_in_use"], after["pool_bytes"], after)
         d = delta(before, after)
         self.assertGreaterEqual(d["pool_full"], 8, after)  # at least every output
         self.assertEqual(d["pool_bytes_in"] + d["pool_bytes_out"] + d["inline_bytes"], 16 * SIZE, after)
@@ -526,6 +527,8 @@ class PoolFullTest(HandoffCase):
             self.assertSame(http_binary_infer(G_SMALL, values), values)
             return delta(before, handoff(G_SMALL, "u-grpc"))["pool_bytes_in"] == SIZE
         self.assertTrue(wait_until(through_the_pool, timeout=5, interval=0.1))
+        self.assertTrue(wait_until(lambda: handoff(G_SMALL, "u-grpc")["pool_slots_in_use"] == 0,
+                                   timeout=5), handoff(G_SMALL, "u-grpc"))
         # A tensor bigger than the whole pool: inline, twice (its output then known, and
         # too big as well).
         for i, want_full in ((0, 1), (1, 2)):
@@ -564,6 +567,12 @@ class MetricsTest(HandoffCase):
                           ("passthrough", "passthrough_bytes"), ("inline", "inline_bytes")):
             self.assertEqual(samples['{%s,path="%s"}' % (where, path)], state[key], path)
         self.assertEqual(metric_samples(G, "infergate_shm_handoff_pool_ready")["{%s}" % where], 1)
+        # The pool's size as configured, and nothing of it held once the answers are in.
+        self.assertGreater(state["pool_bytes"], 0)
+        self.assertEqual(metric_samples(G, "infergate_shm_handoff_pool_bytes")["{%s}" % where],
+                         state["pool_bytes"])
+        self.assertTrue(wait_until(lambda: metric_samples(
+            G, "infergate_shm_handoff_pool_bytes_in_use")["{%s}" % where] == 0, timeout=5))
         refused = metric_samples(G_REF, "infergate_shm_handoff_refused")
         self.assertEqual(set(refused.values()), {1.0}, refused)
 
