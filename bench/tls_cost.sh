@@ -16,11 +16,12 @@
 # Writes bench/results/<date>/tls_cost.csv and tls_cost.md: per case the median
 # throughput, p50 and server CPU per request of each side, and TLS / plaintext computed
 # pair by pair within a round. Target (security issue): TLS keeps at least 85% of the
-# plaintext throughput at 64 connections. Exit status 1 when it is missed.
+# plaintext throughput at 64 connections. Exit status 1 when it is missed, 2 on a setup
+# error (a command failing before the report: wrk takes whole seconds only, say).
 #
 #   bench/tls_cost.sh [--no-build] [--build-dir DIR] [--rounds N] [--duration S] [--warmup S]
 #       [--out DIR]     (--out: default bench/results/<date>/)
-set -euo pipefail
+set -eEuo pipefail  # -E: the ERR trap below holds inside functions too
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build/release"
@@ -34,7 +35,7 @@ while [[ $# -gt 0 ]]; do
     --warmup) WARMUP="$2"; shift ;;
     --build-dir) BUILD="$(cd "$2" && pwd)"; shift ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "tls_cost.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -66,6 +67,9 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# A command that fails before the report (wrk refusing its arguments, a server gone) is a
+# setup error, not a missed target.
+trap 'echo "tls_cost.sh: line $LINENO failed" >&2; exit 2' ERR
 
 # ---- certificate (self-signed: its own CA) ---------------------------------------------
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
@@ -236,6 +240,7 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
+trap - ERR  # from here, exit 1 is the report's verdict
 python3 - "$CSV" "$OUT/tls_cost.md" <<'EOF'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
