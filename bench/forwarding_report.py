@@ -154,17 +154,11 @@ def decode_grpc(pb, raw):
     return response.model_name, outputs
 
 
-def ask_http(kind, size, directory, port):
-    with open(os.path.join(directory, f"{size}.{kind}"), "rb") as f:
-        body = f.read()
-    headers = {"Content-Type": "application/json"}
-    if kind == "bin":
-        with open(os.path.join(directory, size + ".bin.hlen")) as f:
-            headers = {"Content-Type": "application/octet-stream",
-                       "Inference-Header-Content-Length": f.read().strip()}
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+def infer_http(port, model, body, headers, timeout=60):
+    """POST /v2/models/MODEL/infer on one fresh connection; the answer decoded (decode_http)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        conn.request("POST", f"/v2/models/{MODEL[size]}/infer", body=body, headers=headers)
+        conn.request("POST", f"/v2/models/{model}/infer", body=body, headers=headers)
         response = conn.getresponse()
         data = response.read()
         return decode_http(response.status, {k.lower(): v for k, v in response.getheaders()},
@@ -173,18 +167,34 @@ def ask_http(kind, size, directory, port):
         conn.close()
 
 
-def ask_grpc(pb, size, directory, port):
+def infer_grpc(pb, port, request, timeout=60):
+    """ModelInfer with a serialized request on its own channel; the answer decoded
+    (decode_grpc). A failed call raises Mismatch naming its code."""
     import grpc  # pylint: disable=import-outside-toplevel
-    with open(os.path.join(directory, size + ".pb"), "rb") as f:
-        request = f.read()
     options = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
     with grpc.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
         call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
         try:
-            raw = call(request, timeout=60)
+            raw = call(request, timeout=timeout)
         except grpc.RpcError as e:
             raise Mismatch(f"gRPC {e.code().name}: {e.details()}") from None
     return decode_grpc(pb, raw)
+
+
+def ask_http(kind, size, directory, port):
+    with open(os.path.join(directory, f"{size}.{kind}"), "rb") as f:
+        body = f.read()
+    headers = {"Content-Type": "application/json"}
+    if kind == "bin":
+        with open(os.path.join(directory, size + ".bin.hlen")) as f:
+            headers = {"Content-Type": "application/octet-stream",
+                       "Inference-Header-Content-Length": f.read().strip()}
+    return infer_http(port, MODEL[size], body, headers)
+
+
+def ask_grpc(pb, size, directory, port):
+    with open(os.path.join(directory, size + ".pb"), "rb") as f:
+        return infer_grpc(pb, port, f.read())
 
 
 def expected(size):

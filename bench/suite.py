@@ -160,46 +160,33 @@ class Requests:
             with open(self.path("grpc", size), "wb") as f:
                 f.write(request.SerializeToString())
 
+    def headers(self, kind, size):
+        """The HTTP headers of request `kind` (json or bin) of `size`."""
+        if kind == "json":
+            return {"Content-Type": "application/json"}
+        return {"Content-Type": "application/octet-stream",
+                "Inference-Header-Content-Length": str(self.hlen[size])}
+
+    def body(self, kind, size):
+        with open(self.path(kind, size), "rb") as f:
+            return f.read()
+
     def loadgen_args(self, kind, size, http_port, grpc_port):
         if kind == "grpc":
             return [f"grpc://127.0.0.1:{grpc_port}", "--grpc-request", self.path("grpc", size)]
         args = [f"http://127.0.0.1:{http_port}/v2/models/{MODEL}/infer", "--body", self.path(kind, size)]
-        if kind == "json":
-            return args + ["--header", "Content-Type: application/json"]
-        return args + ["--header", "Content-Type: application/octet-stream",
-                       "--header", f"Inference-Header-Content-Length: {self.hlen[size]}"]
+        for name, value in self.headers(kind, size).items():
+            args += ["--header", f"{name}: {value}"]
+        return args
 
     def ask(self, kind, size, http_port, grpc_port):
         """One request; the output tensor's bytes (raises GuardError on any failure)."""
         try:
             if kind == "grpc":
-                import grpc  # pylint: disable=import-outside-toplevel
-                with open(self.path("grpc", size), "rb") as f:
-                    body = f.read()
-                options = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
-                with grpc.insecure_channel(f"127.0.0.1:{grpc_port}", options=options) as channel:
-                    call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
-                    try:
-                        raw = call(body, timeout=120)
-                    except grpc.RpcError as e:
-                        raise GuardError(f"gRPC {e.code().name}: {e.details()}") from None
-                _, outputs = forwarding_report.decode_grpc(self.pb, raw)
+                _, outputs = forwarding_report.infer_grpc(self.pb, grpc_port, self.body(kind, size), timeout=120)
             else:
-                with open(self.path(kind, size), "rb") as f:
-                    body = f.read()
-                headers = {"Content-Type": "application/json"}
-                if kind == "bin":
-                    headers = {"Content-Type": "application/octet-stream",
-                               "Inference-Header-Content-Length": str(self.hlen[size])}
-                conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=120)
-                try:
-                    conn.request("POST", f"/v2/models/{MODEL}/infer", body=body, headers=headers)
-                    response = conn.getresponse()
-                    data = response.read()
-                    _, outputs = forwarding_report.decode_http(
-                        response.status, {k.lower(): v for k, v in response.getheaders()}, data)
-                finally:
-                    conn.close()
+                _, outputs = forwarding_report.infer_http(http_port, MODEL, self.body(kind, size),
+                                                          self.headers(kind, size), timeout=120)
         except forwarding_report.Mismatch as e:
             raise GuardError(str(e)) from None
         except (OSError, http.client.HTTPException, ValueError) as e:
@@ -532,8 +519,7 @@ def path_client(bench, kind, upstream, size, http_port, grpc_port):
     """A function sending one request of `kind` and `size` along the path to `upstream`
     through a routed gateway, on one connection; and a function closing it."""
     import grpc  # pylint: disable=import-outside-toplevel
-    with open(bench.requests.path(kind, size), "rb") as f:
-        body = f.read()
+    body = bench.requests.body(kind, size)
     if kind == "grpc":
         channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}", options=[
             ("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)])
@@ -541,10 +527,7 @@ def path_client(bench, kind, upstream, size, http_port, grpc_port):
         metadata = (("x-path", upstream),)
         return (lambda: call(body, metadata=metadata, timeout=600)), channel.close
     conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=600)
-    headers = {"x-path": upstream, "Content-Type": "application/json"}
-    if kind == "bin":
-        headers = {"x-path": upstream, "Content-Type": "application/octet-stream",
-                   "Inference-Header-Content-Length": str(bench.requests.hlen[size])}
+    headers = dict(bench.requests.headers(kind, size), **{"x-path": upstream})
 
     def one():
         conn.request("POST", f"/v2/models/{MODEL}/infer", body=body, headers=headers)

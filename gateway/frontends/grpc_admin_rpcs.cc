@@ -207,6 +207,15 @@ upstream::HttpUpstreamRequest httpGet(std::string target) {
   return r;
 }
 
+// GET of a model-scoped endpoint on an HTTP upstream, the names placed as Triton reads them
+// (httpModelPath).
+codecs::StatusOr<upstream::HttpUpstreamRequest> httpGetModel(const Decision& d,
+                                                             std::string_view suffix) {
+  INFERGATE_ASSIGN_OR_RETURN(std::string path,
+                             httpModelPath(d.upstream_model, d.upstream_version, suffix));
+  return httpGet(std::move(path));
+}
+
 upstream::HttpUpstreamRequest httpPost(std::string target, std::string json) {
   upstream::HttpUpstreamRequest r;
   r.method = "POST";
@@ -364,11 +373,7 @@ void gather(const CountedCall& call, Shared& shared, Response* response,
     response->set_ready(false);
     return absl::OkStatus();
   };
-  rpc.http_request = [](const Decision& d) -> codecs::StatusOr<upstream::HttpUpstreamRequest> {
-    INFERGATE_ASSIGN_OR_RETURN(std::string path,
-                               httpModelPath(d.upstream_model, d.upstream_version, "/ready"));
-    return httpGet(std::move(path));
-  };
+  rpc.http_request = [](const Decision& d) { return httpGetModel(d, "/ready"); };
   rpc.http_answer = [](codecs::StatusOr<std::string> body,
                        inference::ModelReadyResponse* response) -> Status {
     if (body.ok()) {
@@ -409,11 +414,7 @@ void gather(const CountedCall& call, Shared& shared, Response* response,
     *response = repo.metadataProto(model->spec(), d.upstream_version);
     return absl::OkStatus();
   };
-  rpc.http_request = [](const Decision& d) -> codecs::StatusOr<upstream::HttpUpstreamRequest> {
-    INFERGATE_ASSIGN_OR_RETURN(std::string path,
-                               httpModelPath(d.upstream_model, d.upstream_version, ""));
-    return httpGet(std::move(path));
-  };
+  rpc.http_request = [](const Decision& d) { return httpGetModel(d, ""); };
   rpc.http_answer = parsedInto<inference::ModelMetadataResponse>(
       "ModelMetadata", [](const std::string& json) { return upstream::modelMetadataFromJson(json); });
   rpc.to_upstream = [](inference::ModelMetadataRequest& r, const Decision& d) {
@@ -437,11 +438,7 @@ void gather(const CountedCall& call, Shared& shared, Response* response,
     *response->mutable_config() = repo.configProto(model->spec());
     return absl::OkStatus();
   };
-  rpc.http_request = [](const Decision& d) -> codecs::StatusOr<upstream::HttpUpstreamRequest> {
-    INFERGATE_ASSIGN_OR_RETURN(std::string path,
-                               httpModelPath(d.upstream_model, d.upstream_version, "/config"));
-    return httpGet(std::move(path));
-  };
+  rpc.http_request = [](const Decision& d) { return httpGetModel(d, "/config"); };
   rpc.http_answer = parsedInto<inference::ModelConfigResponse>(
       "ModelConfig", [](const std::string& json) { return upstream::modelConfigFromJson(json); });
   rpc.to_upstream = [](inference::ModelConfigRequest& r, const Decision& d) {
