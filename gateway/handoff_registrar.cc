@@ -19,6 +19,11 @@ constexpr std::chrono::seconds kTimeout{5};
 
 // The typed gRPC call for `work`: method and request.
 std::pair<std::string, grpc::ByteBuffer> grpcCall(const Work& work) {
+  if (work.kind == Work::Kind::kUnregisterRegion && work.region_kind == shm::RegionKind::kCuda) {
+    inference::CudaSharedMemoryUnregisterRequest r;
+    r.set_name(work.name);
+    return {codecs::strCat(kService, "CudaSharedMemoryUnregister"), codecs::toByteBuffer(r)};
+  }
   if (work.kind == Work::Kind::kUnregisterRegion) {
     inference::SystemSharedMemoryUnregisterRequest r;
     r.set_name(work.name);
@@ -137,7 +142,7 @@ void HandoffRegistrar::done(const std::shared_ptr<Endpoint>& e, const Work& work
       handoff->poolRegistered(ok, refused, error);
       break;
     case Work::Kind::kRegisterRegion:
-      handoff->regionRegistered(work.serial, ok, refused, error);
+      handoff->regionRegistered(work.serial, ok, refused, error, work.region_kind);
       break;
     case Work::Kind::kUnregisterRegion:
       handoff->regionUnregistered(work.serial);

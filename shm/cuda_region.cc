@@ -42,19 +42,29 @@ codecs::StatusOr<std::shared_ptr<const CudaRegion>> CudaRegion::open(std::string
       CudaIpcMemory::open(reinterpret_cast<const uint8_t*>(raw_handle.data()),
                           static_cast<int>(device_id), byte_size, &error);
   if (memory == nullptr) return refuse(error);
-  return std::make_shared<CudaRegion>(std::move(name), byte_size, std::move(memory));
+  return std::make_shared<CudaRegion>(std::move(name), byte_size, std::string(raw_handle),
+                                      static_cast<int>(device_id), std::move(memory));
 }
 
-CudaRegion::CudaRegion(std::string name, uint64_t byte_size,
-                       std::unique_ptr<CudaIpcMemory> memory)
-    : Region(std::move(name), RegionKind::kCuda, byte_size), memory_(std::move(memory)) {}
+CudaRegion::CudaRegion(std::string name, uint64_t byte_size, std::string raw_handle,
+                       int device_id, std::unique_ptr<CudaIpcMemory> memory)
+    : Region(std::move(name), RegionKind::kCuda, byte_size),
+      raw_handle_(std::move(raw_handle)),
+      device_id_(device_id),
+      memory_(std::move(memory)) {}
 
 CudaRegion::~CudaRegion() = default;
 
-int CudaRegion::deviceId() const { return memory_->device(); }
+int CudaRegion::deviceId() const { return device_id_; }
+
+codecs::Status CudaRegion::notOpen() const {
+  return absl::FailedPreconditionError(
+      codecs::strCat("CUDA shared memory region '", name(), "' is not open"));
+}
 
 codecs::Status CudaRegion::read(uint64_t offset, std::span<uint8_t> dst) const {
   if (codecs::Status s = internal::checkRange(*this, offset, dst.size()); !s.ok()) return s;
+  if (memory_ == nullptr) return notOpen();
   std::string error;
   if (!memory_->copyToHost(offset, dst.data(), dst.size(), &error)) {
     return codecs::internalError("reading CUDA shared memory region '", name(), "': ", error);
@@ -64,6 +74,7 @@ codecs::Status CudaRegion::read(uint64_t offset, std::span<uint8_t> dst) const {
 
 codecs::Status CudaRegion::write(uint64_t offset, std::span<const uint8_t> src) const {
   if (codecs::Status s = internal::checkRange(*this, offset, src.size()); !s.ok()) return s;
+  if (memory_ == nullptr) return notOpen();
   std::string error;
   if (!memory_->copyFromHost(offset, src.data(), src.size(), &error)) {
     return codecs::internalError("writing CUDA shared memory region '", name(), "': ", error);

@@ -118,14 +118,22 @@ class CudaRegion final : public Region {
   ~CudaRegion() override;
 
   int deviceId() const;
+  // The cudaIpcMemHandle_t the client registered (kCudaIpcHandleBytes raw bytes): what a
+  // colocated upstream is given to open the same allocation (the handoff's pass-through).
+  const std::string& rawHandle() const { return raw_handle_; }
   uint8_t* hostData() const override { return nullptr; }
   codecs::Status read(uint64_t offset, std::span<uint8_t> dst) const override;
   codecs::Status write(uint64_t offset, std::span<const uint8_t> src) const override;
 
-  // Use open().
-  CudaRegion(std::string name, uint64_t byte_size, std::unique_ptr<CudaIpcMemory> memory);
+  // Use open(). (Tests make one without `memory`: reads and writes then fail.)
+  CudaRegion(std::string name, uint64_t byte_size, std::string raw_handle, int device_id,
+             std::unique_ptr<CudaIpcMemory> memory);
 
  private:
+  codecs::Status notOpen() const;
+
+  std::string raw_handle_;
+  int device_id_;
   std::unique_ptr<CudaIpcMemory> memory_;
 };
 

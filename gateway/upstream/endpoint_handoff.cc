@@ -62,14 +62,13 @@ std::shared_ptr<shm::HandoffPool> EndpointHandoff::readyPool() const {
 
 std::optional<std::string> EndpointHandoff::passthroughName(
     const std::shared_ptr<const shm::Region>& region) {
-  if (!config_.passthrough || refused() || region->kind() != shm::RegionKind::kSystem) {
-    return std::nullopt;
-  }
+  if (!config_.passthrough || refused()) return std::nullopt;
   std::lock_guard<std::mutex> lock(mu_);
   Passthrough& p = regions_[region->serial()];
   if (p.state == State::kReady) return p.name;
   if (p.name.empty()) {
     p.name = regionNameAtUpstream(number_, region->serial());
+    p.kind = region->kind();
     p.region = region;
   }
   return std::nullopt;  // kUnregistered: takeWork() sends it; kFailed: inline for good
@@ -124,26 +123,24 @@ std::vector<EndpointHandoff::Work> EndpointHandoff::takeWork() {
     Passthrough& p = it->second;
     std::shared_ptr<const shm::Region> region = p.region.lock();
     if (!region) {  // the client's region is gone at the gateway
-      if (p.state == State::kReady) {
-        unregister_queue_.push_back(Work{Work::Kind::kUnregisterRegion, p.name});
-        unregister_queue_.back().serial = it->first;
-      }
+      if (p.state == State::kReady) unregister_queue_.push_back(unregisterWork(p.name, it->first, p.kind));
       it = regions_.erase(it);
       continue;
     }
     if (p.state == State::kUnregistered) {
-      const auto* system = dynamic_cast<const shm::SystemRegion*>(region.get());
-      if (system != nullptr) {
-        Work w{Work::Kind::kRegisterRegion, p.name};
+      Work w{Work::Kind::kRegisterRegion, p.name};
+      w.serial = it->first;
+      w.byte_size = region->byteSize();
+      if (const auto* system = dynamic_cast<const shm::SystemRegion*>(region.get())) {
         w.key = system->key();
         w.offset = system->offset();
-        w.byte_size = system->byteSize();
-        w.serial = it->first;
-        work.push_back(std::move(w));
-        p.state = State::kRegistering;
-      } else {
-        p.state = State::kFailed;
+      } else if (const auto* cuda = dynamic_cast<const shm::CudaRegion*>(region.get())) {
+        w.region_kind = shm::RegionKind::kCuda;
+        w.cuda_handle = cuda->rawHandle();
+        w.device = cuda->deviceId();
       }
+      work.push_back(std::move(w));
+      p.state = State::kRegistering;
     }
     ++it;
   }
@@ -180,8 +177,16 @@ void EndpointHandoff::poolRegistered(bool ok, bool refused, const std::string& e
   }
 }
 
+EndpointHandoff::Work EndpointHandoff::unregisterWork(std::string name, uint64_t serial,
+                                                     shm::RegionKind kind) {
+  Work w{Work::Kind::kUnregisterRegion, std::move(name)};
+  w.serial = serial;
+  w.region_kind = kind;
+  return w;
+}
+
 void EndpointHandoff::regionRegistered(uint64_t serial, bool ok, bool refused,
-                                       const std::string& error) {
+                                       const std::string& error, shm::RegionKind kind) {
   if (refused) refuse(error);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = regions_.find(serial);
@@ -189,10 +194,7 @@ void EndpointHandoff::regionRegistered(uint64_t serial, bool ok, bool refused,
   if (!ok) ++counters_.refusals;
   if (it == regions_.end()) {
     // Unregistered at the gateway meanwhile: take the copy back at the upstream too.
-    if (ok) {
-      unregister_queue_.push_back(Work{Work::Kind::kUnregisterRegion, regionNameAtUpstream(number_, serial)});
-      unregister_queue_.back().serial = serial;
-    }
+    if (ok) unregister_queue_.push_back(unregisterWork(regionNameAtUpstream(number_, serial), serial, kind));
     return;
   }
   // A region the upstream cannot open (another /dev/shm, permissions) stays inline.
@@ -214,8 +216,7 @@ void EndpointHandoff::clientUnregistered(const shm::Region& region) {
   auto it = regions_.find(region.serial());
   if (it == regions_.end()) return;
   if (it->second.state == State::kReady || it->second.state == State::kRegistering) {
-    unregister_queue_.push_back(Work{Work::Kind::kUnregisterRegion, it->second.name});
-    unregister_queue_.back().serial = region.serial();
+    unregister_queue_.push_back(unregisterWork(it->second.name, region.serial(), it->second.kind));
   }
   regions_.erase(it);
 }

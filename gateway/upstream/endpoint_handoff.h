@@ -58,8 +58,10 @@ class EndpointHandoff {
   // The pool when the upstream has it registered, else null.
   std::shared_ptr<shm::HandoffPool> readyPool() const;
   const std::string& poolName() const { return pool_name_; }
-  // The name under which the upstream knows `region` (a system region), or nullopt: then
-  // its registration is queued (once) and the caller sends the bytes inline.
+  // The name under which the upstream knows `region`, or nullopt: then its registration
+  // is queued (once) and the caller sends the bytes inline. A system region is registered
+  // there with its key and offset, a CUDA region with the client's IPC handle and device:
+  // the upstream opens the very same memory, and the tensor travels by reference.
   std::optional<std::string> passthroughName(const std::shared_ptr<const shm::Region>& region);
   // Whether the upstream refused client shared memory (Triton without
   // --allow-client-shm=true): everything goes inline to this endpoint from then on.
@@ -93,6 +95,7 @@ class EndpointHandoff {
     int device = 0;
     std::string cuda_handle;  // kCudaIpcHandleBytes raw bytes
     uint64_t serial = 0;      // kRegisterRegion / kUnregisterRegion: the client region's
+    // kUnregisterRegion: region_kind says which API unregisters it (system or CUDA).
   };
   // What should be sent now: the pool's registration when it is not registered (and not
   // refused), queued region registrations and unregistrations. Each Work taken is in
@@ -101,7 +104,9 @@ class EndpointHandoff {
   // Outcomes. `refused`: the upstream said client shared memory is disabled; `error`:
   // its words (logged once per kind of failure).
   void poolRegistered(bool ok, bool refused, const std::string& error);
-  void regionRegistered(uint64_t serial, bool ok, bool refused, const std::string& error);
+  // `kind`: the kind of the region registered (its Work's region_kind).
+  void regionRegistered(uint64_t serial, bool ok, bool refused, const std::string& error,
+                        shm::RegionKind kind = shm::RegionKind::kSystem);
   void regionUnregistered(uint64_t serial);
   // The endpoint went unhealthy or away: its registrations are presumed lost.
   void endpointDown();
@@ -141,8 +146,11 @@ class EndpointHandoff {
   struct Passthrough {
     State state = State::kUnregistered;
     std::string name;
+    shm::RegionKind kind = shm::RegionKind::kSystem;
     std::weak_ptr<const shm::Region> region;
   };
+  // The unregistration of `name` (a client region's copy, of `kind`) at the upstream.
+  static Work unregisterWork(std::string name, uint64_t serial, shm::RegionKind kind);
   void refuse(const std::string& error);
 
   config::HandoffConfig config_;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "shm/cuda_ipc.h"
 #include "shm/region.h"
 #include "shm/test_shm_object.h"
 
@@ -239,6 +240,66 @@ TEST(EndpointHandoffTest, ClientRegionIsRegisteredThenPassedThrough) {
   EXPECT_TRUE(h.takeWork().empty());
   h.regionUnregistered(serial);
   EXPECT_TRUE(h.takeWork().empty());
+}
+
+TEST(EndpointHandoffTest, CudaRegionIsRegisteredByItsHandleThenPassedThrough) {
+  // A client's CUDA region goes to the upstream as the client's own IPC handle and device:
+  // the upstream opens the same allocation. (Made without opening the handle: no GPU here;
+  // tests/e2e/test_cuda_shm.py runs the whole path on one.)
+  EndpointHandoff h(colocatedUpstream(/*pool_bytes=*/0), "127.0.0.1:9001");
+  std::string handle(shm::kCudaIpcHandleBytes, '\0');
+  for (size_t i = 0; i < handle.size(); ++i) handle[i] = static_cast<char>(i * 3 + 1);
+  std::shared_ptr<const shm::Region> region =
+      std::make_shared<shm::CudaRegion>("gpu", 1 << 20, handle, /*device_id=*/1, nullptr);
+  const std::string name = upstreamRegionName(h, region->serial());
+  EXPECT_EQ(h.passthroughName(region), std::nullopt);
+  std::vector<EndpointHandoff::Work> work = h.takeWork();
+  ASSERT_EQ(work.size(), 1u);
+  EXPECT_EQ(work[0].kind, Kind::kRegisterRegion);
+  EXPECT_EQ(work[0].name, name);
+  EXPECT_EQ(work[0].region_kind, shm::RegionKind::kCuda);
+  EXPECT_EQ(work[0].cuda_handle, handle);
+  EXPECT_EQ(work[0].device, 1);
+  EXPECT_EQ(work[0].byte_size, 1u << 20);
+  EXPECT_TRUE(work[0].key.empty());
+
+  h.regionRegistered(region->serial(), true, false, "", shm::RegionKind::kCuda);
+  EXPECT_EQ(h.passthroughName(region), std::optional<std::string>(name));
+
+  // Gone at the gateway: unregistered at the upstream through the CUDA API.
+  const uint64_t serial = region->serial();
+  region.reset();
+  work = h.takeWork();
+  ASSERT_EQ(work.size(), 1u);
+  EXPECT_EQ(work[0].kind, Kind::kUnregisterRegion);
+  EXPECT_EQ(work[0].region_kind, shm::RegionKind::kCuda);
+  EXPECT_EQ(work[0].name, name);
+  EXPECT_EQ(work[0].serial, serial);
+}
+
+TEST(EndpointHandoffTest, ACudaRegistrationThatEndsAfterTheRegionIsUnregisteredThroughTheCudaApi) {
+  EndpointHandoff h(colocatedUpstream(/*pool_bytes=*/0), "127.0.0.1:9001");
+  auto region = std::make_shared<shm::CudaRegion>("gpu", 4096,
+                                                  std::string(shm::kCudaIpcHandleBytes, '\x07'),
+                                                  /*device_id=*/0, nullptr);
+  const uint64_t serial = region->serial();
+  EXPECT_EQ(h.passthroughName(region), std::nullopt);
+  ASSERT_EQ(h.takeWork().size(), 1u);  // the registration, in flight
+  h.clientUnregistered(*region);        // the client let go meanwhile
+  region.reset();
+  std::vector<EndpointHandoff::Work> work = h.takeWork();
+  ASSERT_EQ(work.size(), 1u);
+  EXPECT_EQ(work[0].kind, Kind::kUnregisterRegion);
+  EXPECT_EQ(work[0].region_kind, shm::RegionKind::kCuda);
+  EXPECT_EQ(work[0].serial, serial);
+}
+
+TEST(EndpointHandoffTest, ACudaRegionWithoutOpenMemoryRefusesReadsAndWrites) {
+  shm::CudaRegion region("gpu", 64, std::string(shm::kCudaIpcHandleBytes, '\x01'), 0, nullptr);
+  uint8_t bytes[8] = {};
+  EXPECT_EQ(region.read(0, bytes).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(region.write(0, bytes).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(region.read(60, bytes).code(), absl::StatusCode::kInvalidArgument);  // range first
 }
 
 TEST(EndpointHandoffTest, RegionsGetNamesOfTheirOwnSerials) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "shm/cuda_ipc.h"
+#include "shm/cuda_standalone/check_util.h"
 
 extern char** environ;
 
@@ -32,9 +33,9 @@ namespace {
 using infergate::shm::CudaDeviceBuffer;
 using infergate::shm::CudaIpcMemory;
 using infergate::shm::kCudaIpcHandleBytes;
+using infergate::shm::standalone::toHex;
 
 constexpr uint64_t kByteSize = (1u << 20) + 3;  // not a multiple of anything convenient
-constexpr int kSkip = 77;
 
 [[noreturn]] void failWith(const std::string& who, const std::string& why) {
   std::fprintf(stderr, "cuda_ipc_check (%s): FAILED: %s\n", who.c_str(), why.c_str());
@@ -56,16 +57,6 @@ int64_t firstMismatch(const std::vector<uint8_t>& bytes, uint8_t (*pattern)(uint
     if (bytes[i] != pattern(i)) return static_cast<int64_t>(i);
   }
   return -1;
-}
-
-std::string toHex(const uint8_t* bytes, size_t n) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    out.push_back(kDigits[bytes[i] >> 4]);
-    out.push_back(kDigits[bytes[i] & 0xf]);
-  }
-  return out;
 }
 
 bool fromHex(const std::string& hex, uint8_t* out, size_t n) {
@@ -122,13 +113,7 @@ int runChild(const std::string& hex, uint64_t byte_size) {
 }
 
 int runParent() {
-  int count = 0;
-  cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess || count == 0) {
-    std::printf("no CUDA device: skipped (%s)\n",
-                status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
-    return kSkip;
-  }
+  if (infergate::shm::standalone::noCudaDevice()) return infergate::shm::standalone::kSkipExit;
   std::string error;
   std::unique_ptr<CudaDeviceBuffer> buffer = CudaDeviceBuffer::create(0, kByteSize, &error);
   if (buffer == nullptr) failWith("parent", "CudaDeviceBuffer::create failed: " + error);

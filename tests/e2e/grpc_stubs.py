@@ -17,11 +17,15 @@ _cache = {}
 def load():
     if _cache:
         return _cache["pb"], _cache["grpc"], _cache["health_pb"], _cache["health_grpc"]
-    out = tempfile.mkdtemp(prefix="infergate-stubs-")
-    protos = ["grpc_service.proto", "model_config.proto", "health.proto"]
-    subprocess.run(["protoc", "-I", _PROTO_DIR, "--python_out", out, "--grpc_out", out,
-                    "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin"] + protos,
-                   check=True)
+    # INFERGATE_PY_STUBS: stubs generated beforehand (scripts/gpu-check carries them to a
+    # machine without protoc).
+    out = os.environ.get("INFERGATE_PY_STUBS")
+    if not out:
+        out = tempfile.mkdtemp(prefix="infergate-stubs-")
+        protos = ["grpc_service.proto", "model_config.proto", "health.proto"]
+        subprocess.run(["protoc", "-I", _PROTO_DIR, "--python_out", out, "--grpc_out", out,
+                        "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin"] + protos,
+                       check=True)
     sys.path.insert(0, out)
     _cache["pb"] = importlib.import_module("grpc_service_pb2")
     _cache["grpc"] = importlib.import_module("grpc_service_pb2_grpc")

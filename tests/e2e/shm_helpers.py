@@ -13,6 +13,7 @@ from multiprocessing import shared_memory
 
 import grpc_stubs
 from grpc_stubs import grpc_outcome, stub_of
+from harness import LOOPBACK_HEAD
 
 SENTINEL = 0xA5  # the byte a new object is filled with: bytes around an output must keep it
 
@@ -117,6 +118,26 @@ def tear_down(processes, objects, what):
     if left:
         problems.append("%s left in /dev/shm: %s" % (what, left))
     return problems
+
+
+# ---- the gateway under test ----------------------------------------------------------------
+
+# A gateway with client shm on and every model on three routes, chosen by the header /
+# metadata x-path: "grpc" -> u-grpc (U over gRPC), "http" -> u-http (U over HTTP), none ->
+# local (builtin models in the gateway itself). $u_grpc / $u_http: U's addresses; append a
+# whole shm: section (string.Template's text: no other $ in it).
+THREE_PATH_GATEWAY = LOOPBACK_HEAD + """upstreams:
+  - { name: u-grpc, protocol: grpc, endpoints: ["$u_grpc"], timeout_ms: 30000 }
+  - { name: u-http, protocol: http, endpoints: ["$u_http"], timeout_ms: 30000 }
+  - { name: local, protocol: builtin }
+routes:
+  - match: { model: "*", headers: { x-path: grpc } }
+    upstream: u-grpc
+  - match: { model: "*", headers: { x-path: http } }
+    upstream: u-http
+  - match: { model: "*" }
+    upstream: local
+"""
 
 
 # ---- HTTP and gRPC calls -----------------------------------------------------------------

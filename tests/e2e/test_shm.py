@@ -47,18 +47,7 @@ OBJECTS = ShmObjects(PREFIX)  # every object made here, to check none is left be
 PATHS = ("local", "grpc", "http")
 NO_GPU = not any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0"))
 
-G_TEMPLATE = LOOPBACK_HEAD + """upstreams:
-  - { name: u-grpc, protocol: grpc, endpoints: ["$u_grpc"], timeout_ms: 30000 }
-  - { name: u-http, protocol: http, endpoints: ["$u_http"], timeout_ms: 30000 }
-  - { name: local, protocol: builtin }
-routes:
-  - match: { model: "*", headers: { x-path: grpc } }
-    upstream: u-grpc
-  - match: { model: "*", headers: { x-path: http } }
-    upstream: u-http
-  - match: { model: "*" }
-    upstream: local
-shm:
+G_TEMPLATE = shm_helpers.THREE_PATH_GATEWAY + """shm:
   enabled: true
   allowed_key_prefixes: ["/infergate_e2e_"]
   listeners: [http, grpc]
