@@ -221,6 +221,7 @@ class Bench:
         self.ports = {}  # via -> (http, grpc)
         self.pids = {}  # via -> callable giving the proxy's pids now
         self.u = None
+        self.keep_profiles = None  # --keep-profiles
 
     # -- starting and stopping --
 
@@ -593,11 +594,12 @@ def _count_lines(path):
         return []
 
 
-def scenario_instructions(bench, writer, requests, warmup):
+def scenario_instructions(bench, writer, requests, warmup, keep=None):
     """Instructions per request of the gateway process (callgrind): one gateway, 1 worker,
     reaching U both ways; per path `warmup` requests, the counters zeroed, `requests`
     requests on one connection, a dump. Machine noise does not move this figure, so one run
-    is enough (it runs once, not per round)."""
+    is enough (it runs once, not per round). With `keep`, each path's dumps are copied to
+    keep/<path>.<n>.callgrind for callgrind_annotate."""
     wrapper = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + os.path.join(bench.scratch, "cg.%p")]
     g = InfergateProcess(bench.infergate, "callgrind", routed_gateway_config(bench, "callgrind"),
                          bench.scratch, wrapper=wrapper)
@@ -625,6 +627,10 @@ def scenario_instructions(bench, writer, requests, warmup):
                         if line.startswith("summary:"):
                             total += int(line.split()[1])
                             break
+            if keep:
+                os.makedirs(keep, exist_ok=True)
+                for n, dump in enumerate(sorted(_dumps(bench.scratch, g.pid))):
+                    shutil.copyfile(dump, os.path.join(keep, f"{name}.{n}.callgrind"))
             writer.row({"scenario": "instructions", "path": name, "kind": kind, "upstream": upstream,
                         "size_bytes": 64, "requests": requests,
                         "instructions_per_request": total // requests})
@@ -674,6 +680,8 @@ def parse_args():
     parser.add_argument("--out", help="results directory (default bench/results/<date>/suite[-quick])")
     parser.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
     parser.add_argument("--no-build", action="store_true")
+    parser.add_argument("--keep-profiles", metavar="DIR",
+                        help="instructions: keep each path's callgrind dumps in DIR (for callgrind_annotate)")
     parser.add_argument("--compare", metavar="SUMMARY_JSON",
                         help="flag every stable figure (counts, memory, ratios within a round) worse "
                              "than this saved summary's by more than its spread")
@@ -729,7 +737,8 @@ def measure(bench, scenarios, out):
         if "instructions" in scenarios:
             t = time.time()
             writer = CsvWriter(os.path.join(out, "instructions.csv"), INSTRUCTION_COLUMNS)
-            scenario_instructions(bench, writer, g["instructions"]["requests"], g["instructions"]["warmup"])
+            scenario_instructions(bench, writer, g["instructions"]["requests"], g["instructions"]["warmup"],
+                                  keep=bench.keep_profiles)
             writer.close()
             print(f"  instructions in {time.time() - t:.0f} s", file=sys.stderr)
         if "copies" in scenarios:
@@ -785,7 +794,9 @@ def main():
     os.makedirs(out, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="infergate-suite.")
     started, load_start = time.time(), open("/proc/loadavg").read().split()[:3]
-    status = measure(Bench(g, scratch, args.build_dir), args.scenarios, out)
+    bench = Bench(g, scratch, args.build_dir)
+    bench.keep_profiles = args.keep_profiles and os.path.abspath(args.keep_profiles)
+    status = measure(bench, args.scenarios, out)
     if status != 0:
         print(f"bench/run: logs kept in {scratch}", file=sys.stderr)
         return status

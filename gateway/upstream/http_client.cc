@@ -74,6 +74,9 @@
 #include <unistd.h>
 
 #include "config/listen_address.h"
+#include "gateway/upstream/http_call_delivery.h"
+#include "gateway/upstream/http_client_common.h"
+#include "gateway/upstream/http_client_native.h"
 #include "gateway/upstream/http_client_tls.h"
 #include "gateway/upstream/upstream_status.h"
 
@@ -82,32 +85,12 @@ namespace {
 
 using codecs::Status;
 using codecs::strCat;
-
-// What may stand as a request line's target: an origin-form path, no control byte, no space.
-bool sendableTarget(std::string_view target) {
-  if (target.empty() || target.front() != '/') return false;
-  for (char c : target) {
-    const auto b = static_cast<unsigned char>(c);
-    if (b <= 0x20 || b == 0x7f) return false;
-  }
-  return true;
-}
-
-// `bytes` for a message, control bytes and DEL written \xNN.
-std::string visibleBytes(std::string_view bytes) {
-  std::string out;
-  for (char c : bytes) {
-    const auto b = static_cast<unsigned char>(c);
-    if (b < 0x20 || b == 0x7f) {
-      char hex[5];
-      std::snprintf(hex, sizeof(hex), "\\x%02x", b);
-      out += hex;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+using http_client_detail::callPrefix;
+using http_client_detail::endpointText;
+using http_client_detail::equalsIgnoreCase;
+using http_client_detail::forwardableHeader;
+using http_client_detail::sendableTarget;
+using http_client_detail::unsendableTargetMessage;
 
 // Easy handles kept for reuse. Beyond this many idle ones (after a burst), they are freed.
 constexpr size_t kMaxIdleEasyHandles = 32;
@@ -131,14 +114,6 @@ void initCurlOnce() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-char asciiLower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + ('a' - 'A')) : c; }
-
-bool equalsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return asciiLower(x) == asciiLower(y);
-         });
-}
-
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() &&
@@ -146,42 +121,6 @@ std::string_view trim(std::string_view s) {
     s.remove_suffix(1);
   }
   return s;
-}
-
-// Request headers the client itself owns: message framing (Content-Length is set from the
-// body; a forwarded Transfer-Encoding would make libcurl upload chunked), the connection's
-// keep-alive, and hop-by-hop headers that must not cross a proxy (RFC 9110 7.6.1).
-bool isClientOwnedHeader(std::string_view name) {
-  static constexpr std::string_view kNames[] = {
-      "content-length", "transfer-encoding", "connection", "keep-alive", "proxy-connection",
-      "upgrade", "te", "trailer", "expect",
-  };
-  for (std::string_view n : kNames) {
-    if (equalsIgnoreCase(name, n)) return true;
-  }
-  return false;
-}
-
-// A header name is an RFC 9110 token; anything else (':', spaces, CR/LF) would change the
-// meaning of the header line libcurl builds from it.
-bool validHeaderName(std::string_view name) {
-  if (name.empty()) return false;
-  for (char c : name) {
-    bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-    if (!alnum && std::string_view("!#$%&'*+-.^_`|~").find(c) == std::string_view::npos) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// CR, LF or NUL in a value would split the header line or cut it short.
-bool validHeaderValue(std::string_view value) {
-  return value.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
-}
-
-std::string endpointText(const config::ListenAddress& e) {
-  return e.text.empty() ? config::formatAddress(e) : e.text;
 }
 
 class CurlMultiClient;
@@ -270,8 +209,6 @@ class CurlMultiClient {
   void afterAction();
   void collectFinished();
   void deliverNews();
-  // Runs what `call` has for its user; false when a callback destroyed the client.
-  bool deliver(Call& call, const bool& destroyed);
   void markNews(Call& call);
 
   void armDeadline(Call& call);
@@ -473,11 +410,7 @@ Status CurlMultiClient::configure(Call& call, const config::ListenAddress& endpo
   // matches the raw path). Given inside CURLOPT_URL, libcurl would percent-encode bytes
   // >= 0x80, so a UTF-8 model name would reach the upstream as another name. Only what
   // cannot stand in a request line is refused: the request's fault, never sent.
-  if (!sendableTarget(r.target)) {
-    return codecs::invalidArgument(prefix(call), "the target \"", visibleBytes(r.target),
-                                   "\" cannot be sent (a request target is '/' and bytes "
-                                   "other than controls and space)");
-  }
+  if (!sendableTarget(r.target)) return codecs::invalidArgument(unsendableTargetMessage(prefix(call), r.target));
   const HttpClientTls* tls = options_.tls ? &*options_.tls : nullptr;
   std::string url = baseUrl(endpoint, tls);
   url += '/';
@@ -544,7 +477,7 @@ Status CurlMultiClient::configure(Call& call, const config::ListenAddress& endpo
   };
   for (const auto& [name, value] : r.headers) {
     // Unsendable headers are dropped: none can come from a parsed client request.
-    if (!validHeaderName(name) || !validHeaderValue(value) || isClientOwnedHeader(name)) continue;
+    if (!forwardableHeader(name, value)) continue;
     has_accept = has_accept || equalsIgnoreCase(name, "accept");
     has_content_type = has_content_type || equalsIgnoreCase(name, "content-type");
     // "Name;" is libcurl's spelling of a header with an empty value ("Name:" removes one).
@@ -580,7 +513,7 @@ void CurlMultiClient::cancel(Call& call) {
   abandonTransfer(call);
   dropDeadline(call);
   call.owner = nullptr;
-  // Not running: deliver() moves the callbacks it runs out of the Call first.
+  // Not running: deliverCall() moves the callbacks it runs out of the Call first.
   call.callbacks = {};
   call.pieces.clear();
   calls_.erase(&call);
@@ -729,62 +662,7 @@ void CurlMultiClient::markNews(Call& call) {
 }
 
 void CurlMultiClient::deliverNews() {
-  if (news_.empty()) return;
-  std::vector<std::shared_ptr<Call>> batch;
-  batch.swap(news_);
-  bool destroyed = false;
-  bool* outer = destroyed_;
-  destroyed_ = &destroyed;
-  for (const std::shared_ptr<Call>& call : batch) {
-    call->queued = false;
-    if (!deliver(*call, destroyed)) {
-      if (outer != nullptr) *outer = true;
-      return;  // `this` is gone; `batch` only releases Calls
-    }
-  }
-  destroyed_ = outer;
-}
-
-bool CurlMultiClient::deliver(Call& call, const bool& destroyed) {
-  if (call.owner == nullptr) return true;  // cancelled since it was queued
-  // Run from a local: a callback may cancel this call or destroy the client, which clears
-  // call.callbacks; the function being run must outlive its own execution.
-  HttpUpstreamCallbacks cb = std::move(call.callbacks);
-  call.callbacks = {};
-  auto stopped = [&] { return destroyed || call.owner == nullptr; };
-
-  if (cb.on_head) {
-    if (call.head_complete && !call.head_delivered) {
-      call.head_delivered = true;
-      cb.on_head(call.status, call.headers);
-      if (stopped()) return !destroyed;
-    }
-    while (!call.pieces.empty()) {
-      std::vector<codecs::Buffer> pieces;
-      pieces.swap(call.pieces);
-      for (codecs::Buffer& piece : pieces) {
-        if (cb.on_data) cb.on_data(std::move(piece));
-        if (stopped()) return !destroyed;
-      }
-    }
-  }
-  if (!call.finished) {
-    call.callbacks = std::move(cb);
-    return true;
-  }
-
-  codecs::StatusOr<HttpUpstreamResponse> result(HttpUpstreamResponse{});
-  if (call.outcome.ok()) {
-    result->status = call.status;
-    result->headers = std::move(call.headers);
-    if (!call.streaming) result->body = std::move(call.body).freeze(call.body_used);
-  } else {
-    result = std::move(call.outcome);
-  }
-  call.owner = nullptr;
-  auto keep = calls_.extract(&call);  // `batch` still holds the Call
-  if (cb.on_complete) cb.on_complete(std::move(result));
-  return !destroyed;
+  http_client_detail::deliverNews(news_, calls_, destroyed_);
 }
 
 // ---- libcurl data callbacks (inside curl_multi_socket_action: record only) ----
@@ -915,7 +793,7 @@ int CurlMultiClient::onSeek(void* userdata, curl_off_t offset, int origin) {
 // ---- errors ----
 
 std::string CurlMultiClient::prefix(const Call& call) const {
-  return strCat("upstream '", options_.upstream_name, "' (", call.endpoint, "): ");
+  return callPrefix(options_.upstream_name, call.endpoint);
 }
 
 Status CurlMultiClient::outcomeOf(const Call& call, CURLcode result) const {
@@ -1008,9 +886,14 @@ Status CurlMultiClient::outcomeOf(const Call& call, CURLcode result) const {
 
 }  // namespace
 
+// Plaintext endpoints a socket can reach without a resolver go to the native engine; TLS
+// and host names stay with libcurl (its TLS session handling and threaded resolver).
 struct HttpUpstreamClient::Impl {
-  Impl(http::EventLoop& loop, HttpClientOptions options) : client(loop, std::move(options)) {}
-  CurlMultiClient client;
+  Impl(http::EventLoop& loop, HttpClientOptions options)
+      : native(loop, options), curl(loop, options), options(std::move(options)) {}
+  NativeHttpClient native;
+  CurlMultiClient curl;
+  HttpClientOptions options;
 };
 
 HttpUpstreamClient::HttpUpstreamClient(http::EventLoop& loop, HttpClientOptions options)
@@ -1018,12 +901,18 @@ HttpUpstreamClient::HttpUpstreamClient(http::EventLoop& loop, HttpClientOptions 
 
 HttpUpstreamClient::~HttpUpstreamClient() = default;
 
-void HttpUpstreamClient::abandonAll() { impl_->client.abandonAll(); }
+void HttpUpstreamClient::abandonAll() {
+  impl_->native.abandonAll();
+  impl_->curl.abandonAll();
+}
 
 std::shared_ptr<HttpCallHandle> HttpUpstreamClient::send(const config::ListenAddress& endpoint,
                                                          HttpUpstreamRequest request,
                                                          HttpUpstreamCallbacks callbacks) {
-  return impl_->client.send(endpoint, std::move(request), std::move(callbacks));
+  if (NativeHttpClient::serves(endpoint, impl_->options)) {
+    return impl_->native.send(endpoint, std::move(request), std::move(callbacks));
+  }
+  return impl_->curl.send(endpoint, std::move(request), std::move(callbacks));
 }
 
 }  // namespace infergate::gateway::upstream

@@ -1,21 +1,29 @@
 #pragma once
 
-// The HTTP/1.1 client toward upstreams of `protocol: http`: libcurl's multi interface
-// driven by one worker's libevent loop (CURLMOPT_SOCKETFUNCTION / TIMERFUNCTION), so no
-// thread waits on a request. One HttpUpstreamClient per event loop; it keeps connections
-// alive and reuses them (up to `max_connections` per endpoint).
+// The HTTP/1.1 client toward upstreams of `protocol: http`, driven by one worker's libevent
+// loop so that no thread waits on a request. One HttpUpstreamClient per event loop; it keeps
+// connections alive and reuses them (up to `max_connections` per endpoint). Two engines
+// behind the one interface, chosen per endpoint:
+//
+//   native   plaintext to an IP literal or a unix: path (http_client_native.h): the
+//            gateway's own HTTP/1.1 on non-blocking sockets, for the per-request cost
+//   libcurl  TLS, and endpoints named by host name (its resolver runs off the loop):
+//            libcurl's multi interface (CURLMOPT_SOCKETFUNCTION / TIMERFUNCTION)
+//
+// Both meet everything below, message texts included; the client tests run against both.
 //
 //   send(endpoint, request, callbacks)
-//     request body: read by libcurl straight from the BufferChain's segments (libcurl's
-//                   upload buffer is the one copy on this path); Content-Length is set,
-//                   never chunked; no Expect: 100-continue
+//     request body: read straight from the BufferChain's segments (native: handed to the
+//                   socket as they are; libcurl: its upload buffer is the one copy on
+//                   this path); Content-Length is set, never chunked; no Expect:
+//                   100-continue
 //     response:     buffered whole into one Buffer (reserved from Content-Length) and
 //                   handed to on_complete; or, when on_head is set, streamed: on_head once
 //                   the status and headers are in, on_data for each piece as it arrives
 //                   (server-sent events are relayed this way), then on_complete with an
 //                   empty body
 //
-// Endpoints: "host:port", "[v6]:port" or "unix:/path" (CURLOPT_UNIX_SOCKET_PATH).
+// Endpoints: "host:port", "[v6]:port" or "unix:/path".
 //
 // TLS (options.tls): https to every endpoint, unix: ones included; the certificate's chain
 // and name are verified (server_name, or the endpoint's host) unless told otherwise;
@@ -26,9 +34,9 @@
 //   UNAVAILABLE        connection refused / reset / closed before a full response,
 //                      name not resolved, connect timeout, TLS handshake failed or the
 //                      upstream's certificate not accepted; the ones before any byte was
-//                      sent (refused, not resolved, connect timeout, handshake, and libcurl
-//                      never took body bytes: it re-sends on a new connection when a reused
-//                      one breaks) are marked markNotSent (upstream_status.h)
+//                      sent (refused, not resolved, connect timeout, handshake, and no
+//                      byte of the request left: a request whose reused connection breaks
+//                      is sent again on a new one) are marked markNotSent (upstream_status.h)
 //   DEADLINE_EXCEEDED  the request's timeout passed
 //   INVALID_ARGUMENT, stamped ErrorOrigin::kUpstream (-> 502)
 //                      a response that is not HTTP/1.x, or malformed (a broken chunked
@@ -99,8 +107,15 @@ struct HttpClientTls {
   bool verify = true;    // false only for insecure_skip_verify: no chain, no name check
 };
 
+// Which engine serves an endpoint (see the top of this file).
+enum class HttpClientEngine {
+  kAuto,     // native where it can, libcurl for TLS and host names
+  kLibcurl,  // libcurl for every endpoint (the fallback, and how its tests reach it)
+};
+
 struct HttpClientOptions {
   std::string upstream_name;  // for messages
+  HttpClientEngine engine = HttpClientEngine::kAuto;
   uint32_t max_connections_per_endpoint = 64;
   std::chrono::milliseconds connect_timeout{5000};
   std::optional<HttpClientTls> tls;  // absent = plaintext

@@ -196,6 +196,17 @@ class RawUpstream {
     while (fill(fd, ignored)) {
     }
   }
+  // One connection: its request read, `reply` written, then (with `wait_for_close`) held
+  // until the client closes it; closed. False when no client came.
+  bool answerOne(std::string_view reply, bool wait_for_close = true) {
+    int fd = accept();
+    if (fd < 0) return false;
+    readRequest(fd);
+    write(fd, reply);
+    if (wait_for_close) drain(fd);
+    ::close(fd);
+    return true;
+  }
 
  private:
   static bool fill(int fd, std::string& in) {
@@ -220,9 +231,12 @@ struct Seen {
   std::string body;
 };
 
-class HttpClientTest : public ::testing::Test {
+// Every test runs against both engines (http_client.h): the endpoints here are IP literals
+// and unix paths, which kAuto gives to the native engine.
+class HttpClientTest : public ::testing::TestWithParam<HttpClientEngine> {
  protected:
   void SetUp() override {
+    options_.engine = GetParam();
     server_ = std::make_unique<HttpTestUpstream>(
         [this](std::shared_ptr<HttpExchange> e) { handle(std::move(e)); });
     auto bound = server_->listenOnLoopback();
@@ -366,7 +380,7 @@ class HttpClientTest : public ::testing::Test {
 
 // ---- round trips ----
 
-TEST_F(HttpClientTest, GetRoundTripCarriesHeadersBothWays) {
+TEST_P(HttpClientTest, GetRoundTripCarriesHeadersBothWays) {
   HttpUpstreamRequest request = get("/echo?x=1");
   request.headers = {{"X-Trace", "abc"},
                      {"Authorization", "Bearer t"},
@@ -400,7 +414,7 @@ TEST_F(HttpClientTest, GetRoundTripCarriesHeadersBothWays) {
   EXPECT_EQ(seen.headers.find("Content-Type"), nullptr);
 }
 
-TEST_F(HttpClientTest, PostSendsTheBodyWithContentLengthAndNoCurlDefaults) {
+TEST_P(HttpClientTest, PostSendsTheBodyWithContentLengthAndNoCurlDefaults) {
   HttpUpstreamRequest request = post("/echo", "{\"inputs\":[]}");
   // Framing headers are the client's own: a forwarded Transfer-Encoding must not make the
   // body chunked, nor a stale Content-Length go out twice.
@@ -435,7 +449,7 @@ TEST_F(HttpClientTest, PostSendsTheBodyWithContentLengthAndNoCurlDefaults) {
   EXPECT_EQ(*seen.headers.find("Accept"), "application/json");
 }
 
-TEST_F(HttpClientTest, EmptyPostSendsContentLengthZero) {
+TEST_P(HttpClientTest, EmptyPostSendsContentLengthZero) {
   auto r = fetch(post("/echo", ""));
   ASSERT_TRUE(r.ok()) << r.status();
   Seen seen = lastSeen();
@@ -444,7 +458,7 @@ TEST_F(HttpClientTest, EmptyPostSendsContentLengthZero) {
   EXPECT_EQ(*seen.headers.find("Content-Length"), "0");
 }
 
-TEST_F(HttpClientTest, OtherMethodsGoOutByName) {
+TEST_P(HttpClientTest, OtherMethodsGoOutByName) {
   HttpUpstreamRequest put = post("/echo", "abc");
   put.method = "PUT";
   auto r = fetch(std::move(put));
@@ -468,7 +482,7 @@ TEST_F(HttpClientTest, OtherMethodsGoOutByName) {
   EXPECT_TRUE(r->body.empty());
 }
 
-TEST_F(HttpClientTest, LargeBodyFromSegmentsArrivesByteExact) {
+TEST_P(HttpClientTest, LargeBodyFromSegmentsArrivesByteExact) {
   constexpr size_t kTotal = 64 << 20;
   // Uneven segments, as an encoder's chain would be: a JSON header then tensor blobs.
   const size_t sizes[] = {117, (16 << 20) + 3, 1, (32 << 20) - 121,
@@ -496,7 +510,7 @@ TEST_F(HttpClientTest, LargeBodyFromSegmentsArrivesByteExact) {
   EXPECT_TRUE(seen.body == expected);
 }
 
-TEST_F(HttpClientTest, BufferedModeAssemblesAChunkedBodyOfUnknownLength) {
+TEST_P(HttpClientTest, BufferedModeAssemblesAChunkedBodyOfUnknownLength) {
   auto r = fetch(get("/chunks"));
   ASSERT_TRUE(r.ok()) << r.status();
   std::string expected;
@@ -506,7 +520,7 @@ TEST_F(HttpClientTest, BufferedModeAssemblesAChunkedBodyOfUnknownLength) {
   EXPECT_EQ(r->headers.find("Content-Length"), nullptr);
 }
 
-TEST_F(HttpClientTest, UpstreamErrorStatusIsAResponseNotAnError) {
+TEST_P(HttpClientTest, UpstreamErrorStatusIsAResponseNotAnError) {
   auto r = fetch(post("/error", "{}"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->status, 500);
@@ -515,7 +529,7 @@ TEST_F(HttpClientTest, UpstreamErrorStatusIsAResponseNotAnError) {
   EXPECT_EQ(*r->headers.find("Content-Type"), "application/json");
 }
 
-TEST_F(HttpClientTest, BodiesPassThroughWithoutDecoding) {
+TEST_P(HttpClientTest, BodiesPassThroughWithoutDecoding) {
   HttpUpstreamRequest request = get("/encoded");
   request.headers = {{"Accept-Encoding", "gzip"}};  // the client's, forwarded
   auto r = fetch(std::move(request));
@@ -525,7 +539,7 @@ TEST_F(HttpClientTest, BodiesPassThroughWithoutDecoding) {
   EXPECT_EQ(*lastSeen().headers.find("Accept-Encoding"), "gzip");
 }
 
-TEST_F(HttpClientTest, RawTargetReachesTheServerUnnormalised) {
+TEST_P(HttpClientTest, RawTargetReachesTheServerUnnormalised) {
   // Bytes >= 0x80 too: a UTF-8 model name must not arrive percent-encoded (another name).
   for (std::string target : {"/v2/models/a%2Fb/infer", "/v2/models/x/../y/./infer?q=a%20b&r=%2e%2e",
                              "/v2/models/mod\xc3\xa8le/infer", "/v2/models/\xff\x80/ready"}) {
@@ -535,7 +549,7 @@ TEST_F(HttpClientTest, RawTargetReachesTheServerUnnormalised) {
   }
 }
 
-TEST_F(HttpClientTest, UnixSocketEndpoint) {
+TEST_P(HttpClientTest, UnixSocketEndpoint) {
   auto r = fetch(post("/echo", "over a unix socket"), &unix_endpoint_);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->body.view(), "over a unix socket");
@@ -544,7 +558,7 @@ TEST_F(HttpClientTest, UnixSocketEndpoint) {
   EXPECT_EQ(*seen.headers.find("Host"), "localhost");
 }
 
-TEST_F(HttpClientTest, Ipv6Endpoint) {
+TEST_P(HttpClientTest, Ipv6Endpoint) {
   HttpTestUpstream server([](std::shared_ptr<HttpExchange> e) {
     e->respond(HttpResponse::json(200, R"({"v6":true})"));
   });
@@ -559,7 +573,7 @@ TEST_F(HttpClientTest, Ipv6Endpoint) {
   EXPECT_EQ(r->body.view(), R"({"v6":true})");
 }
 
-TEST_F(HttpClientTest, UnsendableTargetIsTheRequestsFault) {
+TEST_P(HttpClientTest, UnsendableTargetIsTheRequestsFault) {
   const size_t before = seenCount();
   for (std::string target : {std::string("/v2/models/a b/infer"), std::string("/echo\r\nX-Evil: 1"),
                              std::string("/v2/models/a\0b/infer", 21), std::string("/a\tb"),
@@ -587,7 +601,7 @@ HttpResponse echo(const std::shared_ptr<HttpExchange>& e) {
   return r;
 }
 
-TEST_F(HttpClientTest, SequentialRequestsReuseOneConnection) {
+TEST_P(HttpClientTest, SequentialRequestsReuseOneConnection) {
   LoopThread upstream_thread;
   CountingUpstream upstream(upstream_thread,
                             [](std::shared_ptr<HttpExchange> e) { e->respond(echo(e)); });
@@ -635,7 +649,7 @@ int sendConcurrently(LoopThread& thread, std::function<HttpUpstreamClient&()> cl
   return *intact;
 }
 
-TEST_F(HttpClientTest, ConcurrentRequestsAllComplete) {
+TEST_P(HttpClientTest, ConcurrentRequestsAllComplete) {
   LoopThread upstream_thread;
   CountingUpstream upstream(upstream_thread,
                             [](std::shared_ptr<HttpExchange> e) { e->respond(echo(e)); });
@@ -647,7 +661,7 @@ TEST_F(HttpClientTest, ConcurrentRequestsAllComplete) {
   EXPECT_LE(upstream.accepted(), 64);  // max_connections_per_endpoint's default
 }
 
-TEST_F(HttpClientTest, RequestsBeyondTheConnectionCapQueue) {
+TEST_P(HttpClientTest, RequestsBeyondTheConnectionCapQueue) {
   options_.max_connections_per_endpoint = 2;
   LoopThread upstream_thread;
   CountingUpstream upstream(upstream_thread,
@@ -659,7 +673,7 @@ TEST_F(HttpClientTest, RequestsBeyondTheConnectionCapQueue) {
   EXPECT_LE(upstream.accepted(), 2);
 }
 
-TEST_F(HttpClientTest, ResendsTheBodyWhenAReusedConnectionTurnsOutDead) {
+TEST_P(HttpClientTest, ResendsTheBodyWhenAReusedConnectionTurnsOutDead) {
   // The upstream answers the first request, then closes the kept-alive connection on
   // reading the second without answering: libcurl retries on a fresh connection, which
   // needs the body from its start again (CURLOPT_SEEKFUNCTION).
@@ -693,7 +707,7 @@ TEST_F(HttpClientTest, ResendsTheBodyWhenAReusedConnectionTurnsOutDead) {
   EXPECT_EQ(contains(resent, "\r\n\r\nseg-1|seg-2|seg-3"), "");
 }
 
-TEST_F(HttpClientTest, ARequestResentAfterAReusedConnectionDiedIsNotMarkedNotSent) {
+TEST_P(HttpClientTest, ARequestResentAfterAReusedConnectionDiedIsNotMarkedNotSent) {
   // The second request reaches the upstream on the kept-alive connection, which then dies
   // unanswered; libcurl's fresh connection for the resend is refused. The connect error
   // must not claim the request never got there: the upstream may be running it.
@@ -715,7 +729,7 @@ TEST_F(HttpClientTest, ARequestResentAfterAReusedConnectionDiedIsNotMarkedNotSen
 
 // ---- streaming ----
 
-TEST_F(HttpClientTest, StreamingDeliversHeadThenPiecesBeforeTheEnd) {
+TEST_P(HttpClientTest, StreamingDeliversHeadThenPiecesBeforeTheEnd) {
   // The server sends "data: 1", then waits; only once the client has seen that piece does
   // it send "data: 2" and end. A client that buffered would never see the first piece
   // alone, and the test would time out.
@@ -760,7 +774,7 @@ TEST_F(HttpClientTest, StreamingDeliversHeadThenPiecesBeforeTheEnd) {
   EXPECT_EQ(events.back(), "complete");
 }
 
-TEST_F(HttpClientTest, StreamingResponseWithoutBodyStillGetsItsHead) {
+TEST_P(HttpClientTest, StreamingResponseWithoutBodyStillGetsItsHead) {
   std::promise<void> complete;
   std::vector<std::string> events;
   client_thread_.run([&] {
@@ -779,16 +793,10 @@ TEST_F(HttpClientTest, StreamingResponseWithoutBodyStillGetsItsHead) {
   EXPECT_EQ(events, (std::vector<std::string>{"head 200", "complete 200"}));
 }
 
-TEST_F(HttpClientTest, InterimResponsesAreSkipped) {
+TEST_P(HttpClientTest, InterimResponsesAreSkipped) {
   RawUpstream upstream([](RawUpstream& u) {
-    int fd = u.accept();
-    if (fd < 0) return;
-    RawUpstream::readRequest(fd);
-    RawUpstream::write(fd,
-                       "HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\n"
-                       "HTTP/1.1 201 Created\r\nX-Final: yes\r\nContent-Length: 2\r\n\r\nok");
-    RawUpstream::drain(fd);
-    ::close(fd);
+    u.answerOne("HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\n"
+                "HTTP/1.1 201 Created\r\nX-Final: yes\r\nContent-Length: 2\r\n\r\nok");
   });
   auto r = fetch(post("/x", "body"), &upstream.endpoint());
   client_thread_.run([this] { client_.reset(); });
@@ -802,7 +810,7 @@ TEST_F(HttpClientTest, InterimResponsesAreSkipped) {
 
 // ---- errors ----
 
-TEST_F(HttpClientTest, ConnectionRefusedIsUnavailable) {
+TEST_P(HttpClientTest, ConnectionRefusedIsUnavailable) {
   // A bound socket that does not listen: the port stays ours, and connecting is refused.
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
@@ -823,7 +831,7 @@ TEST_F(HttpClientTest, ConnectionRefusedIsUnavailable) {
   EXPECT_TRUE(wasNotSent(r.status()));  // safe to send to another endpoint
 }
 
-TEST_F(HttpClientTest, RequestTimeoutIsDeadlineExceeded) {
+TEST_P(HttpClientTest, RequestTimeoutIsDeadlineExceeded) {
   HttpUpstreamRequest request = get("/hold");
   request.timeout = 200ms;
   auto r = fetch(std::move(request));
@@ -867,7 +875,7 @@ class FullBacklog {
   config::ListenAddress endpoint_;
 };
 
-TEST_F(HttpClientTest, ConnectTimeoutIsUnavailable) {
+TEST_P(HttpClientTest, ConnectTimeoutIsUnavailable) {
   FullBacklog upstream;
   options_.connect_timeout = 150ms;
   auto r = fetch(get("/"), &upstream.endpoint());
@@ -891,7 +899,7 @@ TEST_F(HttpClientTest, ConnectTimeoutIsUnavailable) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
 }
 
-TEST_F(HttpClientTest, QueuedRequestStillTimesOut) {
+TEST_P(HttpClientTest, QueuedRequestStillTimesOut) {
   // One connection allowed and held by an unanswered request: the second request waits
   // in libcurl's queue, and its own timeout must still end it.
   options_.max_connections_per_endpoint = 1;
@@ -904,7 +912,7 @@ TEST_F(HttpClientTest, QueuedRequestStillTimesOut) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
 }
 
-TEST_F(HttpClientTest, GarbageResponseIsAnUpstreamInvalidArgument) {
+TEST_P(HttpClientTest, GarbageResponseIsAnUpstreamInvalidArgument) {
   RawUpstream upstream([](RawUpstream& u) {
     int fd = u.accept();
     if (fd < 0) return;
@@ -923,13 +931,91 @@ TEST_F(HttpClientTest, GarbageResponseIsAnUpstreamInvalidArgument) {
             "");
 }
 
-TEST_F(HttpClientTest, ConnectionClosedMidBodyIsUnavailable) {
+TEST_P(HttpClientTest, BytesOnAnIdleConnectionRetireIt) {
+  // An answer nobody asked for arrives on the kept-alive connection while it is idle. The
+  // client must close it rather than read those bytes as the answer to its next request.
+  std::promise<void> first_answered, idle_closed;
+  auto closed = idle_closed.get_future();
+  RawUpstream upstream([&](RawUpstream& u) {
+    int first = u.accept();
+    if (first < 0) return;
+    RawUpstream::readRequest(first);
+    RawUpstream::write(first, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na");
+    first_answered.get_future().wait();
+    RawUpstream::write(first, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray");
+    RawUpstream::drain(first);  // returns once the client closed it (or after 10 s)
+    ::close(first);
+    idle_closed.set_value();
+    u.answerOne("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb");
+  });
+  auto r = fetch(get("/first"), &upstream.endpoint());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "a");
+  first_answered.set_value();
+  ASSERT_EQ(closed.wait_for(kWait), std::future_status::ready);
+  r = fetch(get("/second"), &upstream.endpoint());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "b");
+  client_thread_.run([this] { client_.reset(); });  // closes the connection: the script ends
+}
+
+TEST_P(HttpClientTest, BytesAfterAnAnswerRetireTheConnection) {
+  // The answer comes with more bytes behind it in the same write: the answer is taken, the
+  // connection is not reused (what follows would be read as the next request's answer).
   RawUpstream upstream([](RawUpstream& u) {
-    int fd = u.accept();
-    if (fd < 0) return;
-    RawUpstream::readRequest(fd);
-    RawUpstream::write(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly some");
-    ::close(fd);
+    int first = u.accept();
+    if (first < 0) return;
+    RawUpstream::readRequest(first);
+    RawUpstream::write(first,
+                       "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"
+                       "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray");
+    RawUpstream::drain(first);
+    ::close(first);
+    u.answerOne("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb");
+  });
+  auto r = fetch(get("/first"), &upstream.endpoint());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "a");
+  r = fetch(get("/second"), &upstream.endpoint());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "b");
+  client_thread_.run([this] { client_.reset(); });
+}
+
+TEST_P(HttpClientTest, ABodyThatRunsToTheEndOfTheConnectionIsWhole) {
+  // Neither a length nor chunks: the body ends with the connection (RFC 9112 6.3 rule 8),
+  // and the next request goes on a fresh connection.
+  RawUpstream upstream([](RawUpstream& u) {
+    for (const char* body : {"until the end", "again"}) {
+      if (!u.answerOne(std::string("HTTP/1.1 200 OK\r\nX-Framing: none\r\n\r\n") + body,
+                       /*wait_for_close=*/false)) {
+        return;
+      }
+    }
+  });
+  auto r = fetch(get("/first"), &upstream.endpoint());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "until the end");
+  r = fetch(get("/second"), &upstream.endpoint());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "again");
+}
+
+TEST_P(HttpClientTest, MalformedChunkedBodyIsAnUpstreamInvalidArgument) {
+  RawUpstream upstream([](RawUpstream& u) {
+    u.answerOne("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nfine\r\nnot-a-size\r\n");
+  });
+  auto r = fetch(get("/"), &upstream.endpoint());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_EQ(codecs::originOf(r.status()), codecs::ErrorOrigin::kUpstream);
+  EXPECT_EQ(contains(std::string(codecs::messageOf(r.status())), "malformed chunked body"), "");
+  client_thread_.run([this] { client_.reset(); });  // the script's drain ends
+}
+
+TEST_P(HttpClientTest, ConnectionClosedMidBodyIsUnavailable) {
+  RawUpstream upstream([](RawUpstream& u) {
+    u.answerOne("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly some", /*wait_for_close=*/false);
   });
   auto r = fetch(get("/"), &upstream.endpoint());
   ASSERT_FALSE(r.ok());
@@ -938,7 +1024,7 @@ TEST_F(HttpClientTest, ConnectionClosedMidBodyIsUnavailable) {
 
 // ---- cancellation and teardown ----
 
-TEST_F(HttpClientTest, CancelMidFlightGivesNoCallbackAndTheNextRequestWorks) {
+TEST_P(HttpClientTest, CancelMidFlightGivesNoCallbackAndTheNextRequestWorks) {
   auto callbacks_run = std::make_shared<std::atomic<int>>(0);
   std::shared_ptr<HttpCallHandle> handle;
   client_thread_.run([&] {
@@ -958,7 +1044,7 @@ TEST_F(HttpClientTest, CancelMidFlightGivesNoCallbackAndTheNextRequestWorks) {
   EXPECT_EQ(callbacks_run->load(), 0);
 }
 
-TEST_F(HttpClientTest, CancelFromInsideOnDataIsSafe) {
+TEST_P(HttpClientTest, CancelFromInsideOnDataIsSafe) {
   std::promise<void> first_piece;
   auto completions = std::make_shared<std::atomic<int>>(0);
   auto handle = std::make_shared<std::shared_ptr<HttpCallHandle>>();
@@ -981,7 +1067,7 @@ TEST_F(HttpClientTest, CancelFromInsideOnDataIsSafe) {
   EXPECT_EQ(completions->load(), 0);
 }
 
-TEST_F(HttpClientTest, DestroyingTheClientFromItsOwnCallbackIsSafe) {
+TEST_P(HttpClientTest, DestroyingTheClientFromItsOwnCallbackIsSafe) {
   auto held_callbacks = std::make_shared<std::atomic<int>>(0);
   std::promise<void> destroyed;
   client_thread_.run([&] {
@@ -1006,7 +1092,7 @@ TEST_F(HttpClientTest, DestroyingTheClientFromItsOwnCallbackIsSafe) {
   ASSERT_TRUE(fetch(get("/echo")).ok());  // a new client works
 }
 
-TEST_F(HttpClientTest, DestructorWithRequestsInFlightCallsNothingAndLeaksNothing) {
+TEST_P(HttpClientTest, DestructorWithRequestsInFlightCallsNothingAndLeaksNothing) {
   constexpr int kInFlight = 10;
   auto callbacks_run = std::make_shared<std::atomic<int>>(0);
   std::vector<std::shared_ptr<HttpCallHandle>> handles;
@@ -1040,7 +1126,7 @@ TEST_F(HttpClientTest, DestructorWithRequestsInFlightCallsNothingAndLeaksNothing
   EXPECT_LE(callbacks_run->load(), 1);
 }
 
-TEST_F(HttpClientTest, AbandonAllBreaksACycleThroughTheCallbacks) {
+TEST_P(HttpClientTest, AbandonAllBreaksACycleThroughTheCallbacks) {
   // A call in flight whose callbacks own the client, as a request owns the upstream set
   // that owns the client: nothing but abandonAll() (gateway shutdown) can free the two.
   auto callbacks_run = std::make_shared<std::atomic<int>>(0);
@@ -1065,6 +1151,12 @@ TEST_F(HttpClientTest, AbandonAllBreaksACycleThroughTheCallbacks) {
   ASSERT_TRUE(server_cancels_.waitAtLeast(1));  // its connection was closed
   EXPECT_EQ(callbacks_run->load(), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, HttpClientTest,
+                         ::testing::Values(HttpClientEngine::kAuto, HttpClientEngine::kLibcurl),
+                         [](const ::testing::TestParamInfo<HttpClientEngine>& info) {
+                           return info.param == HttpClientEngine::kAuto ? "Native" : "Libcurl";
+                         });
 
 }  // namespace
 }  // namespace infergate::gateway::upstream

@@ -1,0 +1,48 @@
+#pragma once
+
+// What the two engines of HttpUpstreamClient (http_client.h) share: the rules a request's
+// target and headers must meet before they go on the wire, and how an endpoint and a
+// call are named in messages. Loop-thread free: plain functions.
+
+#include <string>
+#include <string_view>
+
+#include "config/config.h"
+
+namespace infergate::gateway::upstream::http_client_detail {
+
+// What may stand as a request line's target: an origin-form path, no control byte, no space.
+bool sendableTarget(std::string_view target);
+
+// `bytes` for a message, control bytes and DEL written \xNN.
+std::string visibleBytes(std::string_view bytes);
+
+bool equalsIgnoreCase(std::string_view a, std::string_view b);
+
+// Request headers the client itself owns: message framing (Content-Length is set from the
+// body; a forwarded Transfer-Encoding would announce a chunked upload), the connection's
+// keep-alive, and hop-by-hop headers that must not cross a proxy (RFC 9110 7.6.1).
+bool isClientOwnedHeader(std::string_view name);
+
+// A header name is an RFC 9110 token; anything else (':', spaces, CR/LF) would change the
+// meaning of the header line built from it.
+bool validHeaderName(std::string_view name);
+
+// CR, LF or NUL in a value would split the header line or cut it short.
+bool validHeaderValue(std::string_view value);
+
+// A header of the caller's that goes upstream as given: a valid line, not one the client owns.
+inline bool forwardableHeader(std::string_view name, std::string_view value) {
+  return validHeaderName(name) && validHeaderValue(value) && !isClientOwnedHeader(name);
+}
+
+// The endpoint as written in the configuration (or formatted when it was built in code).
+std::string endpointText(const config::ListenAddress& endpoint);
+
+// "upstream 'NAME' (ENDPOINT): ", the start of every message about a call.
+std::string callPrefix(std::string_view upstream_name, std::string_view endpoint);
+
+// The refusal of a target sendableTarget() rejects: the request's fault, never sent.
+std::string unsendableTargetMessage(std::string_view prefix, std::string_view target);
+
+}  // namespace infergate::gateway::upstream::http_client_detail

@@ -1,0 +1,937 @@
+// NativeHttpClient: HTTP/1.1 to plaintext endpoints on one libevent loop.
+//
+//   send() --> Call --> Pool (one per endpoint)
+//                         idle connection?  --> attach: write the request
+//                         room under the cap? --> open a connection: connect, then write
+//                         else               --> wait in the pool's FIFO
+//
+//   socket writable --> connect finished / the rest of the request written
+//   socket readable --> busy: recv, http_parser (or straight into the body), record
+//                       idle: nothing was asked; the connection is closed
+//   timers           --> the call's deadline; the connection's connect timeout
+//
+// Recording and delivering are apart, as in the libcurl engine (http_client.cc): the
+// handlers only change state and queue the Call as news; the user's callbacks run last,
+// from deliverNews(), at the end of a libevent handler or from a task posted by send() and
+// cancel() (which never call back themselves). A callback may then send, cancel any call or
+// destroy the client: deliverNews() watches a flag the destructor sets.
+//
+// Connections are counted against max_connections_per_endpoint from socket() to close();
+// whenever one closes or goes idle, the pool's waiting calls get it.
+
+#include "gateway/upstream/http_client_native.h"
+
+#include <arpa/inet.h>
+#include <event2/event.h>
+#include <http_parser.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <new>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "codecs/buffer.h"
+#include "codecs/status.h"
+#include "gateway/upstream/http_call_delivery.h"
+#include "gateway/upstream/http_client_common.h"
+#include "gateway/upstream/upstream_status.h"
+
+namespace infergate::gateway::upstream {
+namespace {
+
+using codecs::Status;
+using codecs::strCat;
+using http_client_detail::callPrefix;
+using http_client_detail::endpointText;
+using http_client_detail::equalsIgnoreCase;
+using http_client_detail::forwardableHeader;
+using http_client_detail::sendableTarget;
+using http_client_detail::unsendableTargetMessage;
+
+// One receive buffer per client (loop thread only): what a read brings is parsed and
+// copied out before the next read.
+constexpr size_t kReadBufferBytes = 256 * 1024;
+// A buffered body of unknown length starts with this much and doubles.
+constexpr size_t kInitialBodyBytes = 16 * 1024;
+// Content-Length is trusted for the up-front reservation up to Triton's own cap (int32,
+// PROTOCOL.md pitfall 18); past it the buffer grows as bytes arrive.
+constexpr uint64_t kMaxReservedBodyBytes = 0x7fffffff;
+// The most iovecs one sendmsg is given (the head, then body segments).
+constexpr int kMaxIovecs = 64;
+
+timeval toTimeval(std::chrono::milliseconds ms) {
+  return timeval{static_cast<time_t>(ms.count() / 1000),
+                 static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
+}
+
+std::string_view trimValue(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool isIpLiteral(const std::string& host) {
+  in6_addr any;
+  return inet_pton(AF_INET, host.c_str(), &any) == 1 || inet_pton(AF_INET6, host.c_str(), &any) == 1;
+}
+
+Status upstreamError(Status s) { return codecs::withOrigin(std::move(s), codecs::ErrorOrigin::kUpstream); }
+
+}  // namespace
+
+class NativeHttpClient::Engine {
+ public:
+  Engine(http::EventLoop& loop, const HttpClientOptions& options)
+      : loop_(loop), options_(options), read_buffer_(new char[kReadBufferBytes]) {}
+  ~Engine();
+
+  std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,
+                                       HttpUpstreamRequest request,
+                                       HttpUpstreamCallbacks callbacks);
+  void abandonAll();
+
+ private:
+  struct Pool;
+  struct Connection;
+
+  class Call final : public HttpCallHandle, public std::enable_shared_from_this<Call> {
+   public:
+    void cancel() override {
+      if (owner == nullptr) return;
+      auto keep = shared_from_this();  // the engine may hold the last other reference
+      owner->cancel(*this);
+    }
+
+    Engine* owner = nullptr;  // null once the call ended (delivered, cancelled, abandoned)
+    Pool* pool = nullptr;
+    Connection* connection = nullptr;  // while attached
+    bool waiting = false;              // in pool->waiting
+    event* deadline = nullptr;
+
+    HttpUpstreamRequest request;
+    HttpUpstreamCallbacks callbacks;
+    bool streaming = false;  // on_head was given
+    bool head_only = false;  // HEAD: no body follows whatever the headers say
+    bool sends_body = false;
+    std::string endpoint;  // for messages
+    std::string head;      // the request line and headers
+    size_t sent = 0;       // bytes of head and body written on the current connection
+    // Bytes reached a socket: the upstream may be running the request.
+    bool body_taken = false;
+    bool resent = false;  // already sent again after a reused connection died
+
+    // The answer as it arrives; a new message (after a 1xx) starts over.
+    bool answer_started = false;  // a byte of an answer arrived on this connection
+    int status = 0;
+    std::vector<std::pair<std::string, std::string>> raw_headers;
+    bool in_value = false;
+    bool head_complete = false;
+    http::HeaderList headers;  // built once head_complete
+    std::optional<uint64_t> content_length;
+    codecs::MutableBuffer body;  // buffered mode
+    size_t body_used = 0;
+    bool direct = false;  // the rest of a sized body is received straight into `body`
+    bool message_complete = false;
+    bool keep_alive = false;
+    std::vector<codecs::Buffer> pieces;  // streaming mode, not yet delivered
+    Status local_error;                  // no memory for the body
+
+    // Delivery.
+    bool queued = false;
+    bool head_delivered = false;
+    bool finished = false;
+    Status outcome;
+  };
+
+  struct Connection {
+    Engine* engine = nullptr;
+    Pool* pool = nullptr;
+    int fd = -1;
+    event* readable = nullptr;  // armed for the connection's whole life (idle watch included)
+    event* writable = nullptr;  // armed while connecting or while a write waits for room
+    event* connect_timer = nullptr;
+    bool connecting = false;
+    bool reused = false;  // carried a whole exchange already
+    std::shared_ptr<Call> call;
+    http_parser parser;
+  };
+
+  struct Pool {
+    std::string key;
+    sockaddr_storage address{};
+    socklen_t address_length = 0;
+    std::string host;  // the Host header
+    size_t open = 0;   // connecting, busy or idle
+    std::vector<Connection*> idle;
+    std::deque<std::shared_ptr<Call>> waiting;
+  };
+
+  // -- requests --
+  Pool* poolFor(const config::ListenAddress& endpoint, Status* error);
+  void buildHead(Call& call, const Pool& pool) const;
+  void dispatch(std::shared_ptr<Call> call);
+  void serveWaiting(Pool& pool);
+  void open(Pool& pool, std::shared_ptr<Call> call);
+  void attach(Connection& c, std::shared_ptr<Call> call);
+  void connected(Connection& c);
+  void writeSome(Connection& c);
+  void cancel(Call& call);
+
+  // -- the answer --
+  void readSome(Connection& c);
+  bool parse(Connection& c, const char* data, size_t size);
+  void completed(Connection& c);
+  // The connection failed under its call: closed (err 0) or an errno, while sending or not.
+  void broken(Connection& c, int err, bool sending);
+  void failExchange(Connection& c, Status status);
+
+  // -- endings --
+  void finish(Call& call, Status outcome);
+  void dropConnection(Connection& c);
+  void dropDeadline(Call& call);
+  Status connectError(const Call& call, int err) const;
+  Status connectTimeout(const Call& call) const;
+  std::string prefix(const Call& call) const { return callPrefix(options_.upstream_name, call.endpoint); }
+
+  // -- delivery --
+  void markNews(Call& call);
+  void scheduleDelivery();
+  void deliverNews();
+
+  // -- libevent and http_parser entry points --
+  static void onReadable(evutil_socket_t fd, short events, void* arg);
+  static void onWritable(evutil_socket_t fd, short events, void* arg);
+  static void onConnectTimeout(evutil_socket_t fd, short events, void* arg);
+  static void onDeadline(evutil_socket_t fd, short events, void* arg);
+  static const http_parser_settings& parserSettings();
+  static Call& callOf(http_parser* p) { return *static_cast<Connection*>(p->data)->call; }
+  static int onMessageBegin(http_parser* p);
+  static int onHeaderField(http_parser* p, const char* at, size_t length);
+  static int onHeaderValue(http_parser* p, const char* at, size_t length);
+  static int onHeadersComplete(http_parser* p);
+  static int onBody(http_parser* p, const char* at, size_t length);
+  static int onMessageComplete(http_parser* p);
+
+  http::EventLoop& loop_;
+  HttpClientOptions options_;
+  std::unique_ptr<char[]> read_buffer_;
+  std::unordered_map<std::string, std::unique_ptr<Pool>> pools_;
+  std::unordered_map<Connection*, std::unique_ptr<Connection>> connections_;
+  std::unordered_map<Call*, std::shared_ptr<Call>> calls_;  // not yet delivered whole
+  std::vector<std::shared_ptr<Call>> news_;
+  bool delivery_posted_ = false;
+  bool* destroyed_ = nullptr;                      // while delivering: set by the destructor
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // posted tasks check it
+};
+
+// ---- teardown ----
+
+NativeHttpClient::Engine::~Engine() {
+  if (destroyed_ != nullptr) *destroyed_ = true;
+  abandonAll();
+  while (!connections_.empty()) dropConnection(*connections_.begin()->first);
+}
+
+void NativeHttpClient::Engine::abandonAll() {
+  // Detach every call first (a late cancel() is then a no-op), and only then drop the
+  // callbacks: their captures' destructors may run arbitrary code.
+  std::unordered_map<Call*, std::shared_ptr<Call>> calls;
+  calls.swap(calls_);
+  news_.clear();
+  for (auto& [key, pool] : pools_) pool->waiting.clear();
+  for (auto& [ptr, call] : calls) {
+    dropDeadline(*call);
+    if (call->connection != nullptr) dropConnection(*call->connection);
+    call->waiting = false;
+    call->owner = nullptr;
+  }
+  for (auto& [ptr, call] : calls) call->callbacks = {};
+}
+
+// ---- requests ----
+
+std::shared_ptr<HttpCallHandle> NativeHttpClient::Engine::send(
+    const config::ListenAddress& endpoint, HttpUpstreamRequest request,
+    HttpUpstreamCallbacks callbacks) {
+  auto call = std::make_shared<Call>();
+  call->owner = this;
+  call->request = std::move(request);
+  call->streaming = static_cast<bool>(callbacks.on_head);
+  call->callbacks = std::move(callbacks);
+  call->endpoint = endpointText(endpoint);
+  const std::string& method = call->request.method;
+  call->head_only = method == "HEAD";
+  // As libcurl sends them: a GET without a body and a HEAD go without Content-Length; any
+  // other request (a POST without a body too) carries one.
+  call->sends_body = !call->head_only && !(method == "GET" && call->request.body.empty());
+  calls_.emplace(call.get(), call);
+
+  Status error;
+  Pool* pool = nullptr;
+  if (!sendableTarget(call->request.target)) {
+    error = codecs::invalidArgument(unsendableTargetMessage(prefix(*call), call->request.target));
+  } else if (pool = poolFor(endpoint, &error); pool != nullptr) {
+    call->pool = pool;
+    buildHead(*call, *pool);
+    if (call->request.timeout.count() > 0) {
+      call->deadline = evtimer_new(loop_.base(), &Engine::onDeadline, call.get());
+      if (call->deadline != nullptr) {
+        timeval tv = toTimeval(call->request.timeout);
+        evtimer_add(call->deadline, &tv);
+      }
+    }
+    dispatch(call);
+    serveWaiting(*pool);
+  }
+  if (!error.ok()) finish(*call, std::move(error));
+  scheduleDelivery();  // what ended already is told from the loop, never inside send()
+  return call;
+}
+
+NativeHttpClient::Engine::Pool* NativeHttpClient::Engine::poolFor(
+    const config::ListenAddress& endpoint, Status* error) {
+  std::string key = endpoint.kind == config::ListenAddress::Kind::kUnix
+                        ? strCat("unix:", endpoint.path)
+                        : strCat(endpoint.host, "|", endpoint.port);
+  auto it = pools_.find(key);
+  if (it != pools_.end()) return it->second.get();
+  auto pool = std::make_unique<Pool>();
+  pool->key = key;
+  if (endpoint.kind == config::ListenAddress::Kind::kUnix) {
+    auto* a = reinterpret_cast<sockaddr_un*>(&pool->address);
+    if (endpoint.path.size() >= sizeof(a->sun_path)) {
+      *error = codecs::withOrigin(
+          codecs::invalidArgument(callPrefix(options_.upstream_name, endpointText(endpoint)),
+                                  "the socket path is longer than a unix socket address holds"),
+          codecs::ErrorOrigin::kInternal);
+      return nullptr;
+    }
+    a->sun_family = AF_UNIX;
+    std::memcpy(a->sun_path, endpoint.path.data(), endpoint.path.size());
+    pool->address_length = static_cast<socklen_t>(sizeof(sockaddr_un));
+    pool->host = "localhost";
+  } else if (auto* a4 = reinterpret_cast<sockaddr_in*>(&pool->address);
+             inet_pton(AF_INET, endpoint.host.c_str(), &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(endpoint.port);
+    pool->address_length = sizeof(sockaddr_in);
+    pool->host = strCat(endpoint.host, ":", endpoint.port);
+  } else {
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(&pool->address);
+    if (inet_pton(AF_INET6, endpoint.host.c_str(), &a6->sin6_addr) != 1) {
+      *error = codecs::withOrigin(
+          codecs::internalError(callPrefix(options_.upstream_name, endpointText(endpoint)),
+                                "not an IP address: ", endpoint.host),
+          codecs::ErrorOrigin::kInternal);
+      return nullptr;
+    }
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(endpoint.port);
+    pool->address_length = sizeof(sockaddr_in6);
+    pool->host = strCat("[", endpoint.host, "]:", endpoint.port);
+  }
+  return pools_.emplace(std::move(key), std::move(pool)).first->second.get();
+}
+
+void NativeHttpClient::Engine::buildHead(Call& call, const Pool& pool) const {
+  const HttpUpstreamRequest& r = call.request;
+  std::string& head = call.head;
+  head.reserve(128 + r.target.size() + r.headers.size() * 48);
+  head.append(r.method).append(" ").append(r.target).append(" HTTP/1.1\r\n");
+  bool has_host = false;
+  for (const auto& [name, value] : r.headers) has_host = has_host || equalsIgnoreCase(name, "host");
+  if (!has_host) head.append("Host: ").append(pool.host).append("\r\n");
+  for (const auto& [name, value] : r.headers) {
+    // Unsendable headers are dropped: none can come from a parsed client request.
+    if (!forwardableHeader(name, value)) continue;
+    head.append(name).append(": ").append(value).append("\r\n");
+  }
+  if (call.sends_body) head.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
+  head.append("\r\n");
+}
+
+void NativeHttpClient::Engine::dispatch(std::shared_ptr<Call> call) {
+  Pool& pool = *call->pool;
+  if (!pool.idle.empty()) {
+    Connection* c = pool.idle.back();  // the newest: the least likely to have been closed
+    pool.idle.pop_back();
+    attach(*c, std::move(call));
+  } else if (pool.open < std::max<uint32_t>(1, options_.max_connections_per_endpoint)) {
+    open(pool, std::move(call));
+  } else {
+    call->waiting = true;
+    pool.waiting.push_back(std::move(call));
+  }
+}
+
+void NativeHttpClient::Engine::serveWaiting(Pool& pool) {
+  const size_t cap = std::max<uint32_t>(1, options_.max_connections_per_endpoint);
+  while (!pool.waiting.empty() && (!pool.idle.empty() || pool.open < cap)) {
+    std::shared_ptr<Call> call = std::move(pool.waiting.front());
+    pool.waiting.pop_front();
+    call->waiting = false;
+    dispatch(std::move(call));
+  }
+  if (pool.open == 0 && pool.waiting.empty()) {
+    std::string key = pool.key;  // not a reference into the node being erased
+    pools_.erase(key);           // `pool` is gone
+  }
+}
+
+void NativeHttpClient::Engine::open(Pool& pool, std::shared_ptr<Call> call) {
+  const int family = pool.address.ss_family;
+  int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    finish(*call, connectError(*call, errno));
+    return;
+  }
+  if (family != AF_UNIX) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));  // a silently dead idle one
+  }
+  auto owned = std::make_unique<Connection>();
+  Connection& c = *owned;
+  c.engine = this;
+  c.pool = &pool;
+  c.fd = fd;
+  c.readable = event_new(loop_.base(), fd, EV_READ | EV_PERSIST, &Engine::onReadable, &c);
+  c.writable = event_new(loop_.base(), fd, EV_WRITE | EV_PERSIST, &Engine::onWritable, &c);
+  connections_.emplace(&c, std::move(owned));
+  ++pool.open;
+  c.call = call;
+  call->connection = &c;
+  if (c.readable == nullptr || c.writable == nullptr) {
+    dropConnection(c);
+    finish(*call, codecs::withOrigin(codecs::internalError(prefix(*call), "cannot watch a socket"),
+                                     codecs::ErrorOrigin::kInternal));
+    return;
+  }
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&pool.address), pool.address_length) == 0) {
+    connected(c);
+    return;
+  }
+  if (errno != EINPROGRESS) {
+    int err = errno;
+    dropConnection(c);
+    finish(*call, connectError(*call, err));
+    return;
+  }
+  c.connecting = true;
+  event_add(c.writable, nullptr);
+  c.connect_timer = evtimer_new(loop_.base(), &Engine::onConnectTimeout, &c);
+  if (c.connect_timer != nullptr) {
+    timeval tv = toTimeval(options_.connect_timeout);
+    evtimer_add(c.connect_timer, &tv);
+  }
+}
+
+void NativeHttpClient::Engine::connected(Connection& c) {
+  c.connecting = false;
+  event_del(c.writable);
+  if (c.connect_timer != nullptr) {
+    event_free(c.connect_timer);
+    c.connect_timer = nullptr;
+  }
+  event_add(c.readable, nullptr);
+  std::shared_ptr<Call> call = std::move(c.call);
+  attach(c, std::move(call));
+}
+
+void NativeHttpClient::Engine::attach(Connection& c, std::shared_ptr<Call> call) {
+  call->connection = &c;
+  call->sent = 0;
+  call->answer_started = false;
+  c.call = std::move(call);
+  http_parser_init(&c.parser, HTTP_RESPONSE);
+  c.parser.data = &c;
+  writeSome(c);
+}
+
+void NativeHttpClient::Engine::writeSome(Connection& c) {
+  Call& call = *c.call;
+  const std::vector<codecs::Buffer>& segments = call.request.body.segments();
+  const size_t total = call.head.size() + (call.sends_body ? call.request.body.size() : 0);
+  while (call.sent < total) {
+    iovec iov[kMaxIovecs];
+    int count = 0;
+    size_t skip = call.sent;
+    if (skip < call.head.size()) {
+      iov[count++] = {call.head.data() + skip, call.head.size() - skip};
+      skip = 0;
+    } else {
+      skip -= call.head.size();
+    }
+    if (call.sends_body) {
+      for (const codecs::Buffer& segment : segments) {
+        if (count == kMaxIovecs) break;
+        if (skip >= segment.size()) {
+          skip -= segment.size();
+          continue;
+        }
+        iov[count++] = {const_cast<uint8_t*>(segment.data()) + skip, segment.size() - skip};
+        skip = 0;
+      }
+    }
+    msghdr message{};
+    message.msg_iov = iov;
+    message.msg_iovlen = static_cast<size_t>(count);
+    ssize_t n = ::sendmsg(c.fd, &message, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        event_add(c.writable, nullptr);
+        return;
+      }
+      broken(c, errno, /*sending=*/true);
+      return;
+    }
+    call.sent += static_cast<size_t>(n);
+    call.body_taken = true;
+  }
+  event_del(c.writable);
+}
+
+void NativeHttpClient::Engine::cancel(Call& call) {
+  Pool* pool = call.finished ? nullptr : call.pool;
+  dropDeadline(call);
+  if (call.waiting) {
+    auto& waiting = call.pool->waiting;
+    waiting.erase(std::find_if(waiting.begin(), waiting.end(),
+                               [&](const std::shared_ptr<Call>& w) { return w.get() == &call; }));
+    call.waiting = false;
+  }
+  // An unfinished exchange cannot leave its connection reusable: closed.
+  if (call.connection != nullptr) dropConnection(*call.connection);
+  call.owner = nullptr;
+  call.callbacks = {};  // not running: deliverCall() moves the callbacks it runs out first
+  call.pieces.clear();
+  calls_.erase(&call);
+  if (pool != nullptr) serveWaiting(*pool);
+  scheduleDelivery();
+}
+
+// ---- the answer ----
+
+void NativeHttpClient::Engine::readSome(Connection& c) {
+  if (c.call == nullptr) {
+    // Idle: nothing was asked on it, so whatever came (bytes, the end) answers nothing and
+    // the connection must not carry the next request.
+    Pool& pool = *c.pool;
+    dropConnection(c);
+    serveWaiting(pool);
+    return;
+  }
+  std::shared_ptr<Call> call = c.call;
+  for (;;) {
+    char* into = read_buffer_.get();
+    size_t room = kReadBufferBytes;
+    if (call->direct) {
+      into = reinterpret_cast<char*>(call->body.data()) + call->body_used;
+      room = static_cast<size_t>(*call->content_length) - call->body_used;
+    }
+    ssize_t n = ::recv(c.fd, into, room, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      broken(c, errno, /*sending=*/false);
+      return;
+    }
+    if (n == 0) {
+      // The end of the stream: it completes a body that runs to the end of the connection.
+      if (call->answer_started && !call->direct) {
+        http_parser_execute(&c.parser, &parserSettings(), nullptr, 0);
+        if (call->message_complete) {
+          call->keep_alive = false;
+          completed(c);
+          return;
+        }
+      }
+      broken(c, 0, /*sending=*/false);
+      return;
+    }
+    call->answer_started = true;
+    if (call->direct) {
+      call->body_used += static_cast<size_t>(n);
+      if (call->body_used == *call->content_length) call->message_complete = true;
+    } else if (!parse(c, into, static_cast<size_t>(n))) {
+      return;
+    }
+    if (call->message_complete) {
+      completed(c);
+      return;
+    }
+    if (static_cast<size_t>(n) < room) break;  // drained for now
+  }
+}
+
+bool NativeHttpClient::Engine::parse(Connection& c, const char* data, size_t size) {
+  Call& call = *c.call;
+  size_t parsed = http_parser_execute(&c.parser, &parserSettings(), data, size);
+  http_errno err = HTTP_PARSER_ERRNO(&c.parser);
+  if (err == HPE_PAUSED) {
+    // Paused by onMessageComplete: bytes after the answer answer nothing asked.
+    if (parsed < size) call.keep_alive = false;
+    return true;
+  }
+  if (err != HPE_OK || parsed != size) {
+    std::string detail = strCat(" (", http_errno_description(err), ")");
+    Status status;
+    if (!call.local_error.ok()) {
+      status = call.local_error;
+    } else if (!call.head_complete) {
+      status = upstreamError(codecs::invalidArgument(
+          prefix(call), "answered something that is not an HTTP/1.x response", detail));
+    } else if (err == HPE_INVALID_CHUNK_SIZE || (c.parser.flags & F_CHUNKED) != 0) {
+      status = upstreamError(codecs::invalidArgument(prefix(call), "answered a malformed chunked body",
+                                                     detail));
+    } else {
+      status = upstreamError(codecs::invalidArgument(prefix(call), "answered a malformed response",
+                                                     detail));
+    }
+    failExchange(c, std::move(status));
+    return false;
+  }
+  // The rest of a sized body goes straight into its buffer: no parser, no copy.
+  if (!call.streaming && call.head_complete && !call.message_complete && call.content_length &&
+      (c.parser.flags & F_CHUNKED) == 0 && call.body.size() == *call.content_length &&
+      call.body_used < call.body.size()) {
+    call.direct = true;
+    // The parser sees no more of this answer: whether the connection stays open is known
+    // from the head already (version, Connection).
+    call.keep_alive = http_should_keep_alive(&c.parser) != 0;
+  }
+  return true;
+}
+
+void NativeHttpClient::Engine::completed(Connection& c) {
+  std::shared_ptr<Call> call = std::move(c.call);
+  call->connection = nullptr;
+  Pool& pool = *c.pool;
+  const size_t total = call->head.size() + (call->sends_body ? call->request.body.size() : 0);
+  if (call->keep_alive && call->sent == total) {
+    c.reused = true;
+    pool.idle.push_back(&c);  // `readable` stays armed: it is the idle watch
+  } else {
+    dropConnection(c);  // an answer before the whole request went, or the upstream closes
+  }
+  finish(*call, call->local_error);
+  serveWaiting(pool);
+}
+
+void NativeHttpClient::Engine::broken(Connection& c, int err, bool sending) {
+  std::shared_ptr<Call> call = c.call;
+  Pool& pool = *c.pool;
+  // A kept-alive connection the upstream closed (or reset) before any byte of an answer:
+  // the request goes again, once, on a fresh connection, as libcurl does.
+  const bool resend = c.reused && !call->answer_started && !call->resent;
+  dropConnection(c);
+  if (resend) {
+    call->resent = true;
+    open(pool, call);
+  } else {
+    std::string_view what;
+    if (sending) {
+      what = "connection broken while sending the request";
+    } else if (!call->answer_started) {
+      what = err == 0 ? "connection closed without a response"
+                      : "connection broken while receiving the response";
+    } else {
+      what = err == 0 ? "connection closed before the whole response arrived"
+                      : "connection broken while receiving the response";
+    }
+    std::string detail = err == 0 ? std::string() : strCat(" (", std::strerror(err), ")");
+    finish(*call, upstreamError(absl::UnavailableError(strCat(prefix(*call), what, detail))));
+  }
+  serveWaiting(pool);
+}
+
+void NativeHttpClient::Engine::failExchange(Connection& c, Status status) {
+  std::shared_ptr<Call> call = c.call;
+  Pool& pool = *c.pool;
+  dropConnection(c);
+  finish(*call, std::move(status));
+  serveWaiting(pool);
+}
+
+// ---- endings ----
+
+void NativeHttpClient::Engine::finish(Call& call, Status outcome) {
+  if (call.finished) return;
+  call.finished = true;
+  call.outcome = std::move(outcome);
+  dropDeadline(call);
+  markNews(call);
+}
+
+void NativeHttpClient::Engine::dropConnection(Connection& c) {
+  if (c.call != nullptr) {
+    c.call->connection = nullptr;
+    c.call.reset();
+  }
+  Pool& pool = *c.pool;
+  auto idle = std::find(pool.idle.begin(), pool.idle.end(), &c);
+  if (idle != pool.idle.end()) pool.idle.erase(idle);
+  --pool.open;
+  // event_free is safe from inside the event's own callback.
+  if (c.readable != nullptr) event_free(c.readable);
+  if (c.writable != nullptr) event_free(c.writable);
+  if (c.connect_timer != nullptr) event_free(c.connect_timer);
+  ::close(c.fd);
+  connections_.erase(&c);  // `c` is gone
+}
+
+void NativeHttpClient::Engine::dropDeadline(Call& call) {
+  if (call.deadline == nullptr) return;
+  event_free(call.deadline);
+  call.deadline = nullptr;
+}
+
+Status NativeHttpClient::Engine::connectError(const Call& call, int err) const {
+  Status s = upstreamError(absl::UnavailableError(
+      strCat(prefix(call), err == ECONNREFUSED ? "connection refused" : "cannot connect", " (",
+             std::strerror(err), ")")));
+  // Never sent only when no byte ever reached a socket (a resend's connect may fail too).
+  return call.body_taken ? s : markNotSent(std::move(s));
+}
+
+Status NativeHttpClient::Engine::connectTimeout(const Call& call) const {
+  Status s = upstreamError(absl::UnavailableError(
+      strCat(prefix(call), "cannot connect within ", options_.connect_timeout.count(), " ms")));
+  return call.body_taken ? s : markNotSent(std::move(s));
+}
+
+// ---- libevent entry points ----
+
+void NativeHttpClient::Engine::onReadable(evutil_socket_t, short, void* arg) {
+  auto& c = *static_cast<Connection*>(arg);
+  Engine* self = c.engine;
+  self->readSome(c);
+  self->deliverNews();  // last: it may destroy the engine
+}
+
+void NativeHttpClient::Engine::onWritable(evutil_socket_t, short, void* arg) {
+  auto& c = *static_cast<Connection*>(arg);
+  Engine* self = c.engine;
+  if (!c.connecting) {
+    self->writeSome(c);
+  } else {
+    int err = 0;
+    socklen_t length = sizeof(err);
+    if (::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &length) != 0) err = errno;
+    if (err == 0) {
+      self->connected(c);
+    } else {
+      std::shared_ptr<Call> call = c.call;
+      Pool& pool = *c.pool;
+      self->dropConnection(c);
+      self->finish(*call, self->connectError(*call, err));
+      self->serveWaiting(pool);
+    }
+  }
+  self->deliverNews();
+}
+
+void NativeHttpClient::Engine::onConnectTimeout(evutil_socket_t, short, void* arg) {
+  auto& c = *static_cast<Connection*>(arg);
+  Engine* self = c.engine;
+  std::shared_ptr<Call> call = c.call;
+  Pool& pool = *c.pool;
+  self->dropConnection(c);
+  self->finish(*call, self->connectTimeout(*call));
+  self->serveWaiting(pool);
+  self->deliverNews();
+}
+
+void NativeHttpClient::Engine::onDeadline(evutil_socket_t, short, void* arg) {
+  auto& call = *static_cast<Call*>(arg);
+  Engine* self = call.owner;  // set: the timer is dropped whenever the call ends
+  auto keep = call.shared_from_this();
+  Pool* pool = call.pool;
+  std::string queued;
+  if (call.waiting) {
+    auto& waiting = pool->waiting;
+    waiting.erase(std::find_if(waiting.begin(), waiting.end(),
+                               [&](const std::shared_ptr<Call>& w) { return w.get() == &call; }));
+    call.waiting = false;
+    queued = strCat(" (still queued for a connection: all ", self->options_.max_connections_per_endpoint,
+                    " allowed to the endpoint were busy)");
+  }
+  if (call.connection != nullptr) self->dropConnection(*call.connection);  // no late answer on it
+  self->finish(call, upstreamError(absl::DeadlineExceededError(
+                         strCat(self->prefix(call), "no response within the request's timeout of ",
+                                call.request.timeout.count(), " ms", queued))));
+  self->serveWaiting(*pool);
+  self->deliverNews();
+}
+
+// ---- http_parser callbacks (inside parse(): record only) ----
+
+const http_parser_settings& NativeHttpClient::Engine::parserSettings() {
+  static const http_parser_settings settings = [] {
+    http_parser_settings s;
+    http_parser_settings_init(&s);
+    s.on_message_begin = &Engine::onMessageBegin;
+    s.on_header_field = &Engine::onHeaderField;
+    s.on_header_value = &Engine::onHeaderValue;
+    s.on_headers_complete = &Engine::onHeadersComplete;
+    s.on_body = &Engine::onBody;
+    s.on_message_complete = &Engine::onMessageComplete;
+    return s;
+  }();
+  return settings;
+}
+
+int NativeHttpClient::Engine::onMessageBegin(http_parser* p) {
+  Call& call = callOf(p);
+  call.status = 0;
+  call.raw_headers.clear();
+  call.in_value = false;
+  call.content_length.reset();
+  return 0;
+}
+
+int NativeHttpClient::Engine::onHeaderField(http_parser* p, const char* at, size_t length) {
+  Call& call = callOf(p);
+  if (call.in_value || call.raw_headers.empty()) {
+    call.raw_headers.emplace_back(std::string(at, length), std::string());
+    call.in_value = false;
+  } else {
+    call.raw_headers.back().first.append(at, length);  // a name split across reads
+  }
+  return 0;
+}
+
+int NativeHttpClient::Engine::onHeaderValue(http_parser* p, const char* at, size_t length) {
+  Call& call = callOf(p);
+  if (call.raw_headers.empty()) return 0;
+  call.raw_headers.back().second.append(at, length);
+  call.in_value = true;
+  return 0;
+}
+
+int NativeHttpClient::Engine::onHeadersComplete(http_parser* p) {
+  Call& call = callOf(p);
+  call.status = p->status_code;
+  if (call.status < 200) return 0;  // an interim answer: its end starts over
+  call.head_complete = true;
+  for (auto& [name, value] : call.raw_headers) {
+    std::string_view trimmed = trimValue(value);
+    call.headers.add(std::move(name), trimmed.size() == value.size() ? std::move(value)
+                                                                     : std::string(trimmed));
+  }
+  call.raw_headers.clear();
+  if ((p->flags & F_CHUNKED) == 0 && p->content_length != ULLONG_MAX) {
+    call.content_length = p->content_length;
+  }
+  if (call.streaming) {
+    call.owner->markNews(call);
+  } else if (!call.head_only && call.content_length && *call.content_length > 0 &&
+             *call.content_length <= kMaxReservedBodyBytes) {
+    try {
+      call.body = codecs::MutableBuffer::allocate(static_cast<size_t>(*call.content_length));
+    } catch (const std::bad_alloc&) {
+      // Left empty: onBody grows it as bytes arrive and reports a real shortage.
+    }
+  }
+  return call.head_only ? 1 : 0;  // 1: no body follows (http_parser's convention)
+}
+
+int NativeHttpClient::Engine::onBody(http_parser* p, const char* at, size_t length) {
+  Call& call = callOf(p);
+  try {
+    if (call.streaming) {
+      call.pieces.push_back(codecs::Buffer::copyOf(std::string_view(at, length)));
+      call.owner->markNews(call);
+      return 0;
+    }
+    size_t needed = call.body_used + length;
+    if (needed > call.body.size()) {
+      size_t capacity = std::max({needed, call.body.size() * 2, kInitialBodyBytes});
+      codecs::MutableBuffer grown = codecs::MutableBuffer::allocate(capacity);
+      if (call.body_used > 0) std::memcpy(grown.data(), call.body.data(), call.body_used);
+      call.body = std::move(grown);
+    }
+    std::memcpy(call.body.data() + call.body_used, at, length);
+    call.body_used += length;
+    return 0;
+  } catch (const std::bad_alloc&) {
+    call.local_error = codecs::withOrigin(
+        codecs::resourceExhausted(call.owner->prefix(call), "no memory for a response body of ",
+                                  call.body_used + length, "+ bytes"),
+        codecs::ErrorOrigin::kInternal);
+    return 1;
+  }
+}
+
+int NativeHttpClient::Engine::onMessageComplete(http_parser* p) {
+  Call& call = callOf(p);
+  if (call.status < 200) {  // the interim answer ended; the final one follows
+    call.status = 0;
+    call.raw_headers.clear();
+    return 0;
+  }
+  call.message_complete = true;
+  call.keep_alive = http_should_keep_alive(p) != 0;
+  http_parser_pause(p, 1);  // whatever follows is not part of this answer
+  return 0;
+}
+
+// ---- delivery ----
+
+void NativeHttpClient::Engine::markNews(Call& call) {
+  if (call.queued) return;
+  call.queued = true;
+  news_.push_back(call.shared_from_this());
+}
+
+void NativeHttpClient::Engine::scheduleDelivery() {
+  if (news_.empty() || delivery_posted_) return;
+  delivery_posted_ = true;
+  loop_.post([this, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.expired()) return;  // the engine is gone
+    delivery_posted_ = false;
+    deliverNews();
+  });
+}
+
+void NativeHttpClient::Engine::deliverNews() {
+  http_client_detail::deliverNews(news_, calls_, destroyed_);
+}
+
+// ---- NativeHttpClient ----
+
+NativeHttpClient::NativeHttpClient(http::EventLoop& loop, const HttpClientOptions& options)
+    : engine_(std::make_unique<Engine>(loop, options)) {}
+
+NativeHttpClient::~NativeHttpClient() = default;
+
+bool NativeHttpClient::serves(const config::ListenAddress& endpoint,
+                              const HttpClientOptions& options) {
+  if (options.tls || options.engine == HttpClientEngine::kLibcurl) return false;
+  return endpoint.kind == config::ListenAddress::Kind::kUnix ||
+         (endpoint.kind == config::ListenAddress::Kind::kTcp && isIpLiteral(endpoint.host));
+}
+
+std::shared_ptr<HttpCallHandle> NativeHttpClient::send(const config::ListenAddress& endpoint,
+                                                       HttpUpstreamRequest request,
+                                                       HttpUpstreamCallbacks callbacks) {
+  return engine_->send(endpoint, std::move(request), std::move(callbacks));
+}
+
+void NativeHttpClient::abandonAll() { engine_->abandonAll(); }
+
+}  // namespace infergate::gateway::upstream
