@@ -46,6 +46,7 @@
 #     transcoded; http: the same protocol end to end, so the pass-through's "straight to
 #     U" is the very request the gateway sends on). Results of http: shm_handoff_http.*
 #   --out: where the CSV and the report go (default bench/results/<date>/)
+#   PYTHON (environment): the interpreter with numpy and grpcio (default /usr/bin/python3)
 # About 6 minutes with the defaults once built (--quick: about 1).
 set -euo pipefail
 
@@ -92,7 +93,7 @@ MAX_SIZE=$(printf '%s\n' "${SIZES[@]}" | sort -n | tail -1)
 (( 2 * MAX_SIZE * 1048576 <= POOL_BYTES )) ||
   { echo "shm_handoff.sh: ${MAX_SIZE} MiB in and out does not fit the 384 MiB pool" >&2; exit 2; }
 
-PY=/usr/bin/python3  # Debian's: python3-numpy, python3-grpcio (the guard's gRPC request)
+PY="${PYTHON:-/usr/bin/python3}"  # Debian's: python3-numpy, python3-grpcio (the guard's gRPC request)
 HELPER="$ROOT/bench/shm_handoff.py"
 for tool in curl "$PY"; do
   command -v "$tool" >/dev/null || { echo "shm_handoff.sh: $tool not found" >&2; exit 2; }
