@@ -24,10 +24,10 @@ uint64_t nextDraw() {
   return z ^ (z >> 31);
 }
 
-std::string lowercase(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
+// `s` in ASCII lowercase, into `out` (whose storage is reused).
+void lowercaseInto(std::string_view s, std::string& out) {
+  out.resize(s.size());
+  for (size_t i = 0; i < s.size(); ++i) out[i] = codecs::asciiLower(s[i]);
 }
 
 }  // namespace
@@ -161,9 +161,10 @@ HeaderPairs Router::forwardedHeaders(const http::HeaderList& headers) const {
   const std::shared_ptr<const RouterSnapshot> held = snapshot();
   const config::ForwardConfig& forward = held->config->forward;
   HeaderPairs out;
+  std::string n;
   for (const auto& [name, value] : headers) {
-    std::string n = lowercase(name);
-    if (forwards(forward, n)) out.emplace_back(std::move(n), value);
+    lowercaseInto(name, n);
+    if (forwards(forward, n)) out.emplace_back(n, value);
   }
   return out;
 }

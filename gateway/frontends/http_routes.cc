@@ -144,6 +144,7 @@ HttpRoute matchHttpRoute(std::string_view method, std::string_view path) {
   if (path == "/v2/health/ready") return route(HttpEndpoint::kHealthReady, method, {"GET"});
   if (path == "/v2/trace/setting") return route(HttpEndpoint::kTraceSetting, method, {"GET", "POST"});
   std::vector<std::string_view> s;
+  s.reserve(8);  // /v2/models/<name>/versions/<v>/infer and the like: one allocation
   if (!splitPath(path, s) || s.size() < 3 || s[0] != "v2") return {};
   if (s[1] == "models") return matchModel(method, s);
   if (s[1] == "systemsharedmemory") return matchShm(method, s, false);

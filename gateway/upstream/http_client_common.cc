@@ -73,7 +73,11 @@ bool validHeaderName(std::string_view name) {
 }
 
 bool validHeaderValue(std::string_view value) {
-  return value.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
+  // One pass (find_first_of would search the three bytes once per character).
+  for (char c : value) {
+    if (c == '\r' || c == '\n' || c == '\0') return false;
+  }
+  return true;
 }
 
 std::string endpointText(const config::ListenAddress& endpoint) {
