@@ -10,6 +10,9 @@
 //                       idle: nothing was asked; the connection is closed
 //   timers           --> the call's deadline; the connection's connect timeout
 //
+// The answer's side (readSome, http_parser's callbacks) is in http_client_native_answer.cc;
+// the Engine class, shared by both files, in http_client_native_engine.h.
+//
 // Recording and delivering are apart, as in the libcurl engine (http_client.cc): the
 // handlers only change state and queue the Call as news; the user's callbacks run last,
 // from deliverNews(), at the end of a libevent handler or from a task posted by send() and
@@ -18,12 +21,10 @@
 //
 // Connections are counted against max_connections_per_endpoint from socket() to close();
 // whenever one closes or goes idle, the pool's waiting calls get it.
-
 #include "gateway/upstream/http_client_native.h"
 
 #include <arpa/inet.h>
 #include <event2/event.h>
-#include <http_parser.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -35,11 +36,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <deque>
-#include <new>
-#include <optional>
+#include <memory>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -47,6 +45,7 @@
 #include "codecs/status.h"
 #include "gateway/upstream/http_call_delivery.h"
 #include "gateway/upstream/http_client_common.h"
+#include "gateway/upstream/http_client_native_engine.h"
 #include "gateway/upstream/upstream_status.h"
 
 namespace infergate::gateway::upstream {
@@ -60,15 +59,8 @@ using http_client_detail::equalsIgnoreCase;
 using http_client_detail::forwardableHeader;
 using http_client_detail::sendableTarget;
 using http_client_detail::unsendableTargetMessage;
+using native_detail::upstreamError;
 
-// One receive buffer per client (loop thread only): what a read brings is parsed and
-// copied out before the next read.
-constexpr size_t kReadBufferBytes = 256 * 1024;
-// A buffered body of unknown length starts with this much and doubles.
-constexpr size_t kInitialBodyBytes = 16 * 1024;
-// Content-Length is trusted for the up-front reservation up to Triton's own cap (int32,
-// PROTOCOL.md pitfall 18); past it the buffer grows as bytes arrive.
-constexpr uint64_t kMaxReservedBodyBytes = 0x7fffffff;
 // The most iovecs one sendmsg is given (the head, then body segments).
 constexpr int kMaxIovecs = 64;
 
@@ -77,165 +69,12 @@ timeval toTimeval(std::chrono::milliseconds ms) {
                  static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
 }
 
-std::string_view trimValue(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 bool isIpLiteral(const std::string& host) {
   in6_addr any;
   return inet_pton(AF_INET, host.c_str(), &any) == 1 || inet_pton(AF_INET6, host.c_str(), &any) == 1;
 }
 
-Status upstreamError(Status s) { return codecs::withOrigin(std::move(s), codecs::ErrorOrigin::kUpstream); }
-
 }  // namespace
-
-class NativeHttpClient::Engine {
- public:
-  Engine(http::EventLoop& loop, const HttpClientOptions& options)
-      : loop_(loop), options_(options), read_buffer_(new char[kReadBufferBytes]) {}
-  ~Engine();
-
-  std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,
-                                       HttpUpstreamRequest request,
-                                       HttpUpstreamCallbacks callbacks);
-  void abandonAll();
-
- private:
-  struct Pool;
-  struct Connection;
-
-  class Call final : public HttpCallHandle, public std::enable_shared_from_this<Call> {
-   public:
-    void cancel() override {
-      if (owner == nullptr) return;
-      auto keep = shared_from_this();  // the engine may hold the last other reference
-      owner->cancel(*this);
-    }
-
-    Engine* owner = nullptr;  // null once the call ended (delivered, cancelled, abandoned)
-    Pool* pool = nullptr;
-    Connection* connection = nullptr;  // while attached
-    bool waiting = false;              // in pool->waiting
-    event* deadline = nullptr;
-
-    HttpUpstreamRequest request;
-    HttpUpstreamCallbacks callbacks;
-    bool streaming = false;  // on_head was given
-    bool head_only = false;  // HEAD: no body follows whatever the headers say
-    bool sends_body = false;
-    std::string endpoint;  // for messages
-    std::string head;      // the request line and headers
-    size_t sent = 0;       // bytes of head and body written on the current connection
-    // Bytes reached a socket: the upstream may be running the request.
-    bool body_taken = false;
-    bool resent = false;  // already sent again after a reused connection died
-
-    // The answer as it arrives; a new message (after a 1xx) starts over.
-    bool answer_started = false;  // a byte of an answer arrived on this connection
-    int status = 0;
-    std::vector<std::pair<std::string, std::string>> raw_headers;
-    bool in_value = false;
-    bool head_complete = false;
-    http::HeaderList headers;  // built once head_complete
-    std::optional<uint64_t> content_length;
-    codecs::MutableBuffer body;  // buffered mode
-    size_t body_used = 0;
-    bool direct = false;  // the rest of a sized body is received straight into `body`
-    bool message_complete = false;
-    bool keep_alive = false;
-    std::vector<codecs::Buffer> pieces;  // streaming mode, not yet delivered
-    Status local_error;                  // no memory for the body
-
-    // Delivery.
-    bool queued = false;
-    bool head_delivered = false;
-    bool finished = false;
-    Status outcome;
-  };
-
-  struct Connection {
-    Engine* engine = nullptr;
-    Pool* pool = nullptr;
-    int fd = -1;
-    event* readable = nullptr;  // armed for the connection's whole life (idle watch included)
-    event* writable = nullptr;  // armed while connecting or while a write waits for room
-    event* connect_timer = nullptr;
-    bool connecting = false;
-    bool reused = false;  // carried a whole exchange already
-    std::shared_ptr<Call> call;
-    http_parser parser;
-  };
-
-  struct Pool {
-    std::string key;
-    sockaddr_storage address{};
-    socklen_t address_length = 0;
-    std::string host;  // the Host header
-    size_t open = 0;   // connecting, busy or idle
-    std::vector<Connection*> idle;
-    std::deque<std::shared_ptr<Call>> waiting;
-  };
-
-  // -- requests --
-  Pool* poolFor(const config::ListenAddress& endpoint, Status* error);
-  void buildHead(Call& call, const Pool& pool) const;
-  void dispatch(std::shared_ptr<Call> call);
-  void serveWaiting(Pool& pool);
-  void open(Pool& pool, std::shared_ptr<Call> call);
-  void attach(Connection& c, std::shared_ptr<Call> call);
-  void connected(Connection& c);
-  void writeSome(Connection& c);
-  void cancel(Call& call);
-
-  // -- the answer --
-  void readSome(Connection& c);
-  bool parse(Connection& c, const char* data, size_t size);
-  void completed(Connection& c);
-  // The connection failed under its call: closed (err 0) or an errno, while sending or not.
-  void broken(Connection& c, int err, bool sending);
-  void failExchange(Connection& c, Status status);
-
-  // -- endings --
-  void finish(Call& call, Status outcome);
-  void dropConnection(Connection& c);
-  void dropDeadline(Call& call);
-  Status connectError(const Call& call, int err) const;
-  Status connectTimeout(const Call& call) const;
-  std::string prefix(const Call& call) const { return callPrefix(options_.upstream_name, call.endpoint); }
-
-  // -- delivery --
-  void markNews(Call& call);
-  void scheduleDelivery();
-  void deliverNews();
-
-  // -- libevent and http_parser entry points --
-  static void onReadable(evutil_socket_t fd, short events, void* arg);
-  static void onWritable(evutil_socket_t fd, short events, void* arg);
-  static void onConnectTimeout(evutil_socket_t fd, short events, void* arg);
-  static void onDeadline(evutil_socket_t fd, short events, void* arg);
-  static const http_parser_settings& parserSettings();
-  static Call& callOf(http_parser* p) { return *static_cast<Connection*>(p->data)->call; }
-  static int onMessageBegin(http_parser* p);
-  static int onHeaderField(http_parser* p, const char* at, size_t length);
-  static int onHeaderValue(http_parser* p, const char* at, size_t length);
-  static int onHeadersComplete(http_parser* p);
-  static int onBody(http_parser* p, const char* at, size_t length);
-  static int onMessageComplete(http_parser* p);
-
-  http::EventLoop& loop_;
-  HttpClientOptions options_;
-  std::unique_ptr<char[]> read_buffer_;
-  std::unordered_map<std::string, std::unique_ptr<Pool>> pools_;
-  std::unordered_map<Connection*, std::unique_ptr<Connection>> connections_;
-  std::unordered_map<Call*, std::shared_ptr<Call>> calls_;  // not yet delivered whole
-  std::vector<std::shared_ptr<Call>> news_;
-  bool delivery_posted_ = false;
-  bool* destroyed_ = nullptr;                      // while delivering: set by the destructor
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // posted tasks check it
-};
 
 // ---- teardown ----
 
@@ -524,149 +363,6 @@ void NativeHttpClient::Engine::cancel(Call& call) {
   scheduleDelivery();
 }
 
-// ---- the answer ----
-
-void NativeHttpClient::Engine::readSome(Connection& c) {
-  if (c.call == nullptr) {
-    // Idle: nothing was asked on it, so whatever came (bytes, the end) answers nothing and
-    // the connection must not carry the next request.
-    Pool& pool = *c.pool;
-    dropConnection(c);
-    serveWaiting(pool);
-    return;
-  }
-  std::shared_ptr<Call> call = c.call;
-  for (;;) {
-    char* into = read_buffer_.get();
-    size_t room = kReadBufferBytes;
-    if (call->direct) {
-      into = reinterpret_cast<char*>(call->body.data()) + call->body_used;
-      room = static_cast<size_t>(*call->content_length) - call->body_used;
-    }
-    ssize_t n = ::recv(c.fd, into, room, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      broken(c, errno, /*sending=*/false);
-      return;
-    }
-    if (n == 0) {
-      // The end of the stream: it completes a body that runs to the end of the connection.
-      if (call->answer_started && !call->direct) {
-        http_parser_execute(&c.parser, &parserSettings(), nullptr, 0);
-        if (call->message_complete) {
-          call->keep_alive = false;
-          completed(c);
-          return;
-        }
-      }
-      broken(c, 0, /*sending=*/false);
-      return;
-    }
-    call->answer_started = true;
-    if (call->direct) {
-      call->body_used += static_cast<size_t>(n);
-      if (call->body_used == *call->content_length) call->message_complete = true;
-    } else if (!parse(c, into, static_cast<size_t>(n))) {
-      return;
-    }
-    if (call->message_complete) {
-      completed(c);
-      return;
-    }
-    if (static_cast<size_t>(n) < room) break;  // drained for now
-  }
-}
-
-bool NativeHttpClient::Engine::parse(Connection& c, const char* data, size_t size) {
-  Call& call = *c.call;
-  size_t parsed = http_parser_execute(&c.parser, &parserSettings(), data, size);
-  http_errno err = HTTP_PARSER_ERRNO(&c.parser);
-  if (err == HPE_PAUSED) {
-    // Paused by onMessageComplete: bytes after the answer answer nothing asked.
-    if (parsed < size) call.keep_alive = false;
-    return true;
-  }
-  if (err != HPE_OK || parsed != size) {
-    std::string detail = strCat(" (", http_errno_description(err), ")");
-    Status status;
-    if (!call.local_error.ok()) {
-      status = call.local_error;
-    } else if (!call.head_complete) {
-      status = upstreamError(codecs::invalidArgument(
-          prefix(call), "answered something that is not an HTTP/1.x response", detail));
-    } else if (err == HPE_INVALID_CHUNK_SIZE || (c.parser.flags & F_CHUNKED) != 0) {
-      status = upstreamError(codecs::invalidArgument(prefix(call), "answered a malformed chunked body",
-                                                     detail));
-    } else {
-      status = upstreamError(codecs::invalidArgument(prefix(call), "answered a malformed response",
-                                                     detail));
-    }
-    failExchange(c, std::move(status));
-    return false;
-  }
-  // The rest of a sized body goes straight into its buffer: no parser, no copy.
-  if (!call.streaming && call.head_complete && !call.message_complete && call.content_length &&
-      (c.parser.flags & F_CHUNKED) == 0 && call.body.size() == *call.content_length &&
-      call.body_used < call.body.size()) {
-    call.direct = true;
-    // The parser sees no more of this answer: whether the connection stays open is known
-    // from the head already (version, Connection).
-    call.keep_alive = http_should_keep_alive(&c.parser) != 0;
-  }
-  return true;
-}
-
-void NativeHttpClient::Engine::completed(Connection& c) {
-  std::shared_ptr<Call> call = std::move(c.call);
-  call->connection = nullptr;
-  Pool& pool = *c.pool;
-  const size_t total = call->head.size() + (call->sends_body ? call->request.body.size() : 0);
-  if (call->keep_alive && call->sent == total) {
-    c.reused = true;
-    pool.idle.push_back(&c);  // `readable` stays armed: it is the idle watch
-  } else {
-    dropConnection(c);  // an answer before the whole request went, or the upstream closes
-  }
-  finish(*call, call->local_error);
-  serveWaiting(pool);
-}
-
-void NativeHttpClient::Engine::broken(Connection& c, int err, bool sending) {
-  std::shared_ptr<Call> call = c.call;
-  Pool& pool = *c.pool;
-  // A kept-alive connection the upstream closed (or reset) before any byte of an answer:
-  // the request goes again, once, on a fresh connection, as libcurl does.
-  const bool resend = c.reused && !call->answer_started && !call->resent;
-  dropConnection(c);
-  if (resend) {
-    call->resent = true;
-    open(pool, call);
-  } else {
-    std::string_view what;
-    if (sending) {
-      what = "connection broken while sending the request";
-    } else if (!call->answer_started) {
-      what = err == 0 ? "connection closed without a response"
-                      : "connection broken while receiving the response";
-    } else {
-      what = err == 0 ? "connection closed before the whole response arrived"
-                      : "connection broken while receiving the response";
-    }
-    std::string detail = err == 0 ? std::string() : strCat(" (", std::strerror(err), ")");
-    finish(*call, upstreamError(absl::UnavailableError(strCat(prefix(*call), what, detail))));
-  }
-  serveWaiting(pool);
-}
-
-void NativeHttpClient::Engine::failExchange(Connection& c, Status status) {
-  std::shared_ptr<Call> call = c.call;
-  Pool& pool = *c.pool;
-  dropConnection(c);
-  finish(*call, std::move(status));
-  serveWaiting(pool);
-}
-
 // ---- endings ----
 
 void NativeHttpClient::Engine::finish(Call& call, Status outcome) {
@@ -776,118 +472,6 @@ void NativeHttpClient::Engine::onDeadline(evutil_socket_t, short, void* arg) {
                                 call.request.timeout.count(), " ms", queued))));
   self->serveWaiting(*pool);
   self->deliverNews();
-}
-
-// ---- http_parser callbacks (inside parse(): record only) ----
-
-const http_parser_settings& NativeHttpClient::Engine::parserSettings() {
-  static const http_parser_settings settings = [] {
-    http_parser_settings s;
-    http_parser_settings_init(&s);
-    s.on_message_begin = &Engine::onMessageBegin;
-    s.on_header_field = &Engine::onHeaderField;
-    s.on_header_value = &Engine::onHeaderValue;
-    s.on_headers_complete = &Engine::onHeadersComplete;
-    s.on_body = &Engine::onBody;
-    s.on_message_complete = &Engine::onMessageComplete;
-    return s;
-  }();
-  return settings;
-}
-
-int NativeHttpClient::Engine::onMessageBegin(http_parser* p) {
-  Call& call = callOf(p);
-  call.status = 0;
-  call.raw_headers.clear();
-  call.in_value = false;
-  call.content_length.reset();
-  return 0;
-}
-
-int NativeHttpClient::Engine::onHeaderField(http_parser* p, const char* at, size_t length) {
-  Call& call = callOf(p);
-  if (call.in_value || call.raw_headers.empty()) {
-    call.raw_headers.emplace_back(std::string(at, length), std::string());
-    call.in_value = false;
-  } else {
-    call.raw_headers.back().first.append(at, length);  // a name split across reads
-  }
-  return 0;
-}
-
-int NativeHttpClient::Engine::onHeaderValue(http_parser* p, const char* at, size_t length) {
-  Call& call = callOf(p);
-  if (call.raw_headers.empty()) return 0;
-  call.raw_headers.back().second.append(at, length);
-  call.in_value = true;
-  return 0;
-}
-
-int NativeHttpClient::Engine::onHeadersComplete(http_parser* p) {
-  Call& call = callOf(p);
-  call.status = p->status_code;
-  if (call.status < 200) return 0;  // an interim answer: its end starts over
-  call.head_complete = true;
-  for (auto& [name, value] : call.raw_headers) {
-    std::string_view trimmed = trimValue(value);
-    call.headers.add(std::move(name), trimmed.size() == value.size() ? std::move(value)
-                                                                     : std::string(trimmed));
-  }
-  call.raw_headers.clear();
-  if ((p->flags & F_CHUNKED) == 0 && p->content_length != ULLONG_MAX) {
-    call.content_length = p->content_length;
-  }
-  if (call.streaming) {
-    call.owner->markNews(call);
-  } else if (!call.head_only && call.content_length && *call.content_length > 0 &&
-             *call.content_length <= kMaxReservedBodyBytes) {
-    try {
-      call.body = codecs::MutableBuffer::allocate(static_cast<size_t>(*call.content_length));
-    } catch (const std::bad_alloc&) {
-      // Left empty: onBody grows it as bytes arrive and reports a real shortage.
-    }
-  }
-  return call.head_only ? 1 : 0;  // 1: no body follows (http_parser's convention)
-}
-
-int NativeHttpClient::Engine::onBody(http_parser* p, const char* at, size_t length) {
-  Call& call = callOf(p);
-  try {
-    if (call.streaming) {
-      call.pieces.push_back(codecs::Buffer::copyOf(std::string_view(at, length)));
-      call.owner->markNews(call);
-      return 0;
-    }
-    size_t needed = call.body_used + length;
-    if (needed > call.body.size()) {
-      size_t capacity = std::max({needed, call.body.size() * 2, kInitialBodyBytes});
-      codecs::MutableBuffer grown = codecs::MutableBuffer::allocate(capacity);
-      if (call.body_used > 0) std::memcpy(grown.data(), call.body.data(), call.body_used);
-      call.body = std::move(grown);
-    }
-    std::memcpy(call.body.data() + call.body_used, at, length);
-    call.body_used += length;
-    return 0;
-  } catch (const std::bad_alloc&) {
-    call.local_error = codecs::withOrigin(
-        codecs::resourceExhausted(call.owner->prefix(call), "no memory for a response body of ",
-                                  call.body_used + length, "+ bytes"),
-        codecs::ErrorOrigin::kInternal);
-    return 1;
-  }
-}
-
-int NativeHttpClient::Engine::onMessageComplete(http_parser* p) {
-  Call& call = callOf(p);
-  if (call.status < 200) {  // the interim answer ended; the final one follows
-    call.status = 0;
-    call.raw_headers.clear();
-    return 0;
-  }
-  call.message_complete = true;
-  call.keep_alive = http_should_keep_alive(p) != 0;
-  http_parser_pause(p, 1);  // whatever follows is not part of this answer
-  return 0;
 }
 
 // ---- delivery ----

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "codecs/status.h"
 
@@ -57,3 +58,16 @@ class FuzzReader {
   size_t size_;
   size_t offset_ = 0;
 };
+
+// The sizes a stream is cut into, from one plan byte (the HTTP drivers): 0 and a stream of
+// at most 4 KiB, one byte at a time; otherwise 16 sizes drawn from the byte, cycled.
+inline std::vector<size_t> splitPlan(uint8_t plan, size_t stream_size) {
+  if (plan == 0 && stream_size <= 4096) return {1};
+  std::vector<size_t> pieces;
+  uint32_t state = plan * 2654435761u + 1;
+  for (int i = 0; i < 16; ++i) {
+    state = state * 1103515245u + 12345u;
+    pieces.push_back(1 + (state >> 16) % (plan + 1u) * 7);
+  }
+  return pieces;
+}

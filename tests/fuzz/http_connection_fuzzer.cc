@@ -182,16 +182,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint8_t plan = data[1];
   std::string_view stream(reinterpret_cast<const char*>(data) + 2, size - 2);
 
-  std::vector<size_t> pieces;
-  if (plan == 0 && stream.size() <= 4096) {
-    pieces = {1};
-  } else {
-    uint32_t state = plan * 2654435761u + 1;
-    for (int i = 0; i < 16; ++i) {
-      state = state * 1103515245u + 12345u;
-      pieces.push_back(1 + (state >> 16) % (plan + 1u) * 7);
-    }
-  }
+  std::vector<size_t> pieces = splitPlan(plan, stream.size());
   std::string whole = withoutContinues(serve(stream, {stream.size() + 1}, limits));
   std::string cut = withoutContinues(serve(stream, pieces, limits));
   FUZZ_CHECK(whole == cut);

@@ -200,3 +200,29 @@ http_stream("bad_chunk", b"POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chu
             b"zz\r\nabc\r\n0\r\n\r\n")
 http_stream("smuggle", b"POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+
+
+# ---- upstream answers: method byte (0 GET, 1 HEAD, 2 POST), split-plan byte, the answer --
+def http_answer(name, wire, method=0, plan=0):
+    write("http_client", name, bytes([method, plan]) + wire)
+
+
+http_answer("sized", b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 11\r\n\r\n{\"a\":[1,2]}")
+http_answer("chunked", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"4\r\nabcd\r\n3;x=y\r\nefg\r\n0\r\nTrailer: t\r\n\r\n", method=2, plan=5)
+http_answer("interim", b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nX-Final: 1\r\n"
+            b"Content-Length: 2\r\n\r\nok", plan=3)
+http_answer("close_delimited", b"HTTP/1.1 200 OK\r\nX-Framing: none\r\n\r\nto the end", plan=9)
+http_answer("head_with_length", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", method=1)
+http_answer("truncated", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly some", plan=7)
+http_answer("garbage", b"NOT HTTP AT ALL\r\n\r\n")
+http_answer("bytes_after", b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray", method=2, plan=2)
+http_answer("http10_error", b"HTTP/1.0 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 19\r\n\r\n{\"error\":\"failure\"}", plan=4)
+http_answer("bad_chunk", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", method=2)
+http_answer("padded_close", b"HTTP/1.1 200 OK\r\nContent-Length:  5 \r\nX-Space:   padded  \r\n"
+            b"Connection: close\r\n\r\nhello", plan=6)
+http_answer("large_sized", b"HTTP/1.1 200 OK\r\nContent-Length: 300000\r\n\r\n" + b"y" * 300000,
+            plan=250)

@@ -1,0 +1,306 @@
+// NativeHttpClient's engine, the answer's side: reading the upstream's bytes, http_parser
+// and its callbacks, and what an exchange's end does to its connection. The rest of the
+// engine (requests, connections, endings, delivery) is in http_client_native.cc; the
+// class in http_client_native_engine.h.
+
+#include <http_parser.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <new>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "codecs/buffer.h"
+#include "codecs/status.h"
+#include "gateway/upstream/http_client_native_engine.h"
+
+namespace infergate::gateway::upstream {
+namespace {
+
+using codecs::Status;
+using codecs::strCat;
+using native_detail::kInitialBodyBytes;
+using native_detail::kMaxReservedBodyBytes;
+using native_detail::kReadBufferBytes;
+using native_detail::upstreamError;
+
+std::string_view trimValue(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+// ---- the answer ----
+
+void NativeHttpClient::Engine::readSome(Connection& c) {
+  if (c.call == nullptr) {
+    // Idle: nothing was asked on it, so whatever came (bytes, the end) answers nothing and
+    // the connection must not carry the next request.
+    Pool& pool = *c.pool;
+    dropConnection(c);
+    serveWaiting(pool);
+    return;
+  }
+  std::shared_ptr<Call> call = c.call;
+  for (;;) {
+    char* into = read_buffer_.get();
+    size_t room = kReadBufferBytes;
+    if (call->direct) {
+      into = reinterpret_cast<char*>(call->body.data()) + call->body_used;
+      room = static_cast<size_t>(*call->content_length) - call->body_used;
+    }
+    ssize_t n = ::recv(c.fd, into, room, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      broken(c, errno, /*sending=*/false);
+      return;
+    }
+    if (n == 0) {
+      // The end of the stream: it completes a body that runs to the end of the connection.
+      if (call->answer_started && !call->direct) {
+        http_parser_execute(&c.parser, &parserSettings(), nullptr, 0);
+        if (call->message_complete) {
+          call->keep_alive = false;
+          completed(c);
+          return;
+        }
+      }
+      broken(c, 0, /*sending=*/false);
+      return;
+    }
+    call->answer_started = true;
+    if (call->direct) {
+      call->body_used += static_cast<size_t>(n);
+      if (call->body_used == *call->content_length) call->message_complete = true;
+    } else if (!parse(c, into, static_cast<size_t>(n))) {
+      return;
+    }
+    if (call->message_complete) {
+      completed(c);
+      return;
+    }
+    if (static_cast<size_t>(n) < room) break;  // drained for now
+  }
+}
+
+bool NativeHttpClient::Engine::parse(Connection& c, const char* data, size_t size) {
+  Call& call = *c.call;
+  size_t parsed = http_parser_execute(&c.parser, &parserSettings(), data, size);
+  http_errno err = HTTP_PARSER_ERRNO(&c.parser);
+  if (err == HPE_PAUSED) {
+    // Paused by onMessageComplete: bytes after the answer answer nothing asked.
+    if (parsed < size) call.keep_alive = false;
+    return true;
+  }
+  if (err != HPE_OK || parsed != size) {
+    std::string detail = strCat(" (", http_errno_description(err), ")");
+    Status status;
+    if (!call.local_error.ok()) {
+      status = call.local_error;
+    } else if (!call.head_complete) {
+      status = upstreamError(codecs::invalidArgument(
+          prefix(call), "answered something that is not an HTTP/1.x response", detail));
+    } else if (err == HPE_INVALID_CHUNK_SIZE || (c.parser.flags & F_CHUNKED) != 0) {
+      status = upstreamError(codecs::invalidArgument(prefix(call), "answered a malformed chunked body",
+                                                     detail));
+    } else {
+      status = upstreamError(codecs::invalidArgument(prefix(call), "answered a malformed response",
+                                                     detail));
+    }
+    failExchange(c, std::move(status));
+    return false;
+  }
+  // The rest of a sized body goes straight into its buffer: no parser, no copy.
+  if (!call.streaming && call.head_complete && !call.message_complete && call.content_length &&
+      (c.parser.flags & F_CHUNKED) == 0 && call.body.size() == *call.content_length &&
+      call.body_used < call.body.size()) {
+    call.direct = true;
+    // The parser sees no more of this answer: whether the connection stays open is known
+    // from the head already (version, Connection).
+    call.keep_alive = http_should_keep_alive(&c.parser) != 0;
+  }
+  return true;
+}
+
+void NativeHttpClient::Engine::completed(Connection& c) {
+  std::shared_ptr<Call> call = std::move(c.call);
+  call->connection = nullptr;
+  Pool& pool = *c.pool;
+  const size_t total = call->head.size() + (call->sends_body ? call->request.body.size() : 0);
+  if (call->keep_alive && call->sent == total) {
+    c.reused = true;
+    pool.idle.push_back(&c);  // `readable` stays armed: it is the idle watch
+  } else {
+    dropConnection(c);  // an answer before the whole request went, or the upstream closes
+  }
+  finish(*call, call->local_error);
+  serveWaiting(pool);
+}
+
+void NativeHttpClient::Engine::broken(Connection& c, int err, bool sending) {
+  std::shared_ptr<Call> call = c.call;
+  Pool& pool = *c.pool;
+  // A kept-alive connection the upstream closed (or reset) before any byte of an answer:
+  // the request goes again, once, on a fresh connection, as libcurl does.
+  const bool resend = c.reused && !call->answer_started && !call->resent;
+  dropConnection(c);
+  if (resend) {
+    call->resent = true;
+    open(pool, call);
+  } else {
+    std::string_view what;
+    if (sending) {
+      what = "connection broken while sending the request";
+    } else if (!call->answer_started) {
+      what = err == 0 ? "connection closed without a response"
+                      : "connection broken while receiving the response";
+    } else {
+      what = err == 0 ? "connection closed before the whole response arrived"
+                      : "connection broken while receiving the response";
+    }
+    std::string detail = err == 0 ? std::string() : strCat(" (", std::strerror(err), ")");
+    finish(*call, upstreamError(absl::UnavailableError(strCat(prefix(*call), what, detail))));
+  }
+  serveWaiting(pool);
+}
+
+void NativeHttpClient::Engine::failExchange(Connection& c, Status status) {
+  std::shared_ptr<Call> call = c.call;
+  Pool& pool = *c.pool;
+  dropConnection(c);
+  finish(*call, std::move(status));
+  serveWaiting(pool);
+}
+
+// ---- http_parser callbacks (inside parse(): record only) ----
+
+const http_parser_settings& NativeHttpClient::Engine::parserSettings() {
+  static const http_parser_settings settings = [] {
+    http_parser_settings s;
+    http_parser_settings_init(&s);
+    s.on_message_begin = &Engine::onMessageBegin;
+    s.on_header_field = &Engine::onHeaderField;
+    s.on_header_value = &Engine::onHeaderValue;
+    s.on_headers_complete = &Engine::onHeadersComplete;
+    s.on_body = &Engine::onBody;
+    s.on_message_complete = &Engine::onMessageComplete;
+    return s;
+  }();
+  return settings;
+}
+
+int NativeHttpClient::Engine::onMessageBegin(http_parser* p) {
+  Call& call = callOf(p);
+  call.status = 0;
+  call.raw_headers.clear();
+  call.in_value = false;
+  call.content_length.reset();
+  return 0;
+}
+
+int NativeHttpClient::Engine::onHeaderField(http_parser* p, const char* at, size_t length) {
+  Call& call = callOf(p);
+  if (call.in_value || call.raw_headers.empty()) {
+    call.raw_headers.emplace_back(std::string(at, length), std::string());
+    call.in_value = false;
+  } else {
+    call.raw_headers.back().first.append(at, length);  // a name split across reads
+  }
+  return 0;
+}
+
+int NativeHttpClient::Engine::onHeaderValue(http_parser* p, const char* at, size_t length) {
+  Call& call = callOf(p);
+  if (call.raw_headers.empty()) return 0;
+  call.raw_headers.back().second.append(at, length);
+  call.in_value = true;
+  return 0;
+}
+
+int NativeHttpClient::Engine::onHeadersComplete(http_parser* p) {
+  Call& call = callOf(p);
+  call.status = p->status_code;
+  if (call.status < 100 || call.status > 999) {
+    // http_parser takes any number; a status code has three digits (RFC 9110 15). Found by
+    // the http_client fuzzer: "HTTP/1.1 2" was taken for an interim answer with a body.
+    call.local_error = upstreamError(codecs::invalidArgument(
+        call.owner->prefix(call), "answered something that is not an HTTP/1.x response (status code ",
+        call.status, ")"));
+    return -1;  // the parser stops with an error; parse() reports local_error
+  }
+  // An interim answer ends with its head (RFC 9110 15.2), whatever Content-Length it
+  // carries: 1 tells http_parser so (found by the http_client fuzzer: "100" with a
+  // Content-Length had its body read into the final answer's). Its end starts over.
+  if (call.status < 200) return 1;
+  call.head_complete = true;
+  for (auto& [name, value] : call.raw_headers) {
+    std::string_view trimmed = trimValue(value);
+    call.headers.add(std::move(name), trimmed.size() == value.size() ? std::move(value)
+                                                                     : std::string(trimmed));
+  }
+  call.raw_headers.clear();
+  if ((p->flags & F_CHUNKED) == 0 && p->content_length != ULLONG_MAX) {
+    call.content_length = p->content_length;
+  }
+  if (call.streaming) {
+    call.owner->markNews(call);
+  } else if (!call.head_only && call.content_length && *call.content_length > 0 &&
+             *call.content_length <= kMaxReservedBodyBytes) {
+    try {
+      call.body = codecs::MutableBuffer::allocate(static_cast<size_t>(*call.content_length));
+    } catch (const std::bad_alloc&) {
+      // Left empty: onBody grows it as bytes arrive and reports a real shortage.
+    }
+  }
+  return call.head_only ? 1 : 0;  // 1: no body follows (http_parser's convention)
+}
+
+int NativeHttpClient::Engine::onBody(http_parser* p, const char* at, size_t length) {
+  Call& call = callOf(p);
+  try {
+    if (call.streaming) {
+      call.pieces.push_back(codecs::Buffer::copyOf(std::string_view(at, length)));
+      call.owner->markNews(call);
+      return 0;
+    }
+    size_t needed = call.body_used + length;
+    if (needed > call.body.size()) {
+      size_t capacity = std::max({needed, call.body.size() * 2, kInitialBodyBytes});
+      codecs::MutableBuffer grown = codecs::MutableBuffer::allocate(capacity);
+      if (call.body_used > 0) std::memcpy(grown.data(), call.body.data(), call.body_used);
+      call.body = std::move(grown);
+    }
+    std::memcpy(call.body.data() + call.body_used, at, length);
+    call.body_used += length;
+    return 0;
+  } catch (const std::bad_alloc&) {
+    call.local_error = codecs::withOrigin(
+        codecs::resourceExhausted(call.owner->prefix(call), "no memory for a response body of ",
+                                  call.body_used + length, "+ bytes"),
+        codecs::ErrorOrigin::kInternal);
+    return 1;
+  }
+}
+
+int NativeHttpClient::Engine::onMessageComplete(http_parser* p) {
+  Call& call = callOf(p);
+  if (call.status < 200) {  // the interim answer ended; the final one follows
+    call.status = 0;
+    call.raw_headers.clear();
+    return 0;
+  }
+  call.message_complete = true;
+  call.keep_alive = http_should_keep_alive(p) != 0;
+  http_parser_pause(p, 1);  // whatever follows is not part of this answer
+  return 0;
+}
+
+}  // namespace infergate::gateway::upstream

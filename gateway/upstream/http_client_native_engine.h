@@ -1,0 +1,193 @@
+#pragma once
+
+// NativeHttpClient's engine (http_client_native.h), shared by the two files that define
+// it: http_client_native.cc (requests, connections, endings, delivery) and
+// http_client_native_answer.cc (reading and parsing the upstream's answer). Internal: no
+// other file includes it.
+
+#include <event2/event.h>
+#include <http_parser.h>
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "codecs/buffer.h"
+#include "codecs/status.h"
+#include "gateway/http/event_loop.h"
+#include "gateway/http/http_message.h"
+#include "gateway/upstream/http_client.h"
+#include "gateway/upstream/http_client_common.h"
+#include "gateway/upstream/http_client_native.h"
+
+namespace infergate::gateway::upstream {
+namespace native_detail {
+
+// One receive buffer per client (loop thread only): what a read brings is parsed and
+// copied out before the next read.
+inline constexpr size_t kReadBufferBytes = 256 * 1024;
+// A buffered body of unknown length starts with this much and doubles.
+inline constexpr size_t kInitialBodyBytes = 16 * 1024;
+// Content-Length is trusted for the up-front reservation up to Triton's own cap (int32,
+// PROTOCOL.md pitfall 18); past it the buffer grows as bytes arrive.
+inline constexpr uint64_t kMaxReservedBodyBytes = 0x7fffffff;
+
+inline codecs::Status upstreamError(codecs::Status s) {
+  return codecs::withOrigin(std::move(s), codecs::ErrorOrigin::kUpstream);
+}
+
+}  // namespace native_detail
+
+class NativeHttpClient::Engine {
+ public:
+  Engine(http::EventLoop& loop, const HttpClientOptions& options)
+      : loop_(loop), options_(options), read_buffer_(new char[native_detail::kReadBufferBytes]) {}
+  ~Engine();
+
+  std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,
+                                       HttpUpstreamRequest request,
+                                       HttpUpstreamCallbacks callbacks);
+  void abandonAll();
+
+ private:
+  struct Pool;
+  struct Connection;
+
+  class Call final : public HttpCallHandle, public std::enable_shared_from_this<Call> {
+   public:
+    void cancel() override {
+      if (owner == nullptr) return;
+      auto keep = shared_from_this();  // the engine may hold the last other reference
+      owner->cancel(*this);
+    }
+
+    Engine* owner = nullptr;  // null once the call ended (delivered, cancelled, abandoned)
+    Pool* pool = nullptr;
+    Connection* connection = nullptr;  // while attached
+    bool waiting = false;              // in pool->waiting
+    event* deadline = nullptr;
+
+    HttpUpstreamRequest request;
+    HttpUpstreamCallbacks callbacks;
+    bool streaming = false;  // on_head was given
+    bool head_only = false;  // HEAD: no body follows whatever the headers say
+    bool sends_body = false;
+    std::string endpoint;  // for messages
+    std::string head;      // the request line and headers
+    size_t sent = 0;       // bytes of head and body written on the current connection
+    // Bytes reached a socket: the upstream may be running the request.
+    bool body_taken = false;
+    bool resent = false;  // already sent again after a reused connection died
+
+    // The answer as it arrives; a new message (after a 1xx) starts over.
+    bool answer_started = false;  // a byte of an answer arrived on this connection
+    int status = 0;
+    std::vector<std::pair<std::string, std::string>> raw_headers;
+    bool in_value = false;
+    bool head_complete = false;
+    http::HeaderList headers;  // built once head_complete
+    std::optional<uint64_t> content_length;
+    codecs::MutableBuffer body;  // buffered mode
+    size_t body_used = 0;
+    bool direct = false;  // the rest of a sized body is received straight into `body`
+    bool message_complete = false;
+    bool keep_alive = false;
+    std::vector<codecs::Buffer> pieces;  // streaming mode, not yet delivered
+    codecs::Status local_error;                  // no memory for the body
+
+    // Delivery.
+    bool queued = false;
+    bool head_delivered = false;
+    bool finished = false;
+    codecs::Status outcome;
+  };
+
+  struct Connection {
+    Engine* engine = nullptr;
+    Pool* pool = nullptr;
+    int fd = -1;
+    event* readable = nullptr;  // armed for the connection's whole life (idle watch included)
+    event* writable = nullptr;  // armed while connecting or while a write waits for room
+    event* connect_timer = nullptr;
+    bool connecting = false;
+    bool reused = false;  // carried a whole exchange already
+    std::shared_ptr<Call> call;
+    http_parser parser;
+  };
+
+  struct Pool {
+    std::string key;
+    sockaddr_storage address{};
+    socklen_t address_length = 0;
+    std::string host;  // the Host header
+    size_t open = 0;   // connecting, busy or idle
+    std::vector<Connection*> idle;
+    std::deque<std::shared_ptr<Call>> waiting;
+  };
+
+  // -- requests --
+  Pool* poolFor(const config::ListenAddress& endpoint, codecs::Status* error);
+  void buildHead(Call& call, const Pool& pool) const;
+  void dispatch(std::shared_ptr<Call> call);
+  void serveWaiting(Pool& pool);
+  void open(Pool& pool, std::shared_ptr<Call> call);
+  void attach(Connection& c, std::shared_ptr<Call> call);
+  void connected(Connection& c);
+  void writeSome(Connection& c);
+  void cancel(Call& call);
+
+  // -- the answer --
+  void readSome(Connection& c);
+  bool parse(Connection& c, const char* data, size_t size);
+  void completed(Connection& c);
+  // The connection failed under its call: closed (err 0) or an errno, while sending or not.
+  void broken(Connection& c, int err, bool sending);
+  void failExchange(Connection& c, codecs::Status status);
+
+  // -- endings --
+  void finish(Call& call, codecs::Status outcome);
+  void dropConnection(Connection& c);
+  void dropDeadline(Call& call);
+  codecs::Status connectError(const Call& call, int err) const;
+  codecs::Status connectTimeout(const Call& call) const;
+  std::string prefix(const Call& call) const { return http_client_detail::callPrefix(options_.upstream_name, call.endpoint); }
+
+  // -- delivery --
+  void markNews(Call& call);
+  void scheduleDelivery();
+  void deliverNews();
+
+  // -- libevent and http_parser entry points --
+  static void onReadable(evutil_socket_t fd, short events, void* arg);
+  static void onWritable(evutil_socket_t fd, short events, void* arg);
+  static void onConnectTimeout(evutil_socket_t fd, short events, void* arg);
+  static void onDeadline(evutil_socket_t fd, short events, void* arg);
+  static const http_parser_settings& parserSettings();
+  static Call& callOf(http_parser* p) { return *static_cast<Connection*>(p->data)->call; }
+  static int onMessageBegin(http_parser* p);
+  static int onHeaderField(http_parser* p, const char* at, size_t length);
+  static int onHeaderValue(http_parser* p, const char* at, size_t length);
+  static int onHeadersComplete(http_parser* p);
+  static int onBody(http_parser* p, const char* at, size_t length);
+  static int onMessageComplete(http_parser* p);
+
+  http::EventLoop& loop_;
+  HttpClientOptions options_;
+  std::unique_ptr<char[]> read_buffer_;
+  std::unordered_map<std::string, std::unique_ptr<Pool>> pools_;
+  std::unordered_map<Connection*, std::unique_ptr<Connection>> connections_;
+  std::unordered_map<Call*, std::shared_ptr<Call>> calls_;  // not yet delivered whole
+  std::vector<std::shared_ptr<Call>> news_;
+  bool delivery_posted_ = false;
+  bool* destroyed_ = nullptr;                      // while delivering: set by the destructor
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // posted tasks check it
+};
+
+}  // namespace infergate::gateway::upstream
