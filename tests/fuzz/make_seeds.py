@@ -224,5 +224,5 @@ http_answer("http10_error", b"HTTP/1.0 500 Internal Server Error\r\nContent-Type
 http_answer("bad_chunk", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", method=2)
 http_answer("padded_close", b"HTTP/1.1 200 OK\r\nContent-Length:  5 \r\nX-Space:   padded  \r\n"
             b"Connection: close\r\n\r\nhello", plan=6)
-http_answer("large_sized", b"HTTP/1.1 200 OK\r\nContent-Length: 300000\r\n\r\n" + b"y" * 300000,
+http_answer("larger_sized", b"HTTP/1.1 200 OK\r\nContent-Length: 40000\r\n\r\n" + b"y" * 40000,
             plan=250)
