@@ -187,7 +187,10 @@ EndpointHandoff::Work EndpointHandoff::unregisterWork(std::string name, uint64_t
 
 void EndpointHandoff::regionRegistered(uint64_t serial, bool ok, bool refused,
                                        const std::string& error, shm::RegionKind kind) {
-  if (refused) refuse(error);
+  // UNIMPLEMENTED to a CUDA region says the upstream has no usable GPU (infergate and a
+  // CPU-only Triton answer so), not that it refuses client shared memory: only that region
+  // goes inline (kFailed below); the pool and system regions keep going by reference.
+  if (refused && kind == shm::RegionKind::kSystem) refuse(error);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = regions_.find(serial);
   if (ok) ++counters_.region_registrations;

@@ -104,7 +104,9 @@ class EndpointHandoff {
   // Outcomes. `refused`: the upstream said client shared memory is disabled; `error`:
   // its words (logged once per kind of failure).
   void poolRegistered(bool ok, bool refused, const std::string& error);
-  // `kind`: the kind of the region registered (its Work's region_kind).
+  // `kind`: the kind of the region registered (its Work's region_kind). A CUDA region
+  // refused as unimplemented fails alone (the upstream has no GPU); a refused system
+  // region marks the whole endpoint refused().
   void regionRegistered(uint64_t serial, bool ok, bool refused, const std::string& error,
                         shm::RegionKind kind = shm::RegionKind::kSystem);
   void regionUnregistered(uint64_t serial);

@@ -294,6 +294,32 @@ TEST(EndpointHandoffTest, ACudaRegistrationThatEndsAfterTheRegionIsUnregisteredT
   EXPECT_EQ(work[0].serial, serial);
 }
 
+TEST(EndpointHandoffTest, ACudaRegionRefusedAsUnimplementedFailsAloneNotTheEndpoint) {
+  // An upstream without a GPU answers CUDA registrations UNIMPLEMENTED: that region goes
+  // inline for good, while the pool and system regions still go by reference.
+  TestShmObject object(8192);
+  EndpointHandoff h(colocatedUpstream(), "127.0.0.1:9001");
+  ASSERT_EQ(h.takeWork().size(), 1u);  // the pool
+  h.poolRegistered(true, false, "");
+  auto cuda = std::make_shared<shm::CudaRegion>("gpu", 4096, std::string(shm::kCudaIpcHandleBytes, '\x02'),
+                                                /*device_id=*/0, nullptr);
+  EXPECT_EQ(h.passthroughName(cuda), std::nullopt);
+  ASSERT_EQ(h.takeWork().size(), 1u);
+  h.regionRegistered(cuda->serial(), false, /*refused=*/true, "CUDA shared memory is not available",
+                     shm::RegionKind::kCuda);
+  EXPECT_FALSE(h.refused());
+  EXPECT_NE(h.readyPool(), nullptr);
+  EXPECT_EQ(h.passthroughName(cuda), std::nullopt);
+  EXPECT_TRUE(h.takeWork().empty());  // not asked again
+
+  std::shared_ptr<const shm::Region> system = openRegion(object, 0, 4096);
+  ASSERT_NE(system, nullptr);
+  EXPECT_EQ(h.passthroughName(system), std::nullopt);
+  ASSERT_EQ(h.takeWork().size(), 1u);
+  h.regionRegistered(system->serial(), true, false, "");
+  EXPECT_EQ(h.passthroughName(system), std::optional<std::string>(upstreamRegionName(h, system->serial())));
+}
+
 TEST(EndpointHandoffTest, ACudaRegionWithoutOpenMemoryRefusesReadsAndWrites) {
   shm::CudaRegion region("gpu", 64, std::string(shm::kCudaIpcHandleBytes, '\x01'), 0, nullptr);
   uint8_t bytes[8] = {};

@@ -2,6 +2,8 @@
 // upstreams that answer garbage, too much, too little or nothing (raw sockets), and
 // cancellation and teardown at every moment. Both engines, as in http_client_test.cc.
 
+#include <sys/un.h>
+
 #include "gateway/upstream/http_client_test_fixture.h"
 
 namespace infergate::gateway::upstream::testing {
@@ -210,6 +212,72 @@ TEST_P(HttpClientFaultTest, BytesAfterAnAnswerRetireTheConnection) {
   client_thread_.run([this] { client_.reset(); });
 }
 
+TEST_P(HttpClientFaultTest, BytesAfterASizedBodyReadStraightInRetireTheConnection) {
+  // A body bigger than one read is received straight into its buffer, exactly to its end:
+  // bytes the upstream sent after it stay in the socket. A request sent from the answer's
+  // own callback, before the loop could look at the idle connection, must not get them as
+  // its answer: it goes on a fresh connection.
+  const std::string big(300000, 'x');
+  RawUpstream upstream([&big](RawUpstream& u) {
+    int first = u.accept();
+    if (first < 0) return;
+    RawUpstream::readRequest(first);
+    RawUpstream::write(first, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(big.size()) +
+                                  "\r\n\r\n" + big + "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray");
+    RawUpstream::drain(first);
+    ::close(first);
+    u.answerOne("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb");
+  });
+  auto second = std::make_shared<std::promise<StatusOr<HttpUpstreamResponse>>>();
+  auto first_size = std::make_shared<std::promise<size_t>>();
+  client_thread_.run([&] {
+    HttpUpstreamCallbacks callbacks;
+    callbacks.on_complete = [this, &upstream, second, first_size](StatusOr<HttpUpstreamResponse> r) {
+      first_size->set_value(r.ok() ? r->body.size() : 0);
+      HttpUpstreamCallbacks next;
+      next.on_complete = [second](StatusOr<HttpUpstreamResponse> r2) { second->set_value(std::move(r2)); };
+      client().send(upstream.endpoint(), get("/second"), std::move(next));
+    };
+    client().send(upstream.endpoint(), get("/first"), std::move(callbacks));
+  });
+  auto size = first_size->get_future();
+  ASSERT_EQ(size.wait_for(kWait), std::future_status::ready);
+  EXPECT_EQ(size.get(), big.size());
+  auto answer = second->get_future();
+  ASSERT_EQ(answer.wait_for(kWait), std::future_status::ready);
+  auto r = answer.get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "b");
+  client_thread_.run([this] { client_.reset(); });
+}
+
+TEST_P(HttpClientFaultTest, NoBodyFollowsA204OrA304WhateverItsContentLengthSays) {
+  // RFC 9110 15.3.5, 15.4.5: a 304 may carry the representation's Content-Length; no body
+  // follows either, and the connection stays usable.
+  for (std::string status : {"204 No Content", "304 Not Modified"}) {
+    RawUpstream upstream([&status](RawUpstream& u) {
+      int fd = u.accept();
+      if (fd < 0) return;
+      RawUpstream::readRequest(fd);
+      RawUpstream::write(fd, "HTTP/1.1 " + status + "\r\nContent-Length: 1234\r\n\r\n");
+      RawUpstream::readRequest(fd);  // the next request, on the same connection
+      RawUpstream::write(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+      RawUpstream::drain(fd);
+      ::close(fd);
+    });
+    HttpUpstreamRequest request = get("/v2/models/m/ready");
+    request.timeout = std::chrono::milliseconds(10000);
+    auto r = fetch(std::move(request), &upstream.endpoint());
+    ASSERT_TRUE(r.ok()) << status << ": " << r.status();
+    EXPECT_EQ(r->status, std::stoi(status));
+    EXPECT_TRUE(r->body.empty());
+    r = fetch(get("/after"), &upstream.endpoint());
+    ASSERT_TRUE(r.ok()) << status << ": " << r.status();
+    EXPECT_EQ(r->body.view(), "ok");
+    client_thread_.run([this] { client_.reset(); });
+  }
+}
+
 TEST_P(HttpClientFaultTest, ABodyThatRunsToTheEndOfTheConnectionIsWhole) {
   // Neither a length nor chunks: the body ends with the connection (RFC 9112 6.3 rule 8),
   // and the next request goes on a fresh connection.
@@ -248,6 +316,52 @@ TEST_P(HttpClientFaultTest, ConnectionClosedMidBodyIsUnavailable) {
   auto r = fetch(get("/"), &upstream.endpoint());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+}
+
+TEST_P(HttpClientFaultTest, AReusedConnectionFoundDeadAndAResendRefusedAtOnceFailTheCall) {
+  // All inside one task on the client's loop, before it can notice: the unix upstream goes
+  // away (its connection closed, its socket file gone) and a request goes out on the kept-
+  // alive connection. The send fails at once and so does the resend's connect: the call
+  // ends UNAVAILABLE (found in review: the native engine freed the endpoint's pool under
+  // the send that was still using it).
+  const std::string path = "/tmp/infergate-client-test-" + std::to_string(::getpid()) + ".sock";
+  ::unlink(path.c_str());
+  int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  path.copy(a.sun_path, sizeof(a.sun_path) - 1);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  const config::ListenAddress endpoint = address("unix:" + path);
+  int served = -1;
+  std::thread server([&] {
+    served = ::accept(listener, nullptr, nullptr);
+    if (served < 0) return;
+    RawUpstream::readRequest(served);
+    RawUpstream::write(served, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na");
+  });
+  auto r = fetch(get("/first"), &endpoint);
+  server.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_GE(served, 0);
+
+  auto second = std::make_shared<std::promise<StatusOr<HttpUpstreamResponse>>>();
+  client_thread_.run([&] {
+    ::close(served);
+    ::close(listener);
+    ::unlink(path.c_str());
+    HttpUpstreamCallbacks callbacks;
+    callbacks.on_complete = [second](StatusOr<HttpUpstreamResponse> r2) { second->set_value(std::move(r2)); };
+    client().send(endpoint, get("/second"), std::move(callbacks));
+  });
+  auto answer = second->get_future();
+  ASSERT_EQ(answer.wait_for(kWait), std::future_status::ready);
+  r = answer.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  // The dead connection took no byte and nothing else was reached: safe to send elsewhere.
+  EXPECT_TRUE(wasNotSent(r.status())) << r.status();
+  ASSERT_TRUE(fetch(get("/v2/health/ready")).ok());  // the client still works
 }
 
 // ---- cancellation and teardown ----

@@ -224,10 +224,18 @@ void NativeHttpClient::Engine::serveWaiting(Pool& pool) {
     call->waiting = false;
     dispatch(std::move(call));
   }
-  if (pool.open == 0 && pool.waiting.empty()) {
-    std::string key = pool.key;  // not a reference into the node being erased
-    pools_.erase(key);           // `pool` is gone
+  // Not erased here: serveWaiting() may run deep inside a dispatch() whose callers still
+  // hold the pool (a send whose connection broke at once, a resend refused at once).
+  // sweepPools() erases it once no engine function is on the stack.
+  if (pool.open == 0 && pool.waiting.empty()) maybe_empty_.push_back(pool.key);
+}
+
+void NativeHttpClient::Engine::sweepPools() {
+  for (const std::string& key : maybe_empty_) {
+    auto it = pools_.find(key);
+    if (it != pools_.end() && it->second->open == 0 && it->second->waiting.empty()) pools_.erase(it);
   }
+  maybe_empty_.clear();
 }
 
 void NativeHttpClient::Engine::open(Pool& pool, std::shared_ptr<Call> call) {
@@ -493,6 +501,7 @@ void NativeHttpClient::Engine::scheduleDelivery() {
 }
 
 void NativeHttpClient::Engine::deliverNews() {
+  sweepPools();  // every caller is an entry point: nothing of the engine is on the stack
   http_client_detail::deliverNews(news_, calls_, destroyed_);
 }
 

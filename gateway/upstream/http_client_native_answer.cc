@@ -29,6 +29,13 @@ using native_detail::kMaxReservedBodyBytes;
 using native_detail::kReadBufferBytes;
 using native_detail::upstreamError;
 
+// Whether the socket holds no byte yet unread (and has not ended).
+bool nothingUnread(int fd) {
+  char probe;
+  ssize_t n = ::recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 std::string_view trimValue(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -135,11 +142,14 @@ void NativeHttpClient::Engine::completed(Connection& c) {
   call->connection = nullptr;
   Pool& pool = *c.pool;
   const size_t total = call->head.size() + (call->sends_body ? call->request.body.size() : 0);
-  if (call->keep_alive && call->sent == total) {
+  if (call->keep_alive && call->sent == total && nothingUnread(c.fd)) {
     c.reused = true;
     pool.idle.push_back(&c);  // `readable` stays armed: it is the idle watch
   } else {
-    dropConnection(c);  // an answer before the whole request went, or the upstream closes
+    // An answer before the whole request went, an upstream that closes, or bytes beyond the
+    // answer (a sized body is read to its end and no further): the next request's answer
+    // must not come from them.
+    dropConnection(c);
   }
   finish(*call, call->local_error);
   serveWaiting(pool);
@@ -250,9 +260,12 @@ int NativeHttpClient::Engine::onHeadersComplete(http_parser* p) {
   if ((p->flags & F_CHUNKED) == 0 && p->content_length != ULLONG_MAX) {
     call.content_length = p->content_length;
   }
+  // No body follows a HEAD's answer, a 204 or a 304 (RFC 9110 9.3.2, 15.3.5, 15.4.5),
+  // whatever Content-Length says (a 304 may give the representation's).
+  const bool no_body = call.head_only || call.status == 204 || call.status == 304;
   if (call.streaming) {
     call.owner->markNews(call);
-  } else if (!call.head_only && call.content_length && *call.content_length > 0 &&
+  } else if (!no_body && call.content_length && *call.content_length > 0 &&
              *call.content_length <= kMaxReservedBodyBytes) {
     try {
       call.body = codecs::MutableBuffer::allocate(static_cast<size_t>(*call.content_length));
@@ -260,7 +273,7 @@ int NativeHttpClient::Engine::onHeadersComplete(http_parser* p) {
       // Left empty: onBody grows it as bytes arrive and reports a real shortage.
     }
   }
-  return call.head_only ? 1 : 0;  // 1: no body follows (http_parser's convention)
+  return no_body ? 1 : 0;  // 1: no body follows (http_parser's convention)
 }
 
 int NativeHttpClient::Engine::onBody(http_parser* p, const char* at, size_t length) {

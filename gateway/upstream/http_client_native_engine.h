@@ -137,6 +137,7 @@ class NativeHttpClient::Engine {
   void buildHead(Call& call, const Pool& pool) const;
   void dispatch(std::shared_ptr<Call> call);
   void serveWaiting(Pool& pool);
+  void sweepPools();  // erases the pools left with no connection and no waiting call
   void open(Pool& pool, std::shared_ptr<Call> call);
   void attach(Connection& c, std::shared_ptr<Call> call);
   void connected(Connection& c);
@@ -182,6 +183,7 @@ class NativeHttpClient::Engine {
   HttpClientOptions options_;
   std::unique_ptr<char[]> read_buffer_;
   std::unordered_map<std::string, std::unique_ptr<Pool>> pools_;
+  std::vector<std::string> maybe_empty_;  // pools to look at in sweepPools()
   std::unordered_map<Connection*, std::unique_ptr<Connection>> connections_;
   std::unordered_map<Call*, std::shared_ptr<Call>> calls_;  // not yet delivered whole
   std::vector<std::shared_ptr<Call>> news_;

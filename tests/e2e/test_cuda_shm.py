@@ -118,6 +118,7 @@ class DeviceRegion:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         first = self.proc.stdout.readline().strip()
         if not first.startswith("handle "):
+            self.proc.kill()
             code = self.proc.wait(timeout=30)
             raise RuntimeError("the CUDA client exited %d: %r" % (code, first))
         self.handle = bytes.fromhex(first.split()[1])
@@ -232,8 +233,13 @@ class CudaCase(unittest.TestCase):
         try:
             self.assertEqual(http_unregister(self.gateway(), kind="cuda"), (200, None))
         finally:
-            for r in self.regions:
-                r.close()
+            problems = []
+            for r in self.regions:  # every one closed, whatever the others did
+                try:
+                    r.close()
+                except (AssertionError, OSError, subprocess.SubprocessError) as e:
+                    problems.append(str(e))
+            self.assertEqual(problems, [])
 
     def region(self, byte_size):
         r = DeviceRegion(byte_size)
@@ -363,9 +369,7 @@ class InferTest(CudaCase):
         before = names_at_u()
         self.run_simple("http", "grpc", 100)
         self.run_simple("grpc", "http", 101)
-        after = names_at_u()
-        self.assertEqual(after, before)
-        self.assertFalse([n for n in after if n.startswith("infergate_r%d_" % G.proc.pid)], after)
+        self.assertEqual(names_at_u(), before)
 
     def test_bad_references_are_refused(self):
         r = self.region(256)
@@ -498,11 +502,12 @@ class PassthroughTest(CudaCase):
 
         before = handoff_of(G_POOL, upstream)
         one(0)  # inline: the gateway reads and writes the device memory, and queues the registration
-        self.assertTrue(wait_until(lambda: len(client_copies_at(U, G_POOL)) == 1, timeout=10),
-                        http_status(U, kind="cuda"))
+        # Registered once U said so to the gateway (not only once U lists it).
+        self.assertTrue(wait_until(lambda: handoff_of(G_POOL, upstream)["region_registrations"]
+                                   == before["region_registrations"] + 1, timeout=10),
+                        handoff_of(G_POOL, upstream))
         self.assertEqual(list(client_copies_at(U, G_POOL).values()), [(0, r.byte_size)])
         mid = handoff_of(G_POOL, upstream)
-        self.assertEqual(mid["region_registrations"] - before["region_registrations"], 1, mid)
         for i in range(1, 4):
             one(i)
         after = handoff_of(G_POOL, upstream)
