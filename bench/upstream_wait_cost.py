@@ -38,28 +38,19 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
+from harness import LOOPBACK_HEAD  # noqa: E402
 from infergate_process import InfergateProcess  # noqa: E402
 
-U_CONFIG = """
-listeners:
-  http:    { address: "127.0.0.1:0" }
-  grpc:    { address: "127.0.0.1:0" }
-  metrics: { address: "127.0.0.1:0" }
-workers: 2
-upstreams:
+# Every process on loopback ports 0 with two workers (the end-to-end tests' head); U serves
+# the builtin `sleep`, a gateway routes every model to one upstream.
+U_CONFIG = LOOPBACK_HEAD + """upstreams:
   - { name: demo, protocol: builtin, models: [sleep] }
 routes:
   - match: { model: "*" }
     upstream: demo
 """
 
-G_CONFIG = """
-listeners:
-  http:    { address: "127.0.0.1:0" }
-  grpc:    { address: "127.0.0.1:0" }
-  metrics: { address: "127.0.0.1:0" }
-workers: 2
-upstreams:
+G_CONFIG = LOOPBACK_HEAD + """upstreams:
   - { name: u, protocol: %s, endpoints: ["%s"], colocated: true, timeout_ms: 120000 }
 routes:
   - match: { model: "*" }

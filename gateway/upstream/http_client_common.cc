@@ -1,18 +1,13 @@
 #include "gateway/upstream/http_client_common.h"
 
-#include <algorithm>
 #include <array>
 #include <cstdio>
 
 #include "codecs/status.h"
+#include "codecs/text.h"
 #include "config/listen_address.h"
 
 namespace infergate::gateway::upstream::http_client_detail {
-namespace {
-
-char asciiLower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + ('a' - 'A')) : c; }
-
-}  // namespace
 
 bool sendableTarget(std::string_view target) {
   if (target.empty() || target.front() != '/') return false;
@@ -36,12 +31,6 @@ std::string visibleBytes(std::string_view bytes) {
     }
   }
   return out;
-}
-
-bool equalsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return asciiLower(x) == asciiLower(y);
-         });
 }
 
 bool isClientOwnedHeader(std::string_view name) {

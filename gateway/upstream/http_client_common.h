@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "codecs/text.h"
 #include "config/config.h"
 
 namespace infergate::gateway::upstream::http_client_detail {
@@ -17,7 +18,7 @@ bool sendableTarget(std::string_view target);
 // `bytes` for a message, control bytes and DEL written \xNN.
 std::string visibleBytes(std::string_view bytes);
 
-bool equalsIgnoreCase(std::string_view a, std::string_view b);
+using codecs::equalsIgnoreCase;  // header names compare ASCII case-insensitively
 
 // Request headers the client itself owns: message framing (Content-Length is set from the
 // body; a forwarded Transfer-Encoding would announce a chunked upload), the connection's

@@ -11,6 +11,8 @@ import json
 import os
 from multiprocessing import shared_memory
 
+import numpy as np
+
 import grpc_stubs
 from grpc_stubs import grpc_outcome, stub_of
 from harness import LOOPBACK_HEAD
@@ -283,3 +285,54 @@ def grpc_infer_request(model, inputs, outputs=(), request_id=""):
 def grpc_infer(gw, req, path="local"):
     """ModelInfer: ("ok", response) or (code, details)."""
     return grpc_outcome(lambda: stub_of(gw).ModelInfer(req, metadata=metadata_of(path), timeout=30))
+
+
+# ---- the handoff's counters and identity requests (test_handoff, test_cuda_shm) -----------
+
+def upstream_record(gw, name):
+    status, _, data = gw.request("GET", "/admin/upstreams", listener="metrics")
+    assert status == 200, data
+    for u in json.loads(data)["upstreams"]:
+        if u["name"] == name:
+            return u
+    raise AssertionError("no upstream %s in %s" % (name, data))
+
+
+def endpoint(gw, name):
+    """The colocated (first) endpoint's admin record."""
+    return upstream_record(gw, name)["endpoints"][0]
+
+
+def handoff(gw, name):
+    return endpoint(gw, name)["handoff"]
+
+
+def datatype_of(values):
+    return {np.dtype("<f4"): "FP32", np.dtype("<i4"): "INT32", np.dtype("<u2"): "UINT16",
+            np.dtype("<f8"): "FP64", np.dtype("<i8"): "INT64", np.dtype("<u4"): "UINT32",
+            np.dtype("int8"): "INT8"}[values.dtype]
+
+
+def model_of(values):
+    return "identity_" + datatype_of(values).lower()
+
+
+def http_binary_infer(gw, values, path=None, name_output=True):
+    """An HTTP binary-tensor request, the output asked as binary -> numpy array."""
+    header = {"inputs": [{"name": "INPUT0", "shape": [1, len(values)], "datatype": datatype_of(values),
+                          "parameters": {"binary_data_size": values.nbytes}}]}
+    if name_output:
+        header["outputs"] = [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]
+    else:
+        header["parameters"] = {"binary_data_output": True}
+    js = json.dumps(header, separators=(",", ":")).encode()
+    headers = {"Inference-Header-Content-Length": str(len(js)), **headers_of(path)}
+    status, resp_headers, data = gw.request("POST", "/v2/models/%s/infer" % model_of(values),
+                                            body=js + values.tobytes(), headers=headers)
+    assert status == 200, (status, data[:500])
+    n = int(resp_headers["inference-header-content-length"])
+    answer, raw = json.loads(data[:n]), data[n:]
+    out = answer["outputs"][0]
+    assert (out["name"], out["shape"]) == ("OUTPUT0", [1, len(values)]), out
+    assert out["parameters"]["binary_data_size"] == values.nbytes, out
+    return np.frombuffer(raw, dtype=values.dtype)

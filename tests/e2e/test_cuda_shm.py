@@ -25,7 +25,6 @@ output are the region's fill byte, which must survive. Every process must exit 0
 SIGTERM without a sanitizer report.
 """
 import base64
-import json
 import os
 import subprocess
 import unittest
@@ -35,8 +34,9 @@ import numpy as np
 import grpc_stubs
 from grpc_stubs import grpc_outcome, stub_of
 from harness import LOOPBACK_HEAD, Gateway, Processes, wait_until
-from shm_helpers import (THREE_PATH_GATEWAY, In, Out, grpc_infer, grpc_infer_request, headers_of,
-                         http_infer, http_json, http_status, http_unregister, stop_processes)
+from shm_helpers import (THREE_PATH_GATEWAY, In, Out, grpc_infer, grpc_infer_request, handoff,
+                         http_binary_infer, http_infer, http_json, http_status, http_unregister,
+                         stop_processes)
 
 FILL = 0xA5  # what the client program fills a new allocation with
 PATHS = ("local", "grpc", "http")
@@ -403,42 +403,19 @@ class InferTest(CudaCase):
 
 # ---- 3. the CUDA handoff pool --------------------------------------------------------------
 
-def handoff_of(gw, upstream):
-    status, _, data = gw.request("GET", "/admin/upstreams", listener="metrics")
-    assert status == 200, data
-    for u in json.loads(data)["upstreams"]:
-        if u["name"] == upstream:
-            return u["endpoints"][0]["handoff"]
-    raise AssertionError("no upstream %s in %s" % (upstream, data))
-
-
-def http_binary_identity(gw, values, path):
-    header = {"inputs": [{"name": "INPUT0", "shape": [1, len(values)], "datatype": "FP32",
-                          "parameters": {"binary_data_size": values.nbytes}}],
-              "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}
-    js = json.dumps(header, separators=(",", ":")).encode()
-    status, headers, data = gw.request("POST", "/v2/models/identity_fp32/infer",
-                                       body=js + values.tobytes(),
-                                       headers={"Inference-Header-Content-Length": str(len(js)),
-                                                **headers_of(path)})
-    assert status == 200, (status, data[:500])
-    n = int(headers["inference-header-content-length"])
-    return np.frombuffer(data[n:], dtype="<f4")
-
-
 class PoolTest(unittest.TestCase):
 
     def test_large_tensors_go_through_device_memory_on_both_protocols(self):
         size = 256 << 10
         for upstream, path in (("pool-grpc", None), ("pool-http", "http")):
             with self.subTest(upstream=upstream):
-                before = handoff_of(G_POOL, upstream)
+                before = handoff(G_POOL, upstream)
                 self.assertTrue(before["pool_ready"], before)
                 for i in range(3):
                     values = np.random.default_rng(i).standard_normal(size // 4).astype("<f4")
-                    got = http_binary_identity(G_POOL, values, path)
+                    got = http_binary_infer(G_POOL, values, path)
                     self.assertEqual(got.tobytes(), values.tobytes())
-                after = handoff_of(G_POOL, upstream)
+                after = handoff(G_POOL, upstream)
                 self.assertEqual(after["pool_bytes_in"] - before["pool_bytes_in"], 3 * size, after)
                 self.assertGreaterEqual(after["pool_bytes_out"] - before["pool_bytes_out"], 2 * size, after)
                 self.assertEqual(after["refusals"], 0, after)
@@ -451,10 +428,10 @@ class PoolTest(unittest.TestCase):
                         regions)
 
     def test_small_tensors_stay_inline(self):
-        before = handoff_of(G_POOL, "pool-grpc")
+        before = handoff(G_POOL, "pool-grpc")
         values = np.arange(16, dtype="<f4")
-        self.assertEqual(http_binary_identity(G_POOL, values, None).tobytes(), values.tobytes())
-        after = handoff_of(G_POOL, "pool-grpc")
+        self.assertEqual(http_binary_infer(G_POOL, values).tobytes(), values.tobytes())
+        after = handoff(G_POOL, "pool-grpc")
         self.assertEqual(after["pool_bytes_in"], before["pool_bytes_in"])
 
 
@@ -500,17 +477,17 @@ class PassthroughTest(CudaCase):
             self.assertEqual(r.read(size + 4096, size), values.tobytes())
             self.assertEqual(r.read(size, 4096), bytes([FILL]) * 4096)
 
-        before = handoff_of(G_POOL, upstream)
+        before = handoff(G_POOL, upstream)
         one(0)  # inline: the gateway reads and writes the device memory, and queues the registration
         # Registered once U said so to the gateway (not only once U lists it).
-        self.assertTrue(wait_until(lambda: handoff_of(G_POOL, upstream)["region_registrations"]
+        self.assertTrue(wait_until(lambda: handoff(G_POOL, upstream)["region_registrations"]
                                    == before["region_registrations"] + 1, timeout=10),
-                        handoff_of(G_POOL, upstream))
+                        handoff(G_POOL, upstream))
         self.assertEqual(list(client_copies_at(U, G_POOL).values()), [(0, r.byte_size)])
-        mid = handoff_of(G_POOL, upstream)
+        mid = handoff(G_POOL, upstream)
         for i in range(1, 4):
             one(i)
-        after = handoff_of(G_POOL, upstream)
+        after = handoff(G_POOL, upstream)
         # By reference: U read and wrote the client's memory itself, zero copies.
         self.assertEqual(after["passthrough_bytes"] - mid["passthrough_bytes"], 3 * 2 * size, after)
         self.assertEqual(after["inline_bytes"] - mid["inline_bytes"], 0, after)

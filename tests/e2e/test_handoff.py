@@ -37,8 +37,9 @@ import grpc_stubs
 import shm_helpers
 from grpc_stubs import stub_of
 from harness import LOOPBACK_HEAD, Gateway, Processes, free_port, wait_until
-from shm_helpers import (SENTINEL, In, Out, ShmObjects, grpc_infer_request, headers_of, http_infer,
-                         http_infer_body, http_register, http_status, http_unregister, metadata_of,
+from shm_helpers import (SENTINEL, In, Out, ShmObjects, datatype_of, endpoint, grpc_infer_request,
+                         handoff, headers_of, http_binary_infer, http_infer, http_infer_body,
+                         http_register, http_status, http_unregister, metadata_of, model_of,
                          stop_processes, tear_down)
 
 U = G = G_SMALL = U_OFF = G_REF = U_R = G_R = G_R2 = U_B = G_B = None
@@ -186,24 +187,6 @@ def pool_objects(pid):
 
 # ---- what the processes say --------------------------------------------------------------
 
-def upstream_record(gw, name):
-    status, _, data = gw.request("GET", "/admin/upstreams", listener="metrics")
-    assert status == 200, data
-    for u in json.loads(data)["upstreams"]:
-        if u["name"] == name:
-            return u
-    raise AssertionError("no upstream %s in %s" % (name, data))
-
-
-def endpoint(gw, name):
-    """The colocated (first) endpoint's admin record."""
-    return upstream_record(gw, name)["endpoints"][0]
-
-
-def handoff(gw, name):
-    return endpoint(gw, name)["handoff"]
-
-
 def regions_at(upstream):
     """name -> (key, offset, byte_size) of the system regions `upstream` has registered."""
     status, body = http_status(upstream)
@@ -228,16 +211,6 @@ def moved(before, after):
 
 
 # ---- requests of identity_<type> ----------------------------------------------------------
-
-def datatype_of(values):
-    return {np.dtype("<f4"): "FP32", np.dtype("<i4"): "INT32", np.dtype("<u2"): "UINT16",
-            np.dtype("<f8"): "FP64", np.dtype("<i8"): "INT64", np.dtype("<u4"): "UINT32",
-            np.dtype("int8"): "INT8"}[values.dtype]
-
-
-def model_of(values):
-    return "identity_" + datatype_of(values).lower()
-
 
 def input_of(values):
     """INPUT0 of identity_<type>: `values` inline, shape [1, N]."""
@@ -267,27 +240,6 @@ def http_json_infer(gw, values, path=None, outputs=None):
     out = answer["outputs"][0]
     assert (out["name"], out["shape"], out["datatype"]) == ("OUTPUT0", [1, len(values)], datatype_of(values)), out
     return np.array(out["data"], dtype=values.dtype)
-
-
-def http_binary_infer(gw, values, path=None, name_output=True):
-    """An HTTP binary-tensor request, the output asked as binary -> numpy array."""
-    header = {"inputs": [{"name": "INPUT0", "shape": [1, len(values)], "datatype": datatype_of(values),
-                          "parameters": {"binary_data_size": values.nbytes}}]}
-    if name_output:
-        header["outputs"] = [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]
-    else:
-        header["parameters"] = {"binary_data_output": True}
-    js = json.dumps(header, separators=(",", ":")).encode()
-    headers = {"Inference-Header-Content-Length": str(len(js)), **headers_of(path)}
-    status, resp_headers, data = gw.request("POST", "/v2/models/%s/infer" % model_of(values),
-                                            body=js + values.tobytes(), headers=headers)
-    assert status == 200, (status, data[:500])
-    n = int(resp_headers["inference-header-content-length"])
-    answer, raw = json.loads(data[:n]), data[n:]
-    out = answer["outputs"][0]
-    assert (out["name"], out["shape"]) == ("OUTPUT0", [1, len(values)]), out
-    assert out["parameters"]["binary_data_size"] == values.nbytes, out
-    return np.frombuffer(raw, dtype=values.dtype)
 
 
 def grpc_infer(gw, values, path=None, name_output=True):
