@@ -50,6 +50,9 @@
 // libcurl 7.88 checks no timeout in that state, so a request queued behind hung ones would
 // wait forever. A per-call evtimer, due a little after libcurl's own, ends such a call.
 //
+// libcurl's data callbacks and the meaning of its result codes are in
+// http_client_curl_answer.cc; the classes, shared by both files, in http_client_curl_engine.h.
+//
 // Zero-copy: the request body is read by libcurl straight from the BufferChain's segments
 // (onRead copies into libcurl's upload buffer: the one copy of DESIGN.md). A buffered
 // response lands in one buffer reserved from Content-Length (doubling when it is unknown).
@@ -60,12 +63,8 @@
 #include <event2/event.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <charconv>
-#include <cstdio>
 #include <cstring>
 #include <mutex>
-#include <new>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -75,6 +74,7 @@
 
 #include "config/listen_address.h"
 #include "gateway/upstream/http_call_delivery.h"
+#include "gateway/upstream/http_client_curl_engine.h"
 #include "gateway/upstream/http_client_common.h"
 #include "gateway/upstream/http_client_native.h"
 #include "gateway/upstream/http_client_tls.h"
@@ -83,9 +83,10 @@
 namespace infergate::gateway::upstream {
 namespace {
 
+using curl_detail::Call;
+using curl_detail::CurlMultiClient;
 using codecs::Status;
 using codecs::strCat;
-using http_client_detail::callPrefix;
 using http_client_detail::endpointText;
 using http_client_detail::equalsIgnoreCase;
 using http_client_detail::forwardableHeader;
@@ -98,12 +99,6 @@ constexpr size_t kMaxIdleEasyHandles = 32;
 // callbacks and syscalls for multi-MiB tensors; allocated once per (reused) easy handle.
 constexpr long kReceiveBufferBytes = 256 * 1024;
 constexpr long kUploadBufferBytes = 256 * 1024;
-// A buffered body of unknown length starts with this much and doubles.
-constexpr size_t kInitialBodyBytes = 16 * 1024;
-// Content-Length is trusted for the up-front reservation up to Triton's own cap (int32,
-// PROTOCOL.md pitfall 18); past it the buffer grows as bytes actually arrive, so a lying
-// header cannot make us reserve an absurd amount.
-constexpr uint64_t kMaxReservedBodyBytes = 0x7fffffff;
 // How long after the request's timeout the backstop deadline fires. libcurl's own timer is
 // due first (and, if the loop stalled, libevent runs due timers in deadline order), so the
 // backstop only ever ends transfers that libcurl did not: those still queued.
@@ -114,129 +109,9 @@ void initCurlOnce() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
+}  // namespace
 
-class CurlMultiClient;
-
-// One request: the handle the caller holds, and the state libcurl's callbacks fill in.
-class Call final : public HttpCallHandle, public std::enable_shared_from_this<Call> {
- public:
-  ~Call() override {
-    if (header_list) curl_slist_free_all(header_list);
-    if (connect_to) curl_slist_free_all(connect_to);
-  }
-  void cancel() override;
-
-  // Null once the call ended (delivered, cancelled) or the client was destroyed.
-  CurlMultiClient* owner = nullptr;
-  CURL* easy = nullptr;       // while the transfer is in the multi handle
-  event* deadline = nullptr;  // the backstop timer, while armed
-  curl_slist* header_list = nullptr;
-  curl_slist* connect_to = nullptr;  // TLS with server_name (http_client_tls.h)
-  HttpUpstreamRequest request;  // keeps the body's segments alive while libcurl reads them
-  HttpUpstreamCallbacks callbacks;
-  bool streaming = false;  // on_head was given: pieces instead of one body
-  std::string endpoint;    // for messages
-  std::chrono::steady_clock::time_point started;
-  char error[CURL_ERROR_SIZE] = {};
-
-  // Upload position in request.body.
-  size_t segment = 0;
-  size_t segment_offset = 0;
-  // libcurl took body bytes (or rewound to send them again): the request may have reached
-  // the upstream, even when the exchange ends in a connect error (libcurl re-sends on a new
-  // connection when a reused one breaks, and that connect may fail).
-  bool body_taken = false;
-
-  // The response as it arrives. A new status line (after a 1xx) starts over.
-  int status = 0;
-  std::vector<std::pair<std::string, std::string>> raw_headers;
-  std::optional<uint64_t> content_length;
-  bool head_complete = false;  // the final response's header block ended
-  http::HeaderList headers;    // built from raw_headers once head_complete
-  codecs::MutableBuffer body;  // buffered mode
-  size_t body_used = 0;
-  std::vector<codecs::Buffer> pieces;  // streaming mode, not yet delivered
-  Status local_error;                  // set by our own callbacks (memory)
-
-  // Delivery state.
-  bool queued = false;  // in CurlMultiClient::news_
-  bool head_delivered = false;
-  bool finished = false;  // left the multi handle; `outcome` is final
-  Status outcome;
-};
-
-class CurlMultiClient {
- public:
-  CurlMultiClient(http::EventLoop& loop, HttpClientOptions options);
-  ~CurlMultiClient();
-
-  std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,
-                                       HttpUpstreamRequest request,
-                                       HttpUpstreamCallbacks callbacks);
-  void cancel(Call& call);
-  // Ends every call in flight without calling back (see HttpUpstreamClient::abandonAll).
-  void abandonAll();
-
-  // libcurl's data callbacks (userdata: the Call).
-  static size_t onHeader(char* data, size_t size, size_t count, void* userdata);
-  static size_t onWrite(char* data, size_t size, size_t count, void* userdata);
-  static size_t onRead(char* dest, size_t size, size_t count, void* userdata);
-  static int onSeek(void* userdata, curl_off_t offset, int origin);
-
- private:
-  // libcurl -> libevent
-  static int onSocketUpdate(CURL* easy, curl_socket_t fd, int what, void* userp, void* socketp);
-  static int onTimerUpdate(CURLM* multi, long timeout_ms, void* userp);
-  // libevent -> libcurl
-  static void onSocketReady(evutil_socket_t fd, short events, void* arg);
-  // The connections' sockets (CURLOPT_OPENSOCKETFUNCTION / CLOSESOCKETFUNCTION; clientp:
-  // the client), and the watch on one that sits idle in libcurl's cache.
-  static curl_socket_t onOpenSocket(void* clientp, curlsocktype purpose, curl_sockaddr* address);
-  static int onCloseSocket(void* clientp, curl_socket_t fd);
-  static void onIdleReadable(evutil_socket_t fd, short events, void* arg);
-  void dropIdleWatch(curl_socket_t fd);
-  static void onTimeout(evutil_socket_t fd, short events, void* arg);
-  static void onDeadline(evutil_socket_t fd, short events, void* arg);
-
-  void afterAction();
-  void collectFinished();
-  void deliverNews();
-  void markNews(Call& call);
-
-  void armDeadline(Call& call);
-  void dropDeadline(Call& call);
-  // Takes an unfinished transfer out of the multi handle; its connection is closed.
-  void abandonTransfer(Call& call);
-
-  CURL* acquireEasy();
-  void releaseEasy(CURL* easy);
-  Status configure(Call& call, const config::ListenAddress& endpoint);
-  // Ends `call` with `status` from the loop soon (never inside send()).
-  void failSoon(const std::shared_ptr<Call>& call, Status status);
-  Status outcomeOf(const Call& call, CURLcode result) const;
-  std::string prefix(const Call& call) const;
-
-  http::EventLoop& loop_;
-  HttpClientOptions options_;
-  CURLM* multi_ = nullptr;
-  CURLSH* tls_sessions_ = nullptr;  // with options_.tls: sessions shared by the handles
-  event* timer_ = nullptr;
-  std::unordered_map<curl_socket_t, event*> sockets_;
-  std::unordered_set<curl_socket_t> connections_;   // opened by onOpenSocket, still open
-  std::unordered_map<curl_socket_t, event*> idle_;  // connections libcurl holds idle
-  std::vector<CURL*> idle_easies_;
-  std::unordered_map<Call*, std::shared_ptr<Call>> calls_;  // not yet delivered whole
-  std::vector<std::shared_ptr<Call>> news_;
-  bool* destroyed_ = nullptr;  // while delivering: set by the destructor
-};
+namespace curl_detail {
 
 void Call::cancel() {
   if (owner == nullptr) return;
@@ -665,226 +540,8 @@ void CurlMultiClient::deliverNews() {
   http_client_detail::deliverNews(news_, calls_, destroyed_);
 }
 
-// ---- libcurl data callbacks (inside curl_multi_socket_action: record only) ----
+}  // namespace curl_detail
 
-size_t CurlMultiClient::onHeader(char* data, size_t size, size_t count, void* userdata) {
-  auto& call = *static_cast<Call*>(userdata);
-  size_t length = size * count;
-  if (call.head_complete) return length;  // trailers of a chunked body: not part of the head
-  std::string_view line = trim(std::string_view(data, length));
-  if (line.substr(0, 5) == "HTTP/") {
-    // A status line: a 1xx's headers are dropped by starting over.
-    call.status = 0;
-    call.raw_headers.clear();
-    call.content_length.reset();
-    size_t space = line.find(' ');
-    if (space != line.npos) {
-      std::string_view code = line.substr(space + 1, 3);
-      std::from_chars(code.data(), code.data() + code.size(), call.status);
-    }
-    return length;
-  }
-  if (line.empty()) {  // the end of a header block
-    if (call.status >= 200) {
-      call.head_complete = true;
-      for (auto& [name, value] : call.raw_headers) {
-        call.headers.add(std::move(name), std::move(value));
-      }
-      call.raw_headers.clear();
-      if (call.streaming && call.owner != nullptr) call.owner->markNews(call);
-    }
-    return length;
-  }
-  if ((data[0] == ' ' || data[0] == '\t') && !call.raw_headers.empty()) {
-    // obs-fold: a continuation of the previous header's value.
-    call.raw_headers.back().second.append(" ").append(line);
-    return length;
-  }
-  size_t colon = line.find(':');
-  if (colon == line.npos) return length;  // not a header line; libcurl judged the framing
-  std::string_view name = trim(line.substr(0, colon));
-  std::string_view value = trim(line.substr(colon + 1));
-  if (equalsIgnoreCase(name, "content-length")) {
-    uint64_t n = 0;
-    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-    if (ec == std::errc() && end == value.data() + value.size()) call.content_length = n;
-  }
-  call.raw_headers.emplace_back(std::string(name), std::string(value));
-  return length;
-}
-
-size_t CurlMultiClient::onWrite(char* data, size_t size, size_t count, void* userdata) {
-  auto& call = *static_cast<Call*>(userdata);
-  size_t length = size * count;
-  if (length == 0) return 0;
-  // No exception may unwind through libcurl; returning less than `length` fails the
-  // transfer (CURLE_WRITE_ERROR) and local_error says why.
-  try {
-    if (call.streaming) {
-      call.pieces.push_back(codecs::Buffer::copyOf(std::string_view(data, length)));
-      if (call.owner != nullptr) call.owner->markNews(call);
-      return length;
-    }
-    size_t needed = call.body_used + length;
-    if (needed > call.body.size()) {
-      size_t capacity = std::max({needed, call.body.size() * 2, kInitialBodyBytes});
-      if (call.body.size() == 0 && call.content_length && *call.content_length >= needed &&
-          *call.content_length <= kMaxReservedBodyBytes) {
-        capacity = static_cast<size_t>(*call.content_length);  // the one allocation
-      }
-      codecs::MutableBuffer grown = codecs::MutableBuffer::allocate(capacity);
-      if (call.body_used > 0) std::memcpy(grown.data(), call.body.data(), call.body_used);
-      call.body = std::move(grown);
-    }
-    std::memcpy(call.body.data() + call.body_used, data, length);
-    call.body_used += length;
-    return length;
-  } catch (const std::bad_alloc&) {
-    call.local_error =
-        codecs::withOrigin(codecs::resourceExhausted(
-                               "upstream '", call.owner ? call.owner->options_.upstream_name : "",
-                               "' (", call.endpoint, "): no memory for a response body of ",
-                               call.body_used + length, "+ bytes"),
-                           codecs::ErrorOrigin::kInternal);
-    return 0;
-  }
-}
-
-size_t CurlMultiClient::onRead(char* dest, size_t size, size_t count, void* userdata) {
-  auto& call = *static_cast<Call*>(userdata);
-  const std::vector<codecs::Buffer>& segments = call.request.body.segments();
-  size_t room = size * count;
-  size_t copied = 0;
-  while (copied < room && call.segment < segments.size()) {
-    const codecs::Buffer& segment = segments[call.segment];
-    size_t take = std::min(room - copied, segment.size() - call.segment_offset);
-    std::memcpy(dest + copied, segment.data() + call.segment_offset, take);
-    copied += take;
-    call.body_taken = true;
-    call.segment_offset += take;
-    if (call.segment_offset == segment.size()) {
-      ++call.segment;
-      call.segment_offset = 0;
-    }
-  }
-  return copied;
-}
-
-int CurlMultiClient::onSeek(void* userdata, curl_off_t offset, int origin) {
-  auto& call = *static_cast<Call*>(userdata);
-  call.body_taken = true;
-  if (origin != SEEK_SET || offset < 0) return CURL_SEEKFUNC_CANTSEEK;
-  auto remaining = static_cast<uint64_t>(offset);
-  const std::vector<codecs::Buffer>& segments = call.request.body.segments();
-  for (size_t i = 0; i < segments.size(); ++i) {
-    if (remaining < segments[i].size()) {
-      call.segment = i;
-      call.segment_offset = static_cast<size_t>(remaining);
-      return CURL_SEEKFUNC_OK;
-    }
-    remaining -= segments[i].size();
-  }
-  if (remaining != 0) return CURL_SEEKFUNC_FAIL;
-  call.segment = segments.size();
-  call.segment_offset = 0;
-  return CURL_SEEKFUNC_OK;
-}
-
-// ---- errors ----
-
-std::string CurlMultiClient::prefix(const Call& call) const {
-  return callPrefix(options_.upstream_name, call.endpoint);
-}
-
-Status CurlMultiClient::outcomeOf(const Call& call, CURLcode result) const {
-  if (!call.local_error.ok()) return call.local_error;
-  if (result == CURLE_OK) return Status();
-  long os_errno = 0;
-  curl_easy_getinfo(call.easy, CURLINFO_OS_ERRNO, &os_errno);
-  // libcurl's own text (error buffer, else the code's name) follows our summary in
-  // parentheses: ours says what it means for the request, libcurl's what happened.
-  std::string detail = call.error[0] != '\0' ? std::string(call.error) : curl_easy_strerror(result);
-  auto message = [&](std::string_view what) {
-    return strCat(prefix(call), what, " (", detail, ")");
-  };
-  auto upstream = [](Status s) {
-    return codecs::withOrigin(std::move(s), codecs::ErrorOrigin::kUpstream);
-  };
-  // A connect error is "never sent" only for a request whose body libcurl never took.
-  auto markNotSent = [&call](Status s) {
-    return call.body_taken ? s : gateway::upstream::markNotSent(std::move(s));
-  };
-  switch (result) {
-    case CURLE_COULDNT_CONNECT:
-      return markNotSent(upstream(absl::UnavailableError(
-          message(os_errno == ECONNREFUSED ? "connection refused" : "cannot connect"))));
-    case CURLE_COULDNT_RESOLVE_HOST:
-      return markNotSent(upstream(absl::UnavailableError(message("cannot resolve the host name"))));
-    case CURLE_SSL_CONNECT_ERROR:
-      return markNotSent(upstream(absl::UnavailableError(message("TLS handshake failed"))));
-    case CURLE_PEER_FAILED_VERIFICATION:
-      return markNotSent(upstream(absl::UnavailableError(
-          message("the upstream's TLS certificate was not accepted"))));
-    case CURLE_SEND_ERROR:
-      return upstream(
-          absl::UnavailableError(message("connection broken while sending the request")));
-    case CURLE_RECV_ERROR:
-      // libcurl 7.88 reports a broken chunked body with this code too ("Illegal or missing
-      // hexadecimal sequence in chunked-encoding"): a malformed answer (502), not a broken
-      // connection (503).
-      if (detail.find("chunked-encoding") != std::string::npos) {
-        return upstream(codecs::invalidArgument(message("answered a malformed chunked body")));
-      }
-      return upstream(
-          absl::UnavailableError(message("connection broken while receiving the response")));
-    case CURLE_GOT_NOTHING:
-      return upstream(absl::UnavailableError(message("connection closed without a response")));
-    case CURLE_PARTIAL_FILE:
-      return upstream(
-          absl::UnavailableError(message("connection closed before the whole response arrived")));
-    case CURLE_SEND_FAIL_REWIND:
-      return upstream(
-          absl::UnavailableError(message("connection lost and the request could not be resent")));
-    case CURLE_OPERATION_TIMEDOUT: {
-      // libcurl reports the request's timeout and the connect timeout with the same code.
-      // Its clock starts after `started`, so when the request's timeout fired our elapsed
-      // time is at least that timeout; anything earlier was the connect timeout.
-      auto elapsed = std::chrono::steady_clock::now() - call.started;
-      if (call.request.timeout.count() > 0 && elapsed >= call.request.timeout) {
-        return upstream(absl::DeadlineExceededError(message(strCat(
-            "no response within the request's timeout of ", call.request.timeout.count(), " ms"))));
-      }
-      return markNotSent(upstream(absl::UnavailableError(
-          message(strCat("cannot connect within ", options_.connect_timeout.count(), " ms")))));
-    }
-    case CURLE_WEIRD_SERVER_REPLY:
-    case CURLE_UNSUPPORTED_PROTOCOL:
-      return upstream(
-          codecs::invalidArgument(message("answered something that is not an HTTP/1.x response")));
-    case CURLE_BAD_CONTENT_ENCODING:
-      return upstream(
-          codecs::invalidArgument(message("answered a body with a malformed encoding")));
-    case CURLE_URL_MALFORMAT:
-      // The target (the client's, or a rewrite of it) is not sendable: the request's fault.
-      return codecs::invalidArgument(
-          message(strCat("the target \"", call.request.target, "\" cannot be sent")));
-    case CURLE_SSL_CERTPROBLEM:      // the client certificate or CA bundle, checked at
-    case CURLE_SSL_CACERT_BADFILE:   // set-up: libcurl refusing them is ours to fix
-    case CURLE_OUT_OF_MEMORY:
-    case CURLE_WRITE_ERROR:
-    case CURLE_READ_ERROR:
-    case CURLE_ABORTED_BY_CALLBACK:
-    case CURLE_BAD_FUNCTION_ARGUMENT:
-    case CURLE_FAILED_INIT:
-      return codecs::withOrigin(
-          codecs::internalError(message("the transfer failed inside the gateway")),
-          codecs::ErrorOrigin::kInternal);
-    default:
-      return upstream(absl::UnavailableError(message("the exchange failed")));
-  }
-}
-
-}  // namespace
 
 // Plaintext endpoints a socket can reach without a resolver go to the native engine; TLS
 // and host names stay with libcurl (its TLS session handling and threaded resolver).

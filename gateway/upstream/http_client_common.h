@@ -4,6 +4,8 @@
 // target and headers must meet before they go on the wire, and how an endpoint and a
 // call are named in messages. Loop-thread free: plain functions.
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -11,6 +13,13 @@
 #include "config/config.h"
 
 namespace infergate::gateway::upstream::http_client_detail {
+
+// A buffered answer's body of unknown length starts with this much and doubles.
+inline constexpr size_t kInitialBodyBytes = 16 * 1024;
+// Content-Length is trusted for the up-front reservation up to Triton's own cap (int32,
+// PROTOCOL.md pitfall 18); past it the buffer grows as bytes actually arrive, so a lying
+// header cannot make the client reserve an absurd amount.
+inline constexpr uint64_t kMaxReservedBodyBytes = 0x7fffffff;
 
 // What may stand as a request line's target: an origin-form path, no control byte, no space.
 bool sendableTarget(std::string_view target);

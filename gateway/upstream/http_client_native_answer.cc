@@ -24,8 +24,8 @@ namespace {
 
 using codecs::Status;
 using codecs::strCat;
-using native_detail::kInitialBodyBytes;
-using native_detail::kMaxReservedBodyBytes;
+using http_client_detail::kInitialBodyBytes;
+using http_client_detail::kMaxReservedBodyBytes;
 using native_detail::kReadBufferBytes;
 using native_detail::upstreamError;
 

@@ -33,11 +33,6 @@ namespace native_detail {
 // One receive buffer per client (loop thread only): what a read brings is parsed and
 // copied out before the next read.
 inline constexpr size_t kReadBufferBytes = 256 * 1024;
-// A buffered body of unknown length starts with this much and doubles.
-inline constexpr size_t kInitialBodyBytes = 16 * 1024;
-// Content-Length is trusted for the up-front reservation up to Triton's own cap (int32,
-// PROTOCOL.md pitfall 18); past it the buffer grows as bytes arrive.
-inline constexpr uint64_t kMaxReservedBodyBytes = 0x7fffffff;
 
 inline codecs::Status upstreamError(codecs::Status s) {
   return codecs::withOrigin(std::move(s), codecs::ErrorOrigin::kUpstream);
