@@ -11,6 +11,7 @@ find_package(OpenSSL REQUIRED)
 find_package(yaml-cpp CONFIG REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)
 find_package(CURL REQUIRED)
+pkg_check_modules(NGHTTP2 REQUIRED IMPORTED_TARGET libnghttp2)
 pkg_check_modules(LIBEVENT REQUIRED IMPORTED_TARGET libevent_core libevent_pthreads libevent_openssl)
 
 find_path(HTTP_PARSER_INCLUDE_DIR http_parser.h REQUIRED)

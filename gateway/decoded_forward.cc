@@ -59,6 +59,10 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     upstream::GrpcCallOptions options;
     options.deadline = options_.deadline;
     options.metadata = options_.metadata;
+    // Started on its loop (an HTTP frontend's request): the loop's own client.
+    if (options_.loop != nullptr && options_.loop->inLoopThread()) {
+      options.on_loop = decision_.upstream->grpcOnLoop(*options_.loop);
+    }
     auto self = shared_from_this();
     auto build = [self, stats = pick.stats](upstream::Endpoint& e) -> codecs::StatusOr<grpc::ByteBuffer> {
       const auto started = telemetry::Clock::now();
@@ -83,7 +87,7 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     if (cancelled_) grpc_->cancel();
   }
 
-  // grpc thread. The fleet call holds `build`, which holds this: dropped here, or neither
+  // grpc thread (or the loop's, by its own client). The fleet call holds `build`, which holds this: dropped here, or neither
   // would ever be freed.
   void onGrpc(codecs::Status status, const grpc::ByteBuffer& answer, const upstream::PickContext& pick,
               uint64_t attempt) {

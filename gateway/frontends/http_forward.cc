@@ -286,6 +286,7 @@ void callTyped(const std::shared_ptr<HttpExchange>& exchange, const Router& rout
   for (auto& [k, v] : router.forwardedHeaders(exchange->request().headers)) {
     if (!k.ends_with("-bin")) options.metadata.emplace_back(std::move(k), std::move(v));
   }
+  options.on_loop = d.upstream->grpcOnLoop(exchange->loop());
   grpc::ByteBuffer bytes = codecs::toByteBuffer(request);
   Names names(d);
   std::string full = codecs::strCat(kService, method);
@@ -293,7 +294,7 @@ void callTyped(const std::shared_ptr<HttpExchange>& exchange, const Router& rout
       d.upstream->fleet(), full, std::move(bytes), std::move(options), d.pick,
       [exchange, names, method = std::string(method), on_answer = std::move(on_answer)](
           codecs::Status status, grpc::ByteBuffer answer) mutable {
-        exchange->loop().post([exchange, names = std::move(names), method = std::move(method),
+        exchange->loop().runInLoop([exchange, names = std::move(names), method = std::move(method),
                                on_answer = std::move(on_answer), status = std::move(status),
                                answer = std::move(answer)]() mutable {
           exchange->setCancelHandler(nullptr);
@@ -535,9 +536,9 @@ void HttpFrontend::inferDecoded(const Exchange& exchange, const Decision& d) {
     exchange->respond(std::move(encoded));
   };
   DecodedDone done = respond;
-  if (toward_grpc) {  // answered on a grpc thread: back to the exchange's loop
+  if (toward_grpc) {  // answered on a grpc thread (or on the loop, by its own client)
     done = [exchange, respond](codecs::StatusOr<codecs::InferResponse> response) {
-      exchange->loop().post([respond, response = std::move(response)]() mutable {
+      exchange->loop().runInLoop([respond, response = std::move(response)]() mutable {
         respond(std::move(response));
       });
     };
@@ -576,6 +577,7 @@ void HttpFrontend::mirror(const Exchange& exchange, const Route& route, const De
       if (!message.ok()) return;
       upstream::GrpcCallOptions options;
       options.deadline = deadlineOf(d.timeout);
+      options.on_loop = target.grpcOnLoop(exchange->loop());
       upstream::fleetUnary(target.fleet(), codecs::strCat(kService, "ModelInfer"),
                            codecs::toByteBuffer(*message), std::move(options), d.mirrorPick(),
                            [](codecs::Status, grpc::ByteBuffer) {});
@@ -659,13 +661,14 @@ void gatherAll(const std::shared_ptr<HttpExchange>& exchange, const Router& rout
       case Upstream::Protocol::kGrpc: {
         upstream::GrpcCallOptions options;
         if (u.timeout().count()) options.deadline = deadlineOf(u.timeout());
+        options.on_loop = u.grpcOnLoop(exchange->loop());
         grpc::ByteBuffer bytes = codecs::toByteBuffer(grpc_request);
         upstream::fleetUnary(
             u.fleet(), codecs::strCat(kService, grpc_method), std::move(bytes), std::move(options),
             upstream::PickContext{},
             [gather, i, to_json, name = u.name(), method = std::string(grpc_method),
              loop = &exchange->loop()](codecs::Status status, grpc::ByteBuffer answer) {
-              loop->post([gather, i, to_json, name, method, status, answer] {
+              loop->runInLoop([gather, i, to_json, name, method, status, answer] {
                 if (!status.ok()) return gather->done(i, status);
                 GrpcResponse typed;
                 auto flat = codecs::fromByteBuffer(answer);

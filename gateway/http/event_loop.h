@@ -32,6 +32,13 @@ class EventLoop {
   // posted after the loop stopped never runs: it is destroyed, with what it captured,
   // when the loop is, before the event base goes.
   void post(std::function<void()> fn);
+  // Runs `fn` now when called on the loop thread (a completion that is already there: no
+  // wake-up, no extra turn of the loop), else post()s it. Callers must hold no lock `fn`
+  // may take.
+  void runInLoop(std::function<void()> fn) {
+    if (inLoopThread()) return fn();
+    post(std::move(fn));
+  }
   bool inLoopThread() const;
 
  private:

@@ -2,6 +2,9 @@
 
 #include <mutex>
 
+#include "gateway/upstream/grpc_client_native.h"
+#include "gateway/upstream/upstream_status.h"
+
 namespace infergate::gateway::upstream {
 namespace {
 
@@ -91,6 +94,16 @@ class FleetUnaryCall final : public GrpcCallHandle,
 
  private:
   void attempt(EndpointLease lease) {
+    // The worker's own client where the caller gave one and it reaches this endpoint; its
+    // calls start on its loop (a slot freed on another thread hands the lease over there).
+    const bool native = options_.on_loop && GrpcLoopClient::serves(lease.endpoint().address());
+    if (native && !options_.on_loop->loop().inLoopThread()) {
+      options_.on_loop->loop().post(
+          [self = shared_from_this(), lease = std::make_shared<EndpointLease>(std::move(lease))]() mutable {
+            self->attempt(std::move(*lease));
+          });
+      return;
+    }
     uint64_t id;
     GrpcUpstreamClient* client = lease.endpoint().grpc();
     Endpoint* endpoint = &lease.endpoint();
@@ -126,18 +139,42 @@ class FleetUnaryCall final : public GrpcCallHandle,
       }
       request = std::move(*built);
     }
-    auto inner = client->unary(method_, request, options_,
-                               [self = shared_from_this()](grpc::Status status, grpc::ByteBuffer answer) {
-                                 self->onAnswer(std::move(status), std::move(answer));
-                               });
+    std::shared_ptr<GrpcCallHandle> inner;
+    if (native) {
+      inner = options_.on_loop->unary(endpoint->address(), method_, request, options_,
+                                      [self = shared_from_this()](codecs::Status status, grpc::ByteBuffer answer) {
+                                        const Outcome outcome = outcomeOf(status);
+                                        self->settle(std::move(status), std::move(answer), outcome);
+                                      });
+    } else {
+      inner = client->unary(method_, request, options_,
+                            [self = shared_from_this()](grpc::Status status, grpc::ByteBuffer answer) {
+                              self->onAnswer(std::move(status), std::move(answer));
+                            });
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (id != attempts_ || done_ == nullptr) return;  // already answered (and maybe retried)
     inner_ = inner;
     if (cancelled_) inner->cancel();
   }
 
-  // grpc thread: the attempt is over (its lease is ours alone again).
+  // grpc thread: the attempt is over. The grpc++ client's status in the gateway's form.
   void onAnswer(grpc::Status status, grpc::ByteBuffer answer) {
+    const Outcome outcome = outcomeOfGrpc(status.error_code());
+    if (status.ok()) return settle(absl::OkStatus(), std::move(answer), outcome);
+    std::string endpoint;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (lease_.valid()) endpoint = lease_.endpoint().key();
+    }
+    codecs::Status out = toUpstreamStatus(status, fleet_->name(), endpoint);
+    settle(grpcNotSent(status) ? markNotSent(std::move(out)) : std::move(out), {}, outcome);
+  }
+
+  // The attempt is over (its lease is ours alone again): on a grpc thread, or on the loop
+  // for the worker's own client. `status` is the gateway's, marked when nothing was sent;
+  // `outcome` what it tells passive health.
+  void settle(codecs::Status status, grpc::ByteBuffer answer, Outcome outcome) {
     EndpointLease lease;
     bool cancelled;
     {
@@ -150,8 +187,9 @@ class FleetUnaryCall final : public GrpcCallHandle,
     std::shared_ptr<Endpoint> endpoint = lease.sharedEndpoint();
     if (status.ok() && !answer.Valid()) {
       // grpc 1.51 ends a call as OK when the answer held no whole message (none at all, a
-      // broken frame, a length prefix past the data). Never passed on: grpc aborts the
-      // process on sending such a buffer to the client.
+      // broken frame, a length prefix past the data); the native client when the upstream
+      // sent grpc-status 0 and no message. Never passed on: grpc aborts the process on
+      // sending such a buffer to the client.
       lease.finish(Outcome::kFailure);
       return deliver(codecs::withOrigin(absl::InvalidArgumentError(codecs::strCat(
                                             "upstream '", fleet_->name(), "' (", endpoint->key(),
@@ -159,17 +197,26 @@ class FleetUnaryCall final : public GrpcCallHandle,
                                         codecs::ErrorOrigin::kUpstream),
                      {});
     }
-    lease.finish(outcomeOfGrpc(status.error_code()));
-    const bool not_sent = !status.ok() && grpcNotSent(status);
+    lease.finish(outcome);
+    const bool not_sent = wasNotSent(status);
     if (not_sent && !cancelled && mayRetry(*fleet_, context_, retries_, options_.deadline)) {
       if (std::optional<EndpointLease> next = retryLease(*fleet_, context_, endpoint.get())) {
         ++retries_;
         return attempt(std::move(*next));
       }
     }
-    if (status.ok()) return deliver(absl::OkStatus(), std::move(answer));
-    codecs::Status out = toUpstreamStatus(status, fleet_->name(), endpoint->key());
-    deliver(not_sent ? markNotSent(std::move(out)) : std::move(out), {});
+    deliver(std::move(status), std::move(answer));
+  }
+
+  // The native client's status for passive health, as outcomeOfGrpc reads grpc's: a
+  // failure where the upstream could not be reached or broke the protocol, nothing for a
+  // call the gateway cancelled or that timed out, a success for an answer of the
+  // upstream's own whatever its code.
+  static Outcome outcomeOf(const codecs::Status& status) {
+    if (status.ok()) return Outcome::kSuccess;
+    if (status.code() == absl::StatusCode::kCancelled) return Outcome::kNeutral;
+    if (codecs::originOf(status) == codecs::ErrorOrigin::kUpstream) return outcomeOfError(status);
+    return Outcome::kSuccess;
   }
 
   void deliver(codecs::Status status, grpc::ByteBuffer answer) {

@@ -133,18 +133,6 @@ grpc::Slice unownedSlice(const std::string& s) {
   return grpc::Slice(s.data(), s.size(), grpc::Slice::STATIC_SLICE);
 }
 
-// Null when grpc can send this entry; else what is wrong with it.
-const char* metadataProblem(const std::string& key, const std::string& value) {
-  grpc::Slice k = unownedSlice(key);
-  if (key.empty() || !grpc_header_key_is_legal(k.c_slice())) {
-    return "the key is not a valid gRPC metadata key (lowercase a-z 0-9 - _ .)";
-  }
-  if (!grpc_is_binary_header(k.c_slice()) &&
-      !grpc_header_nonbin_value_is_legal(unownedSlice(value).c_slice())) {
-    return "the value has characters outside printable ASCII";
-  }
-  return nullptr;
-}
 
 class ClientCore {
  public:
@@ -221,7 +209,7 @@ class ClientCore {
     };
     for (const auto* list : {&options.metadata, &headers_}) {
       for (const auto& [key, value] : *list) {
-        if (const char* problem = metadataProblem(key, value)) {
+        if (const char* problem = grpcMetadataProblem(key, value)) {
           return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                               codecs::strCat("cannot send metadata '", key, "' to upstream '",
                                              name_, "': ", problem));
@@ -548,6 +536,18 @@ std::shared_ptr<GrpcStream> GrpcUpstreamClient::stream(std::string_view method,
 void GrpcUpstreamClient::shutdown() { impl_->shutdown(); }
 
 void GrpcUpstreamClient::resetConnectBackoff() { impl_->resetConnectBackoff(); }
+const char* grpcMetadataProblem(const std::string& key, const std::string& value) {
+  grpc::Slice k = unownedSlice(key);
+  if (key.empty() || !grpc_header_key_is_legal(k.c_slice())) {
+    return "the key is not a valid gRPC metadata key (lowercase a-z 0-9 - _ .)";
+  }
+  if (!grpc_is_binary_header(k.c_slice()) &&
+      !grpc_header_nonbin_value_is_legal(unownedSlice(value).c_slice())) {
+    return "the value has characters outside printable ASCII";
+  }
+  return nullptr;
+}
+
 codecs::Status toUpstreamStatus(const grpc::Status& status, std::string_view upstream,
                                 std::string_view endpoint) {
   const std::string& message = status.error_message();

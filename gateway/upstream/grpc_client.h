@@ -47,6 +47,8 @@
 
 namespace infergate::gateway::upstream {
 
+class GrpcLoopClient;  // grpc_client_native.h
+
 struct GrpcCallOptions {
   // None by default. A deadline also bounds connecting.
   std::optional<std::chrono::system_clock::time_point> deadline;
@@ -56,6 +58,10 @@ struct GrpcCallOptions {
   // Wait (up to the deadline) for a connection instead of failing at once while the
   // channel cannot connect: for health probes, which must see an upstream come back.
   bool wait_for_ready = false;
+  // Fleet calls only (fleet_call.h): the calling worker's own client (grpc_client_native.h),
+  // which then carries the call wherever it reaches the endpoint; its answer comes on that
+  // loop. Null: grpc++ (this file).
+  std::shared_ptr<GrpcLoopClient> on_loop;
 };
 
 // A call in flight; cancel() from any thread, any number of times (after the end: nothing).
@@ -114,5 +120,9 @@ class GrpcUpstreamClient {
 // `endpoint`, when given, is named after it: "upstream 'u' (10.0.0.7:8001) is unavailable".
 codecs::Status toUpstreamStatus(const grpc::Status& status, std::string_view upstream,
                                 std::string_view endpoint = {});
+
+// Null when grpc (and so any gRPC server) can carry this metadata entry; else what is wrong
+// with it (grpc aborts the process on sending an illegal key or value).
+const char* grpcMetadataProblem(const std::string& key, const std::string& value);
 
 }  // namespace infergate::gateway::upstream

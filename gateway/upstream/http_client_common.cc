@@ -1,6 +1,11 @@
 #include "gateway/upstream/http_client_common.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/un.h>
+
 #include <array>
+#include <cstring>
 #include <cstdio>
 
 #include "codecs/status.h"
@@ -81,6 +86,50 @@ std::string unsendableTargetMessage(std::string_view prefix, std::string_view ta
   return codecs::strCat(prefix, "the target \"", visibleBytes(target),
                         "\" cannot be sent (a request target is '/' and bytes other than "
                         "controls and space)");
+}
+
+bool isLiteralEndpoint(const config::ListenAddress& endpoint) {
+  if (endpoint.kind == config::ListenAddress::Kind::kUnix) return true;
+  in6_addr any;
+  return endpoint.kind == config::ListenAddress::Kind::kTcp &&
+         (inet_pton(AF_INET, endpoint.host.c_str(), &any) == 1 ||
+          inet_pton(AF_INET6, endpoint.host.c_str(), &any) == 1);
+}
+
+codecs::StatusOr<SocketAddress> literalSocketAddress(const config::ListenAddress& endpoint,
+                                                     std::string_view upstream_name) {
+  SocketAddress out;
+  if (endpoint.kind == config::ListenAddress::Kind::kUnix) {
+    auto* a = reinterpret_cast<sockaddr_un*>(&out.storage);
+    if (endpoint.path.size() >= sizeof(a->sun_path)) {
+      return codecs::withOrigin(
+          codecs::invalidArgument(callPrefix(upstream_name, endpointText(endpoint)),
+                                  "the socket path is longer than a unix socket address holds"),
+          codecs::ErrorOrigin::kInternal);
+    }
+    a->sun_family = AF_UNIX;
+    std::memcpy(a->sun_path, endpoint.path.data(), endpoint.path.size());
+    out.length = static_cast<socklen_t>(sizeof(sockaddr_un));
+    out.authority = "localhost";
+  } else if (auto* a4 = reinterpret_cast<sockaddr_in*>(&out.storage);
+             inet_pton(AF_INET, endpoint.host.c_str(), &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(endpoint.port);
+    out.length = sizeof(sockaddr_in);
+    out.authority = codecs::strCat(endpoint.host, ":", endpoint.port);
+  } else {
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(&out.storage);
+    if (inet_pton(AF_INET6, endpoint.host.c_str(), &a6->sin6_addr) != 1) {
+      return codecs::withOrigin(codecs::internalError(callPrefix(upstream_name, endpointText(endpoint)),
+                                                      "not an IP address: ", endpoint.host),
+                                codecs::ErrorOrigin::kInternal);
+    }
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(endpoint.port);
+    out.length = sizeof(sockaddr_in6);
+    out.authority = codecs::strCat("[", endpoint.host, "]:", endpoint.port);
+  }
+  return out;
 }
 
 }  // namespace infergate::gateway::upstream::http_client_detail

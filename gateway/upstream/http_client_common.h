@@ -4,11 +4,14 @@
 // target and headers must meet before they go on the wire, and how an endpoint and a
 // call are named in messages. Loop-thread free: plain functions.
 
+#include <sys/socket.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "codecs/status.h"
 #include "codecs/text.h"
 #include "config/config.h"
 
@@ -51,6 +54,21 @@ std::string endpointText(const config::ListenAddress& endpoint);
 
 // "upstream 'NAME' (ENDPOINT): ", the start of every message about a call.
 std::string callPrefix(std::string_view upstream_name, std::string_view endpoint);
+
+// A plaintext endpoint the native engines (HTTP/1.1 and gRPC) connect to without a
+// resolver: an IPv4 or IPv6 literal, or a unix: path.
+bool isLiteralEndpoint(const config::ListenAddress& endpoint);
+
+struct SocketAddress {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  std::string authority;  // Host / :authority: "1.2.3.4:80", "[::1]:80", "localhost" (unix)
+};
+
+// The socket address of an isLiteralEndpoint() endpoint. Errors (stamped kInternal, named
+// as callPrefix does): a unix path longer than sockaddr_un holds, a host that is no literal.
+codecs::StatusOr<SocketAddress> literalSocketAddress(const config::ListenAddress& endpoint,
+                                                     std::string_view upstream_name);
 
 // The refusal of a target sendableTarget() rejects: the request's fault, never sent.
 std::string unsendableTargetMessage(std::string_view prefix, std::string_view target);

@@ -69,11 +69,6 @@ timeval toTimeval(std::chrono::milliseconds ms) {
                  static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
 }
 
-bool isIpLiteral(const std::string& host) {
-  in6_addr any;
-  return inet_pton(AF_INET, host.c_str(), &any) == 1 || inet_pton(AF_INET6, host.c_str(), &any) == 1;
-}
-
 }  // namespace
 
 // ---- teardown ----
@@ -147,41 +142,15 @@ NativeHttpClient::Engine::Pool* NativeHttpClient::Engine::poolFor(
                         : strCat(endpoint.host, "|", endpoint.port);
   auto it = pools_.find(key);
   if (it != pools_.end()) return it->second.get();
+  codecs::StatusOr<http_client_detail::SocketAddress> address =
+      http_client_detail::literalSocketAddress(endpoint, options_.upstream_name);
+  if (!address.ok()) {
+    *error = address.status();
+    return nullptr;
+  }
   auto pool = std::make_unique<Pool>();
   pool->key = key;
-  if (endpoint.kind == config::ListenAddress::Kind::kUnix) {
-    auto* a = reinterpret_cast<sockaddr_un*>(&pool->address);
-    if (endpoint.path.size() >= sizeof(a->sun_path)) {
-      *error = codecs::withOrigin(
-          codecs::invalidArgument(callPrefix(options_.upstream_name, endpointText(endpoint)),
-                                  "the socket path is longer than a unix socket address holds"),
-          codecs::ErrorOrigin::kInternal);
-      return nullptr;
-    }
-    a->sun_family = AF_UNIX;
-    std::memcpy(a->sun_path, endpoint.path.data(), endpoint.path.size());
-    pool->address_length = static_cast<socklen_t>(sizeof(sockaddr_un));
-    pool->host = "localhost";
-  } else if (auto* a4 = reinterpret_cast<sockaddr_in*>(&pool->address);
-             inet_pton(AF_INET, endpoint.host.c_str(), &a4->sin_addr) == 1) {
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons(endpoint.port);
-    pool->address_length = sizeof(sockaddr_in);
-    pool->host = strCat(endpoint.host, ":", endpoint.port);
-  } else {
-    auto* a6 = reinterpret_cast<sockaddr_in6*>(&pool->address);
-    if (inet_pton(AF_INET6, endpoint.host.c_str(), &a6->sin6_addr) != 1) {
-      *error = codecs::withOrigin(
-          codecs::internalError(callPrefix(options_.upstream_name, endpointText(endpoint)),
-                                "not an IP address: ", endpoint.host),
-          codecs::ErrorOrigin::kInternal);
-      return nullptr;
-    }
-    a6->sin6_family = AF_INET6;
-    a6->sin6_port = htons(endpoint.port);
-    pool->address_length = sizeof(sockaddr_in6);
-    pool->host = strCat("[", endpoint.host, "]:", endpoint.port);
-  }
+  pool->address = std::move(*address);
   return pools_.emplace(std::move(key), std::move(pool)).first->second.get();
 }
 
@@ -192,7 +161,7 @@ void NativeHttpClient::Engine::buildHead(Call& call, const Pool& pool) const {
   head.append(r.method).append(" ").append(r.target).append(" HTTP/1.1\r\n");
   bool has_host = false;
   for (const auto& [name, value] : r.headers) has_host = has_host || equalsIgnoreCase(name, "host");
-  if (!has_host) head.append("Host: ").append(pool.host).append("\r\n");
+  if (!has_host) head.append("Host: ").append(pool.address.authority).append("\r\n");
   for (const auto& [name, value] : r.headers) {
     // Unsendable headers are dropped: none can come from a parsed client request.
     if (!forwardableHeader(name, value)) continue;
@@ -239,7 +208,7 @@ void NativeHttpClient::Engine::sweepPools() {
 }
 
 void NativeHttpClient::Engine::open(Pool& pool, std::shared_ptr<Call> call) {
-  const int family = pool.address.ss_family;
+  const int family = pool.address.storage.ss_family;
   int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     finish(*call, connectError(*call, errno));
@@ -267,7 +236,7 @@ void NativeHttpClient::Engine::open(Pool& pool, std::shared_ptr<Call> call) {
                                      codecs::ErrorOrigin::kInternal));
     return;
   }
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&pool.address), pool.address_length) == 0) {
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&pool.address.storage), pool.address.length) == 0) {
     connected(c);
     return;
   }
@@ -515,8 +484,7 @@ NativeHttpClient::~NativeHttpClient() = default;
 bool NativeHttpClient::serves(const config::ListenAddress& endpoint,
                               const HttpClientOptions& options) {
   if (options.tls || options.engine == HttpClientEngine::kLibcurl) return false;
-  return endpoint.kind == config::ListenAddress::Kind::kUnix ||
-         (endpoint.kind == config::ListenAddress::Kind::kTcp && isIpLiteral(endpoint.host));
+  return http_client_detail::isLiteralEndpoint(endpoint);
 }
 
 std::shared_ptr<HttpCallHandle> NativeHttpClient::send(const config::ListenAddress& endpoint,

@@ -119,9 +119,7 @@ class NativeHttpClient::Engine {
 
   struct Pool {
     std::string key;
-    sockaddr_storage address{};
-    socklen_t address_length = 0;
-    std::string host;  // the Host header
+    http_client_detail::SocketAddress address;  // its authority is the Host header
     size_t open = 0;   // connecting, busy or idle
     std::vector<Connection*> idle;
     std::deque<std::shared_ptr<Call>> waiting;

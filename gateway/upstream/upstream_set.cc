@@ -56,7 +56,27 @@ codecs::StatusOr<std::shared_ptr<const tls::ClientTls>> loadTls(const config::Up
   return loaded;
 }
 
+// A client of one loop lives on that loop and dies there, in a task of its own: the last
+// reference may go anywhere, even inside one of the client's own callbacks (a call
+// finishing after a reload dropped the old set), where deleting it would pull the client
+// from under its caller. Once the loop has stopped, the task dies with the loop, still on
+// a live event base.
+template <typename Client>
+std::shared_ptr<Client> onItsLoop(http::EventLoop& loop, Client* client) {
+  return std::shared_ptr<Client>(client, [&loop](Client* c) {
+    auto owned = std::make_shared<std::unique_ptr<Client>>(c);
+    loop.post([owned] { owned->reset(); });
+  });
+}
+
 }  // namespace
+
+std::shared_ptr<GrpcLoopClient> Upstream::grpcOnLoop(http::EventLoop& loop) const {
+  for (const auto& [owner, client] : grpc_loop_) {
+    if (owner == &loop) return client;
+  }
+  return nullptr;
+}
 
 const std::shared_ptr<HttpUpstreamClient>& Upstream::http(http::EventLoop& loop) const {
   for (const auto& [owner, client] : http_) {
@@ -105,7 +125,20 @@ codecs::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::build(
         std::shared_ptr<const UpstreamFleet::EndpointList> kept =
             same && before->fleet() ? before->fleet()->endpoints() : nullptr;
         u->fleet_ = UpstreamFleet::create(c, std::move(affinity), kept.get());
-        if (c.protocol == Upstream::Protocol::kGrpc) break;
+        if (c.protocol == Upstream::Protocol::kGrpc) {
+          if (same) {
+            u->grpc_loop_ = before->grpc_loop_;
+          } else if (!u->tls_) {
+            GrpcLoopClientOptions options;
+            options.upstream_name = c.name;
+            for (const config::HeaderValue& h : c.headers) options.headers.emplace_back(h.name, h.value);
+            options.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
+            for (size_t i = 0; i < pool.size(); ++i) {
+              u->grpc_loop_.emplace_back(&pool.loop(i), onItsLoop(pool.loop(i), new GrpcLoopClient(pool.loop(i), options)));
+            }
+          }
+          break;
+        }
         if (same) {
           u->http_ = before->http_;
           break;
@@ -113,17 +146,7 @@ codecs::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::build(
         const HttpClientOptions options = httpClientOptions(c, u->tls_.get());
         for (size_t i = 0; i < pool.size(); ++i) {
           http::EventLoop& loop = pool.loop(i);
-          // A client lives on its loop and dies there, in a task of its own: the last
-          // reference may go anywhere, even inside one of the client's own callbacks (a
-          // call finishing after a reload dropped the old set), where deleting it would
-          // pull the client from under its caller. Once the loop has stopped, the task dies
-          // with the loop, still on a live event base.
-          std::shared_ptr<HttpUpstreamClient> client(
-              new HttpUpstreamClient(loop, options), [&loop](HttpUpstreamClient* c) {
-                auto owned = std::make_shared<std::unique_ptr<HttpUpstreamClient>>(c);
-                loop.post([owned] { owned->reset(); });
-              });
-          u->http_.emplace_back(&loop, std::move(client));
+          u->http_.emplace_back(&loop, onItsLoop(loop, new HttpUpstreamClient(loop, options)));
         }
         break;
       }
@@ -168,6 +191,7 @@ Upstream* UpstreamSet::find(std::string_view name) const {
 void UpstreamSet::abandonHttp() {
   for (auto& u : upstreams_) {
     for (auto& [loop, client] : u->http_) client->abandonAll();
+    for (auto& [loop, client] : u->grpc_loop_) client->abandonAll();
   }
 }
 

@@ -3,7 +3,7 @@
 // The configured upstreams as the request pipeline uses them: for each, what serves it —
 // the builtin model repository (in-process), or its fleet of endpoints (fleet.h: each
 // gRPC endpoint with its own channels) and, for HTTP, one HttpUpstreamClient per worker
-// loop.
+// loop; for plaintext gRPC, one GrpcLoopClient per worker loop too.
 //
 // Built once at start from the validated configuration (index i = config.upstreams[i],
 // the numbering routing::RouteTable uses), shared read-only by every thread; the clients
@@ -11,7 +11,8 @@
 //
 // Shutdown order: shutdownGrpc() cancels gRPC calls in flight while the loops still run
 // (their completions post to the loops); once the worker loops have stopped, abandonHttp()
-// drops the HTTP calls still in flight, and the HTTP clients are destroyed with the set.
+// drops the calls of the loops' clients (HTTP, and gRPC's native) still in flight, and
+// those clients are destroyed with the set.
 //
 // Reloads: build() takes the set it replaces; an upstream whose configuration is unchanged
 // keeps its fleet (endpoints, health, connections) and HTTP clients; a changed one keeps
@@ -34,6 +35,7 @@
 #include "gateway/http/worker_pool.h"
 #include "gateway/upstream/builtin/repository.h"
 #include "gateway/upstream/fleet.h"
+#include "gateway/upstream/grpc_client_native.h"
 #include "gateway/upstream/http_client.h"
 #include "tls/client_credentials.h"
 
@@ -53,6 +55,9 @@ class Upstream {
   const std::shared_ptr<UpstreamFleet>& fleet() const { return fleet_; }
   // kHttp only: the client of `loop` (a worker loop of the pool the set was built with).
   const std::shared_ptr<HttpUpstreamClient>& http(http::EventLoop& loop) const;
+  // kGrpc without `tls`: the worker's own client of `loop` (grpc_client_native.h), for
+  // requests that arrived on that loop; null for any other upstream or thread's loop.
+  std::shared_ptr<GrpcLoopClient> grpcOnLoop(http::EventLoop& loop) const;
   // kGrpc / kHttp with `tls`: its files as read when the set was built (null: plaintext).
   const std::shared_ptr<const tls::ClientTls>& clientTls() const { return tls_; }
 
@@ -71,6 +76,7 @@ class Upstream {
   std::shared_ptr<builtin::ModelRepository> repository_;
   std::shared_ptr<UpstreamFleet> fleet_;
   std::vector<std::pair<http::EventLoop*, std::shared_ptr<HttpUpstreamClient>>> http_;
+  std::vector<std::pair<http::EventLoop*, std::shared_ptr<GrpcLoopClient>>> grpc_loop_;
   std::shared_ptr<const tls::ClientTls> tls_;
 };
 

@@ -1,0 +1,105 @@
+#pragma once
+
+// Unary gRPC calls toward plaintext upstream endpoints on one worker's own libevent loop:
+// HTTP/2 (h2c, prior knowledge) through nghttp2, on non-blocking sockets, with no thread
+// between the worker and the socket.
+//
+// Why it exists. grpc++'s callback API completes a call on one of grpc's threads, which
+// then posts to the worker: two thread wake-ups per call, and more once those threads went
+// to sleep during a long upstream call (bench/upstream_wait_cost.py measured the gRPC hop
+// at 218 us after a 0 ms upstream call and 759 us after a 30 ms one, against 54 and 107 us
+// for the HTTP hop driven by the loop). A request that arrived on a worker loop (the HTTP
+// frontend) and goes to a gRPC upstream uses this engine; the grpc++ client
+// (grpc_client.h) keeps TLS, host names, streams, and callers on grpc's threads.
+//
+//   serves(endpoint)     a plaintext IPv4/IPv6 literal or unix: path
+//   unary(...)           one call; `done` runs once, on the loop thread, never inside
+//                        unary(); after cancel() it still runs, with CANCELLED
+//
+// The contract is GrpcUpstreamClient's as fleet_call.h reads it, except that `done` gets
+// the gateway's status directly (what toUpstreamStatus would make, naming the upstream and
+// endpoint; the upstream's own grpc-status and message pass through unchanged):
+//
+//   UNAVAILABLE, markNotSent   cannot connect (refused, timed out), or the upstream refused
+//                              the stream unread (REFUSED_STREAM, a GOAWAY before it)
+//   UNAVAILABLE                the connection closed or reset before the answer; the
+//                              upstream reset the stream, or cancelled the call
+//   DEADLINE_EXCEEDED          options.deadline passed (sent upstream as grpc-timeout too)
+//   INVALID_ARGUMENT, kUpstream (502)
+//                              the answer is not gRPC: an HTTP status other than 200,
+//                              another content-type, no grpc-status, a compressed or second
+//                              message, a broken HTTP/2 frame
+//   OK with an invalid ByteBuffer
+//                              the call ended OK without a message (fleet_call refuses it)
+//
+// Connections: one per endpoint per loop, HTTP/2 multiplexing every call on it, opened on
+// first use; one that received GOAWAY takes no new call and closes when its last call
+// ends, and the next call opens a fresh one. A call whose connection dies before any byte
+// of it reached the socket is sent once more on a new connection.
+//
+// Zero copy: the request's slices are handed to the socket as they are (DATA frames are
+// written as a 9-byte header plus references into the slices, NGHTTP2_DATA_FLAG_NO_COPY);
+// the answer is received into one buffer of the message's size, which the ByteBuffer
+// given to `done` references.
+//
+// Flow control: the gateway announces the largest windows HTTP/2 allows (it reads every
+// byte as it arrives); the upstream's windows are obeyed.
+//
+// Threads: loop thread only, except cancel() on a handle, from any thread (it posts).
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "codecs/status.h"
+#include "config/config.h"
+#include "gateway/http/event_loop.h"
+#include "gateway/upstream/grpc_client.h"
+
+namespace infergate::gateway::upstream {
+
+struct GrpcLoopClientOptions {
+  std::string upstream_name;  // for messages
+  // The upstream's configured headers (lowercase keys), replacing forwarded metadata of
+  // the same key.
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::chrono::milliseconds connect_timeout{5000};
+};
+
+class GrpcLoopClient {
+ public:
+  using Done = std::function<void(codecs::Status status, grpc::ByteBuffer answer)>;
+
+  GrpcLoopClient(http::EventLoop& loop, GrpcLoopClientOptions options);
+  ~GrpcLoopClient();  // ends every call in flight without calling back
+  GrpcLoopClient(const GrpcLoopClient&) = delete;
+  GrpcLoopClient& operator=(const GrpcLoopClient&) = delete;
+
+  http::EventLoop& loop() const { return loop_; }
+
+  // Whether this engine serves `endpoint` (see the top of this file).
+  static bool serves(const config::ListenAddress& endpoint);
+
+  // `method` is a full name ("/inference.GRPCInferenceService/ModelInfer"); options'
+  // wait_for_ready is not honoured (the health checker's probes use grpc_client.h).
+  std::shared_ptr<GrpcCallHandle> unary(const config::ListenAddress& endpoint,
+                                        std::string_view method, const grpc::ByteBuffer& request,
+                                        const GrpcCallOptions& options, Done done);
+
+  // Ends every call in flight without calling back, dropping the callbacks (shutdown,
+  // once the loop has stopped: a callback may hold what owns this client).
+  void abandonAll();
+
+ private:
+  class Engine;
+  http::EventLoop& loop_;
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace infergate::gateway::upstream

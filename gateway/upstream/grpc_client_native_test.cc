@@ -1,0 +1,405 @@
+// GrpcLoopClient (grpc_client_native.h) against real upstreams on loopback, port 0: the
+// project's gRPC frontend over the builtin demo models (GrpcTestUpstream), an HTTP/1.1
+// server that does not speak HTTP/2, a listener that never accepts, a port nothing listens
+// on. The client lives on a LoopThread; every wait is on a promise with a generous bound.
+// Where the grpc++ client (grpc_client.h) answers the same call, the two must agree.
+
+#include "gateway/upstream/grpc_client_native.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <future>
+#include <numeric>
+
+#include "codecs/grpc_byte_buffer.h"
+#include "gateway/frontends/grpc_frontend.h"
+#include "gateway/upstream/upstream_status.h"
+#include "gateway/upstream/upstream_test_servers.h"
+#include "grpc_service.grpc.pb.h"
+
+namespace infergate::gateway::upstream {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::freePort;
+using testing::GrpcTestUpstream;
+using testing::LoopThread;
+using testing::serialized;
+
+constexpr char kModelInfer[] = "/inference.GRPCInferenceService/ModelInfer";
+constexpr auto kWait = 30s;  // a bound for the slowest machine, never a synchronisation
+
+config::ListenAddress tcp(int port) {
+  config::ListenAddress a;
+  a.kind = config::ListenAddress::Kind::kTcp;
+  a.host = "127.0.0.1";
+  a.port = static_cast<uint16_t>(port);
+  return a;
+}
+
+std::string endpointName(int port) { return "127.0.0.1:" + std::to_string(port); }
+
+void addInput(inference::ModelInferRequest& r, const std::string& name, const std::string& datatype,
+              std::vector<int64_t> shape, std::string bytes) {
+  auto* in = r.add_inputs();
+  in->set_name(name);
+  in->set_datatype(datatype);
+  for (int64_t d : shape) in->add_shape(d);
+  r.add_raw_input_contents(std::move(bytes));
+}
+
+template <typename T>
+std::string bytesOf(const std::vector<T>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+}
+
+// simple: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, INPUT0 = base..base+15, INPUT1 = 1.
+inference::ModelInferRequest simpleRequest(int32_t base = 0) {
+  inference::ModelInferRequest r;
+  r.set_model_name("simple");
+  std::vector<int32_t> a(16), b(16, 1);
+  std::iota(a.begin(), a.end(), base);
+  addInput(r, "INPUT0", "INT32", {1, 16}, bytesOf(a));
+  addInput(r, "INPUT1", "INT32", {1, 16}, bytesOf(b));
+  return r;
+}
+
+inference::ModelInferRequest sleepRequest(int32_t ms) {
+  inference::ModelInferRequest r;
+  r.set_model_name("sleep");
+  addInput(r, "INPUT0", "INT32", {1}, bytesOf(std::vector<int32_t>{ms}));
+  return r;
+}
+
+inference::ModelInferResponse parsedResponse(const grpc::ByteBuffer& bytes) {
+  inference::ModelInferResponse out;
+  auto flat = codecs::fromByteBuffer(bytes);
+  EXPECT_TRUE(flat.ok()) << flat.status();
+  if (flat.ok()) {
+    EXPECT_TRUE(out.ParseFromArray(flat->data(), static_cast<int>(flat->size())));
+  }
+  return out;
+}
+
+void expectSimpleAnswer(const grpc::ByteBuffer& message, int32_t base = 0) {
+  inference::ModelInferResponse r = parsedResponse(message);
+  ASSERT_EQ(r.raw_output_contents_size(), 2);
+  ASSERT_EQ(r.outputs(0).name(), "OUTPUT0");
+  std::vector<int32_t> sum(16);
+  ASSERT_EQ(r.raw_output_contents(0).size(), sizeof(int32_t) * 16);
+  std::memcpy(sum.data(), r.raw_output_contents(0).data(), sizeof(int32_t) * 16);
+  for (int32_t i = 0; i < 16; ++i) EXPECT_EQ(sum[i], base + i + 1) << i;
+}
+
+struct Answer {
+  codecs::Status status;
+  grpc::ByteBuffer message;
+  bool on_loop = false;
+};
+
+struct Pending {
+  std::shared_ptr<GrpcCallHandle> handle;
+  std::future<Answer> answer;
+};
+
+Answer wait(std::future<Answer>& f, std::chrono::seconds bound = kWait) {
+  if (f.wait_for(bound) != std::future_status::ready) {
+    ADD_FAILURE() << "no answer within " << bound.count() << " s";
+    return Answer{absl::InternalError("test: no answer"), {}, false};
+  }
+  return f.get();
+}
+
+// The client on its own loop thread; calls are started there, as a worker would.
+class NativeGrpcClient : public ::testing::Test {
+ protected:
+  void SetUp() override { make({}); }
+  void TearDown() override { destroy(); }
+
+  void make(GrpcLoopClientOptions options) {
+    destroy();
+    if (options.upstream_name.empty()) options.upstream_name = "up";
+    loop_.run([&] { client_ = std::make_unique<GrpcLoopClient>(loop_.loop(), options); });
+  }
+  void destroy() {
+    loop_.run([&] { client_.reset(); });
+  }
+
+  Pending start(const config::ListenAddress& endpoint, const grpc::ByteBuffer& request,
+                GrpcCallOptions options = {}) {
+    auto promise = std::make_shared<std::promise<Answer>>();
+    Pending p;
+    p.answer = promise->get_future();
+    http::EventLoop* loop = &loop_.loop();
+    loop_.run([&] {
+      p.handle = client_->unary(endpoint, kModelInfer, request, options,
+                                [promise, loop](codecs::Status status, grpc::ByteBuffer message) {
+                                  promise->set_value(
+                                      Answer{std::move(status), std::move(message), loop->inLoopThread()});
+                                });
+    });
+    return p;
+  }
+  Answer call(const config::ListenAddress& endpoint, const grpc::ByteBuffer& request,
+              GrpcCallOptions options = {}) {
+    Pending p = start(endpoint, request, std::move(options));
+    return wait(p.answer);
+  }
+
+  LoopThread loop_;
+  std::unique_ptr<GrpcLoopClient> client_;
+};
+
+// ---- answers --------------------------------------------------------------------------
+
+TEST_F(NativeGrpcClient, ModelInferTravelsBothWaysAndAnswersOnTheLoop) {
+  GrpcTestUpstream up;
+  for (int32_t base : {0, 100, -7}) {
+    Answer a = call(tcp(up.port()), serialized(simpleRequest(base)));
+    ASSERT_TRUE(a.status.ok()) << a.status;
+    EXPECT_TRUE(a.on_loop);
+    expectSimpleAnswer(a.message, base);
+  }
+  EXPECT_EQ(up.inferences("simple"), 3u);
+}
+
+// Larger than every HTTP/2 window and frame size the upstream starts with: the request goes
+// out as many DATA frames referencing the request's slices, the answer comes in as many.
+TEST_F(NativeGrpcClient, LargeTensorsTravelBothWaysIntact) {
+  GrpcTestUpstream up;
+  for (size_t floats : {size_t{1} << 16, size_t{3} << 20}) {  // 256 KiB, 12 MiB
+    std::vector<float> values(floats);
+    for (size_t i = 0; i < floats; ++i) values[i] = static_cast<float>(i % 9973) * 0.5f;
+    inference::ModelInferRequest r;
+    r.set_model_name("identity_fp32");
+    addInput(r, "INPUT0", "FP32", {1, static_cast<int64_t>(floats)}, bytesOf(values));
+    Answer a = call(tcp(up.port()), serialized(r));
+    ASSERT_TRUE(a.status.ok()) << a.status;
+    inference::ModelInferResponse answer = parsedResponse(a.message);
+    ASSERT_EQ(answer.raw_output_contents_size(), 1);
+    EXPECT_TRUE(answer.raw_output_contents(0) == bytesOf(values)) << floats << " floats differ";
+  }
+}
+
+// HTTP/2 carries every call in flight on the one connection; answers find their calls.
+TEST_F(NativeGrpcClient, ConcurrentCallsEachGetTheirOwnAnswer) {
+  GrpcTestUpstream up;
+  std::vector<Pending> calls;
+  for (int32_t i = 0; i < 64; ++i) calls.push_back(start(tcp(up.port()), serialized(simpleRequest(i * 10))));
+  for (int32_t i = 0; i < 64; ++i) {
+    Answer a = wait(calls[i].answer);
+    ASSERT_TRUE(a.status.ok()) << i << ": " << a.status;
+    expectSimpleAnswer(a.message, i * 10);
+  }
+}
+
+// The upstream's own errors come back as the grpc++ client's path makes them
+// (toUpstreamStatus): the same code and text.
+TEST_F(NativeGrpcClient, UpstreamErrorsMatchTheGrpcClientsWord) {
+  GrpcTestUpstream up;
+  config::UpstreamConfig config;
+  config.name = "up";
+  config.protocol = config::UpstreamConfig::Protocol::kGrpc;
+  config.endpoints = {tcp(up.port())};
+  GrpcUpstreamClient reference(config);
+  inference::ModelInferRequest unknown = simpleRequest();
+  unknown.set_model_name("no_such_model");
+  inference::ModelInferRequest wrong_input = simpleRequest();
+  wrong_input.mutable_inputs(1)->set_name("INPUT9");
+  inference::ModelInferRequest bad_version = simpleRequest();
+  bad_version.set_model_version("7");
+  for (const auto* request : {&unknown, &wrong_input, &bad_version}) {
+    std::promise<codecs::Status> expected;
+    reference.unary(kModelInfer, serialized(*request), {},
+                    [&](grpc::Status status, grpc::ByteBuffer) {
+                      expected.set_value(toUpstreamStatus(status, "up", endpointName(up.port())));
+                    });
+    auto f = expected.get_future();
+    ASSERT_EQ(f.wait_for(kWait), std::future_status::ready);
+    codecs::Status want = f.get();
+    ASSERT_FALSE(want.ok());
+    Answer a = call(tcp(up.port()), serialized(*request));
+    EXPECT_EQ(a.status.code(), want.code()) << a.status;
+    EXPECT_EQ(codecs::messageOf(a.status), codecs::messageOf(want));
+  }
+}
+
+// ---- metadata -------------------------------------------------------------------------
+
+TEST_F(NativeGrpcClient, ConfiguredHeadersReachTheUpstreamAndReplaceForwardedOnes) {
+  frontends::GrpcFrontendOptions options;
+  options.restricted["inference"] = {"key", "v"};
+  GrpcTestUpstream up("127.0.0.1:0", std::move(options));
+
+  Answer refused = call(tcp(up.port()), serialized(simpleRequest()));
+  EXPECT_EQ(refused.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(codecs::messageOf(refused.status).ends_with("expecting header 'triton-grpc-protocol-key'"))
+      << refused.status;
+
+  GrpcLoopClientOptions keyed;
+  keyed.headers.emplace_back("triton-grpc-protocol-key", "v");
+  make(keyed);
+  GrpcCallOptions forwarded;
+  forwarded.metadata.emplace_back("triton-grpc-protocol-key", "wrong");  // replaced
+  forwarded.metadata.emplace_back("x-request-tag", "kept");
+  Answer a = call(tcp(up.port()), serialized(simpleRequest()), forwarded);
+  ASSERT_TRUE(a.status.ok()) << a.status;
+  expectSimpleAnswer(a.message);
+}
+
+TEST_F(NativeGrpcClient, MetadataNoGrpcPeerAcceptsFailsTheCallUnsent) {
+  GrpcTestUpstream up;
+  for (auto [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"Upper-Case", "v"}, {"x-note", "caf\xc3\xa9"}, {"", "v"}, {"x-line", "a\nb"}}) {
+    GrpcCallOptions options;
+    options.metadata.emplace_back(key, value);
+    Answer a = call(tcp(up.port()), serialized(simpleRequest()), options);
+    EXPECT_EQ(a.status.code(), absl::StatusCode::kInvalidArgument) << key;
+    EXPECT_TRUE(a.on_loop);
+  }
+  EXPECT_EQ(up.inferences("simple"), 0u);
+  GrpcCallOptions binary;  // any bytes in a -bin value
+  binary.metadata.emplace_back("x-blob-bin", std::string("\x00\xff\n", 3));
+  EXPECT_TRUE(call(tcp(up.port()), serialized(simpleRequest()), binary).status.ok());
+}
+
+// ---- time -----------------------------------------------------------------------------
+
+TEST_F(NativeGrpcClient, DeadlineEndsASlowCall) {
+  GrpcTestUpstream up;
+  GrpcCallOptions options;
+  options.deadline = std::chrono::system_clock::now() + 200ms;
+  const auto started = std::chrono::steady_clock::now();
+  Answer a = call(tcp(up.port()), serialized(sleepRequest(10000)), options);
+  EXPECT_EQ(a.status.code(), absl::StatusCode::kDeadlineExceeded) << a.status;
+  EXPECT_EQ(codecs::messageOf(a.status),
+            "upstream 'up' (" + endpointName(up.port()) + ") timed out: Deadline Exceeded");
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 9s);
+  // The connection goes on serving.
+  Answer next = call(tcp(up.port()), serialized(simpleRequest()));
+  ASSERT_TRUE(next.status.ok()) << next.status;
+}
+
+TEST_F(NativeGrpcClient, CancelFromAnotherThreadEndsTheCallWithCancelled) {
+  GrpcTestUpstream up;
+  Pending p = start(tcp(up.port()), serialized(sleepRequest(10000)));
+  p.handle->cancel();  // this thread is not the loop's: the cancel is posted
+  Answer a = wait(p.answer, 9s);
+  EXPECT_EQ(a.status.code(), absl::StatusCode::kCancelled) << a.status;
+  EXPECT_TRUE(a.on_loop);
+  p.handle->cancel();  // after the end: nothing
+  Answer next = call(tcp(up.port()), serialized(simpleRequest()));
+  ASSERT_TRUE(next.status.ok()) << next.status;
+}
+
+// ---- connections ----------------------------------------------------------------------
+
+TEST_F(NativeGrpcClient, NothingListeningIsUnavailableAndNotSent) {
+  const int port = freePort();
+  Answer a = call(tcp(port), serialized(simpleRequest()));
+  EXPECT_EQ(a.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(wasNotSent(a.status));
+  EXPECT_EQ(codecs::messageOf(a.status),
+            "upstream 'up' (" + endpointName(port) + ") is unavailable: cannot connect: Connection refused");
+}
+
+// A listener that never accepts completes the TCP handshake and never speaks HTTP/2:
+// connect_timeout bounds the wait for its SETTINGS.
+TEST_F(NativeGrpcClient, ConnectTimeoutBoundsAPeerThatNeverSpeaks) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  GrpcLoopClientOptions options;
+  options.connect_timeout = 200ms;
+  make(options);
+  Answer a = call(tcp(ntohs(addr.sin_port)), serialized(simpleRequest()));
+  EXPECT_EQ(a.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(codecs::messageOf(a.status).ends_with("no HTTP/2 SETTINGS from the upstream within 200 ms of connecting"))
+      << a.status;
+  ::close(fd);
+}
+
+// An HTTP/1.1 server answers the HTTP/2 preface with bytes that are no HTTP/2: 502.
+TEST_F(NativeGrpcClient, APeerThatIsNotHttp2BreaksTheProtocol) {
+  testing::HttpTestUpstream http1([](std::shared_ptr<http::HttpExchange> exchange) {
+    exchange->respond(http::HttpResponse::json(200, "{}"));
+  });
+  auto bound = http1.listenOnLoopback();
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  http1.start();
+  Answer a = call(tcp(bound->port), serialized(simpleRequest()));
+  EXPECT_FALSE(a.status.ok());
+  EXPECT_EQ(a.status.code(), absl::StatusCode::kInvalidArgument) << a.status;
+  EXPECT_EQ(codecs::originOf(a.status), codecs::ErrorOrigin::kUpstream);
+  EXPECT_NE(codecs::messageOf(a.status).find("broke the HTTP/2 protocol"), std::string::npos) << a.status;
+}
+
+// The upstream goes away (its connection closes) and comes back on the same port: the next
+// call opens a new connection, or is sent again on one when it met the dead one first.
+TEST_F(NativeGrpcClient, AnUpstreamThatRestartedIsUsedAtTheFirstCall) {
+  auto up = std::make_unique<GrpcTestUpstream>();
+  const int port = up->port();
+  ASSERT_TRUE(call(tcp(port), serialized(simpleRequest())).status.ok());
+  up.reset();
+  up = std::make_unique<GrpcTestUpstream>(endpointName(port));
+  ASSERT_EQ(up->port(), port);
+  Answer a = call(tcp(port), serialized(simpleRequest(5)));
+  ASSERT_TRUE(a.status.ok()) << a.status;
+  expectSimpleAnswer(a.message, 5);
+}
+
+TEST_F(NativeGrpcClient, UnixSocketEndpoint) {
+  const std::string path =
+      ::testing::TempDir() + "infergate_grpc_native_" + std::to_string(::getpid()) + ".sock";
+  ::unlink(path.c_str());
+  {
+    GrpcTestUpstream up("unix:" + path);
+    config::ListenAddress endpoint;
+    endpoint.kind = config::ListenAddress::Kind::kUnix;
+    endpoint.path = path;
+    ASSERT_TRUE(GrpcLoopClient::serves(endpoint));
+    Answer a = call(endpoint, serialized(simpleRequest()));
+    ASSERT_TRUE(a.status.ok()) << a.status;
+    expectSimpleAnswer(a.message);
+  }
+  ::unlink(path.c_str());
+}
+
+TEST(GrpcLoopClientServes, LiteralsAndUnixPathsOnly) {
+  config::ListenAddress named = tcp(80);
+  named.host = "upstream.local";
+  EXPECT_FALSE(GrpcLoopClient::serves(named));
+  config::ListenAddress v6 = tcp(80);
+  v6.host = "::1";
+  EXPECT_TRUE(GrpcLoopClient::serves(v6));
+  EXPECT_TRUE(GrpcLoopClient::serves(tcp(80)));
+}
+
+// Destroying the client ends its calls without calling back (shutdown, once loops stopped).
+TEST_F(NativeGrpcClient, DestroyingTheClientCallsNoOneBack) {
+  GrpcTestUpstream up;
+  auto called = std::make_shared<std::atomic<bool>>(false);
+  loop_.run([&] {
+    client_->unary(tcp(up.port()), kModelInfer, serialized(sleepRequest(300)), {},
+                   [called](codecs::Status, grpc::ByteBuffer) { called->store(true); });
+    client_.reset();
+  });
+  std::this_thread::sleep_for(600ms);  // past the upstream's answer, had the call lived
+  loop_.run([] {});
+  EXPECT_FALSE(called->load());
+}
+
+}  // namespace
+}  // namespace infergate::gateway::upstream
