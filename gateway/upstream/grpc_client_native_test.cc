@@ -15,10 +15,10 @@
 #include <atomic>
 #include <cstring>
 #include <future>
-#include <numeric>
 
 #include "codecs/grpc_byte_buffer.h"
 #include "gateway/frontends/grpc_frontend.h"
+#include "gateway/upstream/grpc_test_messages.h"
 #include "gateway/upstream/upstream_status.h"
 #include "gateway/upstream/upstream_test_servers.h"
 #include "grpc_service.grpc.pb.h"
@@ -31,71 +31,18 @@ using testing::freePort;
 using testing::GrpcTestUpstream;
 using testing::LoopThread;
 using testing::serialized;
+using testing::messages::addInput;
+using testing::messages::bytesOf;
+using testing::messages::expectSimpleAnswer;
+using testing::messages::parsed;
+using testing::messages::simpleRequest;
+using testing::messages::sleepRequest;
+using testing::messages::tcp;
 
 constexpr char kModelInfer[] = "/inference.GRPCInferenceService/ModelInfer";
 constexpr auto kWait = 30s;  // a bound for the slowest machine, never a synchronisation
 
-config::ListenAddress tcp(int port) {
-  config::ListenAddress a;
-  a.kind = config::ListenAddress::Kind::kTcp;
-  a.host = "127.0.0.1";
-  a.port = static_cast<uint16_t>(port);
-  return a;
-}
-
 std::string endpointName(int port) { return "127.0.0.1:" + std::to_string(port); }
-
-void addInput(inference::ModelInferRequest& r, const std::string& name, const std::string& datatype,
-              std::vector<int64_t> shape, std::string bytes) {
-  auto* in = r.add_inputs();
-  in->set_name(name);
-  in->set_datatype(datatype);
-  for (int64_t d : shape) in->add_shape(d);
-  r.add_raw_input_contents(std::move(bytes));
-}
-
-template <typename T>
-std::string bytesOf(const std::vector<T>& values) {
-  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
-}
-
-// simple: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, INPUT0 = base..base+15, INPUT1 = 1.
-inference::ModelInferRequest simpleRequest(int32_t base = 0) {
-  inference::ModelInferRequest r;
-  r.set_model_name("simple");
-  std::vector<int32_t> a(16), b(16, 1);
-  std::iota(a.begin(), a.end(), base);
-  addInput(r, "INPUT0", "INT32", {1, 16}, bytesOf(a));
-  addInput(r, "INPUT1", "INT32", {1, 16}, bytesOf(b));
-  return r;
-}
-
-inference::ModelInferRequest sleepRequest(int32_t ms) {
-  inference::ModelInferRequest r;
-  r.set_model_name("sleep");
-  addInput(r, "INPUT0", "INT32", {1}, bytesOf(std::vector<int32_t>{ms}));
-  return r;
-}
-
-inference::ModelInferResponse parsedResponse(const grpc::ByteBuffer& bytes) {
-  inference::ModelInferResponse out;
-  auto flat = codecs::fromByteBuffer(bytes);
-  EXPECT_TRUE(flat.ok()) << flat.status();
-  if (flat.ok()) {
-    EXPECT_TRUE(out.ParseFromArray(flat->data(), static_cast<int>(flat->size())));
-  }
-  return out;
-}
-
-void expectSimpleAnswer(const grpc::ByteBuffer& message, int32_t base = 0) {
-  inference::ModelInferResponse r = parsedResponse(message);
-  ASSERT_EQ(r.raw_output_contents_size(), 2);
-  ASSERT_EQ(r.outputs(0).name(), "OUTPUT0");
-  std::vector<int32_t> sum(16);
-  ASSERT_EQ(r.raw_output_contents(0).size(), sizeof(int32_t) * 16);
-  std::memcpy(sum.data(), r.raw_output_contents(0).data(), sizeof(int32_t) * 16);
-  for (int32_t i = 0; i < 16; ++i) EXPECT_EQ(sum[i], base + i + 1) << i;
-}
 
 struct Answer {
   codecs::Status status;
@@ -161,10 +108,10 @@ class NativeGrpcClient : public ::testing::Test {
 TEST_F(NativeGrpcClient, ModelInferTravelsBothWaysAndAnswersOnTheLoop) {
   GrpcTestUpstream up;
   for (int32_t base : {0, 100, -7}) {
-    Answer a = call(tcp(up.port()), serialized(simpleRequest(base)));
+    Answer a = call(tcp(up.port()), serialized(simpleRequest("", base)));
     ASSERT_TRUE(a.status.ok()) << a.status;
     EXPECT_TRUE(a.on_loop);
-    expectSimpleAnswer(a.message, base);
+    expectSimpleAnswer(parsed<inference::ModelInferResponse>(a.message), base);
   }
   EXPECT_EQ(up.inferences("simple"), 3u);
 }
@@ -181,7 +128,7 @@ TEST_F(NativeGrpcClient, LargeTensorsTravelBothWaysIntact) {
     addInput(r, "INPUT0", "FP32", {1, static_cast<int64_t>(floats)}, bytesOf(values));
     Answer a = call(tcp(up.port()), serialized(r));
     ASSERT_TRUE(a.status.ok()) << a.status;
-    inference::ModelInferResponse answer = parsedResponse(a.message);
+    inference::ModelInferResponse answer = parsed<inference::ModelInferResponse>(a.message);
     ASSERT_EQ(answer.raw_output_contents_size(), 1);
     EXPECT_TRUE(answer.raw_output_contents(0) == bytesOf(values)) << floats << " floats differ";
   }
@@ -191,11 +138,11 @@ TEST_F(NativeGrpcClient, LargeTensorsTravelBothWaysIntact) {
 TEST_F(NativeGrpcClient, ConcurrentCallsEachGetTheirOwnAnswer) {
   GrpcTestUpstream up;
   std::vector<Pending> calls;
-  for (int32_t i = 0; i < 64; ++i) calls.push_back(start(tcp(up.port()), serialized(simpleRequest(i * 10))));
+  for (int32_t i = 0; i < 64; ++i) calls.push_back(start(tcp(up.port()), serialized(simpleRequest("", i * 10))));
   for (int32_t i = 0; i < 64; ++i) {
     Answer a = wait(calls[i].answer);
     ASSERT_TRUE(a.status.ok()) << i << ": " << a.status;
-    expectSimpleAnswer(a.message, i * 10);
+    expectSimpleAnswer(parsed<inference::ModelInferResponse>(a.message), i * 10);
   }
 }
 
@@ -250,7 +197,7 @@ TEST_F(NativeGrpcClient, ConfiguredHeadersReachTheUpstreamAndReplaceForwardedOne
   forwarded.metadata.emplace_back("x-request-tag", "kept");
   Answer a = call(tcp(up.port()), serialized(simpleRequest()), forwarded);
   ASSERT_TRUE(a.status.ok()) << a.status;
-  expectSimpleAnswer(a.message);
+  expectSimpleAnswer(parsed<inference::ModelInferResponse>(a.message));
 }
 
 TEST_F(NativeGrpcClient, MetadataNoGrpcPeerAcceptsFailsTheCallUnsent) {
@@ -355,9 +302,9 @@ TEST_F(NativeGrpcClient, AnUpstreamThatRestartedIsUsedAtTheFirstCall) {
   up.reset();
   up = std::make_unique<GrpcTestUpstream>(endpointName(port));
   ASSERT_EQ(up->port(), port);
-  Answer a = call(tcp(port), serialized(simpleRequest(5)));
+  Answer a = call(tcp(port), serialized(simpleRequest("", 5)));
   ASSERT_TRUE(a.status.ok()) << a.status;
-  expectSimpleAnswer(a.message, 5);
+  expectSimpleAnswer(parsed<inference::ModelInferResponse>(a.message), 5);
 }
 
 TEST_F(NativeGrpcClient, UnixSocketEndpoint) {
@@ -372,7 +319,7 @@ TEST_F(NativeGrpcClient, UnixSocketEndpoint) {
     ASSERT_TRUE(GrpcLoopClient::serves(endpoint));
     Answer a = call(endpoint, serialized(simpleRequest()));
     ASSERT_TRUE(a.status.ok()) << a.status;
-    expectSimpleAnswer(a.message);
+    expectSimpleAnswer(parsed<inference::ModelInferResponse>(a.message));
   }
   ::unlink(path.c_str());
 }

@@ -19,6 +19,7 @@
 
 #include "codecs/grpc_byte_buffer.h"
 #include "gateway/frontends/grpc_frontend.h"
+#include "gateway/upstream/grpc_test_messages.h"
 #include "gateway/upstream/upstream_test_servers.h"
 #include "grpc_service.grpc.pb.h"
 
@@ -29,65 +30,21 @@ using namespace std::chrono_literals;
 using testing::freePort;
 using testing::GrpcTestUpstream;
 using testing::serialized;
+using testing::messages::addInput;
+using testing::messages::bytesOf;
+using testing::messages::expectSimpleAnswer;
+using testing::messages::parsed;
+using testing::messages::simpleRequest;
+using testing::messages::sleepRequest;
+using testing::messages::tcp;
+using testing::messages::outputBytes;
+using testing::messages::valuesOf;
 
 constexpr char kModelInfer[] = "/inference.GRPCInferenceService/ModelInfer";
 constexpr char kStreamInfer[] = "/inference.GRPCInferenceService/ModelStreamInfer";
 constexpr char kServerLive[] = "/inference.GRPCInferenceService/ServerLive";
 constexpr char kModelMetadata[] = "/inference.GRPCInferenceService/ModelMetadata";
 constexpr auto kWait = 30s;  // a bound for the slowest machine, never a synchronisation
-
-// ---- messages ---------------------------------------------------------------------------
-
-template <typename T>
-T parsed(const grpc::ByteBuffer& bytes) {
-  T out;
-  auto flat = codecs::fromByteBuffer(bytes);
-  EXPECT_TRUE(flat.ok()) << flat.status();
-  if (flat.ok()) {
-    EXPECT_TRUE(out.ParseFromArray(flat->data(), static_cast<int>(flat->size())));
-  }
-  return out;
-}
-
-template <typename T>
-std::string bytesOf(const std::vector<T>& values) {
-  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
-}
-
-template <typename T>
-std::vector<T> valuesOf(const std::string& bytes) {
-  std::vector<T> out(bytes.size() / sizeof(T));
-  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
-  return out;
-}
-
-void addInput(inference::ModelInferRequest& r, const std::string& name, const std::string& datatype,
-              std::vector<int64_t> shape, std::string bytes) {
-  auto* in = r.add_inputs();
-  in->set_name(name);
-  in->set_datatype(datatype);
-  for (int64_t d : shape) in->add_shape(d);
-  r.add_raw_input_contents(std::move(bytes));
-}
-
-// simple: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, with INPUT0 = 0..15 + base.
-inference::ModelInferRequest simpleRequest(const std::string& id = "", int32_t base = 0) {
-  inference::ModelInferRequest r;
-  r.set_model_name("simple");
-  r.set_id(id);
-  std::vector<int32_t> a(16), b(16, 1);
-  std::iota(a.begin(), a.end(), base);
-  addInput(r, "INPUT0", "INT32", {1, 16}, bytesOf(a));
-  addInput(r, "INPUT1", "INT32", {1, 16}, bytesOf(b));
-  return r;
-}
-
-inference::ModelInferRequest sleepRequest(int32_t ms) {
-  inference::ModelInferRequest r;
-  r.set_model_name("sleep");
-  addInput(r, "INPUT0", "INT32", {1}, bytesOf(std::vector<int32_t>{ms}));
-  return r;
-}
 
 // repeat_int32 (decoupled): one response per element of IN, then an empty final one.
 inference::ModelInferRequest repeatRequest(std::vector<int32_t> values) {
@@ -100,38 +57,6 @@ inference::ModelInferRequest repeatRequest(std::vector<int32_t> values) {
   addInput(r, "WAIT", "UINT32", {1}, bytesOf(std::vector<uint32_t>{0}));
   (*r.mutable_parameters())["triton_enable_empty_final_response"].set_bool_param(true);
   return r;
-}
-
-const std::string* outputBytes(const inference::ModelInferResponse& r, const std::string& name) {
-  for (int i = 0; i < r.outputs_size(); ++i) {
-    if (r.outputs(i).name() == name && i < r.raw_output_contents_size()) {
-      return &r.raw_output_contents(i);
-    }
-  }
-  return nullptr;
-}
-
-void expectSimpleAnswer(const inference::ModelInferResponse& r, int32_t base = 0) {
-  ASSERT_NE(outputBytes(r, "OUTPUT0"), nullptr);
-  ASSERT_NE(outputBytes(r, "OUTPUT1"), nullptr);
-  auto sum = valuesOf<int32_t>(*outputBytes(r, "OUTPUT0"));
-  auto difference = valuesOf<int32_t>(*outputBytes(r, "OUTPUT1"));
-  ASSERT_EQ(sum.size(), 16u);
-  ASSERT_EQ(difference.size(), 16u);
-  for (int32_t i = 0; i < 16; ++i) {
-    EXPECT_EQ(sum[i], base + i + 1);
-    EXPECT_EQ(difference[i], base + i - 1);
-  }
-}
-
-// ---- configs -----------------------------------------------------------------------
-
-config::ListenAddress tcp(int port) {
-  config::ListenAddress a;
-  a.kind = config::ListenAddress::Kind::kTcp;
-  a.host = "127.0.0.1";
-  a.port = static_cast<uint16_t>(port);
-  return a;
 }
 
 config::UpstreamConfig upstreamAt(std::vector<config::ListenAddress> endpoints) {

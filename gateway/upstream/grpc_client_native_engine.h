@@ -1,0 +1,209 @@
+#pragma once
+
+// GrpcLoopClient's engine (grpc_client_native.h), shared by the two files that define it:
+// grpc_client_native.cc (calls, their answers, endings) and grpc_client_native_session.cc
+// (connections, the nghttp2 session and socket events). Internal: no other file includes
+// it. How it works is told at the top of grpc_client_native.cc.
+
+#include <event2/event.h>
+#include <nghttp2/nghttp2.h>
+#include <sys/time.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "codecs/status.h"
+#include "gateway/http/event_loop.h"
+#include "gateway/upstream/grpc_client_native.h"
+
+namespace infergate::gateway::upstream {
+namespace native_grpc_detail {
+
+inline constexpr size_t kReadBufferBytes = 256 * 1024;
+inline constexpr size_t kMaxQueuedBytes = 4 * 1024 * 1024;  // unwritten (grpc_client_native.cc, "Output queue")
+inline constexpr int kMaxIovecs = 512;                       // one sendmsg
+inline constexpr int32_t kWindow = INT32_MAX;                // HTTP/2's largest window
+inline constexpr uint32_t kMaxHeaderListBytes = 1 << 20;     // as grpc_client.cc's metadata cap
+inline constexpr size_t kMaxReservedMessageBytes = 64 * 1024 * 1024;  // reserved before it arrives
+inline constexpr size_t kMaxMessageBytes = INT32_MAX;  // Triton: INT32_MAX both ways
+
+inline timeval toTimeval(std::chrono::microseconds us) {
+  if (us.count() < 0) us = std::chrono::microseconds(0);
+  return timeval{static_cast<time_t>(us.count() / 1000000),
+                 static_cast<suseconds_t>(us.count() % 1000000)};
+}
+
+}  // namespace native_grpc_detail
+
+class GrpcLoopClient::Engine {
+ public:
+  Engine(http::EventLoop& loop, GrpcLoopClientOptions options)
+      : loop_(loop), options_(std::move(options)), read_buffer_(new uint8_t[native_grpc_detail::kReadBufferBytes]) {}
+  ~Engine() { abandonAll(); }
+
+  std::shared_ptr<GrpcCallHandle> unary(const config::ListenAddress& endpoint,
+                                        std::string_view method, const grpc::ByteBuffer& request,
+                                        const GrpcCallOptions& options, Done done);
+  void abandonAll();
+
+ private:
+  struct Connection;
+
+  class Call final : public GrpcCallHandle, public std::enable_shared_from_this<Call> {
+   public:
+    void cancel() override {
+      if (loop->inLoopThread()) {
+        if (owner != nullptr) owner->cancel(*this);
+        return;
+      }
+      loop->post([self = shared_from_this()] {
+        if (self->owner != nullptr) self->owner->cancel(*self);
+      });
+    }
+
+    http::EventLoop* loop = nullptr;
+    Engine* owner = nullptr;  // null once ended (delivered or abandoned)
+    Connection* connection = nullptr;
+    int32_t stream_id = -1;
+    std::string endpoint;  // for messages
+    std::string key;       // its connection's key
+    config::ListenAddress address;
+    std::string method;
+    std::vector<std::pair<std::string, std::string>> metadata;  // in send order
+    std::optional<std::chrono::system_clock::time_point> deadline;
+    event* deadline_timer = nullptr;
+    Done done;
+    bool resent = false;
+    uint64_t headers_at = UINT64_MAX;  // where its HEADERS start in the connection's output
+
+    // The request's payload: the 5-byte prefix, then the slices.
+    uint8_t prefix[5] = {};
+    std::vector<grpc::Slice> slices;
+    size_t payload_size = 0;
+    size_t promised = 0;  // handed to nghttp2 by the read callback
+    size_t queued = 0;    // queued for the socket by the send callback
+    size_t slice_index = 0, slice_offset = 0;
+
+    // The answer.
+    int http_status = 0;
+    std::string content_type;
+    std::optional<int> grpc_status;
+    std::string grpc_message;
+    uint8_t frame_head[5] = {};
+    size_t frame_head_have = 0;
+    char* message = nullptr;  // malloc'd; owned until handed to the answer
+    size_t message_size = 0, message_have = 0, message_capacity = 0;
+    int messages = 0;
+    std::optional<codecs::Status> broken;  // the answer broke the protocol (502)
+
+    ~Call() { std::free(message); }
+  };
+
+  struct Segment {
+    std::string owned;  // frame headers and control frames
+    const char* data = nullptr;  // or a reference into `keep`
+    size_t size = 0;
+    grpc::Slice keep;
+    const char* bytes() const { return data != nullptr ? data : owned.data(); }
+    size_t length() const { return data != nullptr ? size : owned.size(); }
+  };
+
+  struct Connection {
+    Engine* engine = nullptr;
+    std::string key;
+    std::string authority;  // :authority
+    int fd = -1;
+    event* readable = nullptr;
+    event* writable = nullptr;
+    event* connect_timer = nullptr;
+    bool connecting = false;
+    bool draining = false;  // GOAWAY received, or failed: no new call
+    nghttp2_session* session = nullptr;
+    std::unordered_map<int32_t, std::shared_ptr<Call>> streams;
+    std::deque<Segment> out;
+    size_t out_front_offset = 0;  // bytes of out.front() already written
+    uint64_t queued_bytes = 0;    // ever queued
+    uint64_t written_bytes = 0;   // ever written
+  };
+
+  struct Ending {
+    std::shared_ptr<Call> call;
+    codecs::Status status;
+    grpc::ByteBuffer answer;
+  };
+
+  // -- calls --
+  codecs::StatusOr<Connection*> connectionFor(const Call& call);
+  void submit(Connection& c, const std::shared_ptr<Call>& call);
+  void cancel(Call& call);
+  void finish(Call& call, codecs::Status status, grpc::ByteBuffer answer = {});
+  codecs::Status outcome(Call& call, uint32_t error_code) const;
+  grpc::ByteBuffer takeAnswer(Call& call) const;
+  void receiveData(Call& call, const uint8_t* data, size_t size);
+  void breakAnswer(Call& call, std::string_view why);
+
+  // -- connections --
+  codecs::StatusOr<Connection*> open(const Call& call);
+  bool startSession(Connection& c);
+  void connected(Connection& c);
+  void pump(Connection& c);  // lets nghttp2 serialize, then writes
+  bool flush(Connection& c);  // false: the connection failed (dropped)
+  enum class Failure { kConnect, kClosed, kBroken };
+  // Ends (or resends) every call on `c` and drops it; `why` is named per call.
+  void fail(Connection& c, std::string_view why, Failure kind);
+  void drop(Connection& c);
+  void queueOwned(Connection& c, const uint8_t* data, size_t size);
+  void maybeClose(Connection& c);
+
+  // -- endings --
+  void deliver();
+  void scheduleDelivery();
+
+  codecs::Status unavailable(const Call& call, std::string_view why) const {
+    return codecs::withOrigin(
+        absl::UnavailableError(codecs::strCat("upstream '", options_.upstream_name, "' (", call.endpoint,
+                                      ") is unavailable: ", why)),
+        codecs::ErrorOrigin::kUpstream);
+  }
+
+  // nghttp2 callbacks (user_data: the Connection).
+  static ssize_t onSend(nghttp2_session*, const uint8_t* data, size_t size, int, void* user);
+  static int onSendData(nghttp2_session*, nghttp2_frame* frame, const uint8_t* framehd,
+                        size_t length, nghttp2_data_source* source, void* user);
+  static ssize_t onReadPayload(nghttp2_session*, int32_t, uint8_t*, size_t length,
+                               uint32_t* flags, nghttp2_data_source* source, void*);
+  static int onFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user);
+  static int onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user);
+  static int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
+                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* user);
+  static int onDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data,
+                         size_t size, void* user);
+  static int onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user);
+
+  // libevent callbacks.
+  static void onReadable(evutil_socket_t, short, void* arg);
+  static void onWritable(evutil_socket_t, short, void* arg);
+  static void onConnectTimeout(evutil_socket_t, short, void* arg);
+  static void onDeadline(evutil_socket_t, short, void* arg);
+
+  http::EventLoop& loop_;
+  const GrpcLoopClientOptions options_;
+  std::unique_ptr<uint8_t[]> read_buffer_;
+  std::unordered_map<std::string, Connection*> by_key_;  // the one taking new calls
+  std::unordered_map<Connection*, std::unique_ptr<Connection>> connections_;
+  std::vector<Ending> endings_;
+  bool delivery_posted_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace infergate::gateway::upstream

@@ -1,0 +1,495 @@
+// GrpcLoopClient's connections (grpc_client_native_engine.h; how it all works: the top of
+// grpc_client_native.cc): opening one, its nghttp2 session and what nghttp2 calls back,
+// the output queue and its flush, a connection's failure and end, and the socket and
+// timer events that drive them.
+
+#include "gateway/upstream/grpc_client_native.h"
+#include "gateway/upstream/grpc_client_native_engine.h"
+
+#include <arpa/inet.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <nghttp2/nghttp2.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <unordered_map>
+
+#include "codecs/text.h"
+#include "gateway/upstream/http_client_common.h"
+#include "gateway/upstream/upstream_status.h"
+
+
+namespace infergate::gateway::upstream {
+namespace {
+
+using codecs::Status;
+using codecs::strCat;
+using native_grpc_detail::kMaxHeaderListBytes;
+using native_grpc_detail::kMaxIovecs;
+using native_grpc_detail::kMaxQueuedBytes;
+using native_grpc_detail::kReadBufferBytes;
+using native_grpc_detail::kWindow;
+using native_grpc_detail::toTimeval;
+using http_client_detail::SocketAddress;
+
+// grpc-message is percent-encoded (PROTOCOL.md, gRPC over HTTP/2).
+std::string percentDecoded(std::string_view in) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '%' && i + 2 < in.size()) {
+      const int hi = hex(in[i + 1]), lo = hex(in[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(in[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- connections ----
+
+codecs::StatusOr<GrpcLoopClient::Engine::Connection*> GrpcLoopClient::Engine::open(const Call& call) {
+  INFERGATE_ASSIGN_OR_RETURN(SocketAddress address,
+                             http_client_detail::literalSocketAddress(call.address, options_.upstream_name));
+  const int family = address.storage.ss_family;
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return markNotSent(unavailable(call, strCat("cannot open a socket: ", std::strerror(errno))));
+  if (family != AF_UNIX) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  }
+  auto owned = std::make_unique<Connection>();
+  Connection& c = *owned;
+  c.engine = this;
+  c.key = call.key;
+  c.authority = std::move(address.authority);
+  c.fd = fd;
+  c.readable = event_new(loop_.base(), fd, EV_READ | EV_PERSIST, &Engine::onReadable, &c);
+  c.writable = event_new(loop_.base(), fd, EV_WRITE | EV_PERSIST, &Engine::onWritable, &c);
+  connections_.emplace(&c, std::move(owned));
+  if (c.readable == nullptr || c.writable == nullptr || !startSession(c)) {
+    drop(c);
+    return codecs::withOrigin(codecs::internalError("upstream '", options_.upstream_name, "' (", call.endpoint,
+                                                    "): cannot set up a connection"),
+                              codecs::ErrorOrigin::kInternal);
+  }
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address.storage), address.length) != 0) {
+    if (errno != EINPROGRESS) {
+      const int err = errno;
+      drop(c);
+      return markNotSent(unavailable(call, strCat("cannot connect: ", std::strerror(err))));
+    }
+    c.connecting = true;
+    event_add(c.writable, nullptr);
+  } else {
+    event_add(c.readable, nullptr);
+  }
+  // Bounds the connect and the upstream's first SETTINGS (onFrameRecv ends it): a peer
+  // that takes the connection and never speaks HTTP/2 fails the calls as unconnected.
+  c.connect_timer = evtimer_new(loop_.base(), &Engine::onConnectTimeout, &c);
+  if (c.connect_timer != nullptr) {
+    timeval tv = toTimeval(options_.connect_timeout);
+    evtimer_add(c.connect_timer, &tv);
+  }
+  by_key_[c.key] = &c;
+  return &c;
+}
+
+bool GrpcLoopClient::Engine::startSession(Connection& c) {
+  static nghttp2_session_callbacks* callbacks = [] {
+    nghttp2_session_callbacks* cb = nullptr;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_send_callback(cb, &Engine::onSend);
+    nghttp2_session_callbacks_set_send_data_callback(cb, &Engine::onSendData);
+    nghttp2_session_callbacks_set_before_frame_send_callback(cb, &Engine::onFrameSend);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, &Engine::onFrameRecv);
+    nghttp2_session_callbacks_set_on_header_callback(cb, &Engine::onHeader);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &Engine::onDataChunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, &Engine::onStreamClose);
+    return cb;
+  }();
+  if (callbacks == nullptr || nghttp2_session_client_new(&c.session, callbacks, &c) != 0) return false;
+  const nghttp2_settings_entry settings[] = {
+      {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<uint32_t>(kWindow)},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, kMaxHeaderListBytes},
+  };
+  return nghttp2_submit_settings(c.session, NGHTTP2_FLAG_NONE, settings, std::size(settings)) == 0 &&
+         nghttp2_session_set_local_window_size(c.session, NGHTTP2_FLAG_NONE, 0, kWindow) == 0;
+}
+
+void GrpcLoopClient::Engine::connected(Connection& c) {
+  c.connecting = false;
+  event_del(c.writable);
+  event_add(c.readable, nullptr);  // the connect timer runs on until the upstream's SETTINGS
+  pump(c);
+}
+
+void GrpcLoopClient::Engine::pump(Connection& c) {
+  for (;;) {
+    const uint64_t before = c.queued_bytes;
+    if (const int rv = nghttp2_session_send(c.session); rv != 0) {
+      return fail(c, strCat("HTTP/2 session failed: ", nghttp2_strerror(rv)), Failure::kBroken);
+    }
+    if (!flush(c)) return;
+    if (!c.out.empty()) {
+      event_add(c.writable, nullptr);
+      return;
+    }
+    // Paused by the queue's cap, which the socket has now drained: serialize the rest.
+    if (c.queued_bytes == before || !nghttp2_session_want_write(c.session)) break;
+  }
+  event_del(c.writable);
+}
+
+bool GrpcLoopClient::Engine::flush(Connection& c) {
+  iovec iov[kMaxIovecs];
+  while (!c.out.empty()) {
+    int n = 0;
+    for (auto it = c.out.begin(); it != c.out.end() && n < kMaxIovecs; ++it, ++n) {
+      const size_t skip = n == 0 ? c.out_front_offset : 0;
+      iov[n].iov_base = const_cast<char*>(it->bytes() + skip);
+      iov[n].iov_len = it->length() - skip;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n);
+    const ssize_t sent = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      fail(c, strCat("the connection failed: ", std::strerror(errno)), Failure::kClosed);
+      return false;
+    }
+    c.written_bytes += static_cast<uint64_t>(sent);
+    size_t left = static_cast<size_t>(sent);
+    while (left > 0) {
+      Segment& front = c.out.front();
+      const size_t rest = front.length() - c.out_front_offset;
+      if (left < rest) {
+        c.out_front_offset += left;
+        break;
+      }
+      left -= rest;
+      c.out_front_offset = 0;
+      c.out.pop_front();
+    }
+  }
+  return true;
+}
+
+void GrpcLoopClient::Engine::fail(Connection& c, std::string_view why_text, Failure kind) {
+  const std::string why(why_text);
+  const bool connect_failed = kind == Failure::kConnect;
+  std::unordered_map<int32_t, std::shared_ptr<Call>> streams = std::move(c.streams);
+  c.streams.clear();
+  const uint64_t written = c.written_bytes;
+  drop(c);
+  std::vector<Connection*> resent_on;
+  for (auto& [id, call] : streams) {
+    call->connection = nullptr;
+    call->stream_id = -1;
+    if (call->owner == nullptr) continue;
+    const bool unsent = call->headers_at == UINT64_MAX || written <= call->headers_at;
+    if (unsent && !connect_failed && !call->resent) {
+      call->resent = true;  // as the HTTP client: a dead kept-alive connection costs one resend
+      codecs::StatusOr<Connection*> next = connectionFor(*call);
+      if (!next.ok()) {
+        finish(*call, next.status());
+        continue;
+      }
+      submit(**next, call);
+      if (std::find(resent_on.begin(), resent_on.end(), *next) == resent_on.end()) resent_on.push_back(*next);
+      continue;
+    }
+    Status cause = kind == Failure::kBroken
+                       ? codecs::withOrigin(absl::InvalidArgumentError(strCat(
+                                                "upstream '", options_.upstream_name, "' (", call->endpoint,
+                                                ") broke the HTTP/2 protocol: ", why)),
+                                            codecs::ErrorOrigin::kUpstream)
+                       : unavailable(*call, why);
+    finish(*call, unsent ? markNotSent(std::move(cause)) : std::move(cause));
+  }
+  for (Connection* next : resent_on) {
+    if (connections_.count(next) != 0 && !next->connecting) pump(*next);
+  }
+}
+
+void GrpcLoopClient::Engine::drop(Connection& c) {
+  for (auto& [id, call] : c.streams) {
+    call->connection = nullptr;
+    call->stream_id = -1;
+  }
+  c.streams.clear();
+  if (c.readable != nullptr) event_free(c.readable);
+  if (c.writable != nullptr) event_free(c.writable);
+  if (c.connect_timer != nullptr) event_free(c.connect_timer);
+  if (c.session != nullptr) nghttp2_session_del(c.session);
+  if (c.fd >= 0) ::close(c.fd);
+  auto it = by_key_.find(c.key);
+  if (it != by_key_.end() && it->second == &c) by_key_.erase(it);
+  connections_.erase(&c);  // `c` is gone
+}
+
+void GrpcLoopClient::Engine::queueOwned(Connection& c, const uint8_t* data, size_t size) {
+  if (c.out.empty() || c.out.back().data != nullptr || c.out.back().owned.size() > 16 * 1024) {
+    c.out.emplace_back();
+  }
+  c.out.back().owned.append(reinterpret_cast<const char*>(data), size);
+  c.queued_bytes += size;
+}
+
+void GrpcLoopClient::Engine::maybeClose(Connection& c) {
+  const bool finished = !nghttp2_session_want_read(c.session) && !nghttp2_session_want_write(c.session);
+  if (finished || (c.draining && c.streams.empty())) {
+    if (c.streams.empty()) return drop(c);
+    // Only a GOAWAY of the gateway's own ends a session under open streams: the upstream
+    // broke HTTP/2's rules (or does not speak it).
+    fail(c, "the session ended on a protocol error", Failure::kBroken);
+  }
+}
+
+// ---- nghttp2 callbacks ----
+
+ssize_t GrpcLoopClient::Engine::onSend(nghttp2_session*, const uint8_t* data, size_t size, int, void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  if (c.queued_bytes - c.written_bytes > kMaxQueuedBytes) return NGHTTP2_ERR_WOULDBLOCK;
+  c.engine->queueOwned(c, data, size);
+  return static_cast<ssize_t>(size);
+}
+
+int GrpcLoopClient::Engine::onSendData(nghttp2_session*, nghttp2_frame* frame, const uint8_t* framehd, size_t length,
+                       nghttp2_data_source* source, void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  if (c.queued_bytes - c.written_bytes > kMaxQueuedBytes) return NGHTTP2_ERR_WOULDBLOCK;
+  auto& call = *static_cast<Call*>(source->ptr);
+  Engine& e = *c.engine;
+  e.queueOwned(c, framehd, 9);
+  if (frame->data.padlen > 0) {
+    const uint8_t pad = static_cast<uint8_t>(frame->data.padlen - 1);
+    e.queueOwned(c, &pad, 1);
+  }
+  while (length > 0) {
+    if (call.queued < 5) {
+      const size_t n = std::min(length, 5 - call.queued);
+      e.queueOwned(c, call.prefix + call.queued, n);
+      call.queued += n;
+      length -= n;
+      continue;
+    }
+    const grpc::Slice& slice = call.slices[call.slice_index];
+    const size_t n = std::min(length, slice.size() - call.slice_offset);
+    if (n > 0) {
+      Segment s;
+      s.data = reinterpret_cast<const char*>(slice.begin()) + call.slice_offset;
+      s.size = n;
+      s.keep = slice;
+      c.out.push_back(std::move(s));
+      c.queued_bytes += n;
+    }
+    call.queued += n;
+    call.slice_offset += n;
+    length -= n;
+    if (call.slice_offset == slice.size()) {
+      ++call.slice_index;
+      call.slice_offset = 0;
+    }
+  }
+  if (frame->data.padlen > 1) {
+    static const uint8_t zeros[256] = {};
+    e.queueOwned(c, zeros, frame->data.padlen - 1);
+  }
+  return 0;
+}
+
+ssize_t GrpcLoopClient::Engine::onReadPayload(nghttp2_session*, int32_t, uint8_t*, size_t length, uint32_t* flags,
+                              nghttp2_data_source* source, void*) {
+  auto& call = *static_cast<Call*>(source->ptr);
+  const size_t n = std::min(length, call.payload_size - call.promised);
+  call.promised += n;
+  *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+  if (call.promised == call.payload_size) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  return static_cast<ssize_t>(n);
+}
+
+int GrpcLoopClient::Engine::onFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  auto it = c.streams.find(frame->hd.stream_id);
+  if (it != c.streams.end() && it->second->headers_at == UINT64_MAX) {
+    it->second->headers_at = c.queued_bytes;  // its first byte is the next one queued
+  }
+  return 0;
+}
+
+int GrpcLoopClient::Engine::onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  if (frame->hd.type == NGHTTP2_SETTINGS && (frame->hd.flags & NGHTTP2_FLAG_ACK) == 0 &&
+      c.connect_timer != nullptr) {
+    event_free(c.connect_timer);  // the upstream speaks HTTP/2: connected
+    c.connect_timer = nullptr;
+  }
+  if (frame->hd.type == NGHTTP2_GOAWAY) {
+    c.draining = true;  // the calls it covers go on; the next call opens a new connection
+    auto it = c.engine->by_key_.find(c.key);
+    if (it != c.engine->by_key_.end() && it->second == &c) c.engine->by_key_.erase(it);
+  }
+  return 0;
+}
+
+int GrpcLoopClient::Engine::onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name_bytes,
+                     size_t namelen, const uint8_t* value_bytes, size_t valuelen, uint8_t, void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  auto it = c.streams.find(frame->hd.stream_id);
+  if (it == c.streams.end() || it->second->owner == nullptr) return 0;
+  Call& call = *it->second;
+  const std::string_view name(reinterpret_cast<const char*>(name_bytes), namelen);
+  const std::string_view value(reinterpret_cast<const char*>(value_bytes), valuelen);
+  auto number = [](std::string_view v) -> int {
+    if (v.empty() || v.size() > 9) return -1;
+    int n = 0;
+    for (char ch : v) {
+      if (ch < '0' || ch > '9') return -1;
+      n = n * 10 + (ch - '0');
+    }
+    return n;
+  };
+  if (name == ":status") {
+    call.http_status = number(value);
+  } else if (name == "content-type") {
+    call.content_type = std::string(value);
+  } else if (name == "grpc-status") {
+    const int code = number(value);
+    call.grpc_status = code < 0 ? static_cast<int>(grpc::StatusCode::UNKNOWN) : code;
+  } else if (name == "grpc-message") {
+    call.grpc_message = percentDecoded(value);
+  }
+  return 0;
+}
+
+int GrpcLoopClient::Engine::onDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t size,
+                        void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  auto it = c.streams.find(stream_id);
+  if (it == c.streams.end() || it->second->owner == nullptr) return 0;
+  Call& call = *it->second;
+  if (call.http_status != 200 || !call.content_type.starts_with("application/grpc")) {
+    return 0;  // not a gRPC answer: its body is not read (outcome() names why)
+  }
+  c.engine->receiveData(call, data, size);
+  return 0;
+}
+
+int GrpcLoopClient::Engine::onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  auto it = c.streams.find(stream_id);
+  if (it == c.streams.end()) return 0;
+  std::shared_ptr<Call> call = std::move(it->second);
+  c.streams.erase(it);
+  call->connection = nullptr;
+  call->stream_id = -1;
+  if (call->owner == nullptr) return 0;
+  Engine& e = *c.engine;
+  Status status = e.outcome(*call, error_code);
+  grpc::ByteBuffer answer = status.ok() ? e.takeAnswer(*call) : grpc::ByteBuffer();
+  e.finish(*call, std::move(status), std::move(answer));
+  return 0;
+}
+
+// ---- libevent callbacks ----
+
+void GrpcLoopClient::Engine::onReadable(evutil_socket_t, short, void* arg) {
+  auto& c = *static_cast<Connection*>(arg);
+  Engine& e = *c.engine;
+  for (int reads = 0; reads < 16; ++reads) {
+    const ssize_t n = ::recv(c.fd, e.read_buffer_.get(), kReadBufferBytes, 0);
+    if (n > 0) {
+      const ssize_t used = nghttp2_session_mem_recv(c.session, e.read_buffer_.get(), static_cast<size_t>(n));
+      if (used < 0) {
+        e.fail(c, nghttp2_strerror(static_cast<int>(used)), Failure::kBroken);
+        return e.deliver();
+      }
+      if (static_cast<size_t>(n) < kReadBufferBytes) break;
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0 && errno == EINTR) continue;
+    const std::string why = n == 0 ? std::string("the connection closed before the answer")
+                                   : strCat("the connection failed: ", std::strerror(errno));
+    e.fail(c, why, Failure::kClosed);
+    return e.deliver();
+  }
+  e.pump(c);  // WINDOW_UPDATE, SETTINGS ACK, RST_STREAM; may drop the connection
+  if (e.connections_.count(&c) != 0) e.maybeClose(c);
+  e.deliver();
+}
+
+void GrpcLoopClient::Engine::onWritable(evutil_socket_t, short, void* arg) {
+  auto& c = *static_cast<Connection*>(arg);
+  Engine& e = *c.engine;
+  if (c.connecting) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err == EINPROGRESS) return;
+    if (err != 0) {
+      e.fail(c, strCat("cannot connect: ", std::strerror(err)), Failure::kConnect);
+      return e.deliver();
+    }
+    e.connected(c);
+  } else {
+    e.pump(c);
+  }
+  if (e.connections_.count(&c) != 0) e.maybeClose(c);
+  e.deliver();
+}
+
+void GrpcLoopClient::Engine::onConnectTimeout(evutil_socket_t, short, void* arg) {
+  auto& c = *static_cast<Connection*>(arg);
+  Engine& e = *c.engine;
+  e.fail(c,
+         c.connecting ? strCat("cannot connect within ", e.options_.connect_timeout.count(), " ms")
+                      : strCat("no HTTP/2 SETTINGS from the upstream within ",
+                               e.options_.connect_timeout.count(), " ms of connecting"),
+         Failure::kConnect);
+  e.deliver();
+}
+
+void GrpcLoopClient::Engine::onDeadline(evutil_socket_t, short, void* arg) {
+  auto& call = *static_cast<Call*>(arg);
+  Engine& e = *call.owner;  // set: the timer is freed whenever the call ends
+  std::shared_ptr<Call> keep = call.shared_from_this();
+  Connection* c = call.connection;
+  if (c != nullptr && call.stream_id > 0) {
+    nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call.stream_id, NGHTTP2_CANCEL);
+  }
+  e.finish(call, toUpstreamStatus(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"),
+                                  e.options_.upstream_name, call.endpoint));
+  if (c != nullptr && !c->connecting) e.pump(*c);
+  e.deliver();
+}
+
+}  // namespace infergate::gateway::upstream
