@@ -59,10 +59,8 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     upstream::GrpcCallOptions options;
     options.deadline = options_.deadline;
     options.metadata = options_.metadata;
-    // Started on its loop (an HTTP frontend's request): the loop's own client.
-    if (options_.loop != nullptr && options_.loop->inLoopThread()) {
-      options.on_loop = decision_.upstream->grpcOnLoop(*options_.loop);
-    }
+    // The loop's own gRPC client (the call moves to the loop when started elsewhere).
+    if (options_.loop != nullptr) options.on_loop = decision_.upstream->grpcOnLoop(*options_.loop);
     auto self = shared_from_this();
     auto build = [self, stats = pick.stats](upstream::Endpoint& e) -> codecs::StatusOr<grpc::ByteBuffer> {
       const auto started = telemetry::Clock::now();

@@ -14,7 +14,7 @@
 // learned slot), the request goes once more with everything inline (retryInline).
 //
 // Threads: toward gRPC, `done` runs on a grpc thread and cancel() may be called from any
-// thread; but a call started on `options.loop` goes through that loop's own gRPC client
+// thread; with `options.loop`, the call goes through that loop's own gRPC client
 // (grpc_client_native.h) where the endpoint allows, and `done` then runs on the loop.
 // Toward HTTP, everything (start, done, cancel) runs on `options.loop`.
 

@@ -121,6 +121,9 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     upstream::GrpcCallOptions options;
     options.deadline = upstreamDeadline(context, decision_.timeout);
     options.metadata = shared_->router->forwardedMetadata(context.client_metadata(), true);
+    // The call runs on this reactor's loop, through the loop's own gRPC client (one
+    // hand-over, to the loop, instead of grpc's own between its client threads).
+    options.on_loop = decision_.upstream->grpcOnLoop(loop_);
     stampTraceHeaders(options.metadata, info_);
     hold();
     auto call = upstream::fleetUnary(
@@ -132,7 +135,8 @@ class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
     setUpstreamCall([call] { call->cancel(); });
   }
 
-  // grpc thread (the upstream call's completion), or the thread that freed a slot.
+  // grpc thread (the upstream call's completion), the loop's (its own client's), or the
+  // thread that freed a slot.
   void onGrpcAnswer(codecs::Status status, ByteBuffer answer) {
     if (!status.ok()) return finishUpstreamError(status);
     if (decision_.rewrites()) {

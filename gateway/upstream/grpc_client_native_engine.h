@@ -128,6 +128,7 @@ class GrpcLoopClient::Engine {
     event* connect_timer = nullptr;
     bool connecting = false;
     bool draining = false;  // GOAWAY received, or failed: no new call
+    bool paused = false;    // a send callback answered WOULDBLOCK in this pump's round
     nghttp2_session* session = nullptr;
     std::unordered_map<int32_t, std::shared_ptr<Call>> streams;
     std::deque<Segment> out;

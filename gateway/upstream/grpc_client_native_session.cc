@@ -149,7 +149,7 @@ void GrpcLoopClient::Engine::connected(Connection& c) {
 
 void GrpcLoopClient::Engine::pump(Connection& c) {
   for (;;) {
-    const uint64_t before = c.queued_bytes;
+    c.paused = false;
     if (const int rv = nghttp2_session_send(c.session); rv != 0) {
       return fail(c, strCat("HTTP/2 session failed: ", nghttp2_strerror(rv)), Failure::kBroken);
     }
@@ -158,8 +158,11 @@ void GrpcLoopClient::Engine::pump(Connection& c) {
       event_add(c.writable, nullptr);
       return;
     }
-    // Paused by the queue's cap, which the socket has now drained: serialize the rest.
-    if (c.queued_bytes == before || !nghttp2_session_want_write(c.session)) break;
+    // Paused by the queue's cap (even before queueing anything, when the queue was full on
+    // entry), which the socket has now drained: serialize the rest. Not paused: nghttp2
+    // has nothing it may send (done, or waiting for the upstream's WINDOW_UPDATE, which a
+    // read brings, and the read pumps again).
+    if (!c.paused || !nghttp2_session_want_write(c.session)) break;
   }
   event_del(c.writable);
 }
@@ -275,7 +278,10 @@ void GrpcLoopClient::Engine::maybeClose(Connection& c) {
 
 ssize_t GrpcLoopClient::Engine::onSend(nghttp2_session*, const uint8_t* data, size_t size, int, void* user) {
   auto& c = *static_cast<Connection*>(user);
-  if (c.queued_bytes - c.written_bytes > kMaxQueuedBytes) return NGHTTP2_ERR_WOULDBLOCK;
+  if (c.queued_bytes - c.written_bytes > kMaxQueuedBytes) {
+    c.paused = true;
+    return NGHTTP2_ERR_WOULDBLOCK;
+  }
   c.engine->queueOwned(c, data, size);
   return static_cast<ssize_t>(size);
 }
@@ -283,7 +289,10 @@ ssize_t GrpcLoopClient::Engine::onSend(nghttp2_session*, const uint8_t* data, si
 int GrpcLoopClient::Engine::onSendData(nghttp2_session*, nghttp2_frame* frame, const uint8_t* framehd, size_t length,
                        nghttp2_data_source* source, void* user) {
   auto& c = *static_cast<Connection*>(user);
-  if (c.queued_bytes - c.written_bytes > kMaxQueuedBytes) return NGHTTP2_ERR_WOULDBLOCK;
+  if (c.queued_bytes - c.written_bytes > kMaxQueuedBytes) {
+    c.paused = true;
+    return NGHTTP2_ERR_WOULDBLOCK;
+  }
   auto& call = *static_cast<Call*>(source->ptr);
   Engine& e = *c.engine;
   e.queueOwned(c, framehd, 9);

@@ -131,7 +131,31 @@ TEST_F(NativeGrpcClient, LargeTensorsTravelBothWaysIntact) {
     inference::ModelInferResponse answer = parsed<inference::ModelInferResponse>(a.message);
     ASSERT_EQ(answer.raw_output_contents_size(), 1);
     EXPECT_TRUE(answer.raw_output_contents(0) == bytesOf(values)) << floats << " floats differ";
+  }  destroy();  // before the upstream: its shutdown then has no connection to wait out
+}
+
+// Several large calls at once: more than the output queue's cap waits for the socket, so
+// nghttp2 is paused and resumed many times, across calls, until every byte is out.
+TEST_F(NativeGrpcClient, ConcurrentLargeCallsAllComplete) {
+  GrpcTestUpstream up;
+  constexpr size_t kFloats = size_t{2} << 20;  // 8 MiB each
+  std::vector<std::string> inputs;
+  std::vector<Pending> calls;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<float> values(kFloats, static_cast<float>(i) + 0.25f);
+    inputs.push_back(bytesOf(values));
+    inference::ModelInferRequest r;
+    r.set_model_name("identity_fp32");
+    addInput(r, "INPUT0", "FP32", {1, static_cast<int64_t>(kFloats)}, inputs.back());
+    calls.push_back(start(tcp(up.port()), serialized(r)));
   }
+  for (int i = 0; i < 6; ++i) {
+    Answer a = wait(calls[i].answer);
+    ASSERT_TRUE(a.status.ok()) << i << ": " << a.status;
+    inference::ModelInferResponse answer = parsed<inference::ModelInferResponse>(a.message);
+    ASSERT_EQ(answer.raw_output_contents_size(), 1);
+    EXPECT_TRUE(answer.raw_output_contents(0) == inputs[i]) << "call " << i << "'s answer differs";
+  }  destroy();
 }
 
 // HTTP/2 carries every call in flight on the one connection; answers find their calls.
