@@ -8,9 +8,10 @@
 // then posts to the worker: two thread wake-ups per call, and more once those threads went
 // to sleep during a long upstream call (bench/upstream_wait_cost.py measured the gRPC hop
 // at 218 us after a 0 ms upstream call and 759 us after a 30 ms one, against 54 and 107 us
-// for the HTTP hop driven by the loop). A request that arrived on a worker loop (the HTTP
-// frontend) and goes to a gRPC upstream uses this engine; the grpc++ client
-// (grpc_client.h) keeps TLS, host names, streams, and callers on grpc's threads.
+// for the HTTP hop driven by the loop). Fleet calls that name a worker's client
+// (GrpcCallOptions::on_loop) use it: every call of the HTTP frontend, and the gRPC
+// frontend's ModelInfer (posted once to the reactor's loop). The grpc++ client
+// (grpc_client.h) keeps TLS, host names, streams, the other RPCs and health probes.
 //
 //   serves(endpoint)     a plaintext IPv4/IPv6 literal or unix: path
 //   unary(...)           one call; `done` runs once, on the loop thread, never inside

@@ -85,7 +85,7 @@ routes:
   - { match: { model: grpc_down }, upstream: down-grpc }
   - { match: { model: http_stall }, upstream: f-http, timeout_ms: 400 }
   - { match: { model: grpc_stall }, upstream: f-grpc, timeout_ms: 400 }
-  # Short too: the gateway waits out the deadline on this one (KNOWN).
+  # Short too, should the gateway ever wait out the deadline on this one again.
   - { match: { model: grpc_prefix_short }, upstream: f-grpc, timeout_ms: 400 }
   - { match: { model_prefix: "http_" }, upstream: f-http }
   - { match: { model_prefix: "grpc_" }, upstream: f-grpc }
@@ -180,23 +180,16 @@ GRPC_CASES = {
     "unavailable": Err(503, holds=F.ERROR_TEXT),
 }
 
-PREFIX_SHORT = ("a message shorter than the bytes that follow its length prefix hangs the call "
-                "until the deadline (504 / DEADLINE_EXCEEDED) instead of a prompt 502 / "
-                "UNAVAILABLE: grpc 1.51 waits for the rest after the stream ended, and "
-                "grpc_client.cc has no bound of its own (the gRPC frontend's calls; the HTTP "
-                "frontend's go through grpc_client_native.cc, which answers 502 at once)")
-
 # Findings not fixed yet: each case must still fail (so that a fix is noticed and the case
-# moves out). Fixed, with the case that found them: an answer sent unasked on an idle
-# keep-alive connection taken for the next request's (http_client.cc watches idle
+# moves out). None is open. Fixed, with the case that found them: an answer sent unasked on
+# an idle keep-alive connection taken for the next request's (http_client.cc watches idle
 # connections); a gRPC call ended OK without a message aborting the gateway (fleet_call.cc);
 # RST_STREAM, a missing grpc-status and a non-gRPC answer passed on as grpc's INTERNAL /
 # UNKNOWN without the upstream's name, and a malformed chunked body answered 503
-# (grpc_client.cc toUpstreamStatus, http_client.cc outcomeOf); a short length prefix
-# waiting out the deadline on HTTP -> gRPC (grpc_client_native.cc reads the framing itself).
-KNOWN = {
-    ("grpc", "prefix_short", GG): PREFIX_SHORT,
-}
+# (grpc_client.cc toUpstreamStatus, http_client.cc outcomeOf); a length prefix shorter than
+# its message waiting out the deadline (ModelInfer now goes through grpc_client_native.cc,
+# which reads the gRPC framing itself; grpc 1.51's client still waits, see SECURITY.md).
+KNOWN = {}
 
 
 def expectation(protocol, fault, path):
