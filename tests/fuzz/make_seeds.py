@@ -226,3 +226,65 @@ http_answer("padded_close", b"HTTP/1.1 200 OK\r\nContent-Length:  5 \r\nX-Space:
             b"Connection: close\r\n\r\nhello", plan=6)
 http_answer("larger_sized", b"HTTP/1.1 200 OK\r\nContent-Length: 40000\r\n\r\n" + b"y" * 40000,
             plan=250)
+
+
+# ---- gRPC upstream answers (grpc_client): split-plan byte, then what the upstream sends on
+# the connection, its server preface first, answering the client's ModelInfer on stream 1.
+# Built with h2 (Debian's python3-h2, as tests/e2e/faulty_upstream.py is).
+def grpc_answer(name, build, plan=0):
+    import h2.config
+    import h2.connection
+    client = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True))
+    client.initiate_connection()
+    client.send_headers(1, [(":method", "POST"), (":scheme", "http"),
+                            (":path", "/inference.GRPCInferenceService/ModelInfer"),
+                            (":authority", "localhost"), ("content-type", "application/grpc"),
+                            ("te", "trailers")])
+    client.send_data(1, b"\0\0\0\0\x06\x0a\x04fuzz", end_stream=True)
+    server = h2.connection.H2Connection(config=h2.config.H2Configuration(
+        client_side=False, header_encoding="utf-8", validate_outbound_headers=False))
+    server.initiate_connection()
+    server.receive_data(client.data_to_send())
+    build(server)
+    write("grpc_client", name, bytes([plan]) + server.data_to_send())
+
+
+GRPC_HEAD = [(":status", "200"), ("content-type", "application/grpc")]
+
+
+def grpc_message(payload, flag=0, length=None):
+    return bytes([flag]) + struct.pack(">I", len(payload) if length is None else length) + payload
+
+
+def unary(*messages, status="0", message=None, head=GRPC_HEAD):
+    def build(s):
+        s.send_headers(1, head)
+        for m in messages:
+            s.send_data(1, m)
+        trailers = [("grpc-status", status)] + ([("grpc-message", message)] if message else [])
+        s.send_headers(1, trailers, end_stream=True)
+    return build
+
+
+ANSWER = b"\x0a\x04fuzz\x12\x011"  # ModelInferResponse{model_name: "fuzz", model_version: "1"}
+grpc_answer("ok", unary(grpc_message(ANSWER)))
+grpc_answer("ok_split", unary(grpc_message(ANSWER)[:3], grpc_message(ANSWER)[3:]), plan=3)
+grpc_answer("empty_message", unary(grpc_message(b"")), plan=1)
+grpc_answer("error", unary(status="5", message="Request for unknown model: 'fuzz' is not found"))
+grpc_answer("error_percent", unary(status="3", message="bad %25 input%0Aline"), plan=2)
+grpc_answer("trailers_only", lambda s: s.send_headers(1, GRPC_HEAD + [
+    ("grpc-status", "14"), ("grpc-message", "going away")], end_stream=True))
+grpc_answer("two_messages", unary(grpc_message(ANSWER), grpc_message(ANSWER)), plan=4)
+grpc_answer("compressed", unary(grpc_message(ANSWER, flag=1)))
+grpc_answer("prefix_long", unary(grpc_message(ANSWER, length=len(ANSWER) + 100)), plan=5)
+grpc_answer("prefix_short", unary(grpc_message(ANSWER, length=len(ANSWER) - 3)), plan=6)
+grpc_answer("no_status", lambda s: (s.send_headers(1, GRPC_HEAD), s.send_data(1, b"", end_stream=True)))
+grpc_answer("html", lambda s: (s.send_headers(1, [(":status", "200"), ("content-type", "text/html")]),
+                               s.send_data(1, b"<html></html>", end_stream=True)))
+grpc_answer("status_404", lambda s: s.send_headers(1, [(":status", "404")], end_stream=True))
+grpc_answer("rst", lambda s: s.reset_stream(1, 2))
+grpc_answer("rst_refused", lambda s: s.reset_stream(1, 7), plan=7)
+grpc_answer("goaway", lambda s: s.close_connection(error_code=0, last_stream_id=0))
+grpc_answer("ping_first", lambda s: (s.ping(b"12345678"), unary(grpc_message(ANSWER))(s)), plan=8)
+grpc_answer("many_frames", unary(*[grpc_message(b"x" * 3000)[i:i + 1000] for i in range(0, 3005, 1000)]),
+            plan=250)
