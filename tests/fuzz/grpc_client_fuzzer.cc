@@ -90,7 +90,7 @@ void settle(int upstream_fd, std::string& request_bytes) {
 
 // One call answered with `answer` written in pieces of the given sizes (cycled), then the
 // end of the stream. Returns the outcome as text.
-std::string exchange(std::string_view answer, const std::vector<size_t>& pieces) {
+std::string answerCall(std::string_view answer, const std::vector<size_t>& pieces) {
   upstream::GrpcLoopClientOptions options;
   options.upstream_name = "fuzz";
   auto client = std::make_unique<upstream::GrpcLoopClient>(loop(), options);
@@ -160,8 +160,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const uint8_t plan = data[0];
   std::string_view answer(reinterpret_cast<const char*>(data) + 1, size - 1);
-  const std::string whole = exchange(answer, {answer.size() + 1});
-  const std::string cut = exchange(answer, splitPlan(plan, answer.size()));
+  const std::string whole = answerCall(answer, {answer.size() + 1});
+  const std::string cut = answerCall(answer, splitPlan(plan, answer.size()));
   FUZZ_CHECK(whole == cut);
   return 0;
 }
