@@ -258,6 +258,9 @@ Status GrpcLoopClient::Engine::outcome(Call& call, uint32_t error_code) const {
                                                    : grpc::StatusCode::UNKNOWN;
     return toUpstreamStatus(grpc::Status(grpc_code, call.grpc_message), name, call.endpoint);
   }
+  if (error_code != NGHTTP2_NO_ERROR && !call.reset_by_upstream) {
+    return brokeHttp2(call);  // nghttp2 closed the stream on a protocol error of the upstream's
+  }
   if (error_code == NGHTTP2_REFUSED_STREAM) {
     return markNotSent(unavailable(call, "the upstream refused the stream before reading it"));
   }

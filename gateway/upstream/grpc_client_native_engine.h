@@ -105,6 +105,7 @@ class GrpcLoopClient::Engine {
     size_t message_size = 0, message_have = 0, message_capacity = 0;
     int messages = 0;
     std::optional<codecs::Status> broken;  // the answer broke the protocol (502)
+    bool reset_by_upstream = false;        // an RST_STREAM came (not nghttp2's own close)
 
     ~Call() { std::free(message); }
   };
@@ -170,6 +171,13 @@ class GrpcLoopClient::Engine {
   void deliver();
   void scheduleDelivery();
 
+  // 502: the upstream broke HTTP/2's rules and nghttp2 ended the stream or the session.
+  codecs::Status brokeHttp2(const Call& call) const {
+    return codecs::withOrigin(
+        absl::InvalidArgumentError(codecs::strCat("upstream '", options_.upstream_name, "' (", call.endpoint,
+                                                  ") broke the HTTP/2 protocol")),
+        codecs::ErrorOrigin::kUpstream);
+  }
   codecs::Status unavailable(const Call& call, std::string_view why) const {
     return codecs::withOrigin(
         absl::UnavailableError(codecs::strCat("upstream '", options_.upstream_name, "' (", call.endpoint,

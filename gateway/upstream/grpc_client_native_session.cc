@@ -151,7 +151,7 @@ void GrpcLoopClient::Engine::pump(Connection& c) {
   for (;;) {
     c.paused = false;
     if (const int rv = nghttp2_session_send(c.session); rv != 0) {
-      return fail(c, strCat("HTTP/2 session failed: ", nghttp2_strerror(rv)), Failure::kBroken);
+      return fail(c, nghttp2_strerror(rv), Failure::kBroken);
     }
     if (!flush(c)) return;
     if (!c.out.empty()) {
@@ -215,6 +215,10 @@ void GrpcLoopClient::Engine::fail(Connection& c, std::string_view why_text, Fail
     call->connection = nullptr;
     call->stream_id = -1;
     if (call->owner == nullptr) continue;
+    if (call->broken) {  // what broke first is what the call is told
+      finish(*call, *call->broken);
+      continue;
+    }
     const bool unsent = call->headers_at == UINT64_MAX || written <= call->headers_at;
     if (unsent && !connect_failed && !call->resent) {
       call->resent = true;  // as the HTTP client: a dead kept-alive connection costs one resend
@@ -227,12 +231,9 @@ void GrpcLoopClient::Engine::fail(Connection& c, std::string_view why_text, Fail
       if (std::find(resent_on.begin(), resent_on.end(), *next) == resent_on.end()) resent_on.push_back(*next);
       continue;
     }
-    Status cause = kind == Failure::kBroken
-                       ? codecs::withOrigin(absl::InvalidArgumentError(strCat(
-                                                "upstream '", options_.upstream_name, "' (", call->endpoint,
-                                                ") broke the HTTP/2 protocol: ", why)),
-                                            codecs::ErrorOrigin::kUpstream)
-                       : unavailable(*call, why);
+    // How nghttp2 ends on a broken session (a GOAWAY, a failed read, streams closed one by
+    // one) depends on where the reads fell; the call is told the same whatever it was.
+    Status cause = kind == Failure::kBroken ? brokeHttp2(*call) : unavailable(*call, why);
     finish(*call, unsent ? markNotSent(std::move(cause)) : std::move(cause));
   }
   for (Connection* next : resent_on) {
@@ -355,6 +356,10 @@ int GrpcLoopClient::Engine::onFrameSend(nghttp2_session*, const nghttp2_frame* f
 
 int GrpcLoopClient::Engine::onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
   auto& c = *static_cast<Connection*>(user);
+  if (frame->hd.type == NGHTTP2_RST_STREAM) {
+    auto it = c.streams.find(frame->hd.stream_id);
+    if (it != c.streams.end()) it->second->reset_by_upstream = true;
+  }
   if (frame->hd.type == NGHTTP2_SETTINGS && (frame->hd.flags & NGHTTP2_FLAG_ACK) == 0 &&
       c.connect_timer != nullptr) {
     event_free(c.connect_timer);  // the upstream speaks HTTP/2: connected

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -162,6 +163,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view answer(reinterpret_cast<const char*>(data) + 1, size - 1);
   const std::string whole = answerCall(answer, {answer.size() + 1});
   const std::string cut = answerCall(answer, splitPlan(plan, answer.size()));
+  if (whole != cut) std::fprintf(stderr, "whole: %s\ncut:   %s\n", whole.c_str(), cut.c_str());
   FUZZ_CHECK(whole == cut);
   return 0;
 }
