@@ -48,6 +48,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "absl/strings/escaping.h"
 #include "codecs/text.h"
 #include "gateway/upstream/http_client_common.h"
 #include "gateway/upstream/upstream_status.h"
@@ -72,6 +73,16 @@ std::string grpcTimeout(std::chrono::system_clock::duration left) {
   int64_t s = (ms + 999) / 1000;
   if (s < 100000000) return strCat(s, "S");
   return strCat(std::min<int64_t>((s + 3599) / 3600, 99999999), "H");
+}
+
+// Headers the client writes itself, whatever the metadata says.
+bool reservedHeader(std::string_view key) {
+  for (std::string_view own : {"content-type", "user-agent", "te", "grpc-timeout", "grpc-encoding",
+                               "grpc-accept-encoding", "grpc-status", "grpc-message", "host",
+                               "connection"}) {
+    if (key == own) return true;
+  }
+  return false;
 }
 
 nghttp2_nv header(std::string_view name, std::string_view value) {
@@ -114,10 +125,16 @@ std::shared_ptr<GrpcCallHandle> GrpcLoopClient::Engine::unary(const config::List
       }
     }
   }
+  // The client's own headers are never taken from forwarded metadata (an HTTP client's
+  // content-type, say); binary values travel base64-encoded, as gRPC's wire format says.
+  auto add = [call](const std::string& key, const std::string& value) {
+    if (reservedHeader(key)) return;
+    call->metadata.emplace_back(key, key.ends_with("-bin") ? absl::Base64Escape(value) : value);
+  };
   for (const auto& [key, value] : options.metadata) {
-    if (!configured(key)) call->metadata.emplace_back(key, value);
+    if (!configured(key)) add(key, value);
   }
-  for (const auto& h : options_.headers) call->metadata.push_back(h);
+  for (const auto& [key, value] : options_.headers) add(key, value);
 
   // The payload: prefix (uncompressed, big-endian length) and the request's own slices.
   if (request.Valid()) request.Dump(&call->slices);
@@ -153,7 +170,8 @@ std::shared_ptr<GrpcCallHandle> GrpcLoopClient::Engine::unary(const config::List
       finish(*call, c.status());
     } else {
       submit(**c, call);
-      if (call->owner != nullptr && !(*c)->connecting) pump(**c);
+      Connection* on = call->connection;  // submit() may have moved it to a fresh connection
+      if (call->owner != nullptr && on != nullptr && !on->connecting) pump(*on);
     }
   }
   scheduleDelivery();  // what ended already is told from the loop, never inside unary()
@@ -190,8 +208,17 @@ void GrpcLoopClient::Engine::submit(Connection& c, const std::shared_ptr<Call>& 
   call->slice_index = call->slice_offset = 0;
   call->headers_at = UINT64_MAX;
   const int32_t id = nghttp2_submit_request(c.session, nullptr, nv.data(), nv.size(), &provider, call.get());
+  if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE && !c.draining) {
+    // The connection used up its 2^30 stream ids: it serves what it has, and the call
+    // goes on a fresh one.
+    c.draining = true;
+    if (auto it = by_key_.find(c.key); it != by_key_.end() && it->second == &c) by_key_.erase(it);
+    codecs::StatusOr<Connection*> next = connectionFor(*call);
+    if (!next.ok()) return finish(*call, next.status());
+    return submit(**next, call);
+  }
   if (id < 0) {
-    finish(*call, unavailable(*call, strCat("cannot start an HTTP/2 stream: ", nghttp2_strerror(id))));
+    finish(*call, markNotSent(unavailable(*call, strCat("cannot start an HTTP/2 stream: ", nghttp2_strerror(id)))));
     return;
   }
   call->connection = &c;
@@ -206,7 +233,7 @@ void GrpcLoopClient::Engine::cancel(Call& call) {
     nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call.stream_id, NGHTTP2_CANCEL);
   }
   finish(call, absl::CancelledError("the request was cancelled"));
-  if (c != nullptr && !c->connecting) pump(*c);  // the RST_STREAM; may drop the connection
+  if (c != nullptr && !c->connecting && pump(*c)) maybeClose(*c);  // the RST_STREAM
   scheduleDelivery();
 }
 
@@ -238,6 +265,7 @@ Status GrpcLoopClient::Engine::outcome(Call& call, uint32_t error_code) const {
   if (call.broken) return *call.broken;
   const std::string& name = options_.upstream_name;
   if (call.grpc_status) {
+    if (call.http_status == 0) return brokeHttp2(call);
     if (call.http_status != 200) {
       return codecs::withOrigin(
           absl::InvalidArgumentError(strCat("upstream '", name, "' (", call.endpoint,
@@ -258,11 +286,13 @@ Status GrpcLoopClient::Engine::outcome(Call& call, uint32_t error_code) const {
                                                    : grpc::StatusCode::UNKNOWN;
     return toUpstreamStatus(grpc::Status(grpc_code, call.grpc_message), name, call.endpoint);
   }
-  if (error_code != NGHTTP2_NO_ERROR && !call.reset_by_upstream) {
-    return brokeHttp2(call);  // nghttp2 closed the stream on a protocol error of the upstream's
-  }
+  // Refused, by an RST_STREAM or by a GOAWAY that did not cover it (nghttp2 then closes
+  // the streams it names, and the requests still queued, itself): never processed.
   if (error_code == NGHTTP2_REFUSED_STREAM) {
     return markNotSent(unavailable(call, "the upstream refused the stream before reading it"));
+  }
+  if (error_code != NGHTTP2_NO_ERROR && !call.reset_by_upstream) {
+    return brokeHttp2(call);  // nghttp2 closed the stream on a protocol error of the upstream's
   }
   if (error_code != NGHTTP2_NO_ERROR) {
     const grpc::StatusCode code =
@@ -270,6 +300,9 @@ Status GrpcLoopClient::Engine::outcome(Call& call, uint32_t error_code) const {
     return toUpstreamStatus(grpc::Status(code, strCat("Received RST_STREAM with error code ", error_code)),
                             name, call.endpoint);
   }
+  // No :status at all: HTTP/2 itself was broken (nghttp2 may close such a stream or the
+  // whole session, depending on where the reads fell).
+  if (call.http_status == 0) return brokeHttp2(call);
   std::string why;
   if (call.http_status != 200) {
     why = strCat("answered HTTP status ", call.http_status);
@@ -342,22 +375,43 @@ void GrpcLoopClient::Engine::receiveData(Call& call, const uint8_t* data, size_t
 
 // ---- endings ----
 
+void GrpcLoopClient::Engine::resendRefused() {
+  std::vector<std::shared_ptr<Call>> calls = std::move(refused_);
+  refused_.clear();
+  for (const std::shared_ptr<Call>& call : calls) {
+    if (call->owner == nullptr) continue;
+    codecs::StatusOr<Connection*> c = connectionFor(*call);
+    if (!c.ok()) {
+      finish(*call, c.status());
+      continue;
+    }
+    submit(**c, call);
+    Connection* on = call->connection;
+    if (call->owner != nullptr && on != nullptr && !on->connecting) pump(*on);
+  }
+}
+
 void GrpcLoopClient::Engine::deliver() {
+  resendRefused();
   std::weak_ptr<bool> alive = alive_;
   while (!endings_.empty()) {
     std::vector<Ending> now = std::move(endings_);
     endings_.clear();
     for (size_t i = 0; i < now.size(); ++i) {
-      Done done = std::move(now[i].call->done);
-      now[i].call->done = nullptr;
-      if (done) done(std::move(now[i].status), std::move(now[i].answer));
+      {
+        // In its own block: the callback's captures die before `alive` is read (dropping
+        // them may destroy the client too).
+        Done done = std::move(now[i].call->done);
+        now[i].call->done = nullptr;
+        if (done) done(std::move(now[i].status), std::move(now[i].answer));
+      }
       if (alive.expired()) return;  // a callback destroyed the client: the rest is dropped
     }
   }
 }
 
 void GrpcLoopClient::Engine::scheduleDelivery() {
-  if (endings_.empty() || delivery_posted_) return;
+  if ((endings_.empty() && refused_.empty()) || delivery_posted_) return;
   delivery_posted_ = true;
   loop_.post([this, alive = std::weak_ptr<bool>(alive_)] {
     if (alive.expired()) return;
@@ -369,6 +423,15 @@ void GrpcLoopClient::Engine::scheduleDelivery() {
 void GrpcLoopClient::Engine::abandonAll() {
   for (Ending& e : endings_) e.call->done = nullptr;
   endings_.clear();
+  for (const std::shared_ptr<Call>& call : refused_) {
+    call->owner = nullptr;
+    call->done = nullptr;
+    if (call->deadline_timer != nullptr) {
+      event_free(call->deadline_timer);
+      call->deadline_timer = nullptr;
+    }
+  }
+  refused_.clear();
   while (!connections_.empty()) {
     Connection& c = *connections_.begin()->first;
     for (auto& [id, call] : c.streams) {

@@ -157,8 +157,8 @@ class GrpcLoopClient::Engine {
   // -- connections --
   codecs::StatusOr<Connection*> open(const Call& call);
   bool startSession(Connection& c);
-  void connected(Connection& c);
-  void pump(Connection& c);  // lets nghttp2 serialize, then writes
+  bool connected(Connection& c);  // false: `c` failed (gone)
+  bool pump(Connection& c);  // lets nghttp2 serialize, then writes; false: `c` failed (gone)
   bool flush(Connection& c);  // false: the connection failed (dropped)
   enum class Failure { kConnect, kClosed, kBroken };
   // Ends (or resends) every call on `c` and drops it; `why` is named per call.
@@ -168,6 +168,7 @@ class GrpcLoopClient::Engine {
   void maybeClose(Connection& c);
 
   // -- endings --
+  void resendRefused();  // the calls refused unread, once, on a fresh connection
   void deliver();
   void scheduleDelivery();
 
@@ -211,6 +212,7 @@ class GrpcLoopClient::Engine {
   std::unordered_map<std::string, Connection*> by_key_;  // the one taking new calls
   std::unordered_map<Connection*, std::unique_ptr<Connection>> connections_;
   std::vector<Ending> endings_;
+  std::vector<std::shared_ptr<Call>> refused_;  // REFUSED_STREAM before any answer: sent again
   bool delivery_posted_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

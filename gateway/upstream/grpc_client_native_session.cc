@@ -140,23 +140,24 @@ bool GrpcLoopClient::Engine::startSession(Connection& c) {
          nghttp2_session_set_local_window_size(c.session, NGHTTP2_FLAG_NONE, 0, kWindow) == 0;
 }
 
-void GrpcLoopClient::Engine::connected(Connection& c) {
+bool GrpcLoopClient::Engine::connected(Connection& c) {
   c.connecting = false;
   event_del(c.writable);
   event_add(c.readable, nullptr);  // the connect timer runs on until the upstream's SETTINGS
-  pump(c);
+  return pump(c);
 }
 
-void GrpcLoopClient::Engine::pump(Connection& c) {
+bool GrpcLoopClient::Engine::pump(Connection& c) {
   for (;;) {
     c.paused = false;
     if (const int rv = nghttp2_session_send(c.session); rv != 0) {
-      return fail(c, nghttp2_strerror(rv), Failure::kBroken);
+      fail(c, nghttp2_strerror(rv), Failure::kBroken);
+      return false;
     }
-    if (!flush(c)) return;
+    if (!flush(c)) return false;
     if (!c.out.empty()) {
       event_add(c.writable, nullptr);
-      return;
+      return true;
     }
     // Paused by the queue's cap (even before queueing anything, when the queue was full on
     // entry), which the socket has now drained: serialize the rest. Not paused: nghttp2
@@ -165,6 +166,7 @@ void GrpcLoopClient::Engine::pump(Connection& c) {
     if (!c.paused || !nghttp2_session_want_write(c.session)) break;
   }
   event_del(c.writable);
+  return true;
 }
 
 bool GrpcLoopClient::Engine::flush(Connection& c) {
@@ -228,7 +230,10 @@ void GrpcLoopClient::Engine::fail(Connection& c, std::string_view why_text, Fail
         continue;
       }
       submit(**next, call);
-      if (std::find(resent_on.begin(), resent_on.end(), *next) == resent_on.end()) resent_on.push_back(*next);
+      Connection* on = call->connection;  // submit() may have moved it on
+      if (on != nullptr && std::find(resent_on.begin(), resent_on.end(), on) == resent_on.end()) {
+        resent_on.push_back(on);
+      }
       continue;
     }
     // How nghttp2 ends on a broken session (a GOAWAY, a failed read, streams closed one by
@@ -427,6 +432,11 @@ int GrpcLoopClient::Engine::onStreamClose(nghttp2_session*, int32_t stream_id, u
   call->stream_id = -1;
   if (call->owner == nullptr) return 0;
   Engine& e = *c.engine;
+  if (error_code == NGHTTP2_REFUSED_STREAM && call->http_status == 0 && !call->broken && !call->resent) {
+    call->resent = true;  // never processed: once more, outside nghttp2 (resendRefused)
+    e.refused_.push_back(std::move(call));
+    return 0;
+  }
   Status status = e.outcome(*call, error_code);
   grpc::ByteBuffer answer = status.ok() ? e.takeAnswer(*call) : grpc::ByteBuffer();
   e.finish(*call, std::move(status), std::move(answer));
@@ -456,8 +466,7 @@ void GrpcLoopClient::Engine::onReadable(evutil_socket_t, short, void* arg) {
     e.fail(c, why, Failure::kClosed);
     return e.deliver();
   }
-  e.pump(c);  // WINDOW_UPDATE, SETTINGS ACK, RST_STREAM; may drop the connection
-  if (e.connections_.count(&c) != 0) e.maybeClose(c);
+  if (e.pump(c)) e.maybeClose(c);  // WINDOW_UPDATE, SETTINGS ACK, RST_STREAM
   e.deliver();
 }
 
@@ -473,11 +482,10 @@ void GrpcLoopClient::Engine::onWritable(evutil_socket_t, short, void* arg) {
       e.fail(c, strCat("cannot connect: ", std::strerror(err)), Failure::kConnect);
       return e.deliver();
     }
-    e.connected(c);
-  } else {
-    e.pump(c);
+    if (e.connected(c)) e.maybeClose(c);
+  } else if (e.pump(c)) {
+    e.maybeClose(c);
   }
-  if (e.connections_.count(&c) != 0) e.maybeClose(c);
   e.deliver();
 }
 
@@ -502,7 +510,7 @@ void GrpcLoopClient::Engine::onDeadline(evutil_socket_t, short, void* arg) {
   }
   e.finish(call, toUpstreamStatus(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"),
                                   e.options_.upstream_name, call.endpoint));
-  if (c != nullptr && !c->connecting) e.pump(*c);
+  if (c != nullptr && !c->connecting && e.pump(*c)) e.maybeClose(*c);
   e.deliver();
 }
 

@@ -219,6 +219,12 @@ TEST_F(NativeGrpcClient, ConfiguredHeadersReachTheUpstreamAndReplaceForwardedOne
   GrpcCallOptions forwarded;
   forwarded.metadata.emplace_back("triton-grpc-protocol-key", "wrong");  // replaced
   forwarded.metadata.emplace_back("x-request-tag", "kept");
+  // What an HTTP client forwards that the gRPC call owns is not sent twice.
+  forwarded.metadata.emplace_back("content-type", "application/json");
+  forwarded.metadata.emplace_back("user-agent", "curl/7.88");
+  forwarded.metadata.emplace_back("grpc-timeout", "1n");
+  // Binary values go base64-encoded, whatever their bytes.
+  forwarded.metadata.emplace_back("x-blob-bin", std::string("\x01\x00\n\xff", 4));
   Answer a = call(tcp(up.port()), serialized(simpleRequest()), forwarded);
   ASSERT_TRUE(a.status.ok()) << a.status;
   expectSimpleAnswer(parsed<inference::ModelInferResponse>(a.message));

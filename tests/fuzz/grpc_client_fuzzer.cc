@@ -9,7 +9,8 @@
 // and then the end of the stream. The outcomes must agree: the same status (code and
 // message) and the same answer bytes. `done` runs exactly once, never inside unary(); an
 // error the gateway made (an unreachable, reset or broken upstream) names the upstream;
-// nothing may crash, leak or wait. The first input byte is the plan of the pieces.
+// nothing may crash, leak or wait. A call sent again on a new connection (refused unread)
+// finds that connection closed at once. The first input byte is the plan of the pieces.
 
 #include <signal.h>
 #include <sys/socket.h>
@@ -147,6 +148,12 @@ std::string answerCall(std::string_view answer, const std::vector<size_t>& piece
   }
   ::shutdown(upstream_fd, SHUT_WR);
   settle(upstream_fd, request_bytes);
+  // A call refused unread (a GOAWAY that does not cover it, REFUSED_STREAM) is sent once
+  // more on a new connection: the upstream closes those at once.
+  for (int more; (more = ::accept4(listener().fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
+    ::close(more);
+    settle(-1, request_bytes);
+  }
   FUZZ_CHECK(done);  // the end of the stream ends every call
   handle.reset();
   client.reset();
