@@ -95,6 +95,16 @@ class GrpcLoopClient::Engine {
     size_t slice_index = 0, slice_offset = 0;
 
     // The answer.
+    // What the answer's header blocks said. A block's fields are staged in `block` and
+    // count only once the whole block arrived intact (onFrameRecv): a block that breaks
+    // half-way must say nothing, however the reads fell.
+    struct Fields {
+      int http_status = 0;
+      std::string content_type;
+      std::optional<int> grpc_status;
+      std::string grpc_message;
+    };
+    Fields block;
     int http_status = 0;
     std::string content_type;
     std::optional<int> grpc_status;
@@ -127,6 +137,8 @@ class GrpcLoopClient::Engine {
     event* readable = nullptr;
     event* writable = nullptr;
     event* connect_timer = nullptr;
+    event* keepalive_timer = nullptr;  // the next PING, or the wait for its ACK
+    bool ping_outstanding = false;
     bool connecting = false;
     bool draining = false;  // GOAWAY received, or failed: no new call
     bool paused = false;    // a send callback answered WOULDBLOCK in this pump's round
@@ -205,6 +217,7 @@ class GrpcLoopClient::Engine {
   static void onWritable(evutil_socket_t, short, void* arg);
   static void onConnectTimeout(evutil_socket_t, short, void* arg);
   static void onDeadline(evutil_socket_t, short, void* arg);
+  static void onKeepalive(evutil_socket_t, short, void* arg);
 
   http::EventLoop& loop_;
   const GrpcLoopClientOptions options_;

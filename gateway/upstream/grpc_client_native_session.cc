@@ -113,6 +113,11 @@ codecs::StatusOr<GrpcLoopClient::Engine::Connection*> GrpcLoopClient::Engine::op
     timeval tv = toTimeval(options_.connect_timeout);
     evtimer_add(c.connect_timer, &tv);
   }
+  c.keepalive_timer = evtimer_new(loop_.base(), &Engine::onKeepalive, &c);
+  if (c.keepalive_timer != nullptr) {
+    timeval tv = toTimeval(options_.keepalive_time);
+    evtimer_add(c.keepalive_timer, &tv);
+  }
   by_key_[c.key] = &c;
   return &c;
 }
@@ -255,6 +260,7 @@ void GrpcLoopClient::Engine::drop(Connection& c) {
   if (c.readable != nullptr) event_free(c.readable);
   if (c.writable != nullptr) event_free(c.writable);
   if (c.connect_timer != nullptr) event_free(c.connect_timer);
+  if (c.keepalive_timer != nullptr) event_free(c.keepalive_timer);
   if (c.session != nullptr) nghttp2_session_del(c.session);
   if (c.fd >= 0) ::close(c.fd);
   auto it = by_key_.find(c.key);
@@ -365,10 +371,28 @@ int GrpcLoopClient::Engine::onFrameRecv(nghttp2_session*, const nghttp2_frame* f
     auto it = c.streams.find(frame->hd.stream_id);
     if (it != c.streams.end()) it->second->reset_by_upstream = true;
   }
+  if (frame->hd.type == NGHTTP2_HEADERS) {  // the whole block arrived: its fields count
+    auto it = c.streams.find(frame->hd.stream_id);
+    if (it != c.streams.end()) {
+      Call& call = *it->second;
+      Call::Fields& b = call.block;
+      if (b.http_status != 0) call.http_status = b.http_status;
+      if (!b.content_type.empty()) call.content_type = std::move(b.content_type);
+      if (b.grpc_status) call.grpc_status = b.grpc_status;
+      if (!b.grpc_message.empty()) call.grpc_message = std::move(b.grpc_message);
+      b = Call::Fields();
+    }
+  }
   if (frame->hd.type == NGHTTP2_SETTINGS && (frame->hd.flags & NGHTTP2_FLAG_ACK) == 0 &&
       c.connect_timer != nullptr) {
     event_free(c.connect_timer);  // the upstream speaks HTTP/2: connected
     c.connect_timer = nullptr;
+  }
+  if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK) != 0 &&
+      c.ping_outstanding && c.keepalive_timer != nullptr) {
+    c.ping_outstanding = false;
+    timeval tv = toTimeval(c.engine->options_.keepalive_time);
+    evtimer_add(c.keepalive_timer, &tv);
   }
   if (frame->hd.type == NGHTTP2_GOAWAY) {
     c.draining = true;  // the calls it covers go on; the next call opens a new connection
@@ -397,14 +421,14 @@ int GrpcLoopClient::Engine::onHeader(nghttp2_session*, const nghttp2_frame* fram
     return n;
   };
   if (name == ":status") {
-    call.http_status = number(value);
+    call.block.http_status = number(value);
   } else if (name == "content-type") {
-    call.content_type = std::string(value);
+    call.block.content_type = std::string(value);
   } else if (name == "grpc-status") {
     const int code = number(value);
-    call.grpc_status = code < 0 ? static_cast<int>(grpc::StatusCode::UNKNOWN) : code;
+    call.block.grpc_status = code < 0 ? static_cast<int>(grpc::StatusCode::UNKNOWN) : code;
   } else if (name == "grpc-message") {
-    call.grpc_message = percentDecoded(value);
+    call.block.grpc_message = percentDecoded(value);
   }
   return 0;
 }
@@ -497,6 +521,26 @@ void GrpcLoopClient::Engine::onConnectTimeout(evutil_socket_t, short, void* arg)
                       : strCat("no HTTP/2 SETTINGS from the upstream within ",
                                e.options_.connect_timeout.count(), " ms of connecting"),
          Failure::kConnect);
+  e.deliver();
+}
+
+void GrpcLoopClient::Engine::onKeepalive(evutil_socket_t, short, void* arg) {
+  auto& c = *static_cast<Connection*>(arg);
+  Engine& e = *c.engine;
+  if (c.ping_outstanding) {
+    e.fail(c,
+           strCat("no answer to a keepalive PING within ", e.options_.keepalive_timeout.count(), " ms"),
+           Failure::kClosed);
+    return e.deliver();
+  }
+  timeval tv = toTimeval(e.options_.keepalive_time);
+  if (!c.streams.empty() && !c.connecting) {
+    nghttp2_submit_ping(c.session, NGHTTP2_FLAG_NONE, nullptr);
+    c.ping_outstanding = true;
+    tv = toTimeval(e.options_.keepalive_timeout);
+  }
+  evtimer_add(c.keepalive_timer, &tv);
+  if (c.ping_outstanding && e.pump(c)) e.maybeClose(c);
   e.deliver();
 }
 

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstring>
 #include <future>
+#include <thread>
 
 #include "codecs/grpc_byte_buffer.h"
 #include "gateway/frontends/grpc_frontend.h"
@@ -305,6 +306,41 @@ TEST_F(NativeGrpcClient, ConnectTimeoutBoundsAPeerThatNeverSpeaks) {
   EXPECT_EQ(a.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(codecs::messageOf(a.status).ends_with("no HTTP/2 SETTINGS from the upstream within 200 ms of connecting"))
       << a.status;
+  ::close(fd);
+}
+
+// A peer that speaks HTTP/2 (its SETTINGS arrive) and then goes silent, as a host that
+// vanished: the keepalive PING goes unanswered and the call, which has no deadline, fails.
+TEST_F(NativeGrpcClient, AnUnansweredKeepalivePingFailsTheCalls) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::thread silent([fd] {
+    const int peer = ::accept(fd, nullptr, nullptr);
+    if (peer < 0) return;
+    const char settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};  // an empty SETTINGS frame
+    EXPECT_EQ(::send(peer, settings, sizeof(settings), MSG_NOSIGNAL), 9);
+    char buffer[4096];
+    while (::recv(peer, buffer, sizeof(buffer), 0) > 0) {
+    }
+    ::close(peer);
+  });
+  GrpcLoopClientOptions options;
+  options.keepalive_time = 100ms;
+  options.keepalive_timeout = 100ms;
+  make(options);
+  Answer a = call(tcp(ntohs(addr.sin_port)), serialized(simpleRequest()));
+  EXPECT_EQ(a.status.code(), absl::StatusCode::kUnavailable) << a.status;
+  EXPECT_TRUE(codecs::messageOf(a.status).ends_with("no answer to a keepalive PING within 100 ms"))
+      << a.status;
+  destroy();  // closes the connection: the silent peer's read ends
+  silent.join();
   ::close(fd);
 }
 
