@@ -457,8 +457,12 @@ int GrpcLoopClient::Engine::onStreamClose(nghttp2_session*, int32_t stream_id, u
   if (call->owner == nullptr) return 0;
   Engine& e = *c.engine;
   if (error_code == NGHTTP2_REFUSED_STREAM && call->http_status == 0 && !call->broken && !call->resent) {
-    call->resent = true;  // never processed: once more, outside nghttp2 (resendRefused)
+    call->resent = true;  // never processed: once more, outside nghttp2 (resendRefused),
     e.refused_.push_back(std::move(call));
+    // on a fresh connection: one that refuses streams is going away (or overloaded)
+    c.draining = true;
+    auto it = e.by_key_.find(c.key);
+    if (it != e.by_key_.end() && it->second == &c) e.by_key_.erase(it);
     return 0;
   }
   Status status = e.outcome(*call, error_code);
