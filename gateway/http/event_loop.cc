@@ -90,8 +90,7 @@ LoopTimer::~LoopTimer() {
 }
 
 void LoopTimer::arm(std::chrono::milliseconds after) {
-  timeval tv{static_cast<time_t>(after.count() / 1000),
-             static_cast<suseconds_t>((after.count() % 1000) * 1000)};
+  timeval tv = toTimeval(after);
   evtimer_add(event_, &tv);
 }
 

@@ -5,6 +5,7 @@
 // back with post(), which is the only member that is safe to call from any thread.
 
 #include <event2/event.h>
+#include <sys/time.h>
 
 #include <chrono>
 #include <functional>
@@ -52,6 +53,13 @@ class EventLoop {
   std::vector<std::function<void()>> tasks_;
   std::thread::id owner_;
 };
+
+// A duration as libevent's timeout (a negative one as zero).
+inline timeval toTimeval(std::chrono::microseconds after) {
+  if (after.count() < 0) after = std::chrono::microseconds(0);
+  return timeval{static_cast<time_t>(after.count() / 1000000),
+                 static_cast<suseconds_t>(after.count() % 1000000)};
+}
 
 // A one-shot or re-armable timer on a loop; disarmed when destroyed. Loop thread only.
 class LoopTimer {

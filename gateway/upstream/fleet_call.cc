@@ -147,9 +147,10 @@ class FleetUnaryCall final : public GrpcCallHandle,
                                         self->settle(std::move(status), std::move(answer), outcome);
                                       });
     } else {
+      // `endpoint` outlives the answer: the attempt's lease holds it until settle().
       inner = client->unary(method_, request, options_,
-                            [self = shared_from_this()](grpc::Status status, grpc::ByteBuffer answer) {
-                              self->onAnswer(std::move(status), std::move(answer));
+                            [self = shared_from_this(), endpoint](grpc::Status status, grpc::ByteBuffer answer) {
+                              self->onAnswer(std::move(status), std::move(answer), *endpoint);
                             });
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -159,15 +160,10 @@ class FleetUnaryCall final : public GrpcCallHandle,
   }
 
   // grpc thread: the attempt is over. The grpc++ client's status in the gateway's form.
-  void onAnswer(grpc::Status status, grpc::ByteBuffer answer) {
+  void onAnswer(grpc::Status status, grpc::ByteBuffer answer, const Endpoint& endpoint) {
     const Outcome outcome = outcomeOfGrpc(status.error_code());
     if (status.ok()) return settle(absl::OkStatus(), std::move(answer), outcome);
-    std::string endpoint;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (lease_.valid()) endpoint = lease_.endpoint().key();
-    }
-    codecs::Status out = toUpstreamStatus(status, fleet_->name(), endpoint);
+    codecs::Status out = toUpstreamStatus(status, fleet_->name(), endpoint.key());
     settle(grpcNotSent(status) ? markNotSent(std::move(out)) : std::move(out), {}, outcome);
   }
 

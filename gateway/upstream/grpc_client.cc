@@ -203,23 +203,12 @@ class ClientCore {
   // The call's metadata (the configured headers replacing forwarded entries of the same
   // key), deadline and wait_for_ready. Nothing is added when an entry is illegal.
   grpc::Status setUp(grpc::ClientContext& context, const GrpcCallOptions& options) const {
-    auto configured = [this](const std::string& key) {
-      return std::any_of(headers_.begin(), headers_.end(),
-                         [&key](const auto& h) { return h.first == key; });
-    };
-    for (const auto* list : {&options.metadata, &headers_}) {
-      for (const auto& [key, value] : *list) {
-        if (const char* problem = grpcMetadataProblem(key, value)) {
-          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              codecs::strCat("cannot send metadata '", key, "' to upstream '",
-                                             name_, "': ", problem));
-        }
-      }
+    codecs::Status refused = forEachCallMetadata(
+        options.metadata, headers_, name_,
+        [&context](const std::string& key, const std::string& value) { context.AddMetadata(key, value); });
+    if (!refused.ok()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(codecs::messageOf(refused)));
     }
-    for (const auto& [key, value] : options.metadata) {
-      if (!configured(key)) context.AddMetadata(key, value);
-    }
-    for (const auto& [key, value] : headers_) context.AddMetadata(key, value);
     if (options.deadline) context.set_deadline(*options.deadline);
     context.set_wait_for_ready(options.wait_for_ready);
     return grpc::Status::OK;
@@ -546,6 +535,27 @@ const char* grpcMetadataProblem(const std::string& key, const std::string& value
     return "the value has characters outside printable ASCII";
   }
   return nullptr;
+}
+
+codecs::Status forEachCallMetadata(
+    const GrpcMetadata& forwarded, const GrpcMetadata& configured, std::string_view upstream,
+    const std::function<void(const std::string& key, const std::string& value)>& add) {
+  for (const GrpcMetadata* list : {&forwarded, &configured}) {
+    for (const auto& [key, value] : *list) {
+      if (const char* problem = grpcMetadataProblem(key, value)) {
+        return absl::InvalidArgumentError(
+            codecs::strCat("cannot send metadata '", key, "' to upstream '", upstream, "': ", problem));
+      }
+    }
+  }
+  auto replaced = [&configured](const std::string& key) {
+    return std::any_of(configured.begin(), configured.end(), [&key](const auto& h) { return h.first == key; });
+  };
+  for (const auto& [key, value] : forwarded) {
+    if (!replaced(key)) add(key, value);
+  }
+  for (const auto& [key, value] : configured) add(key, value);
+  return absl::OkStatus();
 }
 
 codecs::Status toUpstreamStatus(const grpc::Status& status, std::string_view upstream,

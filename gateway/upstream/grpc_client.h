@@ -125,4 +125,14 @@ codecs::Status toUpstreamStatus(const grpc::Status& status, std::string_view ups
 // with it (grpc aborts the process on sending an illegal key or value).
 const char* grpcMetadataProblem(const std::string& key, const std::string& value);
 
+// A call's metadata as both clients send it: `add` is called for the forwarded entries
+// whose key no configured entry has, then for the configured ones (the upstream's
+// `headers`, which replace forwarded entries of the same key). When any entry is one grpc
+// cannot carry, nothing is added and the refusal is returned: INVALID_ARGUMENT "cannot
+// send metadata 'KEY' to upstream 'NAME': ...".
+using GrpcMetadata = std::vector<std::pair<std::string, std::string>>;
+codecs::Status forEachCallMetadata(
+    const GrpcMetadata& forwarded, const GrpcMetadata& configured, std::string_view upstream,
+    const std::function<void(const std::string& key, const std::string& value)>& add);
+
 }  // namespace infergate::gateway::upstream

@@ -61,7 +61,7 @@ using codecs::Status;
 using codecs::strCat;
 using native_grpc_detail::kMaxMessageBytes;
 using native_grpc_detail::kMaxReservedMessageBytes;
-using native_grpc_detail::toTimeval;
+using http::toTimeval;
 
 // grpc-timeout (PROTOCOL.md: at most 8 digits, then a unit): the remaining time rounded up.
 std::string grpcTimeout(std::chrono::system_clock::duration left) {
@@ -111,30 +111,14 @@ std::shared_ptr<GrpcCallHandle> GrpcLoopClient::Engine::unary(const config::List
   call->method = std::string(method);
   call->deadline = options.deadline;
 
-  // Metadata: forwarded entries, then the configured ones (replacing the same keys).
-  auto configured = [this](const std::string& key) {
-    return std::any_of(options_.headers.begin(), options_.headers.end(),
-                       [&key](const auto& h) { return h.first == key; });
-  };
-  Status refused;
-  for (const auto* list : {&options.metadata, &options_.headers}) {
-    for (const auto& [key, value] : *list) {
-      if (const char* problem = grpcMetadataProblem(key, value); problem && refused.ok()) {
-        refused = absl::InvalidArgumentError(strCat("cannot send metadata '", key, "' to upstream '",
-                                                    options_.upstream_name, "': ", problem));
-      }
-    }
-  }
-  // The client's own headers are never taken from forwarded metadata (an HTTP client's
+  // The client's own headers are never taken from the metadata (an HTTP client's
   // content-type, say); binary values travel base64-encoded, as gRPC's wire format says.
-  auto add = [call](const std::string& key, const std::string& value) {
-    if (reservedHeader(key)) return;
-    call->metadata.emplace_back(key, key.ends_with("-bin") ? absl::Base64Escape(value) : value);
-  };
-  for (const auto& [key, value] : options.metadata) {
-    if (!configured(key)) add(key, value);
-  }
-  for (const auto& [key, value] : options_.headers) add(key, value);
+  Status refused = forEachCallMetadata(
+      options.metadata, options_.headers, options_.upstream_name,
+      [&call](const std::string& key, const std::string& value) {
+        if (reservedHeader(key)) return;
+        call->metadata.emplace_back(key, key.ends_with("-bin") ? absl::Base64Escape(value) : value);
+      });
 
   // The payload: prefix (uncompressed, big-endian length) and the request's own slices.
   if (request.Valid()) request.Dump(&call->slices);
@@ -251,10 +235,7 @@ void GrpcLoopClient::Engine::finish(Call& call, Status status, grpc::ByteBuffer 
 
 void GrpcLoopClient::Engine::breakAnswer(Call& call, std::string_view why) {
   if (call.broken) return;
-  call.broken = codecs::withOrigin(
-      absl::InvalidArgumentError(strCat("upstream '", options_.upstream_name, "' (", call.endpoint,
-                                        ") broke the gRPC protocol: ", why)),
-      codecs::ErrorOrigin::kUpstream);
+  call.broken = brokeGrpc(call, why);
   if (call.connection != nullptr && call.stream_id > 0) {
     nghttp2_submit_rst_stream(call.connection->session, NGHTTP2_FLAG_NONE, call.stream_id,
                               NGHTTP2_CANCEL);
@@ -266,20 +247,10 @@ Status GrpcLoopClient::Engine::outcome(Call& call, uint32_t error_code) const {
   const std::string& name = options_.upstream_name;
   if (call.grpc_status) {
     if (call.http_status == 0) return brokeHttp2(call);
-    if (call.http_status != 200) {
-      return codecs::withOrigin(
-          absl::InvalidArgumentError(strCat("upstream '", name, "' (", call.endpoint,
-                                            ") broke the gRPC protocol: answered HTTP status ",
-                                            call.http_status)),
-          codecs::ErrorOrigin::kUpstream);
-    }
+    if (call.http_status != 200) return brokeGrpc(call, strCat("answered HTTP status ", call.http_status));
     const int code = *call.grpc_status;
     if (code == 0 && call.frame_head_have > 0) {
-      return codecs::withOrigin(
-          absl::InvalidArgumentError(strCat("upstream '", name, "' (", call.endpoint,
-                                            ") broke the gRPC protocol: the answer's data does not end where "
-                                            "its message's length prefix says")),
-          codecs::ErrorOrigin::kUpstream);
+      return brokeGrpc(call, "the answer's data does not end where its message's length prefix says");
     }
     if (code == 0) return absl::OkStatus();
     const auto grpc_code = code > 0 && code <= 16 ? static_cast<grpc::StatusCode>(code)
@@ -303,18 +274,11 @@ Status GrpcLoopClient::Engine::outcome(Call& call, uint32_t error_code) const {
   // No :status at all: HTTP/2 itself was broken (nghttp2 may close such a stream or the
   // whole session, depending on where the reads fell).
   if (call.http_status == 0) return brokeHttp2(call);
-  std::string why;
-  if (call.http_status != 200) {
-    why = strCat("answered HTTP status ", call.http_status);
-  } else if (!call.content_type.starts_with("application/grpc")) {
-    why = strCat("answered content-type '", call.content_type, "'");
-  } else {
-    why = "the call ended without a grpc-status";
+  if (call.http_status != 200) return brokeGrpc(call, strCat("answered HTTP status ", call.http_status));
+  if (!call.content_type.starts_with("application/grpc")) {
+    return brokeGrpc(call, strCat("answered content-type '", call.content_type, "'"));
   }
-  return codecs::withOrigin(
-      absl::InvalidArgumentError(strCat("upstream '", name, "' (", call.endpoint,
-                                        ") broke the gRPC protocol: ", why)),
-      codecs::ErrorOrigin::kUpstream);
+  return brokeGrpc(call, "the call ended without a grpc-status");
 }
 
 grpc::ByteBuffer GrpcLoopClient::Engine::takeAnswer(Call& call) const {

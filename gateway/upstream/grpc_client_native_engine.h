@@ -7,7 +7,6 @@
 
 #include <event2/event.h>
 #include <nghttp2/nghttp2.h>
-#include <sys/time.h>
 
 #include <chrono>
 #include <climits>
@@ -36,12 +35,6 @@ inline constexpr int32_t kWindow = INT32_MAX;                // HTTP/2's largest
 inline constexpr uint32_t kMaxHeaderListBytes = 1 << 20;     // as grpc_client.cc's metadata cap
 inline constexpr size_t kMaxReservedMessageBytes = 64 * 1024 * 1024;  // reserved before it arrives
 inline constexpr size_t kMaxMessageBytes = INT32_MAX;  // Triton: INT32_MAX both ways
-
-inline timeval toTimeval(std::chrono::microseconds us) {
-  if (us.count() < 0) us = std::chrono::microseconds(0);
-  return timeval{static_cast<time_t>(us.count() / 1000000),
-                 static_cast<suseconds_t>(us.count() % 1000000)};
-}
 
 }  // namespace native_grpc_detail
 
@@ -189,6 +182,13 @@ class GrpcLoopClient::Engine {
     return codecs::withOrigin(
         absl::InvalidArgumentError(codecs::strCat("upstream '", options_.upstream_name, "' (", call.endpoint,
                                                   ") broke the HTTP/2 protocol")),
+        codecs::ErrorOrigin::kUpstream);
+  }
+  // 502: the upstream's answer is HTTP/2 but not gRPC (`why`).
+  codecs::Status brokeGrpc(const Call& call, std::string_view why) const {
+    return codecs::withOrigin(
+        absl::InvalidArgumentError(codecs::strCat("upstream '", options_.upstream_name, "' (", call.endpoint,
+                                                  ") broke the gRPC protocol: ", why)),
         codecs::ErrorOrigin::kUpstream);
   }
   codecs::Status unavailable(const Call& call, std::string_view why) const {

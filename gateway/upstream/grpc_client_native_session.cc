@@ -38,7 +38,7 @@ using native_grpc_detail::kMaxIovecs;
 using native_grpc_detail::kMaxQueuedBytes;
 using native_grpc_detail::kReadBufferBytes;
 using native_grpc_detail::kWindow;
-using native_grpc_detail::toTimeval;
+using http::toTimeval;
 using http_client_detail::SocketAddress;
 
 // grpc-message is percent-encoded (PROTOCOL.md, gRPC over HTTP/2).

@@ -290,38 +290,21 @@ TEST_F(NativeGrpcClient, NothingListeningIsUnavailableAndNotSent) {
 // A listener that never accepts completes the TCP handshake and never speaks HTTP/2:
 // connect_timeout bounds the wait for its SETTINGS.
 TEST_F(NativeGrpcClient, ConnectTimeoutBoundsAPeerThatNeverSpeaks) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(fd, 16), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  testing::IdleListener listener;
   GrpcLoopClientOptions options;
   options.connect_timeout = 200ms;
   make(options);
-  Answer a = call(tcp(ntohs(addr.sin_port)), serialized(simpleRequest()));
+  Answer a = call(tcp(listener.port()), serialized(simpleRequest()));
   EXPECT_EQ(a.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(codecs::messageOf(a.status).ends_with("no HTTP/2 SETTINGS from the upstream within 200 ms of connecting"))
       << a.status;
-  ::close(fd);
 }
 
 // A peer that speaks HTTP/2 (its SETTINGS arrive) and then goes silent, as a host that
 // vanished: the keepalive PING goes unanswered and the call, which has no deadline, fails.
 TEST_F(NativeGrpcClient, AnUnansweredKeepalivePingFailsTheCalls) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(fd, 16), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  std::thread silent([fd] {
+  testing::IdleListener listener;
+  std::thread silent([fd = listener.fd()] {
     const int peer = ::accept(fd, nullptr, nullptr);
     if (peer < 0) return;
     const char settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};  // an empty SETTINGS frame
@@ -335,13 +318,12 @@ TEST_F(NativeGrpcClient, AnUnansweredKeepalivePingFailsTheCalls) {
   options.keepalive_time = 100ms;
   options.keepalive_timeout = 100ms;
   make(options);
-  Answer a = call(tcp(ntohs(addr.sin_port)), serialized(simpleRequest()));
+  Answer a = call(tcp(listener.port()), serialized(simpleRequest()));
   EXPECT_EQ(a.status.code(), absl::StatusCode::kUnavailable) << a.status;
   EXPECT_TRUE(codecs::messageOf(a.status).ends_with("no answer to a keepalive PING within 100 ms"))
       << a.status;
   destroy();  // closes the connection: the silent peer's read ends
   silent.join();
-  ::close(fd);
 }
 
 // An HTTP/1.1 server answers the HTTP/2 preface with bytes that are no HTTP/2: 502.

@@ -412,23 +412,14 @@ TEST(GrpcUpstreamClient, UpstreamThatComesBackIsUsedAgain) {
 // accepts): connect_timeout_ms bounds the attempt, and the call without a deadline fails
 // with UNAVAILABLE instead of waiting for grpc's own 20 s minimum.
 TEST(GrpcUpstreamClient, ConnectTimeoutBoundsAnUnansweredConnect) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(fd, 16), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  config::UpstreamConfig config = upstreamAt({tcp(ntohs(addr.sin_port))});
+  testing::IdleListener listener;
+  config::UpstreamConfig config = upstreamAt({tcp(listener.port())});
   config.connect_timeout_ms = 200;
   GrpcUpstreamClient client(config);
   Pending p = start(client, kModelInfer, serialized(simpleRequest()));
   ASSERT_EQ(p.answer.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(p.answer.get().status.error_code(), grpc::StatusCode::UNAVAILABLE);
   client.shutdown();
-  ::close(fd);
 }
 
 TEST(GrpcUpstreamClient, UnixSocketEndpoint) {

@@ -53,6 +53,7 @@ namespace {
 
 using codecs::Status;
 using codecs::strCat;
+using http::toTimeval;
 using http_client_detail::callPrefix;
 using http_client_detail::endpointText;
 using http_client_detail::equalsIgnoreCase;
@@ -63,11 +64,6 @@ using native_detail::upstreamError;
 
 // The most iovecs one sendmsg is given (the head, then body segments).
 constexpr int kMaxIovecs = 64;
-
-timeval toTimeval(std::chrono::milliseconds ms) {
-  return timeval{static_cast<time_t>(ms.count() / 1000),
-                 static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
-}
 
 }  // namespace
 

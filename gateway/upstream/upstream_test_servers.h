@@ -179,4 +179,32 @@ inline int freePort() {
   return ntohs(addr.sin_port);
 }
 
+// A loopback TCP listener nothing accepts from unless the test does: a connect completes
+// (the kernel's backlog) and nothing is ever read or answered. Closed when destroyed.
+class IdleListener {
+ public:
+  IdleListener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    EXPECT_GE(fd_, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(fd_, 16), 0);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~IdleListener() { ::close(fd_); }
+  IdleListener(const IdleListener&) = delete;
+  IdleListener& operator=(const IdleListener&) = delete;
+
+  int fd() const { return fd_; }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 }  // namespace infergate::gateway::upstream::testing

@@ -12,9 +12,7 @@
 // nothing may crash, leak or wait. A call sent again on a new connection (refused unread)
 // finds that connection closed at once. The first input byte is the plan of the pieces.
 
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,70 +30,19 @@
 #include "gateway/http/event_loop.h"
 #include "gateway/upstream/grpc_client_native.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/upstream_socket.h"
 
 using namespace infergate;
 using namespace infergate::gateway;
 
 namespace {
 
-http::EventLoop& loop() {
-  static http::EventLoop* instance = [] {
-    ::signal(SIGPIPE, SIG_IGN);
-    return new http::EventLoop();
-  }();
-  return *instance;
-}
-
-struct Listener {
-  int fd = -1;
-  config::ListenAddress endpoint;
-};
-
-std::string socketPath() { return "/tmp/infergate-grpc-client-fuzz." + std::to_string(::getpid()); }
-
-const Listener& listener() {
-  static Listener* instance = [] {
-    auto* l = new Listener();
-    const std::string path = socketPath();
-    ::unlink(path.c_str());
-    l->fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    path.copy(a.sun_path, sizeof(a.sun_path) - 1);
-    FUZZ_CHECK(::bind(l->fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-    FUZZ_CHECK(::listen(l->fd, 16) == 0);
-    std::atexit([] { ::unlink(socketPath().c_str()); });
-    auto parsed = config::parseEndpointAddress("unix:" + path);
-    FUZZ_CHECK(parsed.ok());
-    l->endpoint = *parsed;
-    return l;
-  }();
-  return *instance;
-}
-
-// Runs the loop until neither it nor the upstream's socket moves for three turns.
-void settle(int upstream_fd, std::string& request_bytes) {
-  for (int quiet = 0; quiet < 3;) {
-    event_base_loop(loop().base(), EVLOOP_NONBLOCK);
-    bool moved = false;
-    if (upstream_fd >= 0) {
-      char buffer[4096];
-      ssize_t n;
-      while ((n = ::recv(upstream_fd, buffer, sizeof(buffer), MSG_DONTWAIT)) > 0) {
-        request_bytes.append(buffer, static_cast<size_t>(n));
-        moved = true;
-      }
-    }
-    quiet = moved ? 0 : quiet + 1;
-  }
-}
-
 // One call answered with `answer` written in pieces of the given sizes (cycled), then the
 // end of the stream. Returns the outcome as text.
 std::string answerCall(std::string_view answer, const std::vector<size_t>& pieces) {
   upstream::GrpcLoopClientOptions options;
   options.upstream_name = "fuzz";
-  auto client = std::make_unique<upstream::GrpcLoopClient>(loop(), options);
+  auto client = std::make_unique<upstream::GrpcLoopClient>(fuzz::upstreamLoop(), options);
 
   bool inside_unary = true;
   bool done = false;
@@ -104,7 +51,7 @@ std::string answerCall(std::string_view answer, const std::vector<size_t>& piece
   grpc::Slice slice(message.data(), message.size());
   grpc::ByteBuffer request(&slice, 1);
   auto handle = client->unary(
-      listener().endpoint, "/inference.GRPCInferenceService/ModelInfer", request, {},
+      fuzz::unixUpstream("grpc-client").endpoint, "/inference.GRPCInferenceService/ModelInfer", request, {},
       [&](codecs::Status status, grpc::ByteBuffer response) {
         FUZZ_CHECK(!inside_unary);
         FUZZ_CHECK(!done);  // once
@@ -128,36 +75,26 @@ std::string answerCall(std::string_view answer, const std::vector<size_t>& piece
   inside_unary = false;
 
   std::string request_bytes;
-  settle(-1, request_bytes);
-  int upstream_fd = ::accept4(listener().fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  fuzz::settle(-1, request_bytes);
+  int upstream_fd = ::accept4(fuzz::unixUpstream("grpc-client").fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
   FUZZ_CHECK(upstream_fd >= 0);
-  settle(upstream_fd, request_bytes);
+  fuzz::settle(upstream_fd, request_bytes);
   FUZZ_CHECK(request_bytes.starts_with("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"));
 
-  size_t sent = 0, piece = 0;
-  int stuck = 0;
-  while (sent < answer.size() && stuck < 3) {
-    const size_t size = std::min(pieces[piece++ % pieces.size()], answer.size() - sent);
-    const ssize_t n = ::send(upstream_fd, answer.data() + sent, size, MSG_NOSIGNAL | MSG_DONTWAIT);
-    // The client may have closed the connection (the call over, or the session broken):
-    // the rest stays unsent, the same way in every run.
-    stuck = n > 0 ? 0 : stuck + 1;
-    if (n > 0) sent += static_cast<size_t>(n);
-    settle(upstream_fd, request_bytes);
-    if (done) break;  // what follows the call's end cannot change it
-  }
+  // What follows the call's end cannot change it.
+  fuzz::sendInPieces(upstream_fd, answer, pieces, request_bytes, [&done] { return done; });
   ::shutdown(upstream_fd, SHUT_WR);
-  settle(upstream_fd, request_bytes);
+  fuzz::settle(upstream_fd, request_bytes);
   // A call refused unread (a GOAWAY that does not cover it, REFUSED_STREAM) is sent once
   // more on a new connection: the upstream closes those at once.
-  for (int more; (more = ::accept4(listener().fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
+  for (int more; (more = ::accept4(fuzz::unixUpstream("grpc-client").fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
     ::close(more);
-    settle(-1, request_bytes);
+    fuzz::settle(-1, request_bytes);
   }
   FUZZ_CHECK(done);  // the end of the stream ends every call
   handle.reset();
   client.reset();
-  settle(upstream_fd, request_bytes);
+  fuzz::settle(upstream_fd, request_bytes);
   ::close(upstream_fd);
   return outcome;
 }

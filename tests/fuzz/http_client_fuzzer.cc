@@ -14,9 +14,7 @@
 // the upstream; nothing may crash or leak. The first input byte picks the method (GET,
 // HEAD, a POST with a body) and the plan of the pieces.
 
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +32,7 @@
 #include "gateway/http/event_loop.h"
 #include "gateway/upstream/http_client.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/upstream_socket.h"
 
 using namespace infergate;
 using namespace infergate::gateway;
@@ -43,40 +42,6 @@ using upstream::HttpUpstreamRequest;
 using upstream::HttpUpstreamResponse;
 
 namespace {
-
-http::EventLoop& loop() {
-  static http::EventLoop* instance = [] {
-    ::signal(SIGPIPE, SIG_IGN);
-    return new http::EventLoop();
-  }();
-  return *instance;
-}
-
-// The upstream's listening unix socket, made once per process.
-struct Listener {
-  int fd = -1;
-  config::ListenAddress endpoint;
-};
-
-const Listener& listener() {
-  static Listener* instance = [] {
-    auto* l = new Listener();
-    std::string path = "/tmp/infergate-http-client-fuzz." + std::to_string(::getpid());
-    ::unlink(path.c_str());
-    l->fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    path.copy(a.sun_path, sizeof(a.sun_path) - 1);
-    FUZZ_CHECK(::bind(l->fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-    FUZZ_CHECK(::listen(l->fd, 16) == 0);
-    std::atexit([] { ::unlink(("/tmp/infergate-http-client-fuzz." + std::to_string(::getpid())).c_str()); });
-    auto parsed = config::parseEndpointAddress("unix:" + path);
-    FUZZ_CHECK(parsed.ok());
-    l->endpoint = *parsed;
-    return l;
-  }();
-  return *instance;
-}
 
 // What one exchange came to, written out for comparison.
 struct Outcome {
@@ -93,29 +58,13 @@ std::string headersText(int status, const http::HeaderList& headers) {
   return out;
 }
 
-void settle(int upstream_fd, std::string& request_bytes) {
-  for (int quiet = 0; quiet < 3;) {
-    event_base_loop(loop().base(), EVLOOP_NONBLOCK);
-    bool moved = false;
-    if (upstream_fd >= 0) {
-      char buffer[4096];
-      ssize_t n;
-      while ((n = ::recv(upstream_fd, buffer, sizeof(buffer), MSG_DONTWAIT)) > 0) {
-        request_bytes.append(buffer, static_cast<size_t>(n));
-        moved = true;
-      }
-    }
-    quiet = moved ? 0 : quiet + 1;
-  }
-}
-
 // One request answered with `answer` written in pieces of the given sizes (cycled), then
 // the end of the stream.
 Outcome exchange(uint8_t method, std::string_view answer, const std::vector<size_t>& pieces,
                  bool stream) {
   upstream::HttpClientOptions options;
   options.upstream_name = "fuzz";
-  auto client = std::make_unique<HttpUpstreamClient>(loop(), options);
+  auto client = std::make_unique<HttpUpstreamClient>(fuzz::upstreamLoop(), options);
 
   HttpUpstreamRequest request;
   request.method = method % 3 == 0 ? "GET" : method % 3 == 1 ? "HEAD" : "POST";
@@ -155,32 +104,22 @@ Outcome exchange(uint8_t method, std::string_view answer, const std::vector<size
       outcome.text.append(reinterpret_cast<const char*>(r->body.data()), r->body.size());
     }
   };
-  auto handle = client->send(listener().endpoint, std::move(request), std::move(callbacks));
+  auto handle = client->send(fuzz::unixUpstream("http-client").endpoint, std::move(request), std::move(callbacks));
 
   std::string request_bytes;
-  settle(-1, request_bytes);
-  int upstream_fd = ::accept4(listener().fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  fuzz::settle(-1, request_bytes);
+  int upstream_fd = ::accept4(fuzz::unixUpstream("http-client").fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
   FUZZ_CHECK(upstream_fd >= 0);
-  settle(upstream_fd, request_bytes);
+  fuzz::settle(upstream_fd, request_bytes);
   FUZZ_CHECK(request_bytes.find("\r\n\r\n") != std::string::npos);  // the request went whole
 
-  size_t sent = 0, piece = 0;
-  int stuck = 0;
-  while (sent < answer.size() && stuck < 3) {
-    size_t size = std::min(pieces[piece++ % pieces.size()], answer.size() - sent);
-    ssize_t n = ::send(upstream_fd, answer.data() + sent, size, MSG_NOSIGNAL | MSG_DONTWAIT);
-    // The client may have closed the connection (an answer complete, or refused): the
-    // rest then stays unsent, the same way in every run.
-    stuck = n > 0 ? 0 : stuck + 1;
-    if (n > 0) sent += static_cast<size_t>(n);
-    settle(upstream_fd, request_bytes);
-  }
+  fuzz::sendInPieces(upstream_fd, answer, pieces, request_bytes);
   ::shutdown(upstream_fd, SHUT_WR);
-  settle(upstream_fd, request_bytes);
+  fuzz::settle(upstream_fd, request_bytes);
   FUZZ_CHECK(outcome.done);  // the end of the stream ends every exchange
   handle.reset();
   client.reset();
-  settle(upstream_fd, request_bytes);
+  fuzz::settle(upstream_fd, request_bytes);
   ::close(upstream_fd);
   return outcome;
 }
