@@ -74,6 +74,10 @@ struct ListenerConfig {
   // the sensitive API groups there). nullopt = decided by the address (publicByDefault).
   std::optional<bool> is_public;
   SourceLocation where;  // the listener's mapping
+  // gRPC listener only (`server`): true = the gateway's own HTTP/2 server carries a
+  // plaintext listener's calls ("native", the default); false = grpc++ alone ("grpc++").
+  // A TLS listener is always grpc++'s.
+  bool native_grpc_server = true;
 
   // Written, else: a unix socket or a loopback host (127.0.0.0/8, ::1, localhost) is
   // private; every other address is public.

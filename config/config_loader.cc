@@ -143,7 +143,9 @@ void Loader::readListeners(const YamlValue& value) {
 std::optional<ListenerConfig> Loader::readListener(const YamlValue& value, ListenerKind kind) {
   std::optional<YamlMap> map = kind == ListenerKind::kMetrics
                                    ? reader_.mapping(value, {"address"})
-                                   : reader_.mapping(value, {"address", "tls", "public"});
+                                   : kind == ListenerKind::kGrpc
+                                         ? reader_.mapping(value, {"address", "tls", "public", "server"})
+                                         : reader_.mapping(value, {"address", "tls", "public"});
   if (!map) return std::nullopt;
   // `tls` is read even when the address is wrong, so its own mistakes are reported too.
   std::optional<ServerTlsConfig> tls;
@@ -160,6 +162,15 @@ std::optional<ListenerConfig> Loader::readListener(const YamlValue& value, Liste
   ListenerConfig listener{std::move(*parsed), std::move(tls), std::nullopt, map->where};
   listener.address.where = address->where;
   if (const YamlValue* v = map->find("public")) listener.is_public = readBoolean(reader_, *v);
+  if (const YamlValue* v = map->find("server")) {
+    if (std::optional<std::string> server = reader_.string(*v)) {
+      if (*server == "native" || *server == "grpc++") {
+        listener.native_grpc_server = *server == "native";
+      } else {
+        reader_.error(*v, codecs::strCat("server must be \"native\" or \"grpc++\", not \"", *server, "\""));
+      }
+    }
+  }
   return listener;
 }
 

@@ -374,6 +374,27 @@ routes: [{ match: { model: "*" }, upstream: demo }]
                   "duplicate upstream name \"demo\" (first defined at test.yaml:3:11)");
 }
 
+TEST(ConfigLoader, ReadsWhichServerCarriesTheGrpcListener) {
+  auto native = parse(withListeners(R"(listeners: { grpc: { address: "127.0.0.1:8001" } }
+workers: 1
+)"));
+  ASSERT_TRUE(native.ok()) << native.status();
+  EXPECT_TRUE(native->grpc->native_grpc_server);
+  auto grpcpp = parse(withListeners(R"(listeners: { grpc: { address: "127.0.0.1:8001", server: "grpc++" } }
+workers: 1
+)"));
+  ASSERT_TRUE(grpcpp.ok()) << grpcpp.status();
+  EXPECT_FALSE(grpcpp->grpc->native_grpc_server);
+  expectErrors(withListeners(R"(listeners: { grpc: { address: "127.0.0.1:8001", server: nghttp2 } }
+workers: 1
+)"),
+               {"test.yaml:1:57: listeners.grpc.server: server must be \"native\" or \"grpc++\", not \"nghttp2\""});
+  expectErrors(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000", server: native } }
+workers: 1
+)"),
+               {"test.yaml:1:49: listeners.http.server: unknown key \"server\" (allowed: address, tls, public)"});
+}
+
 TEST(ConfigLoader, RejectsBadUpstreamNamesAndModels) {
   expectOnlyError(R"(listeners: { http: { address: "127.0.0.1:8000" } }
 upstreams: [{ name: "my upstream", protocol: builtin }]

@@ -83,6 +83,9 @@ std::vector<std::string> restartOnlyChanges(const config::GatewayConfig& a,
   listener("http", a.http, b.http);
   listener("grpc", a.grpc, b.grpc);
   listener("metrics", a.metrics, b.metrics);
+  if (a.grpc && b.grpc && a.grpc->native_grpc_server != b.grpc->native_grpc_server) {
+    changed.push_back("listeners.grpc.server");
+  }
   // TLS turned on or off needs new sockets; the gRPC listener's files and client checks are
   // grpc's own once it started (it watches the files themselves).
   if (a.http && b.http && a.http->tls.has_value() != b.http->tls.has_value()) {
@@ -306,6 +309,8 @@ struct GatewayServer::Impl {
     options.max_metadata_bytes = static_cast<int>(config.limits.max_header_bytes);
     options.idle_timeout_ms = static_cast<int>(config.limits.idle_timeout_ms);
     options.security = security;
+    options.engine = config.grpc->native_grpc_server ? frontends::GrpcServerEngine::kNative
+                                                     : frontends::GrpcServerEngine::kGrpcpp;
     if (config.grpc->tls) {
       auto credentials = tls::serverCredentials(*config.grpc->tls);
       if (!credentials.ok()) return prefixed("listeners.grpc.", credentials.status());

@@ -7,6 +7,8 @@ add_library(infergate_grpc_frontend STATIC
   ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_admin_rpcs.cc
   ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_infer_common.cc
   ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_model_infer.cc
+  ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_native_calls.cc
+  ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_native_server.cc
   ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_stream_infer.cc
 )
 target_include_directories(infergate_grpc_frontend PUBLIC ${PROJECT_SOURCE_DIR})
@@ -15,9 +17,14 @@ target_compile_definitions(infergate_grpc_frontend PUBLIC
 target_link_libraries(infergate_grpc_frontend PUBLIC
   infergate_gateway_core infergate_builtin infergate_http infergate_proto infergate_codecs
   gRPC::grpc++)
+target_link_libraries(infergate_grpc_frontend PRIVATE PkgConfig::NGHTTP2 ZLIB::ZLIB)
 
 infergate_add_test(grpc_frontend_test
   SOURCES
     ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_frontend_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/settings_store_test.cc
+  LIBS infergate_grpc_frontend)
+
+infergate_add_test(grpc_native_server_test
+  SOURCES ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_native_server_test.cc
   LIBS infergate_grpc_frontend)

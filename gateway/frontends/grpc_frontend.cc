@@ -8,6 +8,7 @@
 #include "codecs/protobuf_wire.h"
 #include "gateway/error_mapping.h"
 #include "gateway/frontends/grpc_frontend_internal.h"
+#include "gateway/frontends/grpc_native_server.h"
 
 namespace infergate::gateway::frontends {
 namespace grpc_detail {
@@ -31,17 +32,34 @@ http::EventLoop& Shared::nextLoop() {
   return pool.loop(i % pool.size());
 }
 
-void Shared::startInfo(const ::grpc::CallbackServerContext& context,
-                       telemetry::RequestInfo& info) const {
+std::string GrpcppCallContext::peerCertificatePem() const {
+  // grpc verified the certificate (client_auth optional or require) and hands it over as PEM.
+  std::shared_ptr<const ::grpc::AuthContext> auth = context_.auth_context();
+  if (!auth || !auth->IsPeerAuthenticated()) return {};
+  std::vector<::grpc::string_ref> pem = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+  if (pem.empty()) return {};
+  return std::string(pem.front().data(), pem.front().size());
+}
+
+std::string GrpcppCallContext::peer() const {
+  std::string peer = context_.peer();
+  if (peer.starts_with("inproc")) {
+    auto it = context_.client_metadata().find(::grpc::string_ref(kNativePeerKey.data(), kNativePeerKey.size()));
+    if (it != context_.client_metadata().end()) return std::string(it->second.data(), it->second.size());
+  }
+  return peer;
+}
+
+void Shared::startInfo(const CallContext& context, telemetry::RequestInfo& info) const {
   info.protocol = telemetry::Protocol::kGrpc;
   info.start = telemetry::Clock::now();
-  readTraceMetadata(context.client_metadata(), info);
+  readTraceMetadata(context.clientMetadata(), info);
   if (recorder && recorder->accessLog()) info.client_address = context.peer();
 }
 
-Shared::Admission Shared::admit(const ::grpc::CallbackServerContext& context, std::string_view category,
+Shared::Admission Shared::admit(const CallContext& context, std::string_view category,
                                 std::string_view method, telemetry::RequestInfo* info) const {
-  const auto& metadata = context.client_metadata();
+  const ClientMetadata& metadata = context.clientMetadata();
   auto value = [&](std::string_view key) -> std::string_view {
     auto found = metadata.find(::grpc::string_ref(key.data(), key.size()));
     return found == metadata.end() ? std::string_view() : std::string_view(found->second.data(), found->second.size());
@@ -60,12 +78,8 @@ Shared::Admission Shared::admit(const ::grpc::CallbackServerContext& context, st
   presented.authorization = value("authorization");
   const Security& security = *options.security;
   if (std::string key = security.apiKeyHeader(); !key.empty()) presented.api_key = value(key);
-  // grpc verified the certificate (client_auth optional or require) and hands it over as PEM.
   std::optional<tls::PeerIdentity> peer;
-  if (std::shared_ptr<const ::grpc::AuthContext> auth = context.auth_context(); auth && auth->IsPeerAuthenticated()) {
-    std::vector<::grpc::string_ref> pem = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
-    if (!pem.empty()) peer = tls::identityOfPem(std::string_view(pem.front().data(), pem.front().size()));
-  }
+  if (std::string pem = context.peerCertificatePem(); !pem.empty()) peer = tls::identityOfPem(pem);
   if (peer) presented.peer = &*peer;
   const bool write = method.ends_with("Load") || method.ends_with("Unload") || method.ends_with("Register") ||
                      method.ends_with("Unregister") || method == "TraceSetting" || method == "LogSettings";
@@ -102,6 +116,23 @@ std::string boundAddress(const std::string& address, int port) {
   return address.substr(0, colon + 1) + std::to_string(port);
 }
 
+// The native engine's listening spec for `address`; nullopt where only grpc++ listens
+// (unix-abstract).
+std::optional<http::ListenSpec> nativeSpecOf(const std::string& address) {
+  if (address.rfind("unix-abstract:", 0) == 0) return std::nullopt;
+  if (address.rfind("unix:", 0) == 0) return http::ListenSpec::unixPath(address.substr(5));
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const std::string port_text = address.substr(colon + 1);
+  if (port_text.empty() || port_text.size() > 5 ||
+      port_text.find_first_not_of("0123456789") != std::string::npos || std::stoi(port_text) > 65535) {
+    return std::nullopt;
+  }
+  return http::ListenSpec::tcp(host.empty() ? "0.0.0.0" : host, static_cast<uint16_t>(std::stoi(port_text)));
+}
+
 }  // namespace
 
 GrpcFrontend::GrpcFrontend(std::shared_ptr<Router> router,
@@ -122,10 +153,14 @@ GrpcFrontend::~GrpcFrontend() { shutdown(std::chrono::milliseconds(0)); }
 codecs::StatusOr<std::string> GrpcFrontend::start(std::string address) {
   if (started_) return absl::FailedPreconditionError("the gRPC frontend is already started");
   const GrpcFrontendOptions& o = shared_->options;
+  const std::optional<http::ListenSpec> native_spec =
+      o.engine == GrpcServerEngine::kNative && !o.credentials ? nativeSpecOf(address) : std::nullopt;
   ::grpc::ServerBuilder builder;
   auto credentials = o.credentials ? o.credentials : ::grpc::InsecureServerCredentials();
   int selected_port = 0;
-  builder.AddListeningPort(address, credentials, &selected_port);
+  // With the native engine, grpc++ listens on no port: the native server relays to it in
+  // process.
+  if (!native_spec) builder.AddListeningPort(address, credentials, &selected_port);
   builder.RegisterService(service_.get());
   builder.RegisterService(health_service_.get());
   builder.SetMaxReceiveMessageSize(o.max_receive_message_bytes);
@@ -149,6 +184,25 @@ codecs::StatusOr<std::string> GrpcFrontend::start(std::string address) {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, o.idle_timeout_ms);
 
   server_ = builder.BuildAndStart();
+  if (native_spec) {
+    if (server_ == nullptr) return absl::UnavailableError("the gRPC frontend's in-process server did not start");
+    ::grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetMaxSendMessageSize(-1);
+    native_ = std::make_unique<grpc_detail::NativeGrpcServer>(shared_, server_->InProcessChannel(args));
+    codecs::StatusOr<std::string> bound = native_->start(*native_spec);
+    if (!bound.ok()) {
+      native_.reset();
+      server_->Shutdown();
+      server_->Wait();
+      server_.reset();
+      return absl::UnavailableError(codecs::strCat("gRPC frontend cannot listen on ", address, ": ",
+                                                   codecs::messageOf(bound.status())));
+    }
+    started_ = true;
+    port_ = native_->port();
+    return bound;
+  }
   const bool is_unix = address.rfind("unix", 0) == 0;
   if (server_ == nullptr || (!is_unix && selected_port == 0)) {
     if (server_ != nullptr) {
@@ -166,6 +220,8 @@ codecs::StatusOr<std::string> GrpcFrontend::start(std::string address) {
 void GrpcFrontend::shutdown(std::chrono::milliseconds grace) {
   if (!started_ || stopped_) return;
   stopped_ = true;
+  // The native server first: its calls relayed to grpc++ end with it.
+  if (native_) native_->shutdown(grace);
   // Calls still running at the deadline are cancelled; Shutdown returns once every
   // reactor has finished (their loops must still run), Wait once grpc's threads are done.
   server_->Shutdown(std::chrono::system_clock::now() + grace);

@@ -54,9 +54,16 @@ class ServerCredentials;
 
 namespace infergate::gateway::frontends {
 
+// Which server carries the calls of a plaintext listener: the gateway's own HTTP/2 server
+// on the worker loops (grpc_native_server.h; ModelInfer served there, every other RPC
+// relayed to grpc++ in process), or grpc++ alone. A TLS listener, or a unix-abstract one,
+// is always grpc++'s.
+enum class GrpcServerEngine { kNative, kGrpcpp };
+
 struct GrpcFrontendOptions {
   // Null: plaintext. tls/ builds TLS / mTLS credentials.
   std::shared_ptr<grpc::ServerCredentials> credentials;
+  GrpcServerEngine engine = GrpcServerEngine::kNative;
   int max_receive_message_bytes = INT_MAX;  // Triton: INT32_MAX both ways
   int max_send_message_bytes = INT_MAX;
   codecs::DecodeLimits limits;
@@ -89,6 +96,7 @@ namespace grpc_detail {
 struct Shared;
 class InferenceService;
 class HealthService;
+class NativeGrpcServer;
 }  // namespace grpc_detail
 
 class GrpcFrontend {
@@ -117,6 +125,7 @@ class GrpcFrontend {
   std::unique_ptr<grpc_detail::InferenceService> service_;
   std::unique_ptr<grpc_detail::HealthService> health_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc_detail::NativeGrpcServer> native_;  // when the native engine listens
   int port_ = 0;
   bool started_ = false;
   bool stopped_ = false;

@@ -11,6 +11,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <chrono>
+#include <map>
+#include <string>
 #include <memory>
 #include <string_view>
 
@@ -21,6 +24,40 @@
 #include "health.grpc.pb.h"
 
 namespace infergate::gateway::frontends::grpc_detail {
+
+using ClientMetadata = std::multimap<::grpc::string_ref, ::grpc::string_ref>;
+
+// The metadata key that carries the client's address to a call the native server relays
+// to grpc++ in process (grpc_native_server.h); a client's own is dropped.
+inline constexpr std::string_view kNativePeerKey = "infergate-peer";
+
+// What the handlers read of a call, whichever server carries it: grpc++'s
+// (GrpcppCallContext) or the gateway's own HTTP/2 server (grpc_native_server.h).
+class CallContext {
+ public:
+  virtual ~CallContext() = default;
+  // Keys lowercase, as on the wire; -bin values decoded.
+  virtual const ClientMetadata& clientMetadata() const = 0;
+  // system_clock::time_point::max() when the client set none.
+  virtual std::chrono::system_clock::time_point deadline() const = 0;
+  // "ipv4:127.0.0.1:5000", "ipv6:[::1]:5000", "unix:/path" (grpc's form).
+  virtual std::string peer() const = 0;
+  // The client certificate the TLS handshake verified, as PEM; empty without one.
+  virtual std::string peerCertificatePem() const = 0;
+};
+
+class GrpcppCallContext final : public CallContext {
+ public:
+  explicit GrpcppCallContext(const ::grpc::CallbackServerContext& context) : context_(context) {}
+  const ClientMetadata& clientMetadata() const override { return context_.client_metadata(); }
+  std::chrono::system_clock::time_point deadline() const override { return context_.deadline(); }
+  // A call relayed by the native server names the client's address in kNativePeerKey.
+  std::string peer() const override;
+  std::string peerCertificatePem() const override;
+
+ private:
+  const ::grpc::CallbackServerContext& context_;
+};
 
 // Everything a call needs; lives as long as the GrpcFrontend (calls hold a reference).
 struct Shared {
@@ -40,12 +77,19 @@ struct Shared {
     std::optional<tls::Principal> principal;
     Caller caller() const { return Caller{principal ? &*principal : nullptr, tls::Listener::kGrpc}; }
   };
-  Admission admit(const ::grpc::CallbackServerContext& context, std::string_view category,
+  Admission admit(const CallContext& context, std::string_view category,
                   std::string_view method, telemetry::RequestInfo* info = nullptr) const;
+  Admission admit(const ::grpc::CallbackServerContext& context, std::string_view category,
+                  std::string_view method, telemetry::RequestInfo* info = nullptr) const {
+    return admit(GrpcppCallContext(context), category, method, info);
+  }
   // What every call's telemetry starts from: gRPC, now, its x-request-id and trace
   // context (read even when nothing records: they are forwarded), and the peer's address
   // when the access log is on.
-  void startInfo(const ::grpc::CallbackServerContext& context, telemetry::RequestInfo& info) const;
+  void startInfo(const CallContext& context, telemetry::RequestInfo& info) const;
+  void startInfo(const ::grpc::CallbackServerContext& context, telemetry::RequestInfo& info) const {
+    startInfo(GrpcppCallContext(context), info);
+  }
 
   std::shared_ptr<Router> router;
   std::shared_ptr<SettingsStore> settings;
@@ -62,7 +106,7 @@ struct Shared {
 // gRPC metadata as routing::RequestHeaders (keys are lowercase on the wire).
 class GrpcMetadataHeaders final : public routing::RequestHeaders {
  public:
-  explicit GrpcMetadataHeaders(const std::multimap<::grpc::string_ref, ::grpc::string_ref>& m)
+  explicit GrpcMetadataHeaders(const ClientMetadata& m)
       : metadata_(m) {}
   std::optional<std::string_view> find(std::string_view name) const override {
     auto it = metadata_.find(::grpc::string_ref(name.data(), name.size()));
@@ -71,7 +115,7 @@ class GrpcMetadataHeaders final : public routing::RequestHeaders {
   }
 
  private:
-  const std::multimap<::grpc::string_ref, ::grpc::string_ref>& metadata_;
+  const ClientMetadata& metadata_;
 };
 
 // The `id` field of a serialized ModelInferRequest, best effort ("" when unreadable), for

@@ -14,136 +14,17 @@
 #include <numeric>
 #include <thread>
 
+#include "gateway/frontends/grpc_frontend_test_fixture.h"
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
 
 namespace infergate::gateway::frontends {
 namespace {
 
-using namespace std::chrono_literals;
-using inference::ModelInferRequest;
-using inference::ModelInferResponse;
-using inference::ModelStreamInferResponse;
+using namespace testing_grpc;  // NOLINT(google-build-using-namespace)
 
-template <typename T>
-std::string bytesOf(const std::vector<T>& values) {
-  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
-}
 
-template <typename T>
-std::vector<T> valuesOf(const std::string& bytes) {
-  std::vector<T> out(bytes.size() / sizeof(T));
-  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
-  return out;
-}
-
-void addInput(ModelInferRequest& r, const std::string& name, const std::string& datatype,
-              std::vector<int64_t> shape, std::string bytes) {
-  auto* in = r.add_inputs();
-  in->set_name(name);
-  in->set_datatype(datatype);
-  for (int64_t d : shape) in->add_shape(d);
-  r.add_raw_input_contents(std::move(bytes));
-}
-
-ModelInferRequest simpleRequest(const std::string& id = "") {
-  ModelInferRequest r;
-  r.set_model_name("simple");
-  r.set_id(id);
-  std::vector<int32_t> a(16), b(16, 1);
-  std::iota(a.begin(), a.end(), 0);
-  addInput(r, "INPUT0", "INT32", {1, 16}, bytesOf(a));
-  addInput(r, "INPUT1", "INT32", {1, 16}, bytesOf(b));
-  return r;
-}
-
-ModelInferRequest sleepRequest(int32_t ms, const std::string& id = "") {
-  ModelInferRequest r;
-  r.set_model_name("sleep");
-  r.set_id(id);
-  addInput(r, "INPUT0", "INT32", {1}, bytesOf(std::vector<int32_t>{ms}));
-  return r;
-}
-
-ModelInferRequest repeatRequest(std::vector<int32_t> values, bool empty_final) {
-  ModelInferRequest r;
-  r.set_model_name("repeat_int32");
-  r.set_id("rep");
-  const int64_t n = static_cast<int64_t>(values.size());
-  addInput(r, "IN", "INT32", {n}, bytesOf(values));
-  addInput(r, "DELAY", "UINT32", {n}, bytesOf(std::vector<uint32_t>(values.size(), 0)));
-  addInput(r, "WAIT", "UINT32", {1}, bytesOf(std::vector<uint32_t>{0}));
-  if (empty_final)
-    (*r.mutable_parameters())["triton_enable_empty_final_response"].set_bool_param(true);
-  return r;
-}
-
-const std::string* outputBytes(const ModelInferResponse& r, const std::string& name) {
-  for (int i = 0; i < r.outputs_size(); ++i) {
-    if (r.outputs(i).name() == name && i < r.raw_output_contents_size()) {
-      return &r.raw_output_contents(i);
-    }
-  }
-  return nullptr;
-}
-
-bool finalFlag(const ModelInferResponse& r) {
-  auto it = r.parameters().find("triton_final_response");
-  return it != r.parameters().end() && it->second.bool_param();
-}
-
-class GrpcFrontendTest : public ::testing::Test {
- protected:
-  void SetUp() override { startServer(2, {}); }
-
-  void startServer(size_t loops, GrpcFrontendOptions options, std::string address = "127.0.0.1:0") {
-    pool_ = std::make_unique<http::WorkerPool>(loops);
-    pool_->start();
-    repository_ = builtin::ModelRepository::createDemo();
-    settings_ = std::make_shared<SettingsStore>(repositoryModelCheck(repository_));
-    health_ = std::make_shared<ServerHealth>();
-    health_->ready = true;
-    router_ = Router::builtinOnly(repository_, *pool_);
-    frontend_ = std::make_unique<GrpcFrontend>(router_, settings_, ServerInfo{}, health_,
-                                               *pool_, std::move(options));
-    auto bound = frontend_->start(address);
-    ASSERT_TRUE(bound.ok()) << bound.status();
-    address_ = *bound;
-    ::grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(INT_MAX);
-    args.SetMaxSendMessageSize(INT_MAX);
-    channel_ = ::grpc::CreateCustomChannel(address_, ::grpc::InsecureChannelCredentials(), args);
-    stub_ = inference::GRPCInferenceService::NewStub(channel_);
-  }
-
-  void stopServer() {
-    stub_.reset();
-    channel_.reset();
-    if (frontend_) frontend_->shutdown(100ms);
-    frontend_.reset();
-    if (pool_) pool_->stop();
-    pool_.reset();
-  }
-
-  void TearDown() override { stopServer(); }
-
-  ::grpc::Status infer(const ModelInferRequest& request, ModelInferResponse* response) {
-    ::grpc::ClientContext ctx;
-    return stub_->ModelInfer(&ctx, request, response);
-  }
-
-  std::unique_ptr<http::WorkerPool> pool_;
-  std::shared_ptr<builtin::ModelRepository> repository_;
-  std::shared_ptr<Router> router_;
-  std::shared_ptr<SettingsStore> settings_;
-  std::shared_ptr<ServerHealth> health_;
-  std::unique_ptr<GrpcFrontend> frontend_;
-  std::string address_;
-  std::shared_ptr<::grpc::Channel> channel_;
-  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
-};
-
-TEST_F(GrpcFrontendTest, BindsAnEphemeralPortAndReportsIt) {
+TEST_P(GrpcFrontendTest, BindsAnEphemeralPortAndReportsIt) {
   EXPECT_GT(frontend_->port(), 0);
   EXPECT_EQ(address_, "127.0.0.1:" + std::to_string(frontend_->port()));
   EXPECT_EQ(frontend_->start("127.0.0.1:0").status().code(), absl::StatusCode::kFailedPrecondition);
@@ -151,7 +32,7 @@ TEST_F(GrpcFrontendTest, BindsAnEphemeralPortAndReportsIt) {
   EXPECT_EQ(second.start(address_).status().code(), absl::StatusCode::kUnavailable);
 }
 
-TEST_F(GrpcFrontendTest, ServerLiveReadyAndMetadata) {
+TEST_P(GrpcFrontendTest, ServerLiveReadyAndMetadata) {
   ::grpc::ClientContext c1, c2, c3;
   inference::ServerLiveResponse live;
   ASSERT_TRUE(stub_->ServerLive(&c1, {}, &live).ok());
@@ -171,7 +52,7 @@ TEST_F(GrpcFrontendTest, ServerLiveReadyAndMetadata) {
   EXPECT_FALSE(ready.ready());
 }
 
-TEST_F(GrpcFrontendTest, HealthCheckFollowsReadinessAndWatchIsUnimplemented) {
+TEST_P(GrpcFrontendTest, HealthCheckFollowsReadinessAndWatchIsUnimplemented) {
   auto health = ::grpc::health::v1::Health::NewStub(channel_);
   ::grpc::health::v1::HealthCheckResponse response;
   {
@@ -191,7 +72,7 @@ TEST_F(GrpcFrontendTest, HealthCheckFollowsReadinessAndWatchIsUnimplemented) {
   EXPECT_EQ(watch->Finish().error_code(), ::grpc::StatusCode::UNIMPLEMENTED);
 }
 
-TEST_F(GrpcFrontendTest, ModelReadyAnswersPerModel) {
+TEST_P(GrpcFrontendTest, ModelReadyAnswersPerModel) {
   inference::ModelReadyRequest request;
   inference::ModelReadyResponse response;
   request.set_name("simple");
@@ -215,7 +96,7 @@ TEST_F(GrpcFrontendTest, ModelReadyAnswersPerModel) {
   }
 }
 
-TEST_F(GrpcFrontendTest, ModelMetadataConfigAndStatistics) {
+TEST_P(GrpcFrontendTest, ModelMetadataConfigAndStatistics) {
   inference::ModelMetadataRequest mreq;
   mreq.set_name("simple");
   inference::ModelMetadataResponse meta;
@@ -266,7 +147,7 @@ TEST_F(GrpcFrontendTest, ModelMetadataConfigAndStatistics) {
   }
 }
 
-TEST_F(GrpcFrontendTest, RepositoryIndexLoadAndUnload) {
+TEST_P(GrpcFrontendTest, RepositoryIndexLoadAndUnload) {
   inference::RepositoryIndexResponse index;
   {
     ::grpc::ClientContext ctx;
@@ -342,7 +223,7 @@ TEST_F(GrpcFrontendTest, RepositoryIndexLoadAndUnload) {
   EXPECT_TRUE(infer(simpleRequest(), &out).ok());
 }
 
-TEST_F(GrpcFrontendTest, ClientSharedMemoryIsDisabled) {
+TEST_P(GrpcFrontendTest, ClientSharedMemoryIsDisabled) {
   {
     ::grpc::ClientContext ctx;
     inference::SystemSharedMemoryStatusResponse status;
@@ -411,7 +292,7 @@ TEST_F(GrpcFrontendTest, ClientSharedMemoryIsDisabled) {
   EXPECT_NE(s.error_message().find("shm.enabled"), std::string::npos);
 }
 
-TEST_F(GrpcFrontendTest, ModelInferAddsAndSubtracts) {
+TEST_P(GrpcFrontendTest, ModelInferAddsAndSubtracts) {
   ModelInferResponse response;
   ::grpc::Status s = infer(simpleRequest("req-1"), &response);
   ASSERT_TRUE(s.ok()) << s.error_message();
@@ -430,7 +311,7 @@ TEST_F(GrpcFrontendTest, ModelInferAddsAndSubtracts) {
   }
 }
 
-TEST_F(GrpcFrontendTest, ModelInferErrors) {
+TEST_P(GrpcFrontendTest, ModelInferErrors) {
   ModelInferResponse response;
   ModelInferRequest unknown = simpleRequest();
   unknown.set_model_name("nope");
@@ -456,7 +337,7 @@ TEST_F(GrpcFrontendTest, ModelInferErrors) {
   EXPECT_EQ(s.error_code(), ::grpc::StatusCode::INVALID_ARGUMENT);
 }
 
-TEST_F(GrpcFrontendTest, UndecodableMessagesAreInvalidArgument) {
+TEST_P(GrpcFrontendTest, UndecodableMessagesAreInvalidArgument) {
   ::grpc::GenericStub generic(channel_);
   ::grpc::Slice junk(std::string("\xff\xff\xff\xff", 4));
   ::grpc::ByteBuffer request(&junk, 1), response;
@@ -481,7 +362,7 @@ TEST_F(GrpcFrontendTest, UndecodableMessagesAreInvalidArgument) {
   EXPECT_TRUE(stream->Finish().ok());
 }
 
-TEST_F(GrpcFrontendTest, ServesManyConcurrentCallsAndStreams) {
+TEST_P(GrpcFrontendTest, ServesManyConcurrentCallsAndStreams) {
   constexpr int kThreads = 4, kCalls = 10;
   std::vector<std::thread> threads;
   std::atomic<int> good{0};
@@ -512,7 +393,7 @@ TEST_F(GrpcFrontendTest, ServesManyConcurrentCallsAndStreams) {
   EXPECT_EQ(good.load(), kThreads * (kCalls + 1));
 }
 
-TEST_F(GrpcFrontendTest, IdentityRoundTripsFourMebibytes) {
+TEST_P(GrpcFrontendTest, IdentityRoundTripsFourMebibytes) {
   constexpr int64_t kElements = 1 << 20;  // 4 MiB of FP32
   std::vector<float> values(kElements);
   for (int64_t i = 0; i < kElements; ++i) values[i] = static_cast<float>(i) * 0.5f;
@@ -528,7 +409,7 @@ TEST_F(GrpcFrontendTest, IdentityRoundTripsFourMebibytes) {
   EXPECT_EQ(response.raw_output_contents(0), request.raw_input_contents(0));
 }
 
-TEST_F(GrpcFrontendTest, AcceptsCompressedCalls) {
+TEST_P(GrpcFrontendTest, AcceptsCompressedCalls) {
   for (grpc_compression_algorithm algorithm : {GRPC_COMPRESS_GZIP, GRPC_COMPRESS_DEFLATE}) {
     ::grpc::ClientContext ctx;
     ctx.set_compression_algorithm(algorithm);
@@ -539,7 +420,7 @@ TEST_F(GrpcFrontendTest, AcceptsCompressedCalls) {
   }
 }
 
-TEST_F(GrpcFrontendTest, StreamRepeatsWithIndicesAndAFinalFlag) {
+TEST_P(GrpcFrontendTest, StreamRepeatsWithIndicesAndAFinalFlag) {
   ::grpc::ClientContext ctx;
   auto stream = stub_->ModelStreamInfer(&ctx);
   ASSERT_TRUE(stream->Write(repeatRequest({10, 20, 30}, /*empty_final=*/true)));
@@ -570,7 +451,7 @@ TEST_F(GrpcFrontendTest, StreamRepeatsWithIndicesAndAFinalFlag) {
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
-TEST_F(GrpcFrontendTest, StreamReportsErrorsInBandAndCarriesOn) {
+TEST_P(GrpcFrontendTest, StreamReportsErrorsInBandAndCarriesOn) {
   ::grpc::ClientContext ctx;
   auto stream = stub_->ModelStreamInfer(&ctx);
   ModelInferRequest unknown = simpleRequest("bad");
@@ -592,7 +473,7 @@ TEST_F(GrpcFrontendTest, StreamReportsErrorsInBandAndCarriesOn) {
   EXPECT_TRUE(stream->Finish().ok());
 }
 
-TEST_F(GrpcFrontendTest, StreamAnswersNonDecoupledRequestsInRequestOrder) {
+TEST_P(GrpcFrontendTest, StreamAnswersNonDecoupledRequestsInRequestOrder) {
   ::grpc::ClientContext ctx;
   auto stream = stub_->ModelStreamInfer(&ctx);
   ASSERT_TRUE(stream->Write(sleepRequest(80, "slow")));
@@ -607,7 +488,7 @@ TEST_F(GrpcFrontendTest, StreamAnswersNonDecoupledRequestsInRequestOrder) {
   EXPECT_TRUE(stream->Finish().ok());
 }
 
-TEST_F(GrpcFrontendTest, StreamPausesReadingAtItsInFlightCap) {
+TEST_P(GrpcFrontendTest, StreamPausesReadingAtItsInFlightCap) {
   stopServer();
   GrpcFrontendOptions options;
   options.max_stream_requests_in_flight = 1;
@@ -625,7 +506,7 @@ TEST_F(GrpcFrontendTest, StreamPausesReadingAtItsInFlightCap) {
   EXPECT_TRUE(stream->Finish().ok());
 }
 
-TEST_F(GrpcFrontendTest, StreamWithTritonGrpcErrorEndsOnTheFirstError) {
+TEST_P(GrpcFrontendTest, StreamWithTritonGrpcErrorEndsOnTheFirstError) {
   ::grpc::ClientContext ctx;
   ctx.AddMetadata("triton_grpc_error", "true");
   auto stream = stub_->ModelStreamInfer(&ctx);
@@ -643,7 +524,7 @@ TEST_F(GrpcFrontendTest, StreamWithTritonGrpcErrorEndsOnTheFirstError) {
   EXPECT_NE(s.error_message().find("unexpected shape"), std::string::npos);
 }
 
-TEST_F(GrpcFrontendTest, TraceAndLogSettingsRoundTrip) {
+TEST_P(GrpcFrontendTest, TraceAndLogSettingsRoundTrip) {
   inference::TraceSettingRequest set;
   (*set.mutable_settings())["trace_level"].add_value("TIMESTAMPS");
   (*set.mutable_settings())["trace_rate"].add_value("10");
@@ -695,7 +576,7 @@ TEST_F(GrpcFrontendTest, TraceAndLogSettingsRoundTrip) {
   }
 }
 
-TEST_F(GrpcFrontendTest, RestrictedProtocolsNeedTheirHeader) {
+TEST_P(GrpcFrontendTest, RestrictedProtocolsNeedTheirHeader) {
   stopServer();
   GrpcFrontendOptions options;
   options.restricted["inference"] = {"infer-key", "secret"};
@@ -725,7 +606,7 @@ TEST_F(GrpcFrontendTest, RestrictedProtocolsNeedTheirHeader) {
   EXPECT_TRUE(stub_->ServerLive(&ctx, {}, &live).ok());
 }
 
-TEST_F(GrpcFrontendTest, ServesOnAUnixSocket) {
+TEST_P(GrpcFrontendTest, ServesOnAUnixSocket) {
   stopServer();
   std::string path =
       ::testing::TempDir() + "infergate_grpc_" + std::to_string(::getpid()) + ".sock";
@@ -742,7 +623,7 @@ TEST_F(GrpcFrontendTest, ServesOnAUnixSocket) {
 
 // One loop, so that the follow-up sleep ends after the abandoned one: the cancelled
 // runner's timer has then fired and nothing is pending when the pool stops.
-TEST_F(GrpcFrontendTest, DeadlinesAndCancellationStopTheCall) {
+TEST_P(GrpcFrontendTest, DeadlinesAndCancellationStopTheCall) {
   stopServer();
   startServer(1, {});
   {
@@ -765,6 +646,9 @@ TEST_F(GrpcFrontendTest, DeadlinesAndCancellationStopTheCall) {
   ASSERT_TRUE(infer(sleepRequest(300), &response).ok());
   EXPECT_EQ(valuesOf<int32_t>(*outputBytes(response, "OUTPUT0"))[0], 300);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, GrpcFrontendTest,
+                         ::testing::Values(GrpcServerEngine::kNative, GrpcServerEngine::kGrpcpp), engineName);
 
 }  // namespace
 }  // namespace infergate::gateway::frontends

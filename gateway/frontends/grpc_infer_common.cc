@@ -27,7 +27,7 @@ codecs::Status encodeFailure(codecs::Status status) {
 }
 
 codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ByteBuffer& message,
-                                        const ::grpc::CallbackServerContext& context,
+                                        const CallContext& context,
                                         const Caller& caller, bool* names_regions) {
   std::vector<::grpc::Slice> slices;
   if (!message.Dump(&slices).ok()) return codecs::internalError("cannot read the gRPC message");
@@ -44,7 +44,7 @@ codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ByteBuffer& 
                                 contiguous.shared_memory};
   }
   *names_regions = ref->shared_memory;
-  GrpcMetadataHeaders headers(context.client_metadata());
+  GrpcMetadataHeaders headers(context.clientMetadata());
   INFERGATE_ASSIGN_OR_RETURN(Decision d,
                              shared.router->decide(ref->model_name, ref->model_version, &headers, caller));
   INFERGATE_RETURN_IF_ERROR(shared.options.security->rateLimit(caller, ref->model_name));
@@ -53,7 +53,7 @@ codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ByteBuffer& 
 }
 
 std::optional<std::chrono::system_clock::time_point> upstreamDeadline(
-    const ::grpc::CallbackServerContext& context, std::chrono::milliseconds timeout) {
+    const CallContext& context, std::chrono::milliseconds timeout) {
   std::chrono::system_clock::time_point deadline = context.deadline();
   if (timeout.count() > 0) deadline = std::min(deadline, std::chrono::system_clock::now() + timeout);
   if (deadline == std::chrono::system_clock::time_point::max()) return std::nullopt;
@@ -66,10 +66,10 @@ std::optional<std::chrono::system_clock::time_point> upstreamDeadline(
 
 codecs::StatusOr<upstream::HttpUpstreamRequest> httpInferRequest(
     const Shared& shared, codecs::InferRequest& request, const Decision& d,
-    const upstream::Upstream& target, const ::grpc::CallbackServerContext& context) {
+    const upstream::Upstream& target, const CallContext& context) {
   return httpUpstreamInfer(
       request, d, target,
-      metadataToHttpHeaders(shared.router->forwardedMetadata(context.client_metadata(), false)),
+      metadataToHttpHeaders(shared.router->forwardedMetadata(context.clientMetadata(), false)),
       upstreamDeadline(context, d.timeout));
 }
 

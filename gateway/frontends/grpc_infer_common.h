@@ -50,13 +50,13 @@ codecs::Status encodeFailure(codecs::Status status);
 // the message must never be passed through: the gateway resolves the regions itself.
 // `caller` is checked against the route's rule and takes a token of the rate limits.
 codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ::grpc::ByteBuffer& message,
-                                        const ::grpc::CallbackServerContext& context,
+                                        const CallContext& context,
                                         const Caller& caller, bool* names_regions);
 
 // The deadline toward the upstream: the client's, shortened by the route's timeout;
 // nullopt when neither sets one.
 std::optional<std::chrono::system_clock::time_point> upstreamDeadline(
-    const ::grpc::CallbackServerContext& context, std::chrono::milliseconds timeout);
+    const CallContext& context, std::chrono::milliseconds timeout);
 
 // An upstream's error under the client's model name (a rewrite must stay invisible).
 ::grpc::Status publicGrpcStatus(const codecs::Status& status, const Decision& d);
@@ -66,7 +66,23 @@ std::optional<std::chrono::system_clock::time_point> upstreamDeadline(
 // route's or its mirror).
 codecs::StatusOr<upstream::HttpUpstreamRequest> httpInferRequest(
     const Shared& shared, codecs::InferRequest& request, const Decision& d,
-    const upstream::Upstream& target, const ::grpc::CallbackServerContext& context);
+    const upstream::Upstream& target, const CallContext& context);
+
+// The same three for a call grpc++ carries.
+inline codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ::grpc::ByteBuffer& message,
+                                               const ::grpc::CallbackServerContext& context,
+                                               const Caller& caller, bool* names_regions) {
+  return routeMessage(shared, message, GrpcppCallContext(context), caller, names_regions);
+}
+inline std::optional<std::chrono::system_clock::time_point> upstreamDeadline(
+    const ::grpc::CallbackServerContext& context, std::chrono::milliseconds timeout) {
+  return upstreamDeadline(GrpcppCallContext(context), timeout);
+}
+inline codecs::StatusOr<upstream::HttpUpstreamRequest> httpInferRequest(
+    const Shared& shared, codecs::InferRequest& request, const Decision& d,
+    const upstream::Upstream& target, const ::grpc::CallbackServerContext& context) {
+  return httpInferRequest(shared, request, d, target, GrpcppCallContext(context));
+}
 
 // An HTTP upstream's /infer answer as an InferResponse; its error answers as the status
 // the upstream meant (their own message, the code from the HTTP status).

@@ -11,17 +11,15 @@
 //     http     decode -> binary-tensor /infer -> decode -> encode (decoded_forward.h)
 //   A route's mirror gets a copy in its own protocol; its answer is dropped.
 
-#include <functional>
-#include <mutex>
+#include "gateway/frontends/grpc_model_infer.h"
+
 #include <optional>
 
 #include "codecs/grpc_byte_buffer.h"
 #include "gateway/error_mapping.h"
-#include "gateway/execution_runner.h"
-#include "gateway/decoded_forward.h"
-#include "gateway/frontends/grpc_infer_common.h"
 #include "gateway/handoff_request.h"
-#include "gateway/shm_binding.h"
+#include "gateway/upstream/fleet_call.h"
+#include "gateway/upstream/model_rename.h"
 #include "gateway/upstream/model_rename.h"
 #include "gateway/upstream/fleet_call.h"
 
@@ -30,346 +28,347 @@ namespace {
 
 using ::grpc::ByteBuffer;
 
-class ModelInferReactor final : public ::grpc::ServerUnaryReactor {
- public:
-  ModelInferReactor(std::shared_ptr<Shared> shared, ::grpc::CallbackServerContext* context,
-                    ByteBuffer* response)
-      : shared_(std::move(shared)), loop_(shared_->nextLoop()), context_(context), response_(response) {}
+constexpr const char* kModelInferMethod = "/inference.GRPCInferenceService/ModelInfer";
 
-  // grpc thread, before the reactor is returned: route on the peeked model; a builtin
-  // upstream decodes and runs here (pure CPU, never blocking) and a response due at once
-  // is finished right here, without a hop to the loop; a gRPC upstream gets the message
-  // as it came (rewritten only in fields 1 and 2 when the route says so).
-  void start(const ::grpc::CallbackServerContext& context, const ByteBuffer& request) {
-    shared_->startInfo(context, info_);
-    info_.request_bytes = request.Length();
-    Shared::Admission admitted = shared_->admit(context, "inference", "ModelInfer", &info_);
-    if (!admitted.status.ok()) return finish(admitted.status);
-    bool names_regions = false;
-    codecs::StatusOr<Decision> decision =
-        routeMessage(*shared_, request, context, admitted.caller(), &names_regions);
-    if (!decision.ok()) return finish(grpcStatusFor(decision.status()));
-    decision_ = std::move(*decision);
-    if (shared_->recorder && shared_->recorder->active()) {
-      shared_->recorder->routed(info_, seriesKeyOf(telemetry::Protocol::kGrpc, decision_));
-      if (decision_.upstream->protocol() != upstream::Upstream::Protocol::kBuiltin) {
-        decision_.pick.stats = info_.callStats();
-      }
+bool isImmediate(const builtin::Execution& execution) {
+  return execution.responses.size() == 1 && execution.responses[0].delay.count() == 0 &&
+         execution.complete_after.count() == 0;
+}
+
+}  // namespace
+
+ModelInferCall::ModelInferCall(std::shared_ptr<Shared> shared, http::EventLoop& loop,
+                               const CallContext& context)
+    : shared_(std::move(shared)), loop_(loop), context_(context) {}
+
+void ModelInferCall::start(const ByteBuffer& request) {
+  shared_->startInfo(context_, info_);
+  info_.request_bytes = request.Length();
+  Shared::Admission admitted = shared_->admit(context_, "inference", "ModelInfer", &info_);
+  if (!admitted.status.ok()) return finish(admitted.status);
+  bool names_regions = false;
+  codecs::StatusOr<Decision> decision =
+      routeMessage(*shared_, request, context_, admitted.caller(), &names_regions);
+  if (!decision.ok()) return finish(grpcStatusFor(decision.status()));
+  decision_ = std::move(*decision);
+  if (shared_->recorder && shared_->recorder->active()) {
+    shared_->recorder->routed(info_, seriesKeyOf(telemetry::Protocol::kGrpc, decision_));
+    if (decision_.upstream->protocol() != upstream::Upstream::Protocol::kBuiltin) {
+      decision_.pick.stats = info_.callStats();
     }
-    // A request naming client regions is not mirrored: the mirror must never see them, and
-    // reading them a second time would race with the client reusing its regions.
-    if (decision_.mirror && !names_regions) mirror(context, request);
-    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc && !names_regions &&
-        !takesHandoff(*decision_.upstream, request.Length())) {
-      return passthrough(context, request);
+  }
+  // A request naming client regions is not mirrored: the mirror must never see them, and
+  // reading them a second time would race with the client reusing its regions.
+  if (decision_.mirror && !names_regions) mirror(request);
+  if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc && !names_regions &&
+      !takesHandoff(*decision_.upstream, request.Length())) {
+    return passthrough(request);
+  }
+  // The other paths decode the message: one contiguous view of it.
+  codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
+  if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
+  if (decision_.upstream->protocol() != upstream::Upstream::Protocol::kBuiltin) {
+    return forwardDecodedMessage(*bytes);
+  }
+  codecs::StatusOr<codecs::InferRequest> decoded = decodeBound(*bytes);
+  if (decoded.ok()) {
+    builtin::Execution execution = decision_.upstream->repository()->infer(*decoded, /*streaming=*/false);
+    if (isImmediate(execution)) {
+      builtin::TimedResponse& only = execution.responses.front();
+      return onEmission(Emission{std::move(only.response), true, only.from_model, false});
     }
-    // The other paths decode the message: one contiguous view of it.
+    loop_.post([this, execution = std::move(execution)]() mutable { play(std::move(execution)); });
+    return;
+  }
+  loop_.post([this, decoded = std::move(decoded)]() mutable { run(std::move(decoded)); });
+}
+
+void ModelInferCall::cancel() {
+  cancelled_->store(true);
+  cancelUpstream();
+  loop_.post([this] { finish(::grpc::Status(::grpc::StatusCode::CANCELLED, "cancelled")); });
+}
+
+// Builtin upstream: the message decoded for the upstream's model, its client regions
+// bound (binding_).
+codecs::StatusOr<codecs::InferRequest> ModelInferCall::decodeBound(const codecs::Buffer& bytes) {
+  const auto decode_start = telemetry::Clock::now();
+  codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(bytes);
+  info_.transcode += telemetry::Clock::now() - decode_start;
+  if (!decoded.ok()) return decoded;
+  decoded->model_name = decision_.upstream_model;
+  decoded->model_version = decision_.upstream_version;
+  codecs::StatusOr<ShmBinding> bound = ShmBinding::bind(shared_->router->regions(), *decoded);
+  if (!bound.ok()) return bound.status();
+  binding_ = std::move(*bound);
+  return decoded;
+}
+
+// ---- gRPC upstream: passthrough ----
+void ModelInferCall::passthrough(const ByteBuffer& request) {
+  ByteBuffer message = request;  // shares the slices
+  if (decision_.rewrites()) {
     codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
     if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
-    if (decision_.upstream->protocol() != upstream::Upstream::Protocol::kBuiltin) {
-      return forwardDecodedMessage(context, *bytes);
+    auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model, decision_.upstream_version);
+    if (!rewritten.ok()) return finish(grpcStatusFor(rewritten.status()));
+    message = codecs::toByteBuffer(*rewritten);
+  }
+  upstream::GrpcCallOptions options;
+  options.deadline = upstreamDeadline(context_, decision_.timeout);
+  options.metadata = shared_->router->forwardedMetadata(context_.clientMetadata(), true);
+  // The call runs on this call's loop, through the loop's own gRPC client (at most one
+  // hand-over, to the loop, instead of grpc's own between its client threads).
+  options.on_loop = decision_.upstream->grpcOnLoop(loop_);
+  stampTraceHeaders(options.metadata, info_);
+  hold();
+  auto call = upstream::fleetUnary(decision_.upstream->fleet(), kModelInferMethod, std::move(message),
+                                   std::move(options), decision_.pick,
+                                   [this](codecs::Status status, ByteBuffer answer) {
+                                     onGrpcAnswer(std::move(status), std::move(answer));
+                                     release();
+                                   });
+  setUpstreamCall([call] { call->cancel(); });
+}
+
+// grpc thread (the upstream call's completion), the loop's (its own client's), or the
+// thread that freed a slot.
+void ModelInferCall::onGrpcAnswer(codecs::Status status, ByteBuffer answer) {
+  if (!status.ok()) return finishUpstreamError(status);
+  if (decision_.rewrites()) {
+    auto flat = codecs::fromByteBuffer(answer);
+    auto renamed = flat.ok() ? upstream::rewriteModelFields(
+                                   *flat, decision_.client_model,
+                                   decision_.versionShown().empty()
+                                       ? std::nullopt
+                                       : std::optional<std::string_view>(decision_.versionShown()))
+                             : codecs::StatusOr<codecs::BufferChain>(flat.status());
+    if (!renamed.ok()) {
+      return finish(grpcStatusFor(upstreamGarbage(decision_.upstream->name(), "response", renamed.status())));
     }
-    codecs::StatusOr<codecs::InferRequest> decoded = decodeBound(*bytes);
-    if (decoded.ok()) {
-      builtin::Execution execution =
-          decision_.upstream->repository()->infer(*decoded, /*streaming=*/false);
-      if (isImmediate(execution)) {
-        builtin::TimedResponse& only = execution.responses.front();
-        return onEmission(Emission{std::move(only.response), true, only.from_model, false});
-      }
-      loop_.post([this, execution = std::move(execution)]() mutable { play(std::move(execution)); });
-      return;
-    }
-    loop_.post([this, decoded = std::move(decoded)]() mutable { run(std::move(decoded)); });
+    answer = codecs::toByteBuffer(*renamed);
   }
+  finish(::grpc::Status::OK, std::move(answer));
+}
 
-  void OnCancel() override {
-    cancelled_->store(true);
-    cancelUpstream();
-    loop_.post([this] { finish(::grpc::Status(::grpc::StatusCode::CANCELLED, "cancelled")); });
-  }
-
-  void OnDone() override { release(); }
-
- private:
-  // Builtin upstream: the message decoded for the upstream's model, its client regions
-  // bound (binding_).
-  codecs::StatusOr<codecs::InferRequest> decodeBound(const codecs::Buffer& bytes) {
-    const auto decode_start = telemetry::Clock::now();
-    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(bytes);
-    info_.transcode += telemetry::Clock::now() - decode_start;
-    if (!decoded.ok()) return decoded;
-    decoded->model_name = decision_.upstream_model;
-    decoded->model_version = decision_.upstream_version;
-    codecs::StatusOr<ShmBinding> bound = ShmBinding::bind(shared_->router->regions(), *decoded);
-    if (!bound.ok()) return bound.status();
-    binding_ = std::move(*bound);
-    return decoded;
-  }
-
-  // ---- gRPC upstream: passthrough ----
-  void passthrough(const ::grpc::CallbackServerContext& context, const ByteBuffer& request) {
-    ByteBuffer message = request;  // shares the slices
+// Shadow traffic toward the route's mirror, in its protocol; the answer is dropped and
+// nothing of it touches this call (which may be gone by then).
+void ModelInferCall::mirror(const ByteBuffer& message) {
+  upstream::Upstream& target = *decision_.mirror;
+  codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(message);
+  if (!bytes.ok()) return;
+  if (target.protocol() == upstream::Upstream::Protocol::kGrpc) {
+    ByteBuffer copy = message;
     if (decision_.rewrites()) {
-      codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
-      if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
-      auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model,
-                                                    decision_.upstream_version);
-      if (!rewritten.ok()) return finish(grpcStatusFor(rewritten.status()));
-      message = codecs::toByteBuffer(*rewritten);
+      auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model, decision_.upstream_version);
+      if (!rewritten.ok()) return;
+      copy = codecs::toByteBuffer(*rewritten);
     }
     upstream::GrpcCallOptions options;
-    options.deadline = upstreamDeadline(context, decision_.timeout);
-    options.metadata = shared_->router->forwardedMetadata(context.client_metadata(), true);
-    // The call runs on this reactor's loop, through the loop's own gRPC client (one
-    // hand-over, to the loop, instead of grpc's own between its client threads).
-    options.on_loop = decision_.upstream->grpcOnLoop(loop_);
+    options.deadline = upstreamDeadline(context_, decision_.timeout);
+    upstream::fleetUnary(target.fleet(), kModelInferMethod, std::move(copy), std::move(options),
+                         decision_.mirrorPick(), [](codecs::Status, ByteBuffer) {});
+    return;
+  }
+  codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(*bytes);
+  if (!decoded.ok()) return;
+  decoded->model_name = decision_.upstream_model;
+  decoded->model_version = decision_.upstream_version;
+  http::EventLoop& loop = shared_->nextLoop();
+  if (target.protocol() == upstream::Upstream::Protocol::kBuiltin) {
+    loop.post([&loop, &target, request = std::move(*decoded)] {
+      runExecution(loop, target.repository()->infer(request, /*streaming=*/false),
+                   std::make_shared<std::atomic<bool>>(false), [](Emission) {});
+    });
+    return;
+  }
+  auto out = httpInferRequest(*shared_, *decoded, decision_, target, context_);
+  if (!out.ok()) return;
+  loop.post([&loop, &target, snapshot = decision_.snapshot, pick = decision_.mirrorPick(),
+             out = std::move(*out)]() mutable {
+    upstream::HttpUpstreamCallbacks ignore;
+    ignore.on_complete = [](codecs::StatusOr<upstream::HttpUpstreamResponse>) {};
+    upstream::fleetHttp(target.fleet(), target.http(loop), loop, std::move(out), std::move(pick),
+                        std::move(ignore));
+  });
+}
+
+// ---- remote upstream, decoded: HTTP always; gRPC when the message names client regions
+// or takes the shared-memory handoff (gateway/decoded_forward.h) ----
+void ModelInferCall::forwardDecodedMessage(const codecs::Buffer& bytes) {
+  const auto decode_start = telemetry::Clock::now();
+  codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(bytes);
+  info_.transcode += telemetry::Clock::now() - decode_start;
+  if (!decoded.ok()) return finish(grpcStatusFor(decoded.status()));
+  decoded->model_name = decision_.upstream_model;
+  decoded->model_version = decision_.upstream_version;
+  auto request = HandoffRequest::create(shared_->router->regions(), std::move(*decoded));
+  if (!request.ok()) return finish(grpcStatusFor(request.status()));
+  DecodedForwardOptions options;
+  options.deadline = upstreamDeadline(context_, decision_.timeout);
+  options.limits = shared_->options.limits;
+  options.loop = &loop_;
+  hold();
+  if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
+    options.metadata = shared_->router->forwardedMetadata(context_.clientMetadata(), true);
     stampTraceHeaders(options.metadata, info_);
-    hold();
-    auto call = upstream::fleetUnary(
-        decision_.upstream->fleet(), kModelInferMethod, std::move(message), std::move(options),
-        decision_.pick, [this](codecs::Status status, ByteBuffer answer) {
-          onGrpcAnswer(std::move(status), std::move(answer));
-          release();
-        });
+    // Answered on a grpc thread or the loop; cancel() from any thread, and the answer
+    // still comes.
+    auto call = forwardDecoded(decision_, *request, std::move(options),
+                               [this](codecs::StatusOr<codecs::InferResponse> response) {
+                                 onDecodedAnswer(std::move(response));
+                                 release();
+                               });
     setUpstreamCall([call] { call->cancel(); });
+    return;
   }
-
-  // grpc thread (the upstream call's completion), the loop's (its own client's), or the
-  // thread that freed a slot.
-  void onGrpcAnswer(codecs::Status status, ByteBuffer answer) {
-    if (!status.ok()) return finishUpstreamError(status);
-    if (decision_.rewrites()) {
-      auto flat = codecs::fromByteBuffer(answer);
-      auto renamed =
-          flat.ok() ? upstream::rewriteModelFields(
-                          *flat, decision_.client_model,
-                          decision_.versionShown().empty()
-                              ? std::nullopt
-                              : std::optional<std::string_view>(decision_.versionShown()))
-                    : codecs::StatusOr<codecs::BufferChain>(flat.status());
-      if (!renamed.ok()) {
-        return finish(grpcStatusFor(upstreamGarbage(decision_.upstream->name(), "response", renamed.status())));
-      }
-      answer = codecs::toByteBuffer(*renamed);
-    }
-    *response_ = std::move(answer);
-    finish(::grpc::Status::OK);
-  }
-
-  // Shadow traffic toward the route's mirror, in its protocol; the answer is dropped and
-  // nothing of it touches this reactor (which may be gone by then).
-  void mirror(const ::grpc::CallbackServerContext& context, const ByteBuffer& message) {
-    upstream::Upstream& target = *decision_.mirror;
-    codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(message);
-    if (!bytes.ok()) return;
-    if (target.protocol() == upstream::Upstream::Protocol::kGrpc) {
-      ByteBuffer copy = message;
-      if (decision_.rewrites()) {
-        auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model,
-                                                      decision_.upstream_version);
-        if (!rewritten.ok()) return;
-        copy = codecs::toByteBuffer(*rewritten);
-      }
-      upstream::GrpcCallOptions options;
-      options.deadline = upstreamDeadline(context, decision_.timeout);
-      upstream::fleetUnary(target.fleet(), kModelInferMethod, std::move(copy), std::move(options),
-                           decision_.mirrorPick(), [](codecs::Status, ByteBuffer) {});
-      return;
-    }
-    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(*bytes);
-    if (!decoded.ok()) return;
-    decoded->model_name = decision_.upstream_model;
-    decoded->model_version = decision_.upstream_version;
-    http::EventLoop& loop = shared_->nextLoop();
-    if (target.protocol() == upstream::Upstream::Protocol::kBuiltin) {
-      loop.post([&loop, &target, request = std::move(*decoded)] {
-        runExecution(loop, target.repository()->infer(request, /*streaming=*/false),
-                     std::make_shared<std::atomic<bool>>(false), [](Emission) {});
-      });
-      return;
-    }
-    auto out = httpInferRequest(*shared_, *decoded, decision_, target, context);
-    if (!out.ok()) return;
-    loop.post([&loop, &target, snapshot = decision_.snapshot, pick = decision_.mirrorPick(),
-               out = std::move(*out)]() mutable {
-      upstream::HttpUpstreamCallbacks ignore;
-      ignore.on_complete = [](codecs::StatusOr<upstream::HttpUpstreamResponse>) {};
-      upstream::fleetHttp(target.fleet(), target.http(loop), loop, std::move(out), std::move(pick),
-                          std::move(ignore));
-    });
-  }
-
-  // ---- remote upstream, decoded: HTTP always; gRPC when the message names client regions
-  // or takes the shared-memory handoff (gateway/decoded_forward.h) ----
-  void forwardDecodedMessage(const ::grpc::CallbackServerContext& context, const codecs::Buffer& bytes) {
-    const auto decode_start = telemetry::Clock::now();
-    codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(bytes);
-    info_.transcode += telemetry::Clock::now() - decode_start;
-    if (!decoded.ok()) return finish(grpcStatusFor(decoded.status()));
-    decoded->model_name = decision_.upstream_model;
-    decoded->model_version = decision_.upstream_version;
-    auto request = HandoffRequest::create(shared_->router->regions(), std::move(*decoded));
-    if (!request.ok()) return finish(grpcStatusFor(request.status()));
-    DecodedForwardOptions options;
-    options.deadline = upstreamDeadline(context, decision_.timeout);
-    options.limits = shared_->options.limits;
-    options.loop = &loop_;
-    hold();
-    if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
-      options.metadata = shared_->router->forwardedMetadata(context.client_metadata(), true);
-      stampTraceHeaders(options.metadata, info_);
-      // Answered on a grpc thread; cancel() from any thread, and the answer still comes.
-      auto call = forwardDecoded(decision_, *request, std::move(options),
-                                 [this](codecs::StatusOr<codecs::InferResponse> response) {
-                                   onDecodedAnswer(std::move(response));
-                                   release();
-                                 });
-      setUpstreamCall([call] { call->cancel(); });
-      return;
-    }
-    options.metadata = metadataToHttpHeaders(
-        shared_->router->forwardedMetadata(context.client_metadata(), false));
-    stampTraceHeaders(options.metadata, info_);
-    // Toward HTTP everything runs on the loop, cancel included (no answer follows it).
-    loop_.post([this, request = *request, options = std::move(options)]() mutable {
-      if (cancelled_->load()) return release();
-      auto call = forwardDecoded(decision_, std::move(request), std::move(options),
-                                 [this](codecs::StatusOr<codecs::InferResponse> response) {
-                                   decoded_answered_ = true;
-                                   decoded_call_.reset();
-                                   onDecodedAnswer(std::move(response));
-                                   release();
-                                 });
-      if (decoded_answered_) return;  // a refusal answers at once
-      decoded_call_ = std::move(call);
-      setUpstreamCall([this] {
-        loop_.post([this] {
-          if (!decoded_call_) return;
-          decoded_call_->cancel();  // no answer follows: the reference is ours to drop
-          decoded_call_.reset();
-          release();
-        });
+  options.metadata = metadataToHttpHeaders(shared_->router->forwardedMetadata(context_.clientMetadata(), false));
+  stampTraceHeaders(options.metadata, info_);
+  // Toward HTTP everything runs on the loop, cancel included (no answer follows it).
+  loop_.post([this, request = *request, options = std::move(options)]() mutable {
+    if (cancelled_->load()) return release();
+    auto call = forwardDecoded(decision_, std::move(request), std::move(options),
+                               [this](codecs::StatusOr<codecs::InferResponse> response) {
+                                 decoded_answered_ = true;
+                                 decoded_call_.reset();
+                                 onDecodedAnswer(std::move(response));
+                                 release();
+                               });
+    if (decoded_answered_) return;  // a refusal answers at once
+    decoded_call_ = std::move(call);
+    setUpstreamCall([this] {
+      loop_.post([this] {
+        if (!decoded_call_) return;
+        decoded_call_->cancel();  // no answer follows: the reference is ours to drop
+        decoded_call_.reset();
+        release();
       });
     });
-  }
+  });
+}
 
-  void onDecodedAnswer(codecs::StatusOr<codecs::InferResponse> response) {
-    if (!response.ok()) return finishUpstreamError(response.status());
-    response->model_name = decision_.client_model;
-    if (!decision_.versionShown().empty()) response->model_version = decision_.versionShown();
-    const auto encode_start = telemetry::Clock::now();
-    codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*response);
-    info_.transcode += telemetry::Clock::now() - encode_start;
-    if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
-    *response_ = codecs::toByteBuffer(*chain);
-    finish(::grpc::Status::OK);
-  }
+void ModelInferCall::onDecodedAnswer(codecs::StatusOr<codecs::InferResponse> response) {
+  if (!response.ok()) return finishUpstreamError(response.status());
+  response->model_name = decision_.client_model;
+  if (!decision_.versionShown().empty()) response->model_version = decision_.versionShown();
+  const auto encode_start = telemetry::Clock::now();
+  codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*response);
+  info_.transcode += telemetry::Clock::now() - encode_start;
+  if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
+  finish(::grpc::Status::OK, codecs::toByteBuffer(*chain));
+}
 
-  // ---- builtin upstream ----
-  void run(codecs::StatusOr<codecs::InferRequest> request) {
-    if (cancelled_->load()) return;  // OnCancel's task finishes the call
-    if (!request.ok()) return finish(grpcStatusFor(request.status()));
-    play(decision_.upstream->repository()->infer(*request, /*streaming=*/false));
-  }
+// ---- builtin upstream ----
+void ModelInferCall::run(codecs::StatusOr<codecs::InferRequest> request) {
+  if (cancelled_->load()) return;  // cancel()'s task finishes the call
+  if (!request.ok()) return finish(grpcStatusFor(request.status()));
+  play(decision_.upstream->repository()->infer(*request, /*streaming=*/false));
+}
 
-  static bool isImmediate(const builtin::Execution& execution) {
-    return execution.responses.size() == 1 && execution.responses[0].delay.count() == 0 &&
-           execution.complete_after.count() == 0;
-  }
+// Loop thread.
+void ModelInferCall::play(builtin::Execution execution) {
+  if (cancelled_->load()) return;  // cancel()'s task finishes the call
+  runExecution(loop_, std::move(execution), cancelled_,
+               [this](Emission emission) { onEmission(std::move(emission)); });
+}
 
-  // Loop thread.
-  void play(builtin::Execution execution) {
-    if (cancelled_->load()) return;  // OnCancel's task finishes the call
-    runExecution(loop_, std::move(execution), cancelled_,
-                 [this](Emission emission) { onEmission(std::move(emission)); });
+// The loop thread, or the server's on the immediate path.
+void ModelInferCall::onEmission(Emission emission) {
+  if (finished_.load()) return;
+  if (emission.empty) {  // not for a non-decoupled model; refuse rather than hang
+    return finish(grpcStatusFor(codecs::internalError("the model completed without a response")));
   }
-
-  // The loop thread, or grpc's thread on the immediate path.
-  void onEmission(Emission emission) {
-    if (finished_.load()) return;
-    if (emission.empty) {  // not for a non-decoupled model; refuse rather than hang
-      return finish(grpcStatusFor(codecs::internalError("the model completed without a response")));
-    }
-    if (!emission.response.ok()) return finish(publicGrpcStatus(emission.response.status(), decision_));
-    if (codecs::Status delivered = binding_.deliver(*emission.response); !delivered.ok()) {
-      return finish(grpcStatusFor(delivered));
-    }
-    emission.response->model_name = decision_.client_model;
-    const auto encode_start = telemetry::Clock::now();
-    codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*emission.response);
-    info_.transcode += telemetry::Clock::now() - encode_start;
-    if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
-    *response_ = codecs::toByteBuffer(*chain);
-    finish(::grpc::Status::OK);
+  if (!emission.response.ok()) return finish(publicGrpcStatus(emission.response.status(), decision_));
+  if (codecs::Status delivered = binding_.deliver(*emission.response); !delivered.ok()) {
+    return finish(grpcStatusFor(delivered));
   }
+  emission.response->model_name = decision_.client_model;
+  const auto encode_start = telemetry::Clock::now();
+  codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*emission.response);
+  info_.transcode += telemetry::Clock::now() - encode_start;
+  if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
+  finish(::grpc::Status::OK, codecs::toByteBuffer(*chain));
+}
 
-  // Once, from whichever thread gets there first.
-  // An upstream's (or the fleet's) error; an overload refusal also tells when to come back,
-  // as trailing metadata `retry-after` (seconds), the HTTP header's counterpart.
-  void finishUpstreamError(const codecs::Status& status) {
-    if (std::optional<uint32_t> after = upstream::retryAfterOf(status)) {
-      context_->AddTrailingMetadata("retry-after", std::to_string(*after));
-    }
-    finish(publicGrpcStatus(status, decision_));
+// An upstream's (or the fleet's) error; an overload refusal also tells when to come back,
+// as trailing metadata `retry-after` (seconds), the HTTP header's counterpart.
+void ModelInferCall::finishUpstreamError(const codecs::Status& status) {
+  if (std::optional<uint32_t> after = upstream::retryAfterOf(status)) {
+    trailing_.emplace_back("retry-after", std::to_string(*after));
   }
+  finish(publicGrpcStatus(status, decision_));
+}
 
-  void finish(const ::grpc::Status& status) {
-    if (finished_.exchange(true)) return;
-    if (!info_.request_id.empty()) context_->AddInitialMetadata("x-request-id", info_.request_id);
-    if (status.ok()) info_.response_bytes = response_->Length();
-    if (shared_->recorder) shared_->recorder->finishGrpc(info_, status.error_code(), "ModelInfer");
-    Finish(status);
+// Once, from whichever thread gets there first.
+void ModelInferCall::finish(const ::grpc::Status& status, ByteBuffer message) {
+  if (finished_.exchange(true)) return;
+  Reply out;
+  out.status = status;
+  if (!info_.request_id.empty()) out.initial_metadata.emplace_back("x-request-id", info_.request_id);
+  out.trailing_metadata = std::move(trailing_);
+  if (status.ok()) {
+    info_.response_bytes = message.Length();
+    out.message = std::move(message);
   }
+  if (shared_->recorder) shared_->recorder->finishGrpc(info_, status.error_code(), "ModelInfer");
+  reply(std::move(out));
+}
 
-  // The reactor is deleted once grpc is done with it (OnDone) and no upstream call can
-  // still call back into it; the delete runs on the loop, after every task naming it.
-  void hold() { refs_.fetch_add(1, std::memory_order_relaxed); }
-  void release() {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) loop_.post([this] { delete this; });
+void ModelInferCall::release() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) loop_.post([this] { delete this; });
+}
+
+void ModelInferCall::setUpstreamCall(std::function<void()> cancel) {
+  std::lock_guard<std::mutex> lock(upstream_mu_);
+  if (cancelled_->load()) {
+    cancel();
+    return;
   }
+  cancel_upstream_ = std::move(cancel);
+}
 
-  void setUpstreamCall(std::function<void()> cancel) {
+void ModelInferCall::cancelUpstream() {
+  std::function<void()> cancel;
+  {
     std::lock_guard<std::mutex> lock(upstream_mu_);
-    if (cancelled_->load()) {
-      cancel();
-      return;
-    }
-    cancel_upstream_ = std::move(cancel);
+    cancel = std::move(cancel_upstream_);
   }
-  void cancelUpstream() {
-    std::function<void()> cancel;
-    {
-      std::lock_guard<std::mutex> lock(upstream_mu_);
-      cancel = std::move(cancel_upstream_);
-    }
-    if (cancel) cancel();
+  if (cancel) cancel();
+}
+
+namespace {
+
+// grpc++'s side of a ModelInfer: the reactor grpc keeps until OnDone.
+class GrpcppModelInfer final : public ::grpc::ServerUnaryReactor, public ModelInferCall {
+ public:
+  GrpcppModelInfer(std::shared_ptr<Shared> shared, ::grpc::CallbackServerContext* context, ByteBuffer* response)
+      : ModelInferCall(shared, shared->nextLoop(), call_context_),
+        call_context_(*context),
+        context_(context),
+        response_(response) {}
+
+  void OnCancel() override { cancel(); }
+  void OnDone() override { engineDone(); }
+
+ private:
+  void reply(Reply out) override {
+    for (auto& [key, value] : out.initial_metadata) context_->AddInitialMetadata(key, value);
+    for (auto& [key, value] : out.trailing_metadata) context_->AddTrailingMetadata(key, value);
+    if (out.status.ok()) *response_ = std::move(out.message);
+    Finish(out.status);
   }
 
-  static constexpr const char* kModelInferMethod = "/inference.GRPCInferenceService/ModelInfer";
-
-  std::shared_ptr<Shared> shared_;
-  http::EventLoop& loop_;
+  GrpcppCallContext call_context_;
   ::grpc::CallbackServerContext* context_;  // grpc's, valid until OnDone
-  ByteBuffer* response_;  // grpc's, valid until OnDone
-  Decision decision_;
-  telemetry::RequestInfo info_;  // written in the call's order (start, answer, finish)
-  ShmBinding binding_;  // set before any upstream call or execution starts; read after
-  Flag cancelled_ = std::make_shared<std::atomic<bool>>(false);
-  std::atomic<bool> finished_{false};
-  std::atomic<int> refs_{1};  // grpc's (OnDone) + one per upstream call in flight
-  std::mutex upstream_mu_;
-  std::function<void()> cancel_upstream_;
-  std::shared_ptr<DecodedCall> decoded_call_;  // toward HTTP; loop thread
-  bool decoded_answered_ = false;             // loop thread
+  ByteBuffer* response_;                    // grpc's, valid until OnDone
 };
 
 }  // namespace
 
 ::grpc::ServerUnaryReactor* InferenceService::ModelInfer(Ctx* context, const ByteBuffer* request,
                                                          ByteBuffer* response) {
-  auto* reactor = new ModelInferReactor(shared_, context, response);
-  reactor->start(*context, *request);
+  auto* reactor = new GrpcppModelInfer(shared_, context, response);
+  reactor->start(*request);
   return reactor;
 }
 

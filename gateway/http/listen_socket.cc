@@ -23,13 +23,14 @@ codecs::Status bindError(std::string_view what, std::string_view address, int er
       codecs::strCat("cannot ", what, " ", address, ": ", std::strerror(err)));
 }
 
-codecs::StatusOr<int> bindOne(const sockaddr* addr, socklen_t len, std::string_view label) {
+// `share`: SO_REUSEPORT, so that the process's other loops bind the same port.
+codecs::StatusOr<int> bindOne(const sockaddr* addr, socklen_t len, std::string_view label, bool share = true) {
   int fd = ::socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return bindError("create a socket for", label, errno);
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (addr->sa_family != AF_UNIX) {
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    if (share) ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
     if (addr->sa_family == AF_INET6) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
   }
   if (::bind(fd, addr, len) != 0) {
@@ -61,6 +62,13 @@ codecs::StatusOr<BoundSockets> bindTcp(const ListenSpec& spec, size_t count) {
   sockaddr_storage storage{};
   std::memcpy(&storage, found->ai_addr, found->ai_addrlen);
   socklen_t len = found->ai_addrlen;
+  if (spec.port != 0) {
+    // SO_REUSEPORT would let a second process of the same user share a port in use: a
+    // socket without it, bound and closed first, finds such a port taken.
+    auto probe = bindOne(reinterpret_cast<sockaddr*>(&storage), len, label, /*share=*/false);
+    if (!probe.ok()) return probe.status();
+    ::close(*probe);
+  }
   BoundSockets out;
   for (size_t i = 0; i < std::max<size_t>(count, 1); ++i) {
     auto fd = bindOne(reinterpret_cast<sockaddr*>(&storage), len, label);

@@ -2,7 +2,9 @@
 
 // Listening sockets for TCP (IPv4/IPv6, SO_REUSEPORT, one socket per worker so the kernel
 // spreads connections) and Unix-domain streams. Port 0 binds any free port once; the
-// other workers' sockets then bind that same port.
+// other workers' sockets then bind that same port. A port another socket listens on is
+// refused (UNAVAILABLE), even one whose owner set SO_REUSEPORT too: a second process must
+// not share a port silently.
 
 #include <cstdint>
 #include <string>

@@ -23,6 +23,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "codecs/grpc_message_text.h"
 #include "codecs/text.h"
 #include "gateway/upstream/http_client_common.h"
 #include "gateway/upstream/upstream_status.h"
@@ -40,30 +41,6 @@ using native_grpc_detail::kReadBufferBytes;
 using native_grpc_detail::kWindow;
 using http::toTimeval;
 using http_client_detail::SocketAddress;
-
-// grpc-message is percent-encoded (PROTOCOL.md, gRPC over HTTP/2).
-std::string percentDecoded(std::string_view in) {
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  std::string out;
-  out.reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] == '%' && i + 2 < in.size()) {
-      const int hi = hex(in[i + 1]), lo = hex(in[i + 2]);
-      if (hi >= 0 && lo >= 0) {
-        out.push_back(static_cast<char>(hi * 16 + lo));
-        i += 2;
-        continue;
-      }
-    }
-    out.push_back(in[i]);
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -428,7 +405,7 @@ int GrpcLoopClient::Engine::onHeader(nghttp2_session*, const nghttp2_frame* fram
     const int code = number(value);
     call.block.grpc_status = code < 0 ? static_cast<int>(grpc::StatusCode::UNKNOWN) : code;
   } else if (name == "grpc-message") {
-    call.block.grpc_message = percentDecoded(value);
+    call.block.grpc_message = codecs::grpcMessageDecoded(value);
   }
   return 0;
 }

@@ -50,6 +50,7 @@ import time
 import unittest
 
 import grpc
+import hpack
 import numpy as np
 
 import bad_inputs as B
@@ -459,51 +460,6 @@ def h2_headers(path):
     return B.h2_frame(1, 4, 1, block)
 
 
-def hpack_literals(block):
-    """{name: value} of the literal fields of a header block that use no Huffman coding
-    (grpc writes its status fields so on a new connection)."""
-    out, i = {}, 0
-
-    def integer(bits):
-        nonlocal i
-        mask = (1 << bits) - 1
-        v = block[i] & mask
-        i += 1
-        if v < mask:
-            return v
-        m = 0
-        while True:
-            b = block[i]
-            i += 1
-            v += (b & 0x7F) << m
-            m += 7
-            if not b & 0x80:
-                return v
-
-    def string():
-        nonlocal i
-        huffman = block[i] & 0x80
-        n = integer(7)
-        s = block[i:i + n]
-        i += n
-        return None if huffman else s
-
-    while i < len(block):
-        b = block[i]
-        if b & 0x80:
-            integer(7)
-            continue
-        if b & 0xE0 == 0x20:
-            integer(5)
-            continue
-        index = integer(6 if b & 0x40 else 4)
-        name = string() if index == 0 else b"#%d" % index
-        value = string()
-        if name is not None:
-            out[name.decode("latin-1")] = (value or b"").decode("latin-1")
-    return out
-
-
 class H2Conn:
     """A client HTTP/2 connection on a raw socket: frames on stream 1 are collected."""
 
@@ -512,6 +468,7 @@ class H2Conn:
         self.buf = b""
         self.events = []  # ("DATA", payload) / ("HEADERS", {fields}, end) / ("RST", code) / ("GOAWAY",) / ("EOF",)
         self.conn_window = self.stream_window = 65535
+        self.hpack = hpack.Decoder()  # the connection's one decoding context
 
     def send(self, data):
         self.sock.sendall(data)
@@ -559,12 +516,16 @@ class H2Conn:
                 elif sid == 1 and kind == 0:
                     self.events.append(("DATA", payload))
                 elif sid == 1 and kind == 1:
-                    self.events.append(("HEADERS", hpack_literals(payload), bool(flags & 1)))
+                    self.events.append(("HEADERS", self.header_fields(payload), bool(flags & 1)))
                 elif sid == 1 and kind == 3:
                     self.events.append(("RST", int.from_bytes(payload, "big")))
             return True
         finally:
             self.sock.setblocking(True)
+
+    def header_fields(self, block):
+        """{name: value} of a header block (HPACK in full: indexed, Huffman-coded)."""
+        return {name.decode("latin-1"): value.decode("latin-1") for name, value in self.hpack.decode(block, raw=True)}
 
     def ended(self):
         return any(e[0] in ("RST", "GOAWAY", "EOF") or (e[0] == "HEADERS" and e[2]) for e in self.events)

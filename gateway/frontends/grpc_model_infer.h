@@ -1,0 +1,100 @@
+#pragma once
+
+// ModelInfer, whichever server carries the call (not a public header): ModelInferCall is
+// the whole of the RPC's logic (grpc_model_infer.cc tells the paths); a server derives
+// from it and supplies the call's context and the way its reply goes out:
+//
+//   grpc++              InferenceService::ModelInfer's reactor (grpc_model_infer.cc)
+//   the native server   NativeModelInfer (grpc_native_server.cc)
+//
+// Lifetime: a reference count, the server's own reference (released by engineDone())
+// plus one per upstream call in flight; the object is deleted on its loop, after every
+// task naming it, when the last one goes.
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gateway/decoded_forward.h"
+#include "gateway/execution_runner.h"
+#include "gateway/frontends/grpc_infer_common.h"
+#include "gateway/shm_binding.h"
+
+namespace infergate::gateway::frontends::grpc_detail {
+
+// What a finished call sends: its status, its message (when OK) and the metadata that
+// goes with them.
+struct Reply {
+  ::grpc::Status status;
+  ::grpc::ByteBuffer message;
+  std::vector<std::pair<std::string, std::string>> initial_metadata;
+  std::vector<std::pair<std::string, std::string>> trailing_metadata;
+};
+
+class ModelInferCall {
+ public:
+  ModelInferCall(const ModelInferCall&) = delete;
+  ModelInferCall& operator=(const ModelInferCall&) = delete;
+
+  // The server's thread, once, before anything else: routes on the peeked model; a
+  // builtin upstream decodes and runs here (pure CPU, never blocking) and a response due
+  // at once is replied right here; a gRPC upstream gets the message as it came.
+  void start(const ::grpc::ByteBuffer& request);
+  // The client went away or its deadline passed (any thread): stops the upstream call
+  // and replies CANCELLED unless a reply was made.
+  void cancel();
+  // The server is done with the call (any thread): no reply() after this one.
+  void engineDone() { release(); }
+
+ protected:
+  // `context` must outlive the server's reference; `loop` runs the call's tasks.
+  ModelInferCall(std::shared_ptr<Shared> shared, http::EventLoop& loop, const CallContext& context);
+  virtual ~ModelInferCall() = default;
+
+  // Once per call, from whichever thread finished it (the server's, the loop's, an
+  // upstream client's).
+  virtual void reply(Reply reply) = 0;
+
+  http::EventLoop& loop() const { return loop_; }
+
+ private:
+  void passthrough(const ::grpc::ByteBuffer& request);
+  void onGrpcAnswer(codecs::Status status, ::grpc::ByteBuffer answer);
+  void mirror(const ::grpc::ByteBuffer& message);
+  void forwardDecodedMessage(const codecs::Buffer& bytes);
+  void onDecodedAnswer(codecs::StatusOr<codecs::InferResponse> response);
+  codecs::StatusOr<codecs::InferRequest> decodeBound(const codecs::Buffer& bytes);
+  void run(codecs::StatusOr<codecs::InferRequest> request);
+  void play(builtin::Execution execution);
+  void onEmission(Emission emission);
+  void finishUpstreamError(const codecs::Status& status);
+  void finish(const ::grpc::Status& status, ::grpc::ByteBuffer message = {});
+
+  void hold() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release();
+  void setUpstreamCall(std::function<void()> cancel);
+  void cancelUpstream();
+
+  std::shared_ptr<Shared> shared_;
+  http::EventLoop& loop_;
+  const CallContext& context_;
+  Decision decision_;
+  telemetry::RequestInfo info_;  // written in the call's order (start, answer, finish)
+  ShmBinding binding_;  // set before any upstream call or execution starts; read after
+  Flag cancelled_ = std::make_shared<std::atomic<bool>>(false);
+  std::atomic<bool> finished_{false};
+  std::atomic<int> refs_{1};  // the server's + one per upstream call in flight
+  std::vector<std::pair<std::string, std::string>> trailing_;  // before finish, on its thread
+  std::mutex upstream_mu_;
+  std::function<void()> cancel_upstream_;
+  std::shared_ptr<DecodedCall> decoded_call_;  // toward HTTP; loop thread
+  bool decoded_answered_ = false;             // loop thread
+};
+
+}  // namespace infergate::gateway::frontends::grpc_detail

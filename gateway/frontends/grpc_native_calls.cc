@@ -1,0 +1,400 @@
+// The native server's calls (grpc_native_server_internal.h): a stream's request messages
+// reassembled (and inflated), ModelInfer served on the connection's loop through
+// ModelInferCall, every other method relayed to grpc++'s in-process channel (RelayCall),
+// and the replies handed to the stream.
+
+#include <zlib.h>
+
+#include <cstring>
+#include <mutex>
+
+#include <grpcpp/generic/generic_stub.h>
+
+#include "codecs/grpc_byte_buffer.h"
+#include "codecs/text.h"
+#include "gateway/error_mapping.h"
+#include "gateway/frontends/grpc_native_server_internal.h"
+
+namespace infergate::gateway::frontends::grpc_detail {
+namespace native_server {
+namespace {
+
+using ::grpc::ByteBuffer;
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+constexpr std::string_view kModelInferPath = "/inference.GRPCInferenceService/ModelInfer";
+
+std::chrono::system_clock::time_point deadlineOf(const Stream& s) {
+  if (!s.timeout) return std::chrono::system_clock::time_point::max();
+  return std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(*s.timeout);
+}
+
+Fields fieldsOf(const std::multimap<::grpc::string_ref, ::grpc::string_ref>& metadata) {
+  Fields out;
+  out.reserve(metadata.size());
+  for (const auto& [key, value] : metadata) {
+    out.emplace_back(std::string(key.data(), key.size()), std::string(value.data(), value.size()));
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- ModelInfer, served on the connection's loop ----
+
+class NativeModelInfer final : public ModelInferCall, public CallContext {
+ public:
+  NativeModelInfer(std::shared_ptr<Shared> shared, Stream& s)
+      : ModelInferCall(std::move(shared), *s.connection->loop, *this),
+        stream_(&s),
+        fields_(std::move(s.metadata)),
+        peer_(s.connection->peer),
+        deadline_(deadlineOf(s)) {
+    for (const auto& [key, value] : fields_) {
+      metadata_.emplace(::grpc::string_ref(key.data(), key.size()), ::grpc::string_ref(value.data(), value.size()));
+    }
+  }
+
+  // The stream is gone (loop): no reply reaches it.
+  void detach() { stream_ = nullptr; }
+
+  const ClientMetadata& clientMetadata() const override { return metadata_; }
+  std::chrono::system_clock::time_point deadline() const override { return deadline_; }
+  std::string peer() const override { return peer_; }
+  std::string peerCertificatePem() const override { return {}; }  // plaintext
+
+ private:
+  void reply(Reply out) override {
+    // The task runs before this call can be deleted: the delete is posted after the
+    // reference that this reply comes under is released.
+    loop().runInLoop([this, out = std::move(out)]() mutable {
+      if (stream_ == nullptr) return;
+      Stream& s = *stream_;
+      if (s.finished) return;  // its deadline answered it
+      s.initial_metadata = std::move(out.initial_metadata);
+      if (out.status.ok()) s.out.push_back(outMessage(out.message));
+      replyStatus(s, out.status, std::move(out.trailing_metadata));
+    });
+  }
+
+  Stream* stream_;  // loop thread
+  Fields fields_;   // what metadata_ refers to
+  ClientMetadata metadata_;
+  std::string peer_;
+  std::chrono::system_clock::time_point deadline_;
+};
+
+// ---- every other method, relayed to grpc++ in process ----
+
+class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer> {
+ public:
+  // Loop thread: the call toward grpc++ for the stream's method, started.
+  static std::shared_ptr<RelayCall> start(Stream& s) {
+    auto call = std::shared_ptr<RelayCall>(new RelayCall(s));
+    call->self_ = call;
+    ::grpc::ClientContext& context = call->context_;
+    if (s.timeout) context.set_deadline(deadlineOf(s));
+    for (const auto& [key, value] : s.metadata) context.AddMetadata(key, value);
+    context.AddMetadata(std::string(kNativePeerKey), s.connection->peer);
+    call->stub_.PrepareBidiStreamingCall(&context, s.path, ::grpc::StubOptions(), call.get());
+    call->AddHold();  // writes may come from the loop until writesDone()
+    call->StartRead(&call->read_);
+    call->StartCall();
+    return call;
+  }
+
+  // Loop thread.
+  void write(ByteBuffer message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (half_closed_ || dropped_) return;
+    if (writing_) {
+      queued_.push_back(std::move(message));
+      return;
+    }
+    writing_ = true;
+    current_ = std::move(message);
+    StartWrite(&current_);
+  }
+
+  // Loop thread: the client ended its side.
+  void writesDone() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (half_closed_ || dropped_) return;
+    half_closed_ = true;
+    if (!writing_) StartWritesDone();  // else once the last write is done
+    releaseHoldLocked();
+  }
+
+  // Loop thread: the stream is gone; `cancel`: before its reply (the client reset it).
+  void detach(bool cancel) {
+    stream_ = nullptr;
+    if (cancel) context_.TryCancel();
+    std::lock_guard<std::mutex> lock(mu_);
+    dropped_ = true;
+    queued_.clear();
+    releaseHoldLocked();
+  }
+
+  void cancel() { context_.TryCancel(); }
+
+ private:
+  explicit RelayCall(Stream& s) : loop_(*s.connection->loop), stream_(&s), stub_(fallbackOf(*s.connection)) {}
+
+  void releaseHoldLocked() {
+    if (hold_released_) return;
+    hold_released_ = true;
+    RemoveHold();
+  }
+
+  // grpc's threads from here on.
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ok || dropped_) queued_.clear();
+    if (!queued_.empty()) {
+      current_ = std::move(queued_.front());
+      queued_.pop_front();
+      StartWrite(&current_);
+      return;
+    }
+    writing_ = false;
+    if (half_closed_ && ok && !dropped_) StartWritesDone();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // grpc++ ended the call (its status follows in OnDone, which the hold would keep
+      // back): what the client still writes goes nowhere.
+      std::lock_guard<std::mutex> lock(mu_);
+      dropped_ = true;
+      if (!writing_) queued_.clear();
+      releaseHoldLocked();
+      return;
+    }
+    Fields initial;
+    if (!initial_read_) {
+      initial_read_ = true;
+      initial = fieldsOf(context_.GetServerInitialMetadata());
+    }
+    loop_.post([self = self_, message = std::move(read_), initial = std::move(initial)]() mutable {
+      if (self->stream_ == nullptr || self->stream_->finished) return;
+      Stream& s = *self->stream_;
+      if (!s.headers_sent && !initial.empty()) s.initial_metadata = std::move(initial);
+      s.out.push_back(outMessage(message));
+      submitReply(s);
+    });
+    read_ = ByteBuffer();
+    StartRead(&read_);
+  }
+
+  void OnDone(const ::grpc::Status& status) override {
+    Fields initial = initial_read_ ? Fields() : fieldsOf(context_.GetServerInitialMetadata());
+    Fields trailing = fieldsOf(context_.GetServerTrailingMetadata());
+    std::shared_ptr<RelayCall> self = std::move(self_);
+    loop_.post([self, status, initial = std::move(initial), trailing = std::move(trailing)]() mutable {
+      if (self->stream_ == nullptr) return;
+      Stream& s = *self->stream_;
+      if (!s.headers_sent && !initial.empty()) s.initial_metadata = std::move(initial);
+      replyStatus(s, status, std::move(trailing));
+    });
+  }
+
+  http::EventLoop& loop_;
+  Stream* stream_;  // loop thread
+  ::grpc::ClientContext context_;
+  ::grpc::GenericStub stub_;
+  ByteBuffer read_;
+  bool initial_read_ = false;  // grpc's threads, one reaction at a time
+  std::mutex mu_;
+  ByteBuffer current_;
+  std::deque<ByteBuffer> queued_;
+  bool writing_ = false;
+  bool half_closed_ = false;  // the client ended its side
+  bool dropped_ = false;      // the stream is gone, or grpc++ ended the call
+  bool hold_released_ = false;
+  std::shared_ptr<RelayCall> self_;  // until OnDone
+};
+
+namespace {
+
+bool isModelInfer(const Stream& s) { return s.path == kModelInferPath; }
+
+// The request's message as it came, or inflated (grpc-encoding gzip or deflate).
+codecs::StatusOr<codecs::Buffer> inflated(const Stream& s, codecs::Buffer message, size_t limit) {
+  if (!s.compressed) return message;
+  if (s.encoding != "gzip" && s.encoding != "deflate") {
+    return absl::InternalError(codecs::strCat("a compressed message with grpc-encoding '",
+                                              s.encoding.empty() ? "identity" : s.encoding, "'"));
+  }
+  z_stream z{};
+  if (inflateInit2(&z, s.encoding == "gzip" ? 16 + MAX_WBITS : MAX_WBITS) != Z_OK) {
+    return absl::InternalError("cannot start inflating the message");
+  }
+  std::string out;
+  z.next_in = const_cast<Bytef*>(message.data());
+  z.avail_in = static_cast<uInt>(message.size());
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    const size_t have = out.size();
+    const size_t grow = std::max<size_t>(64 * 1024, have);
+    if (have >= limit + 1) break;
+    out.resize(std::min(have + grow, limit + 1));
+    z.next_out = reinterpret_cast<Bytef*>(out.data() + have);
+    z.avail_out = static_cast<uInt>(out.size() - have);
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.resize(out.size() - z.avail_out);
+    if (rc == Z_BUF_ERROR && z.avail_in == 0) break;
+  }
+  inflateEnd(&z);
+  if (out.size() > limit) {
+    return absl::ResourceExhaustedError(
+        codecs::strCat("Received message larger than max (more than ", limit, " bytes inflated)"));
+  }
+  if (rc != Z_STREAM_END) return absl::InternalError(codecs::strCat("cannot inflate the ", s.encoding, " message"));
+  return codecs::Buffer::fromString(std::move(out));
+}
+
+void onMessage(Stream& s, codecs::Buffer message) {
+  const Shared& shared = sharedOf(*s.connection);
+  codecs::StatusOr<codecs::Buffer> bytes =
+      inflated(s, std::move(message), static_cast<size_t>(shared.options.max_receive_message_bytes));
+  if (!bytes.ok()) return replyStatus(s, grpcStatusFor(bytes.status()));
+  ++s.messages;
+  ByteBuffer buffer = codecs::toByteBuffer(codecs::BufferChain(std::move(*bytes)));
+  if (s.relay) return s.relay->write(std::move(buffer));
+  if (s.messages > 1) {
+    return replyStatus(s, ::grpc::Status(::grpc::StatusCode::INTERNAL,
+                                         "ModelInfer is unary: the request carried a second message"));
+  }
+  s.unary_request = std::move(buffer);
+}
+
+}  // namespace
+
+void startCall(Stream& s) {
+  const Shared& shared = sharedOf(*s.connection);
+  using Code = ::grpc::StatusCode;
+  if (s.metadata_too_large) {
+    return replyStatus(s, ::grpc::Status(Code::RESOURCE_EXHAUSTED,
+                                         codecs::strCat("the call's metadata is larger than ",
+                                                        shared.options.max_metadata_bytes, " bytes")));
+  }
+  if (s.method != "POST") {
+    return replyStatus(s, ::grpc::Status(Code::UNIMPLEMENTED, codecs::strCat("method ", s.method, " is not POST")));
+  }
+  if (!s.content_type.starts_with("application/grpc") ||
+      (s.content_type.size() > 16 && s.content_type[16] != '+' && s.content_type[16] != ';')) {
+    return replyStatus(s, ::grpc::Status(Code::INTERNAL, codecs::strCat("content-type '", s.content_type,
+                                                                        "' is not application/grpc")));
+  }
+  if (s.bad_timeout) return replyStatus(s, ::grpc::Status(Code::INTERNAL, "the grpc-timeout header is malformed"));
+  if (!s.encoding.empty() && s.encoding != "identity" && s.encoding != "gzip" && s.encoding != "deflate") {
+    return replyStatus(s,
+                       ::grpc::Status(Code::UNIMPLEMENTED,
+                                      codecs::strCat("grpc-encoding '", s.encoding, "' is not supported")),
+                       {{"grpc-accept-encoding", "identity,deflate,gzip"}});
+  }
+  if (s.timeout) {
+    s.deadline_timer = evtimer_new(
+        s.connection->loop->base(), [](evutil_socket_t, short, void* arg) { expireCall(*static_cast<Stream*>(arg)); },
+        &s);
+    if (s.deadline_timer != nullptr) {
+      timeval tv = http::toTimeval(std::chrono::duration_cast<std::chrono::microseconds>(*s.timeout));
+      evtimer_add(s.deadline_timer, &tv);
+    }
+  }
+  if (!isModelInfer(s)) s.relay = RelayCall::start(s);
+}
+
+void receiveData(Stream& s, const uint8_t* data, size_t size) {
+  if (s.finished) return;  // answered (an error): the rest is dropped
+  const size_t limit = static_cast<size_t>(sharedOf(*s.connection).options.max_receive_message_bytes);
+  while (size > 0) {
+    if (s.head_have < 5) {
+      const size_t n = std::min(size, 5 - s.head_have);
+      std::memcpy(s.head + s.head_have, data, n);
+      s.head_have += n;
+      data += n;
+      size -= n;
+      if (s.head_have < 5) return;
+      if ((s.head[0] & ~1u) != 0) {
+        return replyStatus(s, ::grpc::Status(::grpc::StatusCode::INTERNAL, "a message's flags byte is not 0 or 1"));
+      }
+      s.compressed = (s.head[0] & 1u) != 0;
+      s.message_size = (size_t{s.head[1]} << 24) | (size_t{s.head[2]} << 16) | (size_t{s.head[3]} << 8) | s.head[4];
+      if (s.message_size > limit) {
+        return replyStatus(s, ::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                             codecs::strCat("Received message larger than max (", s.message_size,
+                                                            " vs. ", limit, ")")));
+      }
+      s.message = codecs::MutableBuffer::allocate(s.message_size);
+      s.message_have = 0;
+    }
+    const size_t n = std::min(size, s.message_size - s.message_have);
+    if (n > 0) std::memcpy(s.message.data() + s.message_have, data, n);
+    s.message_have += n;
+    data += n;
+    size -= n;
+    if (s.message_have == s.message_size) {
+      s.head_have = 0;
+      onMessage(s, std::move(s.message).freeze());
+      if (s.finished) return;
+    }
+  }
+}
+
+void endRequest(Stream& s) {
+  if (s.request_ended) return;
+  s.request_ended = true;
+  if (s.finished) return;
+  // A stream ends with its complete messages (a partial one is dropped); a unary call
+  // without its one whole message has no request.
+  if (s.relay) return s.relay->writesDone();
+  if (s.head_have != 0) {
+    return replyStatus(s, ::grpc::Status(::grpc::StatusCode::INTERNAL, "the request ended inside a message"));
+  }
+  if (!s.unary_request) {
+    return replyStatus(s, ::grpc::Status(::grpc::StatusCode::INTERNAL, "ModelInfer without a request message"));
+  }
+  auto* call = new NativeModelInfer(sharedPtrOf(*s.connection), s);
+  s.infer = call;
+  ByteBuffer request = std::move(*s.unary_request);
+  s.unary_request.reset();
+  call->start(request);
+}
+
+void detachCall(Stream& s, bool cancelled) {
+  if (s.infer != nullptr) {
+    NativeModelInfer* call = s.infer;
+    s.infer = nullptr;
+    call->detach();
+    if (cancelled) call->cancel();
+    call->engineDone();
+  }
+  if (s.relay) {
+    std::shared_ptr<RelayCall> relay = std::move(s.relay);
+    relay->detach(cancelled);
+  }
+}
+
+void expireCall(Stream& s) {
+  // The calls first: the reply may end the stream (and the connection) under it.
+  if (s.infer != nullptr) s.infer->cancel();
+  if (s.relay) s.relay->cancel();
+  replyStatus(s, ::grpc::Status(::grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"));
+}
+
+OutMessage outMessage(const ByteBuffer& message) {
+  OutMessage m;
+  const size_t length = message.Length();
+  m.prefix[0] = 0;
+  m.prefix[1] = static_cast<uint8_t>(length >> 24);
+  m.prefix[2] = static_cast<uint8_t>(length >> 16);
+  m.prefix[3] = static_cast<uint8_t>(length >> 8);
+  m.prefix[4] = static_cast<uint8_t>(length);
+  if (length > 0) (void)message.Dump(&m.slices);
+  m.size = 5 + length;
+  return m;
+}
+
+}  // namespace native_server
+}  // namespace infergate::gateway::frontends::grpc_detail

@@ -1,0 +1,703 @@
+// NativeGrpcServer (grpc_native_server.h): workers and their listening sockets, accepted
+// connections, the nghttp2 server session and its callbacks, the output queue, and
+// shutdown. A stream's calls are in grpc_native_calls.cc.
+//
+// Output: nghttp2 serializes frames; HEADERS and control frames are copied into the
+// connection's queue, DATA frames go as their 9-byte header plus references into the
+// reply's slices (NGHTTP2_DATA_FLAG_NO_COPY); one sendmsg writes the queue. Past
+// kMaxQueuedBytes unwritten, the send callback answers WOULDBLOCK and the writable event
+// resumes.
+
+#include "gateway/frontends/grpc_native_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "codecs/base64.h"
+#include "codecs/grpc_message_text.h"
+#include "codecs/text.h"
+#include "gateway/frontends/grpc_native_server_internal.h"
+
+namespace infergate::gateway::frontends::grpc_detail {
+
+using namespace native_server;  // NOLINT(google-build-using-namespace): this file's own
+
+struct NativeGrpcServer::Worker {
+  NativeGrpcServer* server = nullptr;
+  http::EventLoop* loop = nullptr;
+  int listen_fd = -1;
+  event* accept_event = nullptr;
+  std::unordered_set<Connection*> connections;
+  std::unique_ptr<uint8_t[]> read_buffer{new uint8_t[kReadBufferBytes]};
+  bool stopping = false;
+  std::atomic<size_t> open{0};  // connections; read by shutdown()
+};
+
+namespace native_server {
+namespace {
+
+void closeConnection(Connection& c);
+
+std::string peerOf(int fd) {
+  sockaddr_storage storage{};
+  socklen_t length = sizeof(storage);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&storage), &length) != 0) return "unknown";
+  char text[INET6_ADDRSTRLEN] = {};
+  if (storage.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&storage);
+    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    return codecs::strCat("ipv4:", text, ":", ntohs(in->sin_port));
+  }
+  if (storage.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&storage);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+    return codecs::strCat("ipv6:[", text, "]:", ntohs(in6->sin6_port));
+  }
+  return "unix:";
+}
+
+void queueOwned(Connection& c, const uint8_t* data, size_t size) {
+  if (!c.out.empty() && c.out.back().data == nullptr && c.out.back().owned.size() < 4096) {
+    c.out.back().owned.append(reinterpret_cast<const char*>(data), size);
+  } else {
+    Segment s;
+    s.owned.assign(reinterpret_cast<const char*>(data), size);
+    c.out.push_back(std::move(s));
+  }
+  c.queued_bytes += size;
+}
+
+Stream* streamOf(Connection& c, int32_t id) {
+  auto it = c.streams.find(id);
+  return it == c.streams.end() ? nullptr : it->second.get();
+}
+
+// ---- nghttp2's callbacks ----
+
+ssize_t onSend(nghttp2_session*, const uint8_t* data, size_t length, int, void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  if (c.queued_bytes - c.written_bytes > kMaxQueuedBytes) {
+    c.paused = true;
+    return NGHTTP2_ERR_WOULDBLOCK;
+  }
+  queueOwned(c, data, length);
+  return static_cast<ssize_t>(length);
+}
+
+int onSendData(nghttp2_session*, nghttp2_frame* frame, const uint8_t* framehd, size_t length,
+               nghttp2_data_source* source, void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  if (c.queued_bytes - c.written_bytes > kMaxQueuedBytes) {
+    c.paused = true;
+    return NGHTTP2_ERR_WOULDBLOCK;
+  }
+  auto& s = *static_cast<Stream*>(source->ptr);
+  queueOwned(c, framehd, 9);
+  if (frame->data.padlen > 0) {
+    const uint8_t pad = static_cast<uint8_t>(frame->data.padlen - 1);
+    queueOwned(c, &pad, 1);
+  }
+  while (length > 0 && !s.out.empty()) {
+    OutMessage& m = s.out.front();
+    if (m.queued < 5) {
+      const size_t n = std::min(length, 5 - m.queued);
+      queueOwned(c, m.prefix + m.queued, n);
+      m.queued += n;
+      length -= n;
+    } else if (m.slice_index < m.slices.size()) {
+      const ::grpc::Slice& slice = m.slices[m.slice_index];
+      const size_t n = std::min(length, slice.size() - m.slice_offset);
+      if (n > 0 && slice.size() <= kCopiedSliceBytes) {
+        // Small: copied (an inlined slice holds its bytes in the grpc::Slice itself, which
+        // goes with its message).
+        queueOwned(c, slice.begin() + m.slice_offset, n);
+      } else if (n > 0) {
+        Segment seg;
+        seg.data = reinterpret_cast<const char*>(slice.begin()) + m.slice_offset;
+        seg.size = n;
+        seg.keep = slice;
+        c.out.push_back(std::move(seg));
+        c.queued_bytes += n;
+      }
+      m.queued += n;
+      m.slice_offset += n;
+      length -= n;
+      if (m.slice_offset == slice.size()) {
+        ++m.slice_index;
+        m.slice_offset = 0;
+      }
+    }
+    if (m.queued == m.size) s.out.pop_front();
+  }
+  if (frame->data.padlen > 1) {
+    static const uint8_t zeros[256] = {};
+    queueOwned(c, zeros, frame->data.padlen - 1);
+  }
+  return 0;
+}
+
+// How much of the reply nghttp2 may frame now: what is queued and not yet promised; at
+// the end, the trailers.
+ssize_t onReadReply(nghttp2_session* session, int32_t stream_id, uint8_t*, size_t length, uint32_t* flags,
+                    nghttp2_data_source* source, void*) {
+  auto& s = *static_cast<Stream*>(source->ptr);
+  size_t unpromised = 0;
+  for (const OutMessage& m : s.out) unpromised += m.size - m.promised;
+  size_t n = std::min(length, unpromised);
+  for (size_t left = n; left > 0;) {  // promise front to back
+    for (OutMessage& m : s.out) {
+      const size_t take = std::min(left, m.size - m.promised);
+      m.promised += take;
+      left -= take;
+      if (left == 0) break;
+    }
+  }
+  *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+  if (n == unpromised && s.finished) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    std::vector<nghttp2_nv> nva;
+    nva.reserve(s.trailers.size());
+    for (auto& [key, value] : s.trailers) {
+      nva.push_back(nghttp2_nv{reinterpret_cast<uint8_t*>(key.data()), reinterpret_cast<uint8_t*>(value.data()),
+                               key.size(), value.size(), NGHTTP2_NV_FLAG_NONE});
+    }
+    if (nghttp2_submit_trailer(session, stream_id, nva.data(), nva.size()) != 0) {
+      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    return static_cast<ssize_t>(n);
+  }
+  if (n == 0) {
+    s.deferred = true;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  return static_cast<ssize_t>(n);
+}
+
+int onBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  auto s = std::make_unique<Stream>();
+  s->connection = &c;
+  s->id = frame->hd.stream_id;
+  c.decoding_stream = s->id;
+  c.streams.emplace(s->id, std::move(s));
+  return 0;
+}
+
+// A grpc-timeout value: up to 8 digits and a unit (H M S m u n).
+std::optional<std::chrono::nanoseconds> parseTimeout(std::string_view v) {
+  if (v.size() < 2 || v.size() > 9) return std::nullopt;
+  int64_t n = 0;
+  for (char ch : v.substr(0, v.size() - 1)) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    n = n * 10 + (ch - '0');
+  }
+  using namespace std::chrono;  // NOLINT(google-build-using-namespace)
+  switch (v.back()) {
+    case 'H': return duration_cast<nanoseconds>(hours(n));
+    case 'M': return duration_cast<nanoseconds>(minutes(n));
+    case 'S': return duration_cast<nanoseconds>(seconds(n));
+    case 'm': return duration_cast<nanoseconds>(milliseconds(n));
+    case 'u': return duration_cast<nanoseconds>(microseconds(n));
+    case 'n': return nanoseconds(n);
+    default: return std::nullopt;
+  }
+}
+
+int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name_bytes, size_t namelen,
+             const uint8_t* value_bytes, size_t valuelen, uint8_t, void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  Stream* s = streamOf(c, frame->hd.stream_id);
+  if (s == nullptr) return 0;
+  const std::string_view name(reinterpret_cast<const char*>(name_bytes), namelen);
+  const std::string_view value(reinterpret_cast<const char*>(value_bytes), valuelen);
+  s->metadata_bytes += namelen + valuelen + 32;  // HTTP/2's accounting of a field
+  if (s->metadata_bytes > static_cast<size_t>(sharedOf(c).options.max_metadata_bytes)) {
+    s->metadata_too_large = true;
+    return 0;
+  }
+  if (name == ":method") {
+    s->method = value;
+  } else if (name == ":path") {
+    s->path = value;
+  } else if (name == "content-type") {
+    s->content_type = value;
+  } else if (name == "grpc-encoding") {
+    s->encoding = value;
+  } else if (name == "te") {
+    s->te = value;
+  } else if (name == "grpc-timeout") {
+    s->timeout = parseTimeout(value);
+    if (!s->timeout) s->bad_timeout = true;
+  } else if (name.starts_with(':') || name.starts_with("grpc-") || name == "user-agent" ||
+             name == "accept-encoding" || name == kNativePeerKey) {
+    // pseudo-headers and the transport's own fields are no metadata (as grpc++ keeps them
+    // from client_metadata()); a client's own peer key is dropped
+  } else if (name.ends_with("-bin")) {
+    std::optional<std::string> decoded = codecs::base64Decode(value);
+    s->metadata.emplace_back(std::string(name), decoded ? std::move(*decoded) : std::string(value));
+  } else {
+    s->metadata.emplace_back(std::string(name), std::string(value));
+  }
+  return 0;
+}
+
+int onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  switch (frame->hd.type) {
+    case NGHTTP2_SETTINGS:
+      if ((frame->hd.flags & NGHTTP2_FLAG_ACK) == 0) c.spoke_http2 = true;
+      return 0;
+    case NGHTTP2_HEADERS: {
+      if (c.decoding_stream == frame->hd.stream_id) c.decoding_stream = 0;
+      Stream* s = streamOf(c, frame->hd.stream_id);
+      if (s == nullptr) return 0;
+      if (frame->headers.cat == NGHTTP2_HCAT_REQUEST && !s->started) {
+        s->started = true;
+        startCall(*s);
+      }
+      if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0 && streamOf(c, frame->hd.stream_id) == s) {
+        endRequest(*s);
+      }
+      return 0;
+    }
+    case NGHTTP2_DATA: {
+      Stream* s = streamOf(c, frame->hd.stream_id);
+      if (s != nullptr && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) endRequest(*s);
+      return 0;
+    }
+    default:
+      return 0;
+  }
+}
+
+int onDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t length, void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  if (Stream* s = streamOf(c, stream_id); s != nullptr) receiveData(*s, data, length);
+  return 0;
+}
+
+int onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t, void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  auto it = c.streams.find(stream_id);
+  if (it == c.streams.end()) return 0;
+  std::unique_ptr<Stream> s = std::move(it->second);
+  c.streams.erase(it);
+  // Closed before its trailers went: the client reset it, or the connection broke.
+  detachCall(*s, !(s->finished && s->out.empty()));
+  return 0;
+}
+
+// HPACK integer with an `bits`-bit prefix whose high bits are `first`.
+void hpackInteger(std::string& out, uint8_t first, int bits, size_t value) {
+  const size_t max = (size_t{1} << bits) - 1;
+  if (value < max) {
+    out.push_back(static_cast<char>(first | value));
+    return;
+  }
+  out.push_back(static_cast<char>(first | max));
+  for (value -= max; value >= 128; value >>= 7) out.push_back(static_cast<char>((value & 0x7f) | 0x80));
+  out.push_back(static_cast<char>(value));
+}
+
+void hpackLiteral(std::string& out, std::string_view name, std::string_view value) {
+  out.push_back(0x00);  // literal without indexing, new name: no table changes
+  hpackInteger(out, 0, 7, name.size());
+  out.append(name);
+  hpackInteger(out, 0, 7, value.size());
+  out.append(value);
+}
+
+// A field of the stream's header block passed HPACK's limit: nghttp2 ends the connection
+// (GOAWAY, COMPRESSION_ERROR). Before that GOAWAY (onFrameSend), the stream is answered Trailers-Only
+// RESOURCE_EXHAUSTED, as grpc answers metadata past its limit. The block is written by
+// hand with fields that leave the client's HPACK table as it was (the connection's
+// encoder state does not matter then).
+void refuseOversizedHeaders(Connection& c) {
+  Stream* s = streamOf(c, c.decoding_stream);
+  if (s == nullptr || s->started) return;
+  s->started = true;
+  s->finished = true;
+  std::string block;
+  block.push_back(static_cast<char>(0x88));  // :status 200, static table entry 8
+  hpackLiteral(block, "content-type", "application/grpc");
+  hpackLiteral(block, "grpc-status", std::to_string(static_cast<int>(::grpc::StatusCode::RESOURCE_EXHAUSTED)));
+  hpackLiteral(block, "grpc-message",
+               codecs::grpcMessageEncoded(codecs::strCat("a metadata field is larger than HPACK's 65536-byte limit; "
+                                                         "the call's metadata may have ",
+                                                         sharedOf(c).options.max_metadata_bytes, " bytes")));
+  const uint8_t header[9] = {static_cast<uint8_t>(block.size() >> 16), static_cast<uint8_t>(block.size() >> 8),
+                             static_cast<uint8_t>(block.size()), NGHTTP2_HEADERS,
+                             NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS,
+                             static_cast<uint8_t>((s->id >> 24) & 0x7f), static_cast<uint8_t>(s->id >> 16),
+                             static_cast<uint8_t>(s->id >> 8), static_cast<uint8_t>(s->id)};
+  queueOwned(c, header, sizeof(header));
+  queueOwned(c, reinterpret_cast<const uint8_t*>(block.data()), block.size());
+}
+
+// nghttp2 ends the session with COMPRESSION_ERROR when HPACK refuses a field (past 64
+// KiB): the stream whose block it was reading is answered first.
+int onFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  auto& c = *static_cast<Connection*>(user);
+  if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code == NGHTTP2_COMPRESSION_ERROR &&
+      c.decoding_stream != 0) {
+    refuseOversizedHeaders(c);
+    c.decoding_stream = 0;
+  }
+  return 0;
+}
+
+nghttp2_session_callbacks* serverCallbacks() {
+  static nghttp2_session_callbacks* callbacks = [] {
+    nghttp2_session_callbacks* cb = nullptr;
+    if (nghttp2_session_callbacks_new(&cb) != 0) return cb;
+    nghttp2_session_callbacks_set_send_callback(cb, &onSend);
+    nghttp2_session_callbacks_set_send_data_callback(cb, &onSendData);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, &onBeginHeaders);
+    nghttp2_session_callbacks_set_on_header_callback(cb, &onHeader);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, &onFrameRecv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &onDataChunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, &onStreamClose);
+    nghttp2_session_callbacks_set_before_frame_send_callback(cb, &onFrameSend);
+    return cb;
+  }();
+  return callbacks;
+}
+
+// ---- socket and timer events ----
+
+bool flush(Connection& c) {
+  iovec iov[kMaxIovecs];
+  while (!c.out.empty()) {
+    int n = 0;
+    for (auto it = c.out.begin(); it != c.out.end() && n < kMaxIovecs; ++it, ++n) {
+      const size_t skip = n == 0 ? c.out_front_offset : 0;
+      iov[n].iov_base = const_cast<char*>(it->bytes() + skip);
+      iov[n].iov_len = it->length() - skip;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n);
+    const ssize_t sent = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      return false;
+    }
+    c.written_bytes += static_cast<uint64_t>(sent);
+    size_t left = static_cast<size_t>(sent);
+    while (left > 0) {
+      Segment& front = c.out.front();
+      const size_t rest = front.length() - c.out_front_offset;
+      if (left < rest) {
+        c.out_front_offset += left;
+        break;
+      }
+      left -= rest;
+      c.out_front_offset = 0;
+      c.out.pop_front();
+    }
+  }
+  return true;
+}
+
+std::chrono::milliseconds idleTimeout(const Connection& c) {
+  return std::chrono::milliseconds(std::max(1, sharedOf(c).options.idle_timeout_ms));
+}
+
+void armTimer(Connection& c, std::chrono::milliseconds after) {
+  timeval tv = http::toTimeval(after);
+  evtimer_add(c.timer, &tv);
+}
+
+void goAway(Connection& c) {
+  if (c.going_away) return;
+  c.going_away = true;
+  nghttp2_submit_goaway(c.session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c.session),
+                        NGHTTP2_NO_ERROR, nullptr, 0);
+}
+
+void onReadable(evutil_socket_t, short, void* arg) {
+  auto& c = *static_cast<Connection*>(arg);
+  uint8_t* buffer = c.worker->read_buffer.get();
+  for (int reads = 0; reads < 16; ++reads) {
+    const ssize_t n = ::recv(c.fd, buffer, kReadBufferBytes, 0);
+    if (n == 0) return closeConnection(c);  // the client closed: its calls are cancelled
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return closeConnection(c);
+    }
+    c.in_callback = true;
+    const ssize_t used = nghttp2_session_mem_recv(c.session, buffer, static_cast<size_t>(n));
+    c.in_callback = false;
+    if (used < 0) {
+      // Not HTTP/2 (a bad preface), or a broken frame: nghttp2 queued a GOAWAY when it could.
+      nghttp2_session_terminate_session(c.session, NGHTTP2_PROTOCOL_ERROR);
+      c.going_away = true;
+      break;
+    }
+    if (static_cast<size_t>(n) < kReadBufferBytes) break;
+  }
+  pump(c);
+}
+
+void onWritable(evutil_socket_t, short, void* arg) { pump(*static_cast<Connection*>(arg)); }
+
+// The handshake's deadline, then the idle check.
+void onTimer(evutil_socket_t, short, void* arg) {
+  auto& c = *static_cast<Connection*>(arg);
+  if (!c.spoke_http2) return closeConnection(c);
+  if (c.streams.empty()) {
+    goAway(c);
+    pump(c);
+    return;
+  }
+  armTimer(c, idleTimeout(c));
+}
+
+void adopt(NativeGrpcServer::Worker& w, int fd);
+
+void onAccept(evutil_socket_t listen_fd, short, void* arg) {
+  auto& w = *static_cast<NativeGrpcServer::Worker*>(arg);
+  for (int i = 0; i < 64; ++i) {
+    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN, or a transient error (EMFILE...): the next event retries
+    w.server->dealConnection(w, fd);
+  }
+}
+
+void adopt(NativeGrpcServer::Worker& w, int fd) {
+  if (w.stopping) {
+    ::close(fd);
+    return;
+  }
+  sockaddr_storage local{};
+  socklen_t length = sizeof(local);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 && local.ss_family != AF_UNIX) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  auto* c = new Connection();
+  c->worker = &w;
+  c->loop = w.loop;
+  c->fd = fd;
+  c->peer = peerOf(fd);
+  c->readable = event_new(w.loop->base(), fd, EV_READ | EV_PERSIST, &onReadable, c);
+  c->writable = event_new(w.loop->base(), fd, EV_WRITE | EV_PERSIST, &onWritable, c);
+  c->timer = evtimer_new(w.loop->base(), &onTimer, c);
+  const Shared& shared = *w.server->shared();
+  const nghttp2_settings_entry settings[] = {
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<uint32_t>(kWindow)},
+  };
+  w.connections.insert(c);
+  w.open.fetch_add(1);
+  if (c->readable == nullptr || c->writable == nullptr || c->timer == nullptr || serverCallbacks() == nullptr ||
+      nghttp2_session_server_new(&c->session, serverCallbacks(), c) != 0 ||
+      nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, std::size(settings)) != 0 ||
+      nghttp2_session_set_local_window_size(c->session, NGHTTP2_FLAG_NONE, 0, kWindow) != 0) {
+    return closeConnection(*c);
+  }
+  event_add(c->readable, nullptr);
+  armTimer(*c, std::chrono::milliseconds(std::max(1, shared.options.handshake_timeout_ms)));
+  pump(*c);
+}
+
+void closeConnection(Connection& c) {
+  std::unordered_map<int32_t, std::unique_ptr<Stream>> streams = std::move(c.streams);
+  c.streams.clear();
+  for (auto& [id, s] : streams) detachCall(*s, true);
+  streams.clear();
+  if (c.readable != nullptr) event_free(c.readable);
+  if (c.writable != nullptr) event_free(c.writable);
+  if (c.timer != nullptr) event_free(c.timer);
+  if (c.session != nullptr) nghttp2_session_del(c.session);
+  if (c.fd >= 0) ::close(c.fd);
+  NativeGrpcServer::Worker& w = *c.worker;
+  w.connections.erase(&c);
+  delete &c;
+  w.open.fetch_sub(1);
+}
+
+}  // namespace
+
+void pump(Connection& c) {
+  if (c.in_callback) return;
+  for (;;) {
+    c.paused = false;
+    if (nghttp2_session_send(c.session) != 0) return closeConnection(c);
+    if (!flush(c)) return closeConnection(c);
+    if (!c.out.empty()) {
+      event_add(c.writable, nullptr);
+      return;
+    }
+    if (!c.paused || !nghttp2_session_want_write(c.session)) break;
+  }
+  event_del(c.writable);
+  if ((!nghttp2_session_want_read(c.session) && !nghttp2_session_want_write(c.session)) ||
+      (c.going_away && c.streams.empty())) {
+    return closeConnection(c);
+  }
+  if (c.streams.empty() && c.spoke_http2 && !evtimer_pending(c.timer, nullptr)) armTimer(c, idleTimeout(c));
+}
+
+void submitReply(Stream& s) {
+  Connection& c = *s.connection;
+  if (!s.headers_sent) {
+    s.headers_sent = true;
+    std::vector<std::pair<std::string, std::string>> fields = {{":status", "200"},
+                                                               {"content-type", "application/grpc"}};
+    for (auto& field : s.initial_metadata) fields.push_back(std::move(field));
+    const bool trailers_only = s.finished && s.out.empty();
+    if (trailers_only) {
+      for (auto& field : s.trailers) fields.push_back(std::move(field));
+    }
+    std::vector<nghttp2_nv> nva;
+    nva.reserve(fields.size());
+    for (auto& [key, value] : fields) {
+      nva.push_back(nghttp2_nv{reinterpret_cast<uint8_t*>(key.data()), reinterpret_cast<uint8_t*>(value.data()),
+                               key.size(), value.size(), NGHTTP2_NV_FLAG_NONE});
+    }
+    nghttp2_data_provider provider{};
+    provider.source.ptr = &s;
+    provider.read_callback = &onReadReply;
+    // nghttp2 copies the fields before returning.
+    nghttp2_submit_response(c.session, s.id, nva.data(), nva.size(), trailers_only ? nullptr : &provider);
+  } else if (s.deferred) {
+    s.deferred = false;
+    nghttp2_session_resume_data(c.session, s.id);
+  }
+  pump(c);
+}
+
+void replyStatus(Stream& s, const ::grpc::Status& status, std::vector<std::pair<std::string, std::string>> trailing) {
+  if (s.finished) return;
+  s.finished = true;
+  s.trailers.clear();
+  s.trailers.emplace_back("grpc-status", std::to_string(static_cast<int>(status.error_code())));
+  if (!status.error_message().empty()) {
+    s.trailers.emplace_back("grpc-message", codecs::grpcMessageEncoded(status.error_message()));
+  }
+  if (!status.error_details().empty()) {
+    s.trailers.emplace_back("grpc-status-details-bin", codecs::base64Encode(status.error_details()));
+  }
+  for (auto& [key, value] : trailing) {
+    s.trailers.emplace_back(key, key.ends_with("-bin") ? codecs::base64Encode(value) : std::move(value));
+  }
+  if (s.deadline_timer != nullptr) evtimer_del(s.deadline_timer);
+  submitReply(s);
+}
+
+Stream::~Stream() {
+  if (deadline_timer != nullptr) event_free(deadline_timer);
+}
+
+}  // namespace native_server
+
+NativeGrpcServer::NativeGrpcServer(std::shared_ptr<Shared> shared, std::shared_ptr<::grpc::Channel> fallback)
+    : shared_(std::move(shared)), fallback_(std::move(fallback)) {}
+
+NativeGrpcServer::~NativeGrpcServer() { shutdown(std::chrono::milliseconds(0)); }
+
+namespace {
+
+// Runs `fn(i)` on loop i for every worker, and waits until each has.
+template <typename Fn>
+void onEveryLoop(std::vector<std::unique_ptr<NativeGrpcServer::Worker>>& workers, Fn fn) {
+  std::vector<std::promise<void>> done(workers.size());
+  for (size_t i = 0; i < workers.size(); ++i) {
+    workers[i]->loop->post([&, i] {
+      fn(*workers[i]);
+      done[i].set_value();
+    });
+  }
+  for (auto& d : done) d.get_future().wait();
+}
+
+}  // namespace
+
+codecs::StatusOr<std::string> NativeGrpcServer::start(const http::ListenSpec& spec) {
+  if (started_) return absl::FailedPreconditionError("the gRPC frontend is already started");
+  http::WorkerPool& pool = shared_->pool;
+  INFERGATE_ASSIGN_OR_RETURN(http::BoundSockets bound, http::bindListener(spec, pool.size()));
+  for (size_t i = 0; i < pool.size(); ++i) {
+    auto w = std::make_unique<Worker>();
+    w->server = this;
+    w->loop = &pool.loop(i);
+    if (i < bound.fds.size()) w->listen_fd = bound.fds[i];
+    workers_.push_back(std::move(w));
+  }
+  onEveryLoop(workers_, [](Worker& w) {
+    if (w.listen_fd < 0) return;
+    w.accept_event = event_new(w.loop->base(), w.listen_fd, EV_READ | EV_PERSIST, &native_server::onAccept, &w);
+    if (w.accept_event != nullptr) event_add(w.accept_event, nullptr);
+  });
+  started_ = true;
+  deal_ = bound.fds.size() < workers_.size();
+  port_ = bound.port;
+  return bound.address;
+}
+
+void NativeGrpcServer::dealConnection(Worker& from, int fd) {
+  // TCP: the kernel spread the connections over the loops' sockets; unix: one socket, so
+  // they are dealt round robin.
+  if (!deal_) return native_server::adopt(from, fd);
+  Worker& to = *workers_[next_worker_.fetch_add(1, std::memory_order_relaxed) % workers_.size()];
+  if (&to == &from) return native_server::adopt(from, fd);
+  to.loop->post([&to, fd] { native_server::adopt(to, fd); });
+}
+
+void NativeGrpcServer::shutdown(std::chrono::milliseconds grace) {
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  // No new connection; every connection told to go away (its calls go on).
+  onEveryLoop(workers_, [](Worker& w) {
+    w.stopping = true;
+    if (w.accept_event != nullptr) event_free(w.accept_event);
+    w.accept_event = nullptr;
+    if (w.listen_fd >= 0) ::close(w.listen_fd);
+    w.listen_fd = -1;
+    std::vector<native_server::Connection*> connections(w.connections.begin(), w.connections.end());
+    for (native_server::Connection* c : connections) {
+      native_server::goAway(*c);
+      native_server::pump(*c);
+    }
+  });
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  auto open = [&] {
+    size_t n = 0;
+    for (auto& w : workers_) n += w->open.load();
+    return n;
+  };
+  while (open() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // The rest are cancelled and closed.
+  onEveryLoop(workers_, [](Worker& w) {
+    std::vector<native_server::Connection*> connections(w.connections.begin(), w.connections.end());
+    for (native_server::Connection* c : connections) native_server::closeConnection(*c);
+  });
+}
+
+namespace native_server {
+
+const Shared& sharedOf(const Connection& c) { return *c.worker->server->shared(); }
+std::shared_ptr<Shared> sharedPtrOf(const Connection& c) { return c.worker->server->shared(); }
+const std::shared_ptr<::grpc::Channel>& fallbackOf(const Connection& c) { return c.worker->server->fallback(); }
+
+}  // namespace native_server
+
+}  // namespace infergate::gateway::frontends::grpc_detail

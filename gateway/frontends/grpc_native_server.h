@@ -1,0 +1,79 @@
+#pragma once
+
+// The gRPC frontend's own HTTP/2 server (not a public header; GrpcFrontend starts it for a
+// plaintext listener unless told to use grpc++). It serves gRPC over cleartext HTTP/2
+// (prior knowledge, as every gRPC client speaks it without TLS) through nghttp2, on the
+// WorkerPool's event loops: no thread between the socket and the call.
+//
+//   ModelInfer        served here: the request's one message goes to a ModelInferCall on
+//                     the connection's own loop (grpc_model_infer.h), and its reply is
+//                     written from the message's slices without a copy
+//   every other RPC   relayed, message by message, to the same service on grpc++ over its
+//                     in-process channel (no socket): the 18 typed RPCs, ModelStreamInfer,
+//                     grpc.health.v1.Health/Check. The client's metadata and deadline go
+//                     along; the peer's address goes as `infergate-peer` (a client's own
+//                     is dropped), which GrpcppCallContext reads for such calls.
+//
+// Connections: one per accepted socket, on the loop whose socket accepted it (TCP: one
+// SO_REUSEPORT socket per loop; unix: one socket, connections dealt round robin). Flow
+// control windows are HTTP/2's largest; a message is reassembled into one buffer of its
+// size (gzip / deflate requests inflated), at most max_receive_message_bytes
+// (RESOURCE_EXHAUSTED past it). grpc-timeout is enforced (DEADLINE_EXCEEDED, the call
+// cancelled). A connection that does not send HTTP/2's preface and SETTINGS within
+// handshake_timeout_ms, or has no call for idle_timeout_ms, is closed (GOAWAY first when
+// it spoke HTTP/2); one whose metadata passes max_metadata_bytes has that call refused
+// (RESOURCE_EXHAUSTED).
+//
+// Threads: the constructor, start(), port() and shutdown() from one owning thread; all
+// else on the loops. The pool must run from start() until shutdown() has returned.
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codecs/status.h"
+#include "gateway/http/listen_socket.h"
+
+namespace infergate::gateway::frontends::grpc_detail {
+
+struct Shared;
+
+class NativeGrpcServer {
+ public:
+  // `fallback`: grpc++'s in-process channel to the same service.
+  NativeGrpcServer(std::shared_ptr<Shared> shared, std::shared_ptr<::grpc::Channel> fallback);
+  ~NativeGrpcServer();  // shutdown(0) if still running
+  NativeGrpcServer(const NativeGrpcServer&) = delete;
+  NativeGrpcServer& operator=(const NativeGrpcServer&) = delete;
+
+  // Binds and starts accepting on every loop. The bound address, as GrpcFrontend::start.
+  codecs::StatusOr<std::string> start(const http::ListenSpec& spec);
+  int port() const { return port_; }
+  // Stops accepting; every connection gets GOAWAY and its calls `grace` to finish; then the
+  // rest are cancelled and every connection closed. Returns once the loops are done with
+  // them. Idempotent.
+  void shutdown(std::chrono::milliseconds grace);
+
+  struct Worker;  // grpc_native_server.cc
+  const std::shared_ptr<Shared>& shared() const { return shared_; }
+  const std::shared_ptr<::grpc::Channel>& fallback() const { return fallback_; }
+  // A connection `from` accepted: served there, or on the next loop when one socket
+  // accepts for all (unix). `from`'s loop.
+  void dealConnection(Worker& from, int fd);
+
+ private:
+  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<::grpc::Channel> fallback_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<size_t> next_worker_{0};
+  int port_ = 0;
+  bool deal_ = false;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace infergate::gateway::frontends::grpc_detail

@@ -1,0 +1,156 @@
+#pragma once
+
+// NativeGrpcServer's insides (grpc_native_server.h), shared by its two files:
+//   grpc_native_server.cc   workers, connections, the nghttp2 session and its callbacks,
+//                           the output queue, shutdown
+//   grpc_native_calls.cc    a stream's calls: request messages in, ModelInfer served
+//                           here, every other method relayed to grpc++, replies out
+// Everything here runs on the connection's loop unless said otherwise.
+
+#include <event2/event.h>
+#include <nghttp2/nghttp2.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "codecs/buffer.h"
+#include "gateway/frontends/grpc_frontend_internal.h"
+#include "gateway/frontends/grpc_model_infer.h"
+#include "gateway/frontends/grpc_native_server.h"
+#include "gateway/http/event_loop.h"
+
+namespace infergate::gateway::frontends::grpc_detail {
+namespace native_server {
+
+inline constexpr size_t kReadBufferBytes = 256 * 1024;
+inline constexpr size_t kMaxQueuedBytes = 4 * 1024 * 1024;  // unwritten bytes before pausing
+inline constexpr int kMaxIovecs = 512;
+inline constexpr int32_t kWindow = INT32_MAX;
+inline constexpr uint32_t kMaxConcurrentStreams = 4096;
+inline constexpr size_t kCopiedSliceBytes = 256;  // smaller reply slices are copied, not referenced
+inline constexpr size_t kMaxReservedMessageBytes = 64 * 1024 * 1024;  // allocated before it arrives
+
+struct Connection;
+struct Stream;
+class NativeModelInfer;
+class RelayCall;
+
+// One message of a reply: its 5-byte prefix, then its slices, referenced.
+struct OutMessage {
+  uint8_t prefix[5] = {};
+  std::vector<::grpc::Slice> slices;
+  size_t size = 0;      // prefix included
+  size_t promised = 0;  // handed to nghttp2 by the read callback
+  size_t queued = 0;    // queued for the socket by the send callback
+  size_t slice_index = 0, slice_offset = 0;
+};
+
+struct Stream {
+  Connection* connection = nullptr;
+  int32_t id = 0;
+
+  // The request's header block, then its metadata.
+  std::string method, path, content_type, encoding, te;
+  std::optional<std::chrono::nanoseconds> timeout;
+  std::vector<std::pair<std::string, std::string>> metadata;  // lowercase keys, -bin decoded
+  size_t metadata_bytes = 0;
+  bool metadata_too_large = false;
+  bool bad_timeout = false;
+  bool started = false;  // the header block was taken (a call, or an answer to it)
+
+  // Request messages: the one being reassembled.
+  uint8_t head[5] = {};
+  size_t head_have = 0;
+  codecs::MutableBuffer message;
+  size_t message_size = 0, message_have = 0;
+  bool compressed = false;
+  int messages = 0;
+  std::optional<::grpc::ByteBuffer> unary_request;  // ModelInfer: its one message, until END_STREAM
+  bool request_ended = false;
+
+  // The call serving it (one of them, or none once answered).
+  NativeModelInfer* infer = nullptr;  // holds the call's engine reference until the stream ends
+  std::shared_ptr<RelayCall> relay;
+  event* deadline_timer = nullptr;
+
+  // The reply.
+  bool headers_sent = false;  // the response HEADERS were submitted
+  bool finished = false;      // the final status is set: no more messages
+  std::vector<std::pair<std::string, std::string>> initial_metadata;
+  std::vector<std::pair<std::string, std::string>> trailers;  // grpc-status first
+  std::deque<OutMessage> out;
+  bool deferred = false;  // the data source answered DEFERRED: resume on new output
+
+  ~Stream();
+};
+
+struct Segment {
+  std::string owned;            // frame headers and control frames
+  const char* data = nullptr;   // or a reference into `keep`
+  size_t size = 0;
+  ::grpc::Slice keep;
+  const char* bytes() const { return data != nullptr ? data : owned.data(); }
+  size_t length() const { return data != nullptr ? size : owned.size(); }
+};
+
+struct Connection {
+  NativeGrpcServer::Worker* worker = nullptr;
+  http::EventLoop* loop = nullptr;
+  int fd = -1;
+  std::string peer;  // grpc's form: "ipv4:127.0.0.1:5000"
+  event* readable = nullptr;
+  event* writable = nullptr;
+  event* timer = nullptr;  // the handshake's deadline, then the idle timeout
+  nghttp2_session* session = nullptr;
+  bool spoke_http2 = false;   // the client's SETTINGS arrived
+  bool in_callback = false;   // inside nghttp2_session_mem_recv: no send from here
+  bool going_away = false;    // GOAWAY sent: closes once its streams are done
+  bool paused = false;
+  int32_t decoding_stream = 0;     // the stream whose header block is being read
+  std::unordered_map<int32_t, std::unique_ptr<Stream>> streams;
+  std::deque<Segment> out;
+  size_t out_front_offset = 0;
+  uint64_t queued_bytes = 0, written_bytes = 0;
+};
+
+// grpc_native_server.cc
+// Lets nghttp2 serialize and writes; closes the connection when it is done or broken.
+// Not from inside nghttp2's callbacks (c.in_callback): the read's end pumps then.
+void pump(Connection& c);
+// The stream's reply changed (new message, final status): submits what nghttp2 needs.
+void submitReply(Stream& s);
+// Answers the stream with `status` alone, unless it was answered (Trailers-Only, or the
+// trailers after its messages). Outside nghttp2's callbacks this pumps, which may end the
+// stream and its connection: nothing may touch `s` after either of these two.
+void replyStatus(Stream& s, const ::grpc::Status& status,
+                 std::vector<std::pair<std::string, std::string>> trailing = {});
+const Shared& sharedOf(const Connection& c);
+std::shared_ptr<Shared> sharedPtrOf(const Connection& c);
+const std::shared_ptr<::grpc::Channel>& fallbackOf(const Connection& c);
+
+// grpc_native_calls.cc
+// The header block is complete: starts the call (or refuses it).
+void startCall(Stream& s);
+// A DATA chunk of the request.
+void receiveData(Stream& s, const uint8_t* data, size_t size);
+// The client ended its side.
+void endRequest(Stream& s);
+// The stream is closing (answered, reset, or the connection went): the call lets go of it.
+void detachCall(Stream& s, bool cancelled);
+// The deadline passed.
+void expireCall(Stream& s);
+// The message as 5-byte prefix + slices, referenced.
+OutMessage outMessage(const ::grpc::ByteBuffer& message);
+
+}  // namespace native_server
+}  // namespace infergate::gateway::frontends::grpc_detail

@@ -1,0 +1,183 @@
+// What only the gRPC frontend's native server does (grpc_native_server.h), on real
+// sockets: its limits, clients that do not speak HTTP/2, a client that goes away, and
+// shutdown. grpc_frontend_test.cc runs every RPC against both engines.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <thread>
+
+#include "gateway/frontends/grpc_frontend_test_fixture.h"
+
+namespace infergate::gateway::frontends {
+namespace {
+
+using namespace testing_grpc;  // NOLINT(google-build-using-namespace)
+
+class NativeServerTest : public GrpcFrontendTest {};
+
+// A plain TCP connection to the frontend's port.
+int connectTo(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads until the peer closes (true) or `wait` passes (false).
+bool closedByPeerWithin(int fd, std::chrono::milliseconds wait) {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  char buffer[4096];
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) continue;
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) return true;
+  }
+  return false;
+}
+
+TEST_P(NativeServerTest, AMessagePastTheLimitIsResourceExhaustedAndTheChannelGoesOn) {
+  stopServer();
+  GrpcFrontendOptions options;
+  options.max_receive_message_bytes = 4096;
+  startServer(2, options);
+  ModelInferRequest big = simpleRequest("big");
+  big.set_raw_input_contents(0, std::string(8192, '\0'));
+  ModelInferResponse response;
+  ::grpc::Status s = infer(big, &response);
+  EXPECT_EQ(s.error_code(), ::grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("4096"), std::string::npos) << s.error_message();
+  ASSERT_TRUE(infer(simpleRequest("small"), &response).ok());
+  EXPECT_EQ(valuesOf<int32_t>(*outputBytes(response, "OUTPUT0"))[5], 6);
+}
+
+TEST_P(NativeServerTest, MetadataPastTheLimitIsRefused) {
+  stopServer();
+  GrpcFrontendOptions options;
+  options.max_metadata_bytes = 2048;
+  startServer(2, options);
+  ::grpc::ClientContext ctx;
+  ctx.AddMetadata("x-large", std::string(4096, 'a'));
+  ModelInferResponse response;
+  ::grpc::Status s = stub_->ModelInfer(&ctx, simpleRequest(), &response);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.error_code(), ::grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  ASSERT_TRUE(infer(simpleRequest("after"), &response).ok());
+}
+
+// Past HPACK's own cap on one field (64 KiB), which ends the connection: the call still
+// gets its status first, on a fresh channel (before the server's SETTINGS told the limit).
+TEST_P(NativeServerTest, AMetadataValuePastHpacksLimitIsRefusedBeforeTheConnectionEnds) {
+  ::grpc::ChannelArguments args;
+  args.SetInt("grpc.use_local_subchannel_pool", 1);
+  auto channel = ::grpc::CreateCustomChannel(address_, ::grpc::InsecureChannelCredentials(), args);
+  auto stub = inference::GRPCInferenceService::NewStub(channel);
+  ::grpc::ClientContext ctx;
+  ctx.AddMetadata("x-big", std::string(70000, 'v'));
+  ModelInferResponse response;
+  ::grpc::Status s = stub->ModelInfer(&ctx, simpleRequest(), &response);
+  EXPECT_EQ(s.error_code(), ::grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("metadata"), std::string::npos) << s.error_message();
+  ASSERT_TRUE(infer(simpleRequest("after"), &response).ok());
+}
+
+TEST_P(NativeServerTest, AClientThatDoesNotSpeakHttp2IsClosedAndServingGoesOn) {
+  const int fd = connectTo(frontend_->port());
+  ASSERT_GE(fd, 0);
+  const std::string request = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  EXPECT_TRUE(closedByPeerWithin(fd, 5s));
+  ::close(fd);
+  ModelInferResponse response;
+  EXPECT_TRUE(infer(simpleRequest(), &response).ok());
+}
+
+TEST_P(NativeServerTest, AConnectionSilentPastTheHandshakeTimeoutIsClosed) {
+  stopServer();
+  GrpcFrontendOptions options;
+  options.handshake_timeout_ms = 100;
+  startServer(1, options);
+  const int fd = connectTo(frontend_->port());
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(closedByPeerWithin(fd, 5s));
+  ::close(fd);
+  ModelInferResponse response;
+  EXPECT_TRUE(infer(simpleRequest(), &response).ok());
+}
+
+TEST_P(NativeServerTest, AClientGoneMidCallCancelsItAndTheServerKeepsServing) {
+  stopServer();
+  startServer(1, {});
+  for (int i = 0; i < 3; ++i) {
+    // Its own channel, dropped with the call open: the connection closes under the call.
+    ::grpc::ChannelArguments args;
+    args.SetInt("grpc.use_local_subchannel_pool", 1);
+    auto channel = ::grpc::CreateCustomChannel(address_, ::grpc::InsecureChannelCredentials(), args);
+    auto stub = inference::GRPCInferenceService::NewStub(channel);
+    ::grpc::ClientContext ctx;
+    ModelInferResponse response;
+    std::promise<::grpc::Status> done;
+    const ModelInferRequest request = sleepRequest(200, "gone");
+    stub->async()->ModelInfer(&ctx, &request, &response,
+                              [&](::grpc::Status s) { done.set_value(s); });
+    std::this_thread::sleep_for(30ms);
+    ctx.TryCancel();
+    EXPECT_EQ(done.get_future().get().error_code(), ::grpc::StatusCode::CANCELLED);
+  }
+  ModelInferResponse response;
+  ASSERT_TRUE(infer(sleepRequest(250), &response).ok());  // ends after the abandoned ones' timers
+  EXPECT_EQ(valuesOf<int32_t>(*outputBytes(response, "OUTPUT0"))[0], 250);
+}
+
+TEST_P(NativeServerTest, ShutdownLetsACallInFlightFinishWithinTheGrace) {
+  ::grpc::ClientContext ctx;
+  ModelInferResponse response;
+  std::promise<::grpc::Status> done;
+  ModelInferRequest request = sleepRequest(200, "late");
+  stub_->async()->ModelInfer(&ctx, &request, &response, [&](::grpc::Status s) { done.set_value(s); });
+  std::this_thread::sleep_for(50ms);
+  frontend_->shutdown(5s);
+  ::grpc::Status s = done.get_future().get();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(valuesOf<int32_t>(*outputBytes(response, "OUTPUT0"))[0], 200);
+  // Nothing listens any more.
+  EXPECT_LT(connectTo(frontend_->port()), 0);
+}
+
+TEST_P(NativeServerTest, ManyCallsOnOneConnectionInterleave) {
+  constexpr int kCalls = 64;
+  std::vector<std::unique_ptr<::grpc::ClientContext>> contexts;
+  std::vector<ModelInferResponse> responses(kCalls);
+  std::vector<ModelInferRequest> requests;
+  std::vector<std::promise<::grpc::Status>> done(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    requests.push_back(i % 2 == 0 ? sleepRequest(20 + i, std::to_string(i)) : simpleRequest(std::to_string(i)));
+    contexts.push_back(std::make_unique<::grpc::ClientContext>());
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    stub_->async()->ModelInfer(contexts[i].get(), &requests[i], &responses[i],
+                               [&done, i](::grpc::Status s) { done[i].set_value(s); });
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    ::grpc::Status s = done[i].get_future().get();
+    ASSERT_TRUE(s.ok()) << i << ": " << s.error_message();
+    EXPECT_EQ(responses[i].id(), std::to_string(i));
+    if (i % 2 == 0) EXPECT_EQ(valuesOf<int32_t>(*outputBytes(responses[i], "OUTPUT0"))[0], 20 + i);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Native, NativeServerTest, ::testing::Values(GrpcServerEngine::kNative), engineName);
+
+}  // namespace
+}  // namespace infergate::gateway::frontends
