@@ -3,7 +3,7 @@
 // shutdown. A stream's calls are in grpc_native_calls.cc.
 //
 // Output: nghttp2 serializes frames; HEADERS and control frames are copied into the
-// connection's queue, DATA frames go as their 9-byte header plus references into the
+// connection's queue (upstream/socket_output.h, as the native gRPC client's), DATA frames go as their 9-byte header plus references into the
 // reply's slices (NGHTTP2_DATA_FLAG_NO_COPY); one sendmsg writes the queue. Past
 // kMaxQueuedBytes unwritten, the send callback answers WOULDBLOCK and the writable event
 // resumes.
@@ -67,16 +67,7 @@ std::string peerOf(int fd) {
   return "unix:";
 }
 
-void queueOwned(Connection& c, const uint8_t* data, size_t size) {
-  if (!c.out.empty() && c.out.back().data == nullptr && c.out.back().owned.size() < 4096) {
-    c.out.back().owned.append(reinterpret_cast<const char*>(data), size);
-  } else {
-    Segment s;
-    s.owned.assign(reinterpret_cast<const char*>(data), size);
-    c.out.push_back(std::move(s));
-  }
-  c.queued_bytes += size;
-}
+void queueOwned(Connection& c, const uint8_t* data, size_t size) { c.out.queueOwned(data, size); }
 
 Stream* streamOf(Connection& c, int32_t id) {
   auto it = c.streams.find(id);
@@ -87,7 +78,7 @@ Stream* streamOf(Connection& c, int32_t id) {
 
 ssize_t onSend(nghttp2_session*, const uint8_t* data, size_t length, int, void* user) {
   auto& c = *static_cast<Connection*>(user);
-  if (c.queued_bytes - c.written_bytes > kMaxQueuedBytes) {
+  if (c.out.unwritten() > kMaxQueuedBytes) {
     c.paused = true;
     return NGHTTP2_ERR_WOULDBLOCK;
   }
@@ -98,7 +89,7 @@ ssize_t onSend(nghttp2_session*, const uint8_t* data, size_t length, int, void* 
 int onSendData(nghttp2_session*, nghttp2_frame* frame, const uint8_t* framehd, size_t length,
                nghttp2_data_source* source, void* user) {
   auto& c = *static_cast<Connection*>(user);
-  if (c.queued_bytes - c.written_bytes > kMaxQueuedBytes) {
+  if (c.out.unwritten() > kMaxQueuedBytes) {
     c.paused = true;
     return NGHTTP2_ERR_WOULDBLOCK;
   }
@@ -123,12 +114,7 @@ int onSendData(nghttp2_session*, nghttp2_frame* frame, const uint8_t* framehd, s
         // goes with its message).
         queueOwned(c, slice.begin() + m.slice_offset, n);
       } else if (n > 0) {
-        Segment seg;
-        seg.data = reinterpret_cast<const char*>(slice.begin()) + m.slice_offset;
-        seg.size = n;
-        seg.keep = slice;
-        c.out.push_back(std::move(seg));
-        c.queued_bytes += n;
+        c.out.queueReference(reinterpret_cast<const char*>(slice.begin()) + m.slice_offset, n, slice);
       }
       m.queued += n;
       m.slice_offset += n;
@@ -378,40 +364,6 @@ nghttp2_session_callbacks* serverCallbacks() {
 
 // ---- socket and timer events ----
 
-bool flush(Connection& c) {
-  iovec iov[kMaxIovecs];
-  while (!c.out.empty()) {
-    int n = 0;
-    for (auto it = c.out.begin(); it != c.out.end() && n < kMaxIovecs; ++it, ++n) {
-      const size_t skip = n == 0 ? c.out_front_offset : 0;
-      iov[n].iov_base = const_cast<char*>(it->bytes() + skip);
-      iov[n].iov_len = it->length() - skip;
-    }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(n);
-    const ssize_t sent = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL);
-    if (sent < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      return false;
-    }
-    c.written_bytes += static_cast<uint64_t>(sent);
-    size_t left = static_cast<size_t>(sent);
-    while (left > 0) {
-      Segment& front = c.out.front();
-      const size_t rest = front.length() - c.out_front_offset;
-      if (left < rest) {
-        c.out_front_offset += left;
-        break;
-      }
-      left -= rest;
-      c.out_front_offset = 0;
-      c.out.pop_front();
-    }
-  }
-  return true;
-}
 
 std::chrono::milliseconds idleTimeout(const Connection& c) {
   return std::chrono::milliseconds(std::max(1, sharedOf(c).options.idle_timeout_ms));
@@ -539,7 +491,7 @@ void pump(Connection& c) {
   for (;;) {
     c.paused = false;
     if (nghttp2_session_send(c.session) != 0) return closeConnection(c);
-    if (!flush(c)) return closeConnection(c);
+    if (!c.out.flush(c.fd)) return closeConnection(c);
     if (!c.out.empty()) {
       event_add(c.writable, nullptr);
       return;

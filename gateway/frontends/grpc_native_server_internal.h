@@ -28,13 +28,13 @@
 #include "gateway/frontends/grpc_model_infer.h"
 #include "gateway/frontends/grpc_native_server.h"
 #include "gateway/http/event_loop.h"
+#include "gateway/upstream/socket_output.h"
 
 namespace infergate::gateway::frontends::grpc_detail {
 namespace native_server {
 
 inline constexpr size_t kReadBufferBytes = 256 * 1024;
 inline constexpr size_t kMaxQueuedBytes = 4 * 1024 * 1024;  // unwritten bytes before pausing
-inline constexpr int kMaxIovecs = 512;
 inline constexpr int32_t kWindow = INT32_MAX;
 inline constexpr uint32_t kMaxConcurrentStreams = 4096;
 inline constexpr size_t kCopiedSliceBytes = 256;  // smaller reply slices are copied, not referenced
@@ -94,15 +94,6 @@ struct Stream {
   ~Stream();
 };
 
-struct Segment {
-  std::string owned;            // frame headers and control frames
-  const char* data = nullptr;   // or a reference into `keep`
-  size_t size = 0;
-  ::grpc::Slice keep;
-  const char* bytes() const { return data != nullptr ? data : owned.data(); }
-  size_t length() const { return data != nullptr ? size : owned.size(); }
-};
-
 struct Connection {
   NativeGrpcServer::Worker* worker = nullptr;
   http::EventLoop* loop = nullptr;
@@ -118,9 +109,7 @@ struct Connection {
   bool paused = false;
   int32_t decoding_stream = 0;     // the stream whose header block is being read
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams;
-  std::deque<Segment> out;
-  size_t out_front_offset = 0;
-  uint64_t queued_bytes = 0, written_bytes = 0;
+  upstream::SocketOutput out;
 };
 
 // grpc_native_server.cc

@@ -173,7 +173,9 @@ TEST_P(NativeServerTest, ManyCallsOnOneConnectionInterleave) {
     ::grpc::Status s = done[i].get_future().get();
     ASSERT_TRUE(s.ok()) << i << ": " << s.error_message();
     EXPECT_EQ(responses[i].id(), std::to_string(i));
-    if (i % 2 == 0) EXPECT_EQ(valuesOf<int32_t>(*outputBytes(responses[i], "OUTPUT0"))[0], 20 + i);
+    if (i % 2 == 0) {
+      EXPECT_EQ(valuesOf<int32_t>(*outputBytes(responses[i], "OUTPUT0"))[0], 20 + i);
+    }
   }
 }
 

@@ -24,13 +24,13 @@
 #include "codecs/status.h"
 #include "gateway/http/event_loop.h"
 #include "gateway/upstream/grpc_client_native.h"
+#include "gateway/upstream/socket_output.h"
 
 namespace infergate::gateway::upstream {
 namespace native_grpc_detail {
 
 inline constexpr size_t kReadBufferBytes = 256 * 1024;
 inline constexpr size_t kMaxQueuedBytes = 4 * 1024 * 1024;  // unwritten (grpc_client_native.cc, "Output queue")
-inline constexpr int kMaxIovecs = 512;                       // one sendmsg
 inline constexpr int32_t kWindow = INT32_MAX;                // HTTP/2's largest window
 inline constexpr uint32_t kMaxHeaderListBytes = 1 << 20;     // as grpc_client.cc's metadata cap
 inline constexpr size_t kMaxReservedMessageBytes = 64 * 1024 * 1024;  // reserved before it arrives
@@ -113,15 +113,6 @@ class GrpcLoopClient::Engine {
     ~Call() { std::free(message); }
   };
 
-  struct Segment {
-    std::string owned;  // frame headers and control frames
-    const char* data = nullptr;  // or a reference into `keep`
-    size_t size = 0;
-    grpc::Slice keep;
-    const char* bytes() const { return data != nullptr ? data : owned.data(); }
-    size_t length() const { return data != nullptr ? size : owned.size(); }
-  };
-
   struct Connection {
     Engine* engine = nullptr;
     std::string key;
@@ -137,10 +128,7 @@ class GrpcLoopClient::Engine {
     bool paused = false;    // a send callback answered WOULDBLOCK in this pump's round
     nghttp2_session* session = nullptr;
     std::unordered_map<int32_t, std::shared_ptr<Call>> streams;
-    std::deque<Segment> out;
-    size_t out_front_offset = 0;  // bytes of out.front() already written
-    uint64_t queued_bytes = 0;    // ever queued
-    uint64_t written_bytes = 0;   // ever written
+    SocketOutput out;
   };
 
   struct Ending {
@@ -169,7 +157,6 @@ class GrpcLoopClient::Engine {
   // Ends (or resends) every call on `c` and drops it; `why` is named per call.
   void fail(Connection& c, std::string_view why, Failure kind);
   void drop(Connection& c);
-  void queueOwned(Connection& c, const uint8_t* data, size_t size);
   void maybeClose(Connection& c);
 
   // -- endings --

@@ -35,7 +35,6 @@ namespace {
 using codecs::Status;
 using codecs::strCat;
 using native_grpc_detail::kMaxHeaderListBytes;
-using native_grpc_detail::kMaxIovecs;
 using native_grpc_detail::kMaxQueuedBytes;
 using native_grpc_detail::kReadBufferBytes;
 using native_grpc_detail::kWindow;
@@ -152,39 +151,9 @@ bool GrpcLoopClient::Engine::pump(Connection& c) {
 }
 
 bool GrpcLoopClient::Engine::flush(Connection& c) {
-  iovec iov[kMaxIovecs];
-  while (!c.out.empty()) {
-    int n = 0;
-    for (auto it = c.out.begin(); it != c.out.end() && n < kMaxIovecs; ++it, ++n) {
-      const size_t skip = n == 0 ? c.out_front_offset : 0;
-      iov[n].iov_base = const_cast<char*>(it->bytes() + skip);
-      iov[n].iov_len = it->length() - skip;
-    }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(n);
-    const ssize_t sent = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL);
-    if (sent < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      fail(c, strCat("the connection failed: ", std::strerror(errno)), Failure::kClosed);
-      return false;
-    }
-    c.written_bytes += static_cast<uint64_t>(sent);
-    size_t left = static_cast<size_t>(sent);
-    while (left > 0) {
-      Segment& front = c.out.front();
-      const size_t rest = front.length() - c.out_front_offset;
-      if (left < rest) {
-        c.out_front_offset += left;
-        break;
-      }
-      left -= rest;
-      c.out_front_offset = 0;
-      c.out.pop_front();
-    }
-  }
-  return true;
+  if (c.out.flush(c.fd)) return true;
+  fail(c, strCat("the connection failed: ", std::strerror(errno)), Failure::kClosed);
+  return false;
 }
 
 void GrpcLoopClient::Engine::fail(Connection& c, std::string_view why_text, Failure kind) {
@@ -192,7 +161,7 @@ void GrpcLoopClient::Engine::fail(Connection& c, std::string_view why_text, Fail
   const bool connect_failed = kind == Failure::kConnect;
   std::unordered_map<int32_t, std::shared_ptr<Call>> streams = std::move(c.streams);
   c.streams.clear();
-  const uint64_t written = c.written_bytes;
+  const uint64_t written = c.out.written();
   drop(c);
   std::vector<Connection*> resent_on;
   for (auto& [id, call] : streams) {
@@ -245,13 +214,6 @@ void GrpcLoopClient::Engine::drop(Connection& c) {
   connections_.erase(&c);  // `c` is gone
 }
 
-void GrpcLoopClient::Engine::queueOwned(Connection& c, const uint8_t* data, size_t size) {
-  if (c.out.empty() || c.out.back().data != nullptr || c.out.back().owned.size() > 16 * 1024) {
-    c.out.emplace_back();
-  }
-  c.out.back().owned.append(reinterpret_cast<const char*>(data), size);
-  c.queued_bytes += size;
-}
 
 void GrpcLoopClient::Engine::maybeClose(Connection& c) {
   const bool finished = !nghttp2_session_want_read(c.session) && !nghttp2_session_want_write(c.session);
@@ -267,32 +229,31 @@ void GrpcLoopClient::Engine::maybeClose(Connection& c) {
 
 ssize_t GrpcLoopClient::Engine::onSend(nghttp2_session*, const uint8_t* data, size_t size, int, void* user) {
   auto& c = *static_cast<Connection*>(user);
-  if (c.queued_bytes - c.written_bytes > kMaxQueuedBytes) {
+  if (c.out.unwritten() > kMaxQueuedBytes) {
     c.paused = true;
     return NGHTTP2_ERR_WOULDBLOCK;
   }
-  c.engine->queueOwned(c, data, size);
+  c.out.queueOwned(data, size);
   return static_cast<ssize_t>(size);
 }
 
 int GrpcLoopClient::Engine::onSendData(nghttp2_session*, nghttp2_frame* frame, const uint8_t* framehd, size_t length,
                        nghttp2_data_source* source, void* user) {
   auto& c = *static_cast<Connection*>(user);
-  if (c.queued_bytes - c.written_bytes > kMaxQueuedBytes) {
+  if (c.out.unwritten() > kMaxQueuedBytes) {
     c.paused = true;
     return NGHTTP2_ERR_WOULDBLOCK;
   }
   auto& call = *static_cast<Call*>(source->ptr);
-  Engine& e = *c.engine;
-  e.queueOwned(c, framehd, 9);
+  c.out.queueOwned(framehd, 9);
   if (frame->data.padlen > 0) {
     const uint8_t pad = static_cast<uint8_t>(frame->data.padlen - 1);
-    e.queueOwned(c, &pad, 1);
+    c.out.queueOwned(&pad, 1);
   }
   while (length > 0) {
     if (call.queued < 5) {
       const size_t n = std::min(length, 5 - call.queued);
-      e.queueOwned(c, call.prefix + call.queued, n);
+      c.out.queueOwned(call.prefix + call.queued, n);
       call.queued += n;
       length -= n;
       continue;
@@ -300,12 +261,7 @@ int GrpcLoopClient::Engine::onSendData(nghttp2_session*, nghttp2_frame* frame, c
     const grpc::Slice& slice = call.slices[call.slice_index];
     const size_t n = std::min(length, slice.size() - call.slice_offset);
     if (n > 0) {
-      Segment s;
-      s.data = reinterpret_cast<const char*>(slice.begin()) + call.slice_offset;
-      s.size = n;
-      s.keep = slice;
-      c.out.push_back(std::move(s));
-      c.queued_bytes += n;
+      c.out.queueReference(reinterpret_cast<const char*>(slice.begin()) + call.slice_offset, n, slice);
     }
     call.queued += n;
     call.slice_offset += n;
@@ -317,7 +273,7 @@ int GrpcLoopClient::Engine::onSendData(nghttp2_session*, nghttp2_frame* frame, c
   }
   if (frame->data.padlen > 1) {
     static const uint8_t zeros[256] = {};
-    e.queueOwned(c, zeros, frame->data.padlen - 1);
+    c.out.queueOwned(zeros, frame->data.padlen - 1);
   }
   return 0;
 }
@@ -337,7 +293,7 @@ int GrpcLoopClient::Engine::onFrameSend(nghttp2_session*, const nghttp2_frame* f
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
   auto it = c.streams.find(frame->hd.stream_id);
   if (it != c.streams.end() && it->second->headers_at == UINT64_MAX) {
-    it->second->headers_at = c.queued_bytes;  // its first byte is the next one queued
+    it->second->headers_at = c.out.queued();  // its first byte is the next one queued
   }
   return 0;
 }
