@@ -27,4 +27,4 @@ infergate_add_test(grpc_frontend_test
 
 infergate_add_test(grpc_native_server_test
   SOURCES ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_native_server_test.cc
-  LIBS infergate_grpc_frontend)
+  LIBS infergate_grpc_frontend PkgConfig::NGHTTP2)

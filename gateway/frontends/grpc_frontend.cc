@@ -220,11 +220,12 @@ codecs::StatusOr<std::string> GrpcFrontend::start(std::string address) {
 void GrpcFrontend::shutdown(std::chrono::milliseconds grace) {
   if (!started_ || stopped_) return;
   stopped_ = true;
-  // The native server first: its calls relayed to grpc++ end with it.
+  // The native server first: its calls relayed to grpc++ end with it. One grace for both.
+  const auto deadline = std::chrono::system_clock::now() + grace;
   if (native_) native_->shutdown(grace);
   // Calls still running at the deadline are cancelled; Shutdown returns once every
   // reactor has finished (their loops must still run), Wait once grpc's threads are done.
-  server_->Shutdown(std::chrono::system_clock::now() + grace);
+  server_->Shutdown(deadline);
   server_->Wait();
 }
 

@@ -84,9 +84,15 @@ void ModelInferCall::start(const ByteBuffer& request) {
 }
 
 void ModelInferCall::cancel() {
+  // A reference for the posted finish: the upstream's cancel may answer on this thread
+  // and the server let go meanwhile.
+  hold();
   cancelled_->store(true);
   cancelUpstream();
-  loop_.post([this] { finish(::grpc::Status(::grpc::StatusCode::CANCELLED, "cancelled")); });
+  loop_.post([this] {
+    finish(::grpc::Status(::grpc::StatusCode::CANCELLED, "cancelled"));
+    release();
+  });
 }
 
 // Builtin upstream: the message decoded for the upstream's model, its client regions

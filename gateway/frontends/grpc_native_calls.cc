@@ -13,6 +13,7 @@
 #include "codecs/grpc_byte_buffer.h"
 #include "codecs/text.h"
 #include "gateway/error_mapping.h"
+#include "gateway/upstream/grpc_client.h"
 #include "gateway/frontends/grpc_native_server_internal.h"
 
 namespace infergate::gateway::frontends::grpc_detail {
@@ -72,6 +73,12 @@ class NativeModelInfer final : public ModelInferCall, public CallContext {
       Stream& s = *stream_;
       if (s.finished) return;  // its deadline answered it
       s.initial_metadata = std::move(out.initial_metadata);
+      const size_t limit = static_cast<size_t>(sharedOf(*s.connection).options.max_send_message_bytes);
+      if (out.status.ok() && out.message.Length() > limit) {
+        out.status = ::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                    codecs::strCat("Sent message larger than max (", out.message.Length(), " vs. ",
+                                                   limit, ")"));
+      }
       if (out.status.ok()) s.out.push_back(outMessage(out.message));
       replyStatus(s, out.status, std::move(out.trailing_metadata));
     });
@@ -125,10 +132,10 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
     releaseHoldLocked();
   }
 
-  // Loop thread: the stream is gone; `cancel`: before its reply (the client reset it).
-  void detach(bool cancel) {
+  // Loop thread: the stream is gone; the call is cancelled unless grpc++ ended it.
+  void detach() {
     stream_ = nullptr;
-    if (cancel) context_.TryCancel();
+    context_.TryCancel();
     std::lock_guard<std::mutex> lock(mu_);
     dropped_ = true;
     queued_.clear();
@@ -218,9 +225,8 @@ namespace {
 
 bool isModelInfer(const Stream& s) { return s.path == kModelInferPath; }
 
-// The request's message as it came, or inflated (grpc-encoding gzip or deflate).
+// A compressed request message inflated (grpc-encoding gzip or deflate).
 codecs::StatusOr<codecs::Buffer> inflated(const Stream& s, codecs::Buffer message, size_t limit) {
-  if (!s.compressed) return message;
   if (s.encoding != "gzip" && s.encoding != "deflate") {
     return absl::InternalError(codecs::strCat("a compressed message with grpc-encoding '",
                                               s.encoding.empty() ? "identity" : s.encoding, "'"));
@@ -253,13 +259,18 @@ codecs::StatusOr<codecs::Buffer> inflated(const Stream& s, codecs::Buffer messag
   return codecs::Buffer::fromString(std::move(out));
 }
 
-void onMessage(Stream& s, codecs::Buffer message) {
+void onMessage(Stream& s, codecs::BufferChain message) {
   const Shared& shared = sharedOf(*s.connection);
-  codecs::StatusOr<codecs::Buffer> bytes =
-      inflated(s, std::move(message), static_cast<size_t>(shared.options.max_receive_message_bytes));
-  if (!bytes.ok()) return replyStatus(s, grpcStatusFor(bytes.status()));
   ++s.messages;
-  ByteBuffer buffer = codecs::toByteBuffer(codecs::BufferChain(std::move(*bytes)));
+  ByteBuffer buffer;
+  if (s.compressed) {
+    codecs::StatusOr<codecs::Buffer> bytes =
+        inflated(s, message.flatten(), static_cast<size_t>(shared.options.max_receive_message_bytes));
+    if (!bytes.ok()) return replyStatus(s, grpcStatusFor(bytes.status()));
+    buffer = codecs::toByteBuffer(codecs::BufferChain(std::move(*bytes)));
+  } else {
+    buffer = codecs::toByteBuffer(message);
+  }
   if (s.relay) return s.relay->write(std::move(buffer));
   if (s.messages > 1) {
     return replyStatus(s, ::grpc::Status(::grpc::StatusCode::INTERNAL,
@@ -287,6 +298,13 @@ void startCall(Stream& s) {
                                                                         "' is not application/grpc")));
   }
   if (s.bad_timeout) return replyStatus(s, ::grpc::Status(Code::INTERNAL, "the grpc-timeout header is malformed"));
+  // HTTP/2 carries keys and values grpc cannot (and grpc++ aborts on relaying them).
+  for (const auto& [key, value] : s.metadata) {
+    if (const char* problem = upstream::grpcMetadataProblem(key, value)) {
+      return replyStatus(s, ::grpc::Status(Code::INVALID_ARGUMENT,
+                                           codecs::strCat("metadata '", key, "' is not valid gRPC metadata: ", problem)));
+    }
+  }
   if (!s.encoding.empty() && s.encoding != "identity" && s.encoding != "gzip" && s.encoding != "deflate") {
     return replyStatus(s,
                        ::grpc::Status(Code::UNIMPLEMENTED,
@@ -326,17 +344,26 @@ void receiveData(Stream& s, const uint8_t* data, size_t size) {
                                              codecs::strCat("Received message larger than max (", s.message_size,
                                                             " vs. ", limit, ")")));
       }
-      s.message = codecs::MutableBuffer::allocate(s.message_size);
+      s.parts = codecs::BufferChain();
+      s.chunk = codecs::MutableBuffer::allocate(std::min(s.message_size, kMaxReservedMessageBytes));
+      s.chunk_have = 0;
       s.message_have = 0;
     }
-    const size_t n = std::min(size, s.message_size - s.message_have);
-    if (n > 0) std::memcpy(s.message.data() + s.message_have, data, n);
+    if (s.chunk_have == s.chunk.size() && s.message_have < s.message_size) {
+      s.parts.append(std::move(s.chunk).freeze());
+      s.chunk = codecs::MutableBuffer::allocate(std::min(s.message_size - s.message_have, kMaxReservedMessageBytes));
+      s.chunk_have = 0;
+    }
+    const size_t n = std::min(size, s.chunk.size() - s.chunk_have);
+    if (n > 0) std::memcpy(s.chunk.data() + s.chunk_have, data, n);
+    s.chunk_have += n;
     s.message_have += n;
     data += n;
     size -= n;
     if (s.message_have == s.message_size) {
       s.head_have = 0;
-      onMessage(s, std::move(s.message).freeze());
+      if (s.chunk_have > 0 || s.parts.segments().empty()) s.parts.append(std::move(s.chunk).freeze(s.chunk_have));
+      onMessage(s, std::move(s.parts));
       if (s.finished) return;
     }
   }
@@ -371,14 +398,22 @@ void detachCall(Stream& s, bool cancelled) {
     call->engineDone();
   }
   if (s.relay) {
+    // Cancelled whether or not the client saw a status: one the server made itself (a
+    // refused message) leaves grpc++'s side waiting for what will not come. Once grpc++
+    // ended the call, the cancel does nothing.
     std::shared_ptr<RelayCall> relay = std::move(s.relay);
-    relay->detach(cancelled);
+    relay->detach();
   }
 }
 
 void expireCall(Stream& s) {
-  // The calls first: the reply may end the stream (and the connection) under it.
-  if (s.infer != nullptr) s.infer->cancel();
+  // The calls first, told that the stream answers for itself (a cancel may answer at once,
+  // on this thread); then the reply, which may end the stream (and its connection): the
+  // stream is not touched after it.
+  if (s.infer != nullptr) {
+    s.infer->detach();
+    s.infer->cancel();
+  }
   if (s.relay) s.relay->cancel();
   replyStatus(s, ::grpc::Status(::grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"));
 }

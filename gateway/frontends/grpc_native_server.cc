@@ -74,6 +74,15 @@ Stream* streamOf(Connection& c, int32_t id) {
   return it == c.streams.end() ? nullptr : it->second.get();
 }
 
+std::chrono::milliseconds idleTimeout(const Connection& c) {
+  return std::chrono::milliseconds(std::max(1, sharedOf(c).options.idle_timeout_ms));
+}
+
+void armTimer(Connection& c, std::chrono::milliseconds after) {
+  timeval tv = http::toTimeval(after);
+  evtimer_add(c.timer, &tv);
+}
+
 // ---- nghttp2's callbacks ----
 
 ssize_t onSend(nghttp2_session*, const uint8_t* data, size_t length, int, void* user) {
@@ -109,13 +118,7 @@ int onSendData(nghttp2_session*, nghttp2_frame* frame, const uint8_t* framehd, s
     } else if (m.slice_index < m.slices.size()) {
       const ::grpc::Slice& slice = m.slices[m.slice_index];
       const size_t n = std::min(length, slice.size() - m.slice_offset);
-      if (n > 0 && slice.size() <= kCopiedSliceBytes) {
-        // Small: copied (an inlined slice holds its bytes in the grpc::Slice itself, which
-        // goes with its message).
-        queueOwned(c, slice.begin() + m.slice_offset, n);
-      } else if (n > 0) {
-        c.out.queueReference(reinterpret_cast<const char*>(slice.begin()) + m.slice_offset, n, slice);
-      }
+      if (n > 0) c.out.queueSlice(slice, m.slice_offset, n);
       m.queued += n;
       m.slice_offset += n;
       length -= n;
@@ -190,9 +193,11 @@ std::optional<std::chrono::nanoseconds> parseTimeout(std::string_view v) {
     n = n * 10 + (ch - '0');
   }
   using namespace std::chrono;  // NOLINT(google-build-using-namespace)
+  // Hours and minutes of 8 digits pass what nanoseconds hold: capped at 100 years.
+  constexpr int64_t kMaxHours = 24 * 365 * 100;
   switch (v.back()) {
-    case 'H': return duration_cast<nanoseconds>(hours(n));
-    case 'M': return duration_cast<nanoseconds>(minutes(n));
+    case 'H': return duration_cast<nanoseconds>(hours(std::min(n, kMaxHours)));
+    case 'M': return duration_cast<nanoseconds>(minutes(std::min(n, kMaxHours * 60)));
     case 'S': return duration_cast<nanoseconds>(seconds(n));
     case 'm': return duration_cast<nanoseconds>(milliseconds(n));
     case 'u': return duration_cast<nanoseconds>(microseconds(n));
@@ -244,7 +249,11 @@ int onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
   auto& c = *static_cast<Connection*>(user);
   switch (frame->hd.type) {
     case NGHTTP2_SETTINGS:
-      if ((frame->hd.flags & NGHTTP2_FLAG_ACK) == 0) c.spoke_http2 = true;
+      if ((frame->hd.flags & NGHTTP2_FLAG_ACK) == 0 && !c.spoke_http2) {
+        c.spoke_http2 = true;  // the handshake is done: the timer watches idleness from now
+        c.last_active = std::chrono::steady_clock::now();
+        armTimer(c, idleTimeout(c));
+      }
       return 0;
     case NGHTTP2_HEADERS: {
       if (c.decoding_stream == frame->hd.stream_id) c.decoding_stream = 0;
@@ -281,6 +290,7 @@ int onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t, void* user) {
   if (it == c.streams.end()) return 0;
   std::unique_ptr<Stream> s = std::move(it->second);
   c.streams.erase(it);
+  c.last_active = std::chrono::steady_clock::now();
   // Closed before its trailers went: the client reset it, or the connection broke.
   detachCall(*s, !(s->finished && s->out.empty()));
   return 0;
@@ -365,15 +375,6 @@ nghttp2_session_callbacks* serverCallbacks() {
 // ---- socket and timer events ----
 
 
-std::chrono::milliseconds idleTimeout(const Connection& c) {
-  return std::chrono::milliseconds(std::max(1, sharedOf(c).options.idle_timeout_ms));
-}
-
-void armTimer(Connection& c, std::chrono::milliseconds after) {
-  timeval tv = http::toTimeval(after);
-  evtimer_add(c.timer, &tv);
-}
-
 void goAway(Connection& c) {
   if (c.going_away) return;
   c.going_away = true;
@@ -408,16 +409,19 @@ void onReadable(evutil_socket_t, short, void* arg) {
 
 void onWritable(evutil_socket_t, short, void* arg) { pump(*static_cast<Connection*>(arg)); }
 
-// The handshake's deadline, then the idle check.
+// The handshake's deadline, then the idle check: a connection without calls for the idle
+// timeout (counted from its last call's end) is told to go away.
 void onTimer(evutil_socket_t, short, void* arg) {
   auto& c = *static_cast<Connection*>(arg);
   if (!c.spoke_http2) return closeConnection(c);
-  if (c.streams.empty()) {
+  const auto idle_for = std::chrono::steady_clock::now() - c.last_active;
+  if (c.streams.empty() && idle_for >= idleTimeout(c)) {
     goAway(c);
     pump(c);
     return;
   }
-  armTimer(c, idleTimeout(c));
+  armTimer(c, c.streams.empty() ? std::chrono::duration_cast<std::chrono::milliseconds>(idleTimeout(c) - idle_for)
+                                : idleTimeout(c));
 }
 
 void adopt(NativeGrpcServer::Worker& w, int fd);
@@ -503,7 +507,6 @@ void pump(Connection& c) {
       (c.going_away && c.streams.empty())) {
     return closeConnection(c);
   }
-  if (c.streams.empty() && c.spoke_http2 && !evtimer_pending(c.timer, nullptr)) armTimer(c, idleTimeout(c));
 }
 
 void submitReply(Stream& s) {
@@ -512,7 +515,9 @@ void submitReply(Stream& s) {
     s.headers_sent = true;
     std::vector<std::pair<std::string, std::string>> fields = {{":status", "200"},
                                                                {"content-type", "application/grpc"}};
-    for (auto& field : s.initial_metadata) fields.push_back(std::move(field));
+    for (auto& [key, value] : s.initial_metadata) {
+      fields.emplace_back(key, key.ends_with("-bin") ? codecs::base64Encode(value) : std::move(value));
+    }
     const bool trailers_only = s.finished && s.out.empty();
     if (trailers_only) {
       for (auto& field : s.trailers) fields.push_back(std::move(field));

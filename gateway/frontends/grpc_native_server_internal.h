@@ -37,7 +37,6 @@ inline constexpr size_t kReadBufferBytes = 256 * 1024;
 inline constexpr size_t kMaxQueuedBytes = 4 * 1024 * 1024;  // unwritten bytes before pausing
 inline constexpr int32_t kWindow = INT32_MAX;
 inline constexpr uint32_t kMaxConcurrentStreams = 4096;
-inline constexpr size_t kCopiedSliceBytes = 256;  // smaller reply slices are copied, not referenced
 inline constexpr size_t kMaxReservedMessageBytes = 64 * 1024 * 1024;  // allocated before it arrives
 
 struct Connection;
@@ -71,7 +70,11 @@ struct Stream {
   // Request messages: the one being reassembled.
   uint8_t head[5] = {};
   size_t head_have = 0;
-  codecs::MutableBuffer message;
+  // Reassembled in chunks of at most kMaxReservedMessageBytes, each allocated as the
+  // bytes arrive: an announced size reserves no more than that ahead of them.
+  codecs::BufferChain parts;
+  codecs::MutableBuffer chunk;
+  size_t chunk_have = 0;
   size_t message_size = 0, message_have = 0;
   bool compressed = false;
   int messages = 0;
@@ -102,6 +105,7 @@ struct Connection {
   event* readable = nullptr;
   event* writable = nullptr;
   event* timer = nullptr;  // the handshake's deadline, then the idle timeout
+  std::chrono::steady_clock::time_point last_active;  // its last call's end
   nghttp2_session* session = nullptr;
   bool spoke_http2 = false;   // the client's SETTINGS arrived
   bool in_callback = false;   // inside nghttp2_session_mem_recv: no send from here

@@ -8,8 +8,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <nghttp2/nghttp2.h>
+
 #include <future>
+#include <map>
 #include <thread>
+#include <tuple>
 
 #include "gateway/frontends/grpc_frontend_test_fixture.h"
 
@@ -45,6 +49,124 @@ bool closedByPeerWithin(int fd, std::chrono::milliseconds wait) {
     if (n <= 0) return true;
   }
   return false;
+}
+
+// A client on a raw socket, for what grpc's own clients never send: one call on stream 1,
+// and the fields of the final header block that answers it.
+class RawCall {
+ public:
+  explicit RawCall(int port) : fd_(connectTo(port)) {
+    nghttp2_hd_deflate_new(&deflater_, 4096);
+    nghttp2_hd_inflate_new(&inflater_);
+  }
+  ~RawCall() {
+    nghttp2_hd_deflate_del(deflater_);
+    nghttp2_hd_inflate_del(inflater_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  // The preface, SETTINGS, then HEADERS for `path` with `extra` fields, then `body` as DATA
+  // (END_STREAM when `end`).
+  void send(const std::string& path, const std::vector<std::pair<std::string, std::string>>& extra,
+            const std::string& body, bool end = true) {
+    std::vector<std::pair<std::string, std::string>> fields = {
+        {":method", "POST"}, {":scheme", "http"}, {":path", path}, {":authority", "x"},
+        {"content-type", "application/grpc"}, {"te", "trailers"}};
+    fields.insert(fields.end(), extra.begin(), extra.end());
+    std::vector<nghttp2_nv> nva;
+    for (auto& [k, v] : fields) {
+      nva.push_back({reinterpret_cast<uint8_t*>(k.data()), reinterpret_cast<uint8_t*>(v.data()), k.size(), v.size(),
+                     NGHTTP2_NV_FLAG_NONE});
+    }
+    std::string block(nghttp2_hd_deflate_bound(deflater_, nva.data(), nva.size()), '\0');
+    const ssize_t n = nghttp2_hd_deflate_hd(deflater_, reinterpret_cast<uint8_t*>(block.data()), block.size(),
+                                           nva.data(), nva.size());
+    ASSERT_GT(n, 0);
+    block.resize(static_cast<size_t>(n));
+    std::string wire = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(NGHTTP2_SETTINGS, 0, 0, "") +
+                       frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, block) +
+                       frame(NGHTTP2_DATA, end ? NGHTTP2_FLAG_END_STREAM : 0, 1, body);
+    ASSERT_EQ(::send(fd_, wire.data(), wire.size(), MSG_NOSIGNAL), static_cast<ssize_t>(wire.size()));
+  }
+
+  // The fields of stream 1's header block that ends it; empty when none came within 5 s.
+  std::map<std::string, std::string> final() {
+    std::string in;
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      char buffer[65536];
+      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
+      if (n <= 0) break;
+      in.append(buffer, static_cast<size_t>(n));
+      while (in.size() >= 9) {
+        const size_t length = (size_t{uint8_t(in[0])} << 16) | (size_t{uint8_t(in[1])} << 8) | uint8_t(in[2]);
+        if (in.size() < 9 + length) break;
+        const uint8_t type = in[3], flags = in[4];
+        const std::string payload = in.substr(9, length);
+        in.erase(0, 9 + length);
+        if (type != NGHTTP2_HEADERS) continue;
+        std::map<std::string, std::string> fields = inflate(payload);
+        if ((flags & NGHTTP2_FLAG_END_STREAM) != 0) return fields;
+      }
+    }
+    return {};
+  }
+
+ private:
+  static std::string frame(uint8_t type, uint8_t flags, int32_t stream, const std::string& payload) {
+    std::string f = {char(payload.size() >> 16), char(payload.size() >> 8), char(payload.size()), char(type),
+                     char(flags), char(stream >> 24), char(stream >> 16), char(stream >> 8), char(stream)};
+    return f + payload;
+  }
+
+  std::map<std::string, std::string> inflate(const std::string& block) {
+    std::map<std::string, std::string> fields;
+    const auto* in = reinterpret_cast<const uint8_t*>(block.data());
+    size_t left = block.size();
+    for (;;) {
+      nghttp2_nv nv;
+      int flags = 0;
+      const ssize_t used = nghttp2_hd_inflate_hd2(inflater_, &nv, &flags, in, left, 1);
+      if (used < 0) break;
+      in += used;
+      left -= static_cast<size_t>(used);
+      if ((flags & NGHTTP2_HD_INFLATE_EMIT) != 0) {
+        fields[std::string(reinterpret_cast<char*>(nv.name), nv.namelen)] =
+            std::string(reinterpret_cast<char*>(nv.value), nv.valuelen);
+      }
+      if ((flags & NGHTTP2_HD_INFLATE_FINAL) != 0) {
+        nghttp2_hd_inflate_end_headers(inflater_);
+        break;
+      }
+      if (used == 0 && left == 0) break;
+    }
+    return fields;
+  }
+
+  int fd_;
+  nghttp2_hd_deflater* deflater_ = nullptr;
+  nghttp2_hd_inflater* inflater_ = nullptr;
+};
+
+// HTTP/2 carries metadata grpc cannot (grpc++ aborts the process on relaying it): refused
+// with a status naming the key, on ModelInfer and on a relayed RPC alike.
+TEST_P(NativeServerTest, MetadataGrpcCannotCarryIsRefusedNamingIt) {
+  const std::string empty_message(5, '\0');
+  for (const auto& [path, key, value] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"/inference.GRPCInferenceService/ServerLive", "x-a", "caf\xc3\xa9"},
+           {"/grpc.health.v1.Health/Check", "x!y", "v"},
+           {"/inference.GRPCInferenceService/ModelInfer", "x-a", "a\tb"}}) {
+    RawCall call(frontend_->port());
+    call.send(path, {{key, value}}, empty_message);
+    std::map<std::string, std::string> fields = call.final();
+    EXPECT_EQ(fields["grpc-status"], "3") << path << " " << key;
+    EXPECT_NE(fields["grpc-message"].find("'" + key + "'"), std::string::npos) << fields["grpc-message"];
+  }
+  ModelInferResponse response;
+  EXPECT_TRUE(infer(simpleRequest("after"), &response).ok());
 }
 
 TEST_P(NativeServerTest, AMessagePastTheLimitIsResourceExhaustedAndTheChannelGoesOn) {

@@ -261,7 +261,7 @@ int GrpcLoopClient::Engine::onSendData(nghttp2_session*, nghttp2_frame* frame, c
     const grpc::Slice& slice = call.slices[call.slice_index];
     const size_t n = std::min(length, slice.size() - call.slice_offset);
     if (n > 0) {
-      c.out.queueReference(reinterpret_cast<const char*>(slice.begin()) + call.slice_offset, n, slice);
+      c.out.queueSlice(slice, call.slice_offset, n);
     }
     call.queued += n;
     call.slice_offset += n;

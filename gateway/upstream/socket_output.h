@@ -27,12 +27,16 @@ class SocketOutput {
     out_.back().owned.append(reinterpret_cast<const char*>(data), size);
     queued_ += size;
   }
-  // `size` bytes at `data`, inside `keep`, which the queue holds until they are written.
-  void queueReference(const char* data, size_t size, const ::grpc::Slice& keep) {
+  // `size` bytes of `slice` from `offset`: referenced (the queue holds the slice until they
+  // are written), or copied when the slice is small: an inlined slice keeps its bytes in
+  // the grpc::Slice object itself, which its owner may free before the write.
+  void queueSlice(const ::grpc::Slice& slice, size_t offset, size_t size) {
+    const char* data = reinterpret_cast<const char*>(slice.begin()) + offset;
+    if (slice.size() <= kCopiedSliceBytes) return queueOwned(reinterpret_cast<const uint8_t*>(data), size);
     Segment s;
     s.data = data;
     s.size = size;
-    s.keep = keep;
+    s.keep = slice;
     out_.push_back(std::move(s));
     queued_ += size;
   }
@@ -78,6 +82,7 @@ class SocketOutput {
  private:
   static constexpr int kMaxIovecs = 512;  // one sendmsg
   static constexpr size_t kOwnedSegmentBytes = 16 * 1024;
+  static constexpr size_t kCopiedSliceBytes = 256;
 
   struct Segment {
     std::string owned;           // or, when data is set, a reference into `keep`

@@ -620,7 +620,10 @@ class RestartTest(HandoffCase):
 
     def test_7b_restart_noticed_by_health_checks(self):
         # G_r2 probes every 100 ms: it sees U_r down, forgets its registration, and
-        # registers the pool with the new U_r once it answers.
+        # registers the pool with the new U_r once it answers. 7a restarted U_r: G_r2's
+        # probes may not have seen the new one answer yet.
+        self.assertTrue(wait_until(lambda: endpoint(G_R2, "u")["health"] == "healthy", timeout=10),
+                        endpoint(G_R2, "u"))
         for i in range(2):
             values = tensor(SIZE, "<i4", 720 + i)
             self.assertSame(http_json_infer(G_R2, values), values)

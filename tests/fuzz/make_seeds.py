@@ -288,3 +288,75 @@ grpc_answer("goaway", lambda s: s.close_connection(error_code=0, last_stream_id=
 grpc_answer("ping_first", lambda s: (s.ping(b"12345678"), unary(grpc_message(ANSWER))(s)), plan=8)
 grpc_answer("many_frames", unary(*[grpc_message(b"x" * 3000)[i:i + 1000] for i in range(0, 3005, 1000)]),
             plan=250)
+
+
+# ---- gRPC client sessions (grpc_server): split-plan byte, then what a client sends after
+# HTTP/2's connection preface (the driver writes the preface itself) to the gateway's own
+# gRPC server. Built with h2 as above.
+SERVICE = "/inference.GRPCInferenceService/"
+
+
+def grpc_session(name, build, plan=0):
+    import h2.config
+    import h2.connection
+    client = h2.connection.H2Connection(config=h2.config.H2Configuration(
+        client_side=True, header_encoding="utf-8", validate_outbound_headers=False))
+    client.initiate_connection()
+    build(client)
+    wire = client.data_to_send()
+    assert wire.startswith(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+    write("grpc_server", name, bytes([plan]) + wire[24:])
+
+
+def call_head(method, extra=()):
+    return [(":method", "POST"), (":scheme", "http"), (":path", SERVICE + method), (":authority", "localhost"),
+            ("content-type", "application/grpc"), ("te", "trailers")] + list(extra)
+
+
+SIMPLE_REQ = (field_bytes(1, "simple") + field_bytes(3, "seed")
+              + field_bytes(5, tensor("INPUT0", "INT32", [1, 16]))
+              + field_bytes(5, tensor("INPUT1", "INT32", [1, 16]))
+              + field_bytes(7, int32s(range(16))) + field_bytes(7, int32s([1] * 16)))
+SLEEP_REQ = (field_bytes(1, "sleep") + field_bytes(5, tensor("INPUT0", "INT32", [1]))
+             + field_bytes(7, int32s([30])))
+
+
+def call(method, *messages, stream_id=1, extra=(), end=True):
+    def build(c):
+        c.send_headers(stream_id, call_head(method, extra))
+        for i, m in enumerate(messages):
+            c.send_data(stream_id, m, end_stream=end and i == len(messages) - 1)
+        if not messages and end:
+            c.send_data(stream_id, b"", end_stream=True)
+    return build
+
+
+grpc_session("infer", call("ModelInfer", grpc_message(SIMPLE_REQ)))
+grpc_session("infer_split", call("ModelInfer", grpc_message(SIMPLE_REQ)[:7], grpc_message(SIMPLE_REQ)[7:]), plan=3)
+grpc_session("infer_gzip", call("ModelInfer", grpc_message(gzip.compress(SIMPLE_REQ), flag=1),
+                                extra=[("grpc-encoding", "gzip")]), plan=2)
+grpc_session("infer_deadline", call("ModelInfer", grpc_message(SLEEP_REQ), extra=[("grpc-timeout", "10m")]))
+grpc_session("infer_metadata", call("ModelInfer", grpc_message(SIMPLE_REQ),
+                                    extra=[("x-trace", "abc"), ("bin-bin", "AAEC"), ("traceparent", "00-1-2-01")]))
+grpc_session("infer_two_messages", call("ModelInfer", grpc_message(SIMPLE_REQ), grpc_message(SIMPLE_REQ)), plan=4)
+grpc_session("infer_prefix_long", call("ModelInfer", grpc_message(SIMPLE_REQ, length=len(SIMPLE_REQ) + 50)))
+grpc_session("infer_prefix_huge", call("ModelInfer", grpc_message(b"", length=0x7FFFFFFF)), plan=5)
+grpc_session("live", call("ServerLive", grpc_message(b"")))
+grpc_session("metadata_rpc", call("ModelMetadata", grpc_message(field_bytes(1, "simple"))), plan=6)
+grpc_session("health", lambda c: (
+    c.send_headers(1, [(":method", "POST"), (":scheme", "http"), (":path", "/grpc.health.v1.Health/Check"),
+                       (":authority", "localhost"), ("content-type", "application/grpc")]),
+    c.send_data(1, grpc_message(b""), end_stream=True)))
+grpc_session("stream", call("ModelStreamInfer", grpc_message(SIMPLE_REQ), grpc_message(SIMPLE_REQ)), plan=7)
+grpc_session("stream_open", call("ModelStreamInfer", grpc_message(SIMPLE_REQ), end=False))
+grpc_session("rst_mid_message", lambda c: (call("ModelInfer", grpc_message(SIMPLE_REQ)[:10], end=False)(c),
+                                           c.reset_stream(1, 8)))
+grpc_session("two_calls", lambda c: (call("ModelInfer", grpc_message(SLEEP_REQ))(c),
+                                     call("ModelInfer", grpc_message(SIMPLE_REQ), stream_id=3)(c)), plan=8)
+grpc_session("bad_content_type", call("ModelInfer", grpc_message(SIMPLE_REQ), extra=[("content-type", "text/plain")]))
+grpc_session("unknown_method", call("NoSuchMethod", grpc_message(b"")))
+grpc_session("ping_and_goaway", lambda c: (c.ping(b"12345678"), call("ServerLive", grpc_message(b""))(c),
+                                           c.close_connection()))
+grpc_session("bad_metadata_relay", call("ServerLive", grpc_message(b""), extra=[("x-a", "caf\u00e9"), ("x!y", "v")]))
+grpc_session("bad_metadata_infer", call("ModelInfer", grpc_message(SIMPLE_REQ), extra=[("x-a", "a\tb")]), plan=9)
+grpc_session("stream_refused_message", call("ModelStreamInfer", grpc_message(b"x" * 8, length=2 << 20)), plan=10)
