@@ -1,8 +1,10 @@
 #pragma once
 
 // The gRPC surface of Triton (PROTOCOL.md section 11): all 20 RPCs of
-// inference.GRPCInferenceService and grpc.health.v1.Health/Check, served by the builtin
-// models on the grpc++ callback API.
+// inference.GRPCInferenceService and grpc.health.v1.Health/Check, on the grpc++ callback
+// API. A plaintext listener is carried by the gateway's own HTTP/2 server unless
+// GrpcServerEngine::kGrpcpp is asked (grpc_native_server.h): it serves ModelInfer itself
+// (ModelInferCall, grpc_model_infer.h) and relays the rest to this same service in process.
 //
 //   ModelInfer, ModelStreamInfer   raw grpc::ByteBuffer in and out (the generated
 //                                  WithRawCallbackMethod_* helpers): the codecs decode
