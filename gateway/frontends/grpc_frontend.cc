@@ -227,6 +227,9 @@ void GrpcFrontend::shutdown(std::chrono::milliseconds grace) {
   // reactor has finished (their loops must still run), Wait once grpc's threads are done.
   server_->Shutdown(deadline);
   server_->Wait();
+  // The relayed calls' client side (their contexts, the in-process channel) goes before
+  // the server does.
+  if (native_) native_->awaitRelays();
 }
 
 }  // namespace infergate::gateway::frontends

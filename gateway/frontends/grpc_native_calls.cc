@@ -145,7 +145,17 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
   void cancel() { context_.TryCancel(); }
 
  private:
-  explicit RelayCall(Stream& s) : loop_(*s.connection->loop), stream_(&s), stub_(fallbackOf(*s.connection)) {}
+  explicit RelayCall(Stream& s)
+      : live_(serverOf(*s.connection).liveRelays()), loop_(*s.connection->loop), stream_(&s),
+        stub_(fallbackOf(*s.connection)) {}
+
+  // Counts the call in its server's liveRelays() from its first member's construction to
+  // its destruction, the last of any member's (NativeGrpcServer::awaitRelays).
+  struct Counted {
+    explicit Counted(std::atomic<size_t>& n) : n(n) { n.fetch_add(1); }
+    ~Counted() { n.fetch_sub(1); }
+    std::atomic<size_t>& n;
+  };
 
   void releaseHoldLocked() {
     if (hold_released_) return;
@@ -205,6 +215,7 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
     });
   }
 
+  Counted live_;  // first: destroyed last
   http::EventLoop& loop_;
   Stream* stream_;  // loop thread
   ::grpc::ClientContext context_;

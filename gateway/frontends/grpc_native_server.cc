@@ -382,6 +382,54 @@ void goAway(Connection& c) {
                         NGHTTP2_NO_ERROR, nullptr, 0);
 }
 
+// What the client sent, to nghttp2, less the RST_STREAM frames for streams it never opened.
+// RFC 9113 makes those a connection error, which nghttp2 enforces; grpc's own clients send
+// them (a call cancelled before its HEADERS went out) and grpc's servers let them pass,
+// so does this one: they would otherwise end every call on the connection.
+ssize_t receive(Connection& c, const uint8_t* data, size_t size) {
+  FrameFilter& f = c.filter;
+  auto feed = [&c](const uint8_t* bytes, size_t n) -> ssize_t {
+    return n == 0 ? 0 : nghttp2_session_mem_recv(c.session, bytes, n);
+  };
+  while (size > 0) {
+    if (f.preface_left > 0) {  // the connection preface goes as it is
+      const size_t n = std::min(size, f.preface_left);
+      if (const ssize_t rv = feed(data, n); rv < 0) return rv;
+      f.preface_left -= n;
+      data += n;
+      size -= n;
+      continue;
+    }
+    if (f.payload_left > 0) {  // the rest of a frame: passed on, or dropped
+      const size_t n = std::min(size, f.payload_left);
+      if (!f.dropping) {
+        if (const ssize_t rv = feed(data, n); rv < 0) return rv;
+      }
+      f.payload_left -= n;
+      data += n;
+      size -= n;
+      continue;
+    }
+    const size_t n = std::min(size, sizeof(f.head) - f.head_have);  // a frame header
+    std::memcpy(f.head + f.head_have, data, n);
+    f.head_have += n;
+    data += n;
+    size -= n;
+    if (f.head_have < sizeof(f.head)) break;
+    f.head_have = 0;
+    f.payload_left = (size_t{f.head[0]} << 16) | (size_t{f.head[1]} << 8) | f.head[2];
+    const uint8_t type = f.head[3];
+    const uint32_t stream = ((uint32_t{f.head[5]} & 0x7f) << 24) | (uint32_t{f.head[6]} << 16) |
+                            (uint32_t{f.head[7]} << 8) | f.head[8];
+    if (type == NGHTTP2_HEADERS && stream > f.highest_opened) f.highest_opened = stream;
+    f.dropping = type == NGHTTP2_RST_STREAM && stream > f.highest_opened && (stream & 1) == 1;
+    if (!f.dropping) {
+      if (const ssize_t rv = feed(f.head, sizeof(f.head)); rv < 0) return rv;
+    }
+  }
+  return 0;
+}
+
 void onReadable(evutil_socket_t, short, void* arg) {
   auto& c = *static_cast<Connection*>(arg);
   uint8_t* buffer = c.worker->read_buffer.get();
@@ -394,7 +442,7 @@ void onReadable(evutil_socket_t, short, void* arg) {
       return closeConnection(c);
     }
     c.in_callback = true;
-    const ssize_t used = nghttp2_session_mem_recv(c.session, buffer, static_cast<size_t>(n));
+    const ssize_t used = receive(c, buffer, static_cast<size_t>(n));
     c.in_callback = false;
     if (used < 0) {
       // Not HTTP/2 (a bad preface), or a broken frame: nghttp2 queued a GOAWAY when it could.
@@ -649,11 +697,16 @@ void NativeGrpcServer::shutdown(std::chrono::milliseconds grace) {
   });
 }
 
+void NativeGrpcServer::awaitRelays() {
+  while (live_relays_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 namespace native_server {
 
 const Shared& sharedOf(const Connection& c) { return *c.worker->server->shared(); }
 std::shared_ptr<Shared> sharedPtrOf(const Connection& c) { return c.worker->server->shared(); }
 const std::shared_ptr<::grpc::Channel>& fallbackOf(const Connection& c) { return c.worker->server->fallback(); }
+NativeGrpcServer& serverOf(const Connection& c) { return *c.worker->server; }
 
 }  // namespace native_server
 

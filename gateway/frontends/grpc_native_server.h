@@ -61,6 +61,11 @@ class NativeGrpcServer {
   struct Worker;  // grpc_native_server.cc
   const std::shared_ptr<Shared>& shared() const { return shared_; }
   const std::shared_ptr<::grpc::Channel>& fallback() const { return fallback_; }
+  // After grpc++'s server ended every call (its Shutdown and Wait): waits until every call
+  // relayed to it is gone, its last reference dropped on its loop, so that nothing of grpc++'s
+  // client side outlives the server. The loops must run.
+  void awaitRelays();
+  std::atomic<size_t>& liveRelays() { return live_relays_; }
   // A connection `from` accepted: served there, or on the next loop when one socket
   // accepts for all (unix). `from`'s loop.
   void dealConnection(Worker& from, int fd);
@@ -70,6 +75,7 @@ class NativeGrpcServer {
   std::shared_ptr<::grpc::Channel> fallback_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<size_t> next_worker_{0};
+  std::atomic<size_t> live_relays_{0};
   int port_ = 0;
   bool deal_ = false;
   bool started_ = false;

@@ -97,6 +97,16 @@ struct Stream {
   ~Stream();
 };
 
+// Where the connection's input stands in HTTP/2's framing (grpc_native_server.cc, receive()).
+struct FrameFilter {
+  size_t preface_left = 24;  // the client's connection preface
+  uint8_t head[9] = {};      // a frame header being read
+  size_t head_have = 0;
+  size_t payload_left = 0;   // of the current frame
+  bool dropping = false;     // the current frame is not passed on
+  uint32_t highest_opened = 0;  // the highest stream id a HEADERS frame named
+};
+
 struct Connection {
   NativeGrpcServer::Worker* worker = nullptr;
   http::EventLoop* loop = nullptr;
@@ -111,6 +121,7 @@ struct Connection {
   bool in_callback = false;   // inside nghttp2_session_mem_recv: no send from here
   bool going_away = false;    // GOAWAY sent: closes once its streams are done
   bool paused = false;
+  FrameFilter filter;
   int32_t decoding_stream = 0;     // the stream whose header block is being read
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams;
   upstream::SocketOutput out;
@@ -130,6 +141,7 @@ void replyStatus(Stream& s, const ::grpc::Status& status,
 const Shared& sharedOf(const Connection& c);
 std::shared_ptr<Shared> sharedPtrOf(const Connection& c);
 const std::shared_ptr<::grpc::Channel>& fallbackOf(const Connection& c);
+NativeGrpcServer& serverOf(const Connection& c);
 
 // grpc_native_calls.cc
 // The header block is complete: starts the call (or refuses it).

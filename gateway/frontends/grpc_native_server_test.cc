@@ -68,7 +68,7 @@ class RawCall {
   // The preface, SETTINGS, then HEADERS for `path` with `extra` fields, then `body` as DATA
   // (END_STREAM when `end`).
   void send(const std::string& path, const std::vector<std::pair<std::string, std::string>>& extra,
-            const std::string& body, bool end = true) {
+            const std::string& body, bool end = true, const std::string& before = "") {
     std::vector<std::pair<std::string, std::string>> fields = {
         {":method", "POST"}, {":scheme", "http"}, {":path", path}, {":authority", "x"},
         {"content-type", "application/grpc"}, {"te", "trailers"}};
@@ -83,7 +83,7 @@ class RawCall {
                                            nva.data(), nva.size());
     ASSERT_GT(n, 0);
     block.resize(static_cast<size_t>(n));
-    std::string wire = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(NGHTTP2_SETTINGS, 0, 0, "") +
+    std::string wire = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(NGHTTP2_SETTINGS, 0, 0, "") + before +
                        frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, block) +
                        frame(NGHTTP2_DATA, end ? NGHTTP2_FLAG_END_STREAM : 0, 1, body);
     ASSERT_EQ(::send(fd_, wire.data(), wire.size(), MSG_NOSIGNAL), static_cast<ssize_t>(wire.size()));
@@ -114,13 +114,14 @@ class RawCall {
     return {};
   }
 
- private:
+ public:
   static std::string frame(uint8_t type, uint8_t flags, int32_t stream, const std::string& payload) {
     std::string f = {char(payload.size() >> 16), char(payload.size() >> 8), char(payload.size()), char(type),
                      char(flags), char(stream >> 24), char(stream >> 16), char(stream >> 8), char(stream)};
     return f + payload;
   }
 
+ private:
   std::map<std::string, std::string> inflate(const std::string& block) {
     std::map<std::string, std::string> fields;
     const auto* in = reinterpret_cast<const uint8_t*>(block.data());
@@ -167,6 +168,21 @@ TEST_P(NativeServerTest, MetadataGrpcCannotCarryIsRefusedNamingIt) {
   }
   ModelInferResponse response;
   EXPECT_TRUE(infer(simpleRequest("after"), &response).ok());
+}
+
+// grpc's clients reset a stream they never opened (a call cancelled before its HEADERS went
+// out); RFC 9113 makes that a connection error, which would end every call on it. The
+// server lets it pass, as grpc's own servers do.
+TEST_P(NativeServerTest, AResetOfAStreamNeverOpenedLeavesTheConnectionServing) {
+  std::string message;
+  ASSERT_TRUE(simpleRequest("kept").SerializeToString(&message));
+  const size_t n = message.size();
+  const std::string framed = std::string{0, char(n >> 24), char(n >> 16), char(n >> 8), char(n)} + message;
+  RawCall call(frontend_->port());
+  call.send("/inference.GRPCInferenceService/ModelInfer", {}, framed, true,
+            RawCall::frame(NGHTTP2_RST_STREAM, 0, 7, std::string("\0\0\0\x08", 4)));
+  std::map<std::string, std::string> fields = call.final();
+  EXPECT_EQ(fields["grpc-status"], "0") << fields["grpc-message"];
 }
 
 TEST_P(NativeServerTest, AMessagePastTheLimitIsResourceExhaustedAndTheChannelGoesOn) {

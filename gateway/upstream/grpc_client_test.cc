@@ -512,7 +512,8 @@ TEST(GrpcUpstreamClient, ShutdownCancelsCallsInFlightAndRefusesLaterOnes) {
   client.shutdown();  // returns once every callback has run
   for (Pending& p : pending) {
     ASSERT_EQ(p.answer.wait_for(0s), std::future_status::ready);
-    EXPECT_EQ(p.answer.get().status.error_code(), grpc::StatusCode::CANCELLED);
+    const grpc::Status status = p.answer.get().status;
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED) << status.error_message();
   }
   EXPECT_EQ(in_flight.status().error_code(), grpc::StatusCode::CANCELLED);
 
@@ -545,7 +546,8 @@ TEST(GrpcUpstreamClient, DestructorWaitsForCallsInFlightAndHandlesOutliveIt) {
   }
   for (Pending& p : pending) {
     ASSERT_EQ(p.answer.wait_for(0s), std::future_status::ready);
-    EXPECT_EQ(p.answer.get().status.error_code(), grpc::StatusCode::CANCELLED);
+    const grpc::Status status = p.answer.get().status;
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED) << status.error_message();
     p.handle->cancel();
   }
   EXPECT_EQ(recorder.status().error_code(), grpc::StatusCode::CANCELLED);
