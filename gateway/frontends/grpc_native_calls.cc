@@ -3,13 +3,12 @@
 // ModelInferCall, every other method relayed to grpc++'s in-process channel (RelayCall),
 // and the replies handed to the stream.
 
-#include <zlib.h>
-
 #include <cstring>
 #include <mutex>
 
 #include <grpcpp/generic/generic_stub.h>
 
+#include "codecs/compression.h"
 #include "codecs/grpc_byte_buffer.h"
 #include "codecs/text.h"
 #include "gateway/error_mapping.h"
@@ -24,11 +23,6 @@ using ::grpc::ByteBuffer;
 using Fields = std::vector<std::pair<std::string, std::string>>;
 
 constexpr std::string_view kModelInferPath = "/inference.GRPCInferenceService/ModelInfer";
-
-std::chrono::system_clock::time_point deadlineOf(const Stream& s) {
-  if (!s.timeout) return std::chrono::system_clock::time_point::max();
-  return std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(*s.timeout);
-}
 
 Fields fieldsOf(const std::multimap<::grpc::string_ref, ::grpc::string_ref>& metadata) {
   Fields out;
@@ -50,7 +44,7 @@ class NativeModelInfer final : public ModelInferCall, public CallContext {
         stream_(&s),
         fields_(std::move(s.metadata)),
         peer_(s.connection->peer),
-        deadline_(deadlineOf(s)) {
+        deadline_(s.deadline) {
     for (const auto& [key, value] : fields_) {
       metadata_.emplace(::grpc::string_ref(key.data(), key.size()), ::grpc::string_ref(value.data(), value.size()));
     }
@@ -79,7 +73,7 @@ class NativeModelInfer final : public ModelInferCall, public CallContext {
                                     codecs::strCat("Sent message larger than max (", out.message.Length(), " vs. ",
                                                    limit, ")"));
       }
-      if (out.status.ok()) s.out.push_back(outMessage(out.message));
+      if (out.status.ok()) queueMessage(s, out.message);
       replyStatus(s, out.status, std::move(out.trailing_metadata));
     });
   }
@@ -100,7 +94,7 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
     auto call = std::shared_ptr<RelayCall>(new RelayCall(s));
     call->self_ = call;
     ::grpc::ClientContext& context = call->context_;
-    if (s.timeout) context.set_deadline(deadlineOf(s));
+    if (s.timeout) context.set_deadline(s.deadline);
     for (const auto& [key, value] : s.metadata) context.AddMetadata(key, value);
     context.AddMetadata(std::string(kNativePeerKey), s.connection->peer);
     call->stub_.PrepareBidiStreamingCall(&context, s.path, ::grpc::StubOptions(), call.get());
@@ -147,7 +141,7 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
  private:
   explicit RelayCall(Stream& s)
       : live_(serverOf(*s.connection).liveRelays()), loop_(*s.connection->loop), stream_(&s),
-        stub_(fallbackOf(*s.connection)) {}
+        stub_(serverOf(*s.connection).fallback()) {}
 
   // Counts the call in its server's liveRelays() from its first member's construction to
   // its destruction, the last of any member's (NativeGrpcServer::awaitRelays).
@@ -196,7 +190,7 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
       if (self->stream_ == nullptr || self->stream_->finished) return;
       Stream& s = *self->stream_;
       if (!s.headers_sent && !initial.empty()) s.initial_metadata = std::move(initial);
-      s.out.push_back(outMessage(message));
+      queueMessage(s, message);
       submitReply(s);
     });
     read_ = ByteBuffer();
@@ -236,47 +230,22 @@ namespace {
 
 bool isModelInfer(const Stream& s) { return s.path == kModelInferPath; }
 
-// A compressed request message inflated (grpc-encoding gzip or deflate).
-codecs::StatusOr<codecs::Buffer> inflated(const Stream& s, codecs::Buffer message, size_t limit) {
-  if (s.encoding != "gzip" && s.encoding != "deflate") {
-    return absl::InternalError(codecs::strCat("a compressed message with grpc-encoding '",
-                                              s.encoding.empty() ? "identity" : s.encoding, "'"));
-  }
-  z_stream z{};
-  if (inflateInit2(&z, s.encoding == "gzip" ? 16 + MAX_WBITS : MAX_WBITS) != Z_OK) {
-    return absl::InternalError("cannot start inflating the message");
-  }
-  std::string out;
-  z.next_in = const_cast<Bytef*>(message.data());
-  z.avail_in = static_cast<uInt>(message.size());
-  int rc = Z_OK;
-  while (rc == Z_OK) {
-    const size_t have = out.size();
-    const size_t grow = std::max<size_t>(64 * 1024, have);
-    if (have >= limit + 1) break;
-    out.resize(std::min(have + grow, limit + 1));
-    z.next_out = reinterpret_cast<Bytef*>(out.data() + have);
-    z.avail_out = static_cast<uInt>(out.size() - have);
-    rc = inflate(&z, Z_NO_FLUSH);
-    out.resize(out.size() - z.avail_out);
-    if (rc == Z_BUF_ERROR && z.avail_in == 0) break;
-  }
-  inflateEnd(&z);
-  if (out.size() > limit) {
-    return absl::ResourceExhaustedError(
-        codecs::strCat("Received message larger than max (more than ", limit, " bytes inflated)"));
-  }
-  if (rc != Z_STREAM_END) return absl::InternalError(codecs::strCat("cannot inflate the ", s.encoding, " message"));
-  return codecs::Buffer::fromString(std::move(out));
-}
-
 void onMessage(Stream& s, codecs::BufferChain message) {
   const Shared& shared = sharedOf(*s.connection);
   ++s.messages;
   ByteBuffer buffer;
   if (s.compressed) {
+    // grpc's answers: a compressed message without an encoding, or one that does not
+    // inflate, is INTERNAL; past the limit once inflated, RESOURCE_EXHAUSTED.
+    if (s.encoding == codecs::ContentEncoding::kIdentity) {
+      return replyStatus(s, ::grpc::Status(::grpc::StatusCode::INTERNAL,
+                                           "a compressed message with grpc-encoding 'identity'"));
+    }
     codecs::StatusOr<codecs::Buffer> bytes =
-        inflated(s, message.flatten(), static_cast<size_t>(shared.options.max_receive_message_bytes));
+        codecs::decompress(s.encoding, message, static_cast<uint64_t>(shared.options.max_receive_message_bytes));
+    if (!bytes.ok() && bytes.status().code() != absl::StatusCode::kResourceExhausted) {
+      return replyStatus(s, ::grpc::Status(::grpc::StatusCode::INTERNAL, std::string(codecs::messageOf(bytes.status()))));
+    }
     if (!bytes.ok()) return replyStatus(s, grpcStatusFor(bytes.status()));
     buffer = codecs::toByteBuffer(codecs::BufferChain(std::move(*bytes)));
   } else {
@@ -316,13 +285,17 @@ void startCall(Stream& s) {
                                            codecs::strCat("metadata '", key, "' is not valid gRPC metadata: ", problem)));
     }
   }
-  if (!s.encoding.empty() && s.encoding != "identity" && s.encoding != "gzip" && s.encoding != "deflate") {
+  codecs::StatusOr<codecs::ContentEncoding> encoding = codecs::parseContentEncoding(s.encoding_name);
+  if (!encoding.ok()) {
     return replyStatus(s,
                        ::grpc::Status(Code::UNIMPLEMENTED,
-                                      codecs::strCat("grpc-encoding '", s.encoding, "' is not supported")),
+                                      codecs::strCat("grpc-encoding '", s.encoding_name, "' is not supported")),
                        {{"grpc-accept-encoding", "identity,deflate,gzip"}});
   }
+  s.encoding = *encoding;
   if (s.timeout) {
+    s.deadline = std::chrono::system_clock::now() +
+                 std::chrono::duration_cast<std::chrono::system_clock::duration>(*s.timeout);
     s.deadline_timer = evtimer_new(
         s.connection->loop->base(), [](evutil_socket_t, short, void* arg) { expireCall(*static_cast<Stream*>(arg)); },
         &s);
@@ -393,7 +366,7 @@ void endRequest(Stream& s) {
   if (!s.unary_request) {
     return replyStatus(s, ::grpc::Status(::grpc::StatusCode::INTERNAL, "ModelInfer without a request message"));
   }
-  auto* call = new NativeModelInfer(sharedPtrOf(*s.connection), s);
+  auto* call = new NativeModelInfer(serverOf(*s.connection).shared(), s);
   s.infer = call;
   ByteBuffer request = std::move(*s.unary_request);
   s.unary_request.reset();
@@ -429,18 +402,6 @@ void expireCall(Stream& s) {
   replyStatus(s, ::grpc::Status(::grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"));
 }
 
-OutMessage outMessage(const ByteBuffer& message) {
-  OutMessage m;
-  const size_t length = message.Length();
-  m.prefix[0] = 0;
-  m.prefix[1] = static_cast<uint8_t>(length >> 24);
-  m.prefix[2] = static_cast<uint8_t>(length >> 16);
-  m.prefix[3] = static_cast<uint8_t>(length >> 8);
-  m.prefix[4] = static_cast<uint8_t>(length);
-  if (length > 0) (void)message.Dump(&m.slices);
-  m.size = 5 + length;
-  return m;
-}
 
 }  // namespace native_server
 }  // namespace infergate::gateway::frontends::grpc_detail

@@ -67,8 +67,6 @@ std::string peerOf(int fd) {
   return "unix:";
 }
 
-void queueOwned(Connection& c, const uint8_t* data, size_t size) { c.out.queueOwned(data, size); }
-
 Stream* streamOf(Connection& c, int32_t id) {
   auto it = c.streams.find(id);
   return it == c.streams.end() ? nullptr : it->second.get();
@@ -91,7 +89,7 @@ ssize_t onSend(nghttp2_session*, const uint8_t* data, size_t length, int, void* 
     c.paused = true;
     return NGHTTP2_ERR_WOULDBLOCK;
   }
-  queueOwned(c, data, length);
+  c.out.queueOwned(data, length);
   return static_cast<ssize_t>(length);
 }
 
@@ -103,36 +101,12 @@ int onSendData(nghttp2_session*, nghttp2_frame* frame, const uint8_t* framehd, s
     return NGHTTP2_ERR_WOULDBLOCK;
   }
   auto& s = *static_cast<Stream*>(source->ptr);
-  queueOwned(c, framehd, 9);
-  if (frame->data.padlen > 0) {
-    const uint8_t pad = static_cast<uint8_t>(frame->data.padlen - 1);
-    queueOwned(c, &pad, 1);
-  }
-  while (length > 0 && !s.out.empty()) {
-    OutMessage& m = s.out.front();
-    if (m.queued < 5) {
-      const size_t n = std::min(length, 5 - m.queued);
-      queueOwned(c, m.prefix + m.queued, n);
-      m.queued += n;
-      length -= n;
-    } else if (m.slice_index < m.slices.size()) {
-      const ::grpc::Slice& slice = m.slices[m.slice_index];
-      const size_t n = std::min(length, slice.size() - m.slice_offset);
-      if (n > 0) c.out.queueSlice(slice, m.slice_offset, n);
-      m.queued += n;
-      m.slice_offset += n;
-      length -= n;
-      if (m.slice_offset == slice.size()) {
-        ++m.slice_index;
-        m.slice_offset = 0;
-      }
+  c.out.queueDataFrame(framehd, frame->data.padlen, [&] {
+    while (length > 0 && !s.out.empty()) {
+      length -= s.out.front().queueInto(c.out, length);
+      if (s.out.front().queuedAll()) s.out.pop_front();
     }
-    if (m.queued == m.size) s.out.pop_front();
-  }
-  if (frame->data.padlen > 1) {
-    static const uint8_t zeros[256] = {};
-    queueOwned(c, zeros, frame->data.padlen - 1);
-  }
+  });
   return 0;
 }
 
@@ -141,19 +115,10 @@ int onSendData(nghttp2_session*, nghttp2_frame* frame, const uint8_t* framehd, s
 ssize_t onReadReply(nghttp2_session* session, int32_t stream_id, uint8_t*, size_t length, uint32_t* flags,
                     nghttp2_data_source* source, void*) {
   auto& s = *static_cast<Stream*>(source->ptr);
-  size_t unpromised = 0;
-  for (const OutMessage& m : s.out) unpromised += m.size - m.promised;
-  size_t n = std::min(length, unpromised);
-  for (size_t left = n; left > 0;) {  // promise front to back
-    for (OutMessage& m : s.out) {
-      const size_t take = std::min(left, m.size - m.promised);
-      m.promised += take;
-      left -= take;
-      if (left == 0) break;
-    }
-  }
+  const size_t n = std::min(length, s.unpromised);
+  s.unpromised -= n;
   *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-  if (n == unpromised && s.finished) {
+  if (s.unpromised == 0 && s.finished) {
     *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
     std::vector<nghttp2_nv> nva;
     nva.reserve(s.trailers.size());
@@ -226,13 +191,11 @@ int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name_b
   } else if (name == "content-type") {
     s->content_type = value;
   } else if (name == "grpc-encoding") {
-    s->encoding = value;
-  } else if (name == "te") {
-    s->te = value;
+    s->encoding_name = value;
   } else if (name == "grpc-timeout") {
     s->timeout = parseTimeout(value);
     if (!s->timeout) s->bad_timeout = true;
-  } else if (name.starts_with(':') || name.starts_with("grpc-") || name == "user-agent" ||
+  } else if (name.starts_with(':') || name.starts_with("grpc-") || name == "te" || name == "user-agent" ||
              name == "accept-encoding" || name == kNativePeerKey) {
     // pseudo-headers and the transport's own fields are no metadata (as grpc++ keeps them
     // from client_metadata()); a client's own peer key is dropped
@@ -339,8 +302,8 @@ void refuseOversizedHeaders(Connection& c) {
                              NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS,
                              static_cast<uint8_t>((s->id >> 24) & 0x7f), static_cast<uint8_t>(s->id >> 16),
                              static_cast<uint8_t>(s->id >> 8), static_cast<uint8_t>(s->id)};
-  queueOwned(c, header, sizeof(header));
-  queueOwned(c, reinterpret_cast<const uint8_t*>(block.data()), block.size());
+  c.out.queueOwned(header, sizeof(header));
+  c.out.queueOwned(reinterpret_cast<const uint8_t*>(block.data()), block.size());
 }
 
 // nghttp2 ends the session with COMPRESSION_ERROR when HPACK refuses a field (past 64
@@ -388,46 +351,57 @@ void goAway(Connection& c) {
 // so does this one: they would otherwise end every call on the connection.
 ssize_t receive(Connection& c, const uint8_t* data, size_t size) {
   FrameFilter& f = c.filter;
-  auto feed = [&c](const uint8_t* bytes, size_t n) -> ssize_t {
-    return n == 0 ? 0 : nghttp2_session_mem_recv(c.session, bytes, n);
+  const uint8_t* const end = data + size;
+  const uint8_t* run = data;  // scanned, passed on, not yet fed: one mem_recv for a whole read
+  auto feed = [&c](const uint8_t* from, const uint8_t* to) -> ssize_t {
+    return from == to ? 0 : nghttp2_session_mem_recv(c.session, from, static_cast<size_t>(to - from));
   };
-  while (size > 0) {
-    if (f.preface_left > 0) {  // the connection preface goes as it is
-      const size_t n = std::min(size, f.preface_left);
-      if (const ssize_t rv = feed(data, n); rv < 0) return rv;
-      f.preface_left -= n;
-      data += n;
-      size -= n;
-      continue;
-    }
-    if (f.payload_left > 0) {  // the rest of a frame: passed on, or dropped
-      const size_t n = std::min(size, f.payload_left);
-      if (!f.dropping) {
-        if (const ssize_t rv = feed(data, n); rv < 0) return rv;
-      }
-      f.payload_left -= n;
-      data += n;
-      size -= n;
-      continue;
-    }
-    const size_t n = std::min(size, sizeof(f.head) - f.head_have);  // a frame header
-    std::memcpy(f.head + f.head_have, data, n);
-    f.head_have += n;
-    data += n;
-    size -= n;
-    if (f.head_have < sizeof(f.head)) break;
-    f.head_have = 0;
+  // The frame header in f.head is complete: the frame is passed on or dropped.
+  auto decide = [&f] {
     f.payload_left = (size_t{f.head[0]} << 16) | (size_t{f.head[1]} << 8) | f.head[2];
     const uint8_t type = f.head[3];
     const uint32_t stream = ((uint32_t{f.head[5]} & 0x7f) << 24) | (uint32_t{f.head[6]} << 16) |
                             (uint32_t{f.head[7]} << 8) | f.head[8];
     if (type == NGHTTP2_HEADERS && stream > f.highest_opened) f.highest_opened = stream;
     f.dropping = type == NGHTTP2_RST_STREAM && stream > f.highest_opened && (stream & 1) == 1;
+  };
+  const uint8_t* p = data;
+  const size_t preface = std::min(size, f.preface_left);  // the connection preface goes as it is
+  f.preface_left -= preface;
+  p += preface;
+  while (p < end) {
+    if (f.payload_left > 0) {  // the rest of a frame
+      const size_t n = std::min(static_cast<size_t>(end - p), f.payload_left);
+      f.payload_left -= n;
+      p += n;
+      if (f.dropping) run = p;  // the dropped bytes were fed by nobody
+      continue;
+    }
+    if (f.head_have == 0 && end - p >= 9) {  // a whole frame header in this read
+      std::memcpy(f.head, p, 9);
+      decide();
+      if (f.dropping) {
+        if (const ssize_t rv = feed(run, p); rv < 0) return rv;
+        run = p + 9;
+      }
+      p += 9;
+      continue;
+    }
+    // A frame header cut by the read: held back until it is whole, then fed or dropped.
+    if (const ssize_t rv = feed(run, p); rv < 0) return rv;
+    const size_t n = std::min(static_cast<size_t>(end - p), sizeof(f.head) - f.head_have);
+    std::memcpy(f.head + f.head_have, p, n);
+    f.head_have += n;
+    p += n;
+    run = p;
+    if (f.head_have < sizeof(f.head)) break;
+    f.head_have = 0;
+    decide();
     if (!f.dropping) {
-      if (const ssize_t rv = feed(f.head, sizeof(f.head)); rv < 0) return rv;
+      if (const ssize_t rv = feed(f.head, f.head + sizeof(f.head)); rv < 0) return rv;
     }
   }
-  return 0;
+  return feed(run, end);
 }
 
 void onReadable(evutil_socket_t, short, void* arg) {
@@ -555,6 +529,11 @@ void pump(Connection& c) {
       (c.going_away && c.streams.empty())) {
     return closeConnection(c);
   }
+}
+
+void queueMessage(Stream& s, const ::grpc::ByteBuffer& message) {
+  s.out.emplace_back(message);
+  s.unpromised += s.out.back().size();
 }
 
 void submitReply(Stream& s) {
@@ -703,9 +682,6 @@ void NativeGrpcServer::awaitRelays() {
 
 namespace native_server {
 
-const Shared& sharedOf(const Connection& c) { return *c.worker->server->shared(); }
-std::shared_ptr<Shared> sharedPtrOf(const Connection& c) { return c.worker->server->shared(); }
-const std::shared_ptr<::grpc::Channel>& fallbackOf(const Connection& c) { return c.worker->server->fallback(); }
 NativeGrpcServer& serverOf(const Connection& c) { return *c.worker->server; }
 
 }  // namespace native_server

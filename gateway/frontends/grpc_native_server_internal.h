@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "codecs/buffer.h"
+#include "codecs/compression.h"
 #include "gateway/frontends/grpc_frontend_internal.h"
 #include "gateway/frontends/grpc_model_infer.h"
 #include "gateway/frontends/grpc_native_server.h"
@@ -44,23 +45,15 @@ struct Stream;
 class NativeModelInfer;
 class RelayCall;
 
-// One message of a reply: its 5-byte prefix, then its slices, referenced.
-struct OutMessage {
-  uint8_t prefix[5] = {};
-  std::vector<::grpc::Slice> slices;
-  size_t size = 0;      // prefix included
-  size_t promised = 0;  // handed to nghttp2 by the read callback
-  size_t queued = 0;    // queued for the socket by the send callback
-  size_t slice_index = 0, slice_offset = 0;
-};
-
 struct Stream {
   Connection* connection = nullptr;
   int32_t id = 0;
 
   // The request's header block, then its metadata.
-  std::string method, path, content_type, encoding, te;
+  std::string method, path, content_type, encoding_name;
+  codecs::ContentEncoding encoding = codecs::ContentEncoding::kIdentity;  // grpc-encoding, read by startCall()
   std::optional<std::chrono::nanoseconds> timeout;
+  std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();  // startCall()
   std::vector<std::pair<std::string, std::string>> metadata;  // lowercase keys, -bin decoded
   size_t metadata_bytes = 0;
   bool metadata_too_large = false;
@@ -91,7 +84,8 @@ struct Stream {
   bool finished = false;      // the final status is set: no more messages
   std::vector<std::pair<std::string, std::string>> initial_metadata;
   std::vector<std::pair<std::string, std::string>> trailers;  // grpc-status first
-  std::deque<OutMessage> out;
+  std::deque<upstream::GrpcOutMessage> out;
+  size_t unpromised = 0;  // bytes of `out` not yet handed to nghttp2 by the read callback
   bool deferred = false;  // the data source answered DEFERRED: resume on new output
 
   ~Stream();
@@ -131,6 +125,9 @@ struct Connection {
 // Lets nghttp2 serialize and writes; closes the connection when it is done or broken.
 // Not from inside nghttp2's callbacks (c.in_callback): the read's end pumps then.
 void pump(Connection& c);
+// A message of the stream's reply, queued behind the others (referenced, not copied);
+// submitReply() hands it on.
+void queueMessage(Stream& s, const ::grpc::ByteBuffer& message);
 // The stream's reply changed (new message, final status): submits what nghttp2 needs.
 void submitReply(Stream& s);
 // Answers the stream with `status` alone, unless it was answered (Trailers-Only, or the
@@ -138,10 +135,8 @@ void submitReply(Stream& s);
 // stream and its connection: nothing may touch `s` after either of these two.
 void replyStatus(Stream& s, const ::grpc::Status& status,
                  std::vector<std::pair<std::string, std::string>> trailing = {});
-const Shared& sharedOf(const Connection& c);
-std::shared_ptr<Shared> sharedPtrOf(const Connection& c);
-const std::shared_ptr<::grpc::Channel>& fallbackOf(const Connection& c);
 NativeGrpcServer& serverOf(const Connection& c);
+inline const Shared& sharedOf(const Connection& c) { return *serverOf(c).shared(); }
 
 // grpc_native_calls.cc
 // The header block is complete: starts the call (or refuses it).
@@ -154,8 +149,7 @@ void endRequest(Stream& s);
 void detachCall(Stream& s, bool cancelled);
 // The deadline passed.
 void expireCall(Stream& s);
-// The message as 5-byte prefix + slices, referenced.
-OutMessage outMessage(const ::grpc::ByteBuffer& message);
+
 
 }  // namespace native_server
 }  // namespace infergate::gateway::frontends::grpc_detail

@@ -121,16 +121,8 @@ std::shared_ptr<GrpcCallHandle> GrpcLoopClient::Engine::unary(const config::List
       });
 
   // The payload: prefix (uncompressed, big-endian length) and the request's own slices.
-  if (request.Valid()) request.Dump(&call->slices);
-  size_t size = 0;
-  for (const grpc::Slice& s : call->slices) size += s.size();
-  call->prefix[0] = 0;
-  const uint32_t length = static_cast<uint32_t>(std::min<size_t>(size, UINT32_MAX));
-  call->prefix[1] = static_cast<uint8_t>(length >> 24);
-  call->prefix[2] = static_cast<uint8_t>(length >> 16);
-  call->prefix[3] = static_cast<uint8_t>(length >> 8);
-  call->prefix[4] = static_cast<uint8_t>(length);
-  call->payload_size = 5 + size;
+  call->payload = GrpcOutMessage(request);
+  const size_t size = call->payload.length();
 
   if (!refused.ok()) {
     finish(*call, std::move(refused));
@@ -188,8 +180,8 @@ void GrpcLoopClient::Engine::submit(Connection& c, const std::shared_ptr<Call>& 
   nghttp2_data_provider provider;
   provider.source.ptr = call.get();
   provider.read_callback = &Engine::onReadPayload;
-  call->promised = call->queued = 0;
-  call->slice_index = call->slice_offset = 0;
+  call->promised = 0;
+  call->payload.rewind();
   call->headers_at = UINT64_MAX;
   const int32_t id = nghttp2_submit_request(c.session, nullptr, nv.data(), nv.size(), &provider, call.get());
   if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE && !c.draining) {

@@ -79,13 +79,9 @@ class GrpcLoopClient::Engine {
     bool resent = false;
     uint64_t headers_at = UINT64_MAX;  // where its HEADERS start in the connection's output
 
-    // The request's payload: the 5-byte prefix, then the slices.
-    uint8_t prefix[5] = {};
-    std::vector<grpc::Slice> slices;
-    size_t payload_size = 0;
-    size_t promised = 0;  // handed to nghttp2 by the read callback
-    size_t queued = 0;    // queued for the socket by the send callback
-    size_t slice_index = 0, slice_offset = 0;
+    // The request's payload, and how much of it was handed to nghttp2 by the read callback.
+    GrpcOutMessage payload;
+    size_t promised = 0;
 
     // The answer.
     // What the answer's header blocks said. A block's fields are staged in `block` and

@@ -245,46 +245,17 @@ int GrpcLoopClient::Engine::onSendData(nghttp2_session*, nghttp2_frame* frame, c
     return NGHTTP2_ERR_WOULDBLOCK;
   }
   auto& call = *static_cast<Call*>(source->ptr);
-  c.out.queueOwned(framehd, 9);
-  if (frame->data.padlen > 0) {
-    const uint8_t pad = static_cast<uint8_t>(frame->data.padlen - 1);
-    c.out.queueOwned(&pad, 1);
-  }
-  while (length > 0) {
-    if (call.queued < 5) {
-      const size_t n = std::min(length, 5 - call.queued);
-      c.out.queueOwned(call.prefix + call.queued, n);
-      call.queued += n;
-      length -= n;
-      continue;
-    }
-    const grpc::Slice& slice = call.slices[call.slice_index];
-    const size_t n = std::min(length, slice.size() - call.slice_offset);
-    if (n > 0) {
-      c.out.queueSlice(slice, call.slice_offset, n);
-    }
-    call.queued += n;
-    call.slice_offset += n;
-    length -= n;
-    if (call.slice_offset == slice.size()) {
-      ++call.slice_index;
-      call.slice_offset = 0;
-    }
-  }
-  if (frame->data.padlen > 1) {
-    static const uint8_t zeros[256] = {};
-    c.out.queueOwned(zeros, frame->data.padlen - 1);
-  }
+  c.out.queueDataFrame(framehd, frame->data.padlen, [&] { call.payload.queueInto(c.out, length); });
   return 0;
 }
 
 ssize_t GrpcLoopClient::Engine::onReadPayload(nghttp2_session*, int32_t, uint8_t*, size_t length, uint32_t* flags,
                               nghttp2_data_source* source, void*) {
   auto& call = *static_cast<Call*>(source->ptr);
-  const size_t n = std::min(length, call.payload_size - call.promised);
+  const size_t n = std::min(length, call.payload.size() - call.promised);
   call.promised += n;
   *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-  if (call.promised == call.payload_size) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  if (call.promised == call.payload.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
   return static_cast<ssize_t>(n);
 }
 

@@ -3,8 +3,9 @@
 // What the native HTTP/2 engines (the gRPC client, grpc_client_native*.cc, and the gRPC
 // frontend's server, frontends/grpc_native_server.cc) have not written to their socket
 // yet: owned bytes (frame headers, control frames, small pieces) and references into grpc
-// slices (the messages' bytes, never copied), written by sendmsg many pieces at a time.
-// One thread (the connection's loop).
+// slices (the messages' bytes, never copied), written by sendmsg many pieces at a time;
+// and GrpcOutMessage, a gRPC message framed into that queue. One thread (the connection's
+// loop).
 
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -12,8 +13,13 @@
 #include <cerrno>
 #include <cstdint>
 #include <deque>
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <string>
+#include <vector>
 
+#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
 
 namespace infergate::gateway::upstream {
@@ -74,6 +80,22 @@ class SocketOutput {
     return true;
   }
 
+  // A DATA frame as nghttp2's send_data callback hands it over: its 9-byte header, the
+  // pad length byte when padded, what `fill()` queues (the frame's data), the padding.
+  template <typename Fill>
+  void queueDataFrame(const uint8_t* framehd, size_t padlen, Fill&& fill) {
+    queueOwned(framehd, 9);
+    if (padlen > 0) {
+      const uint8_t pad = static_cast<uint8_t>(padlen - 1);
+      queueOwned(&pad, 1);
+    }
+    fill();
+    if (padlen > 1) {
+      static const uint8_t zeros[256] = {};
+      queueOwned(zeros, padlen - 1);
+    }
+  }
+
   bool empty() const { return out_.empty(); }
   uint64_t queued() const { return queued_; }    // bytes ever queued
   uint64_t written() const { return written_; }  // bytes ever written
@@ -96,6 +118,60 @@ class SocketOutput {
   std::deque<Segment> out_;
   size_t front_offset_ = 0;  // bytes of out_.front() already written
   uint64_t queued_ = 0, written_ = 0;
+};
+
+// One gRPC message as DATA frames carry it: the 5-byte prefix (uncompressed, big-endian
+// length), then the message's own slices, referenced, never copied; and how much of it is
+// queued so far.
+class GrpcOutMessage {
+ public:
+  GrpcOutMessage() = default;
+  explicit GrpcOutMessage(const ::grpc::ByteBuffer& message) {
+    if (message.Valid()) (void)message.Dump(&slices_);
+    for (const ::grpc::Slice& s : slices_) length_ += s.size();
+    const uint32_t length = static_cast<uint32_t>(std::min<size_t>(length_, UINT32_MAX));
+    prefix_[1] = static_cast<uint8_t>(length >> 24);
+    prefix_[2] = static_cast<uint8_t>(length >> 16);
+    prefix_[3] = static_cast<uint8_t>(length >> 8);
+    prefix_[4] = static_cast<uint8_t>(length);
+  }
+
+  size_t length() const { return length_; }    // the message's own bytes
+  size_t size() const { return 5 + length_; }  // framed
+  bool queuedAll() const { return queued_ == size(); }
+  void rewind() { queued_ = slice_index_ = slice_offset_ = 0; }
+
+  // Queues up to `max` more bytes of the framed message; returns how many.
+  size_t queueInto(SocketOutput& out, size_t max) {
+    size_t taken = 0;
+    while (taken < max && queued_ < size()) {
+      if (queued_ < 5) {
+        const size_t n = std::min(max - taken, 5 - queued_);
+        out.queueOwned(prefix_ + queued_, n);
+        queued_ += n;
+        taken += n;
+        continue;
+      }
+      const ::grpc::Slice& slice = slices_[slice_index_];
+      const size_t n = std::min(max - taken, slice.size() - slice_offset_);
+      if (n > 0) out.queueSlice(slice, slice_offset_, n);
+      queued_ += n;
+      taken += n;
+      slice_offset_ += n;
+      if (slice_offset_ == slice.size()) {
+        ++slice_index_;
+        slice_offset_ = 0;
+      }
+    }
+    return taken;
+  }
+
+ private:
+  uint8_t prefix_[5] = {};
+  std::vector<::grpc::Slice> slices_;
+  size_t length_ = 0;
+  size_t queued_ = 0;
+  size_t slice_index_ = 0, slice_offset_ = 0;
 };
 
 }  // namespace infergate::gateway::upstream
