@@ -49,21 +49,10 @@ namespace {
 
 void closeConnection(Connection& c);
 
-std::string peerOf(int fd) {
-  sockaddr_storage storage{};
-  socklen_t length = sizeof(storage);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&storage), &length) != 0) return "unknown";
-  char text[INET6_ADDRSTRLEN] = {};
-  if (storage.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&storage);
-    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
-    return codecs::strCat("ipv4:", text, ":", ntohs(in->sin_port));
-  }
-  if (storage.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&storage);
-    ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
-    return codecs::strCat("ipv6:[", text, "]:", ntohs(in6->sin6_port));
-  }
+// grpc's form of a peer: "ipv4:127.0.0.1:5000", "ipv6:[::1]:5000", "unix:".
+std::string peerOf(const sockaddr_storage& peer) {
+  if (peer.ss_family == AF_INET) return "ipv4:" + http::socketAddressText(peer);
+  if (peer.ss_family == AF_INET6) return "ipv6:" + http::socketAddressText(peer);
   return "unix:";
 }
 
@@ -446,33 +435,31 @@ void onTimer(evutil_socket_t, short, void* arg) {
                                 : idleTimeout(c));
 }
 
-void adopt(NativeGrpcServer::Worker& w, int fd);
-
 void onAccept(evutil_socket_t listen_fd, short, void* arg) {
   auto& w = *static_cast<NativeGrpcServer::Worker*>(arg);
   for (int i = 0; i < 64; ++i) {
-    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t length = sizeof(peer);
+    const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, or a transient error (EMFILE...): the next event retries
-    w.server->dealConnection(w, fd);
+    if (peer.ss_family != AF_UNIX) {
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    w.server->dealConnection(w, fd, peerOf(peer));
   }
 }
 
-void adopt(NativeGrpcServer::Worker& w, int fd) {
+void adopt(NativeGrpcServer::Worker& w, int fd, std::string peer) {
   if (w.stopping) {
     ::close(fd);
     return;
-  }
-  sockaddr_storage local{};
-  socklen_t length = sizeof(local);
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 && local.ss_family != AF_UNIX) {
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   }
   auto* c = new Connection();
   c->worker = &w;
   c->loop = w.loop;
   c->fd = fd;
-  c->peer = peerOf(fd);
+  c->peer = std::move(peer);
   c->readable = event_new(w.loop->base(), fd, EV_READ | EV_PERSIST, &onReadable, c);
   c->writable = event_new(w.loop->base(), fd, EV_WRITE | EV_PERSIST, &onWritable, c);
   c->timer = evtimer_new(w.loop->base(), &onTimer, c);
@@ -635,13 +622,13 @@ codecs::StatusOr<std::string> NativeGrpcServer::start(const http::ListenSpec& sp
   return bound.address;
 }
 
-void NativeGrpcServer::dealConnection(Worker& from, int fd) {
+void NativeGrpcServer::dealConnection(Worker& from, int fd, std::string peer) {
   // TCP: the kernel spread the connections over the loops' sockets; unix: one socket, so
   // they are dealt round robin.
-  if (!deal_) return native_server::adopt(from, fd);
+  if (!deal_) return native_server::adopt(from, fd, std::move(peer));
   Worker& to = *workers_[next_worker_.fetch_add(1, std::memory_order_relaxed) % workers_.size()];
-  if (&to == &from) return native_server::adopt(from, fd);
-  to.loop->post([&to, fd] { native_server::adopt(to, fd); });
+  if (&to == &from) return native_server::adopt(from, fd, std::move(peer));
+  to.loop->post([&to, fd, peer = std::move(peer)]() mutable { native_server::adopt(to, fd, std::move(peer)); });
 }
 
 void NativeGrpcServer::shutdown(std::chrono::milliseconds grace) {

@@ -68,7 +68,7 @@ class NativeGrpcServer {
   std::atomic<size_t>& liveRelays() { return live_relays_; }
   // A connection `from` accepted: served there, or on the next loop when one socket
   // accepts for all (unix). `from`'s loop.
-  void dealConnection(Worker& from, int fd);
+  void dealConnection(Worker& from, int fd, std::string peer);
 
  private:
   std::shared_ptr<Shared> shared_;

@@ -75,22 +75,6 @@ void HttpServer::onAccept(evutil_socket_t, short, void* arg) {
 
 namespace {
 
-// "127.0.0.1:53122" / "[::1]:53122".
-std::string peerText(const sockaddr_storage& peer) {
-  char host[INET6_ADDRSTRLEN] = "";
-  if (peer.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
-    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
-  }
-  if (peer.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&peer);
-    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
-  }
-  return "";
-}
-
 // The client's address as bytes, the key of the per-client count: 4 for IPv4 (also when
 // it arrives IPv4-mapped on an IPv6 socket), 16 for IPv6.
 std::string clientKey(const sockaddr_storage& peer) {
@@ -162,7 +146,7 @@ void HttpServer::accept(Acceptor& acceptor) {
             if (!client.empty()) releaseClient(client);
           });
         },
-        &observer_, acceptor.is_unix ? std::string("unix") : peerText(peer),
+        &observer_, acceptor.is_unix ? std::string("unix") : socketAddressText(peer),
         tls_ ? std::make_unique<tls::ServerSession>(tls_->current(), fd) : nullptr, &gate_);
     worker.connections.emplace(connection.get(), connection);
     connection->start();

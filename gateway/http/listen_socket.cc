@@ -127,6 +127,21 @@ codecs::StatusOr<BoundSockets> bindUnix(const ListenSpec& spec) {
 
 }  // namespace
 
+std::string socketAddressText(const sockaddr_storage& address) {
+  char host[INET6_ADDRSTRLEN] = "";
+  if (address.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
+  }
+  if (address.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+  }
+  return "";
+}
+
 codecs::StatusOr<BoundSockets> bindListener(const ListenSpec& spec, size_t count) {
   return spec.kind == ListenSpec::Kind::kUnix ? bindUnix(spec) : bindTcp(spec, count);
 }

@@ -6,6 +6,8 @@
 // refused (UNAVAILABLE), even one whose owner set SO_REUSEPORT too: a second process must
 // not share a port silently.
 
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,6 +34,10 @@ struct BoundSockets {
   uint16_t port = 0;     // the bound TCP port (learned when 0 was asked)
   std::string address;   // "127.0.0.1:8000", "[::1]:8000" or "unix:/path"
 };
+
+// An accepted connection's peer as text: "127.0.0.1:53122", "[::1]:53122"; "" for any
+// other family (unix sockets).
+std::string socketAddressText(const sockaddr_storage& address);
 
 // Errors: UNAVAILABLE naming the address and errno text (in use, permission, no such
 // host). A Unix path that exists as a stale socket is replaced; any other file is an error.
