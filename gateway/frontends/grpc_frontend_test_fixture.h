@@ -2,7 +2,8 @@
 
 // The gRPC frontend tests' fixture (grpc_frontend_test.cc, grpc_native_server_test.cc):
 // a GrpcFrontend serving the builtin demo models on a WorkerPool, with a channel and the
-// generated stub, once per server engine (the test's parameter); and request builders.
+// generated stub, once per server engine (the test's parameter). The requests are the
+// gRPC tests' own (upstream/grpc_test_messages.h).
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "gateway/frontends/grpc_frontend.h"
+#include "gateway/upstream/grpc_test_messages.h"
 #include "grpc_service.grpc.pb.h"
 
 namespace infergate::gateway::frontends::testing_grpc {
@@ -24,67 +26,13 @@ using inference::ModelInferRequest;
 using inference::ModelInferResponse;
 using inference::ModelStreamInferResponse;
 
-template <typename T>
-std::string bytesOf(const std::vector<T>& values) {
-  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
-}
-
-template <typename T>
-std::vector<T> valuesOf(const std::string& bytes) {
-  std::vector<T> out(bytes.size() / sizeof(T));
-  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
-  return out;
-}
-
-inline void addInput(ModelInferRequest& r, const std::string& name, const std::string& datatype,
-              std::vector<int64_t> shape, std::string bytes) {
-  auto* in = r.add_inputs();
-  in->set_name(name);
-  in->set_datatype(datatype);
-  for (int64_t d : shape) in->add_shape(d);
-  r.add_raw_input_contents(std::move(bytes));
-}
-
-inline ModelInferRequest simpleRequest(const std::string& id = "") {
-  ModelInferRequest r;
-  r.set_model_name("simple");
-  r.set_id(id);
-  std::vector<int32_t> a(16), b(16, 1);
-  std::iota(a.begin(), a.end(), 0);
-  addInput(r, "INPUT0", "INT32", {1, 16}, bytesOf(a));
-  addInput(r, "INPUT1", "INT32", {1, 16}, bytesOf(b));
-  return r;
-}
-
-inline ModelInferRequest sleepRequest(int32_t ms, const std::string& id = "") {
-  ModelInferRequest r;
-  r.set_model_name("sleep");
-  r.set_id(id);
-  addInput(r, "INPUT0", "INT32", {1}, bytesOf(std::vector<int32_t>{ms}));
-  return r;
-}
-
-inline ModelInferRequest repeatRequest(std::vector<int32_t> values, bool empty_final) {
-  ModelInferRequest r;
-  r.set_model_name("repeat_int32");
-  r.set_id("rep");
-  const int64_t n = static_cast<int64_t>(values.size());
-  addInput(r, "IN", "INT32", {n}, bytesOf(values));
-  addInput(r, "DELAY", "UINT32", {n}, bytesOf(std::vector<uint32_t>(values.size(), 0)));
-  addInput(r, "WAIT", "UINT32", {1}, bytesOf(std::vector<uint32_t>{0}));
-  if (empty_final)
-    (*r.mutable_parameters())["triton_enable_empty_final_response"].set_bool_param(true);
-  return r;
-}
-
-inline const std::string* outputBytes(const ModelInferResponse& r, const std::string& name) {
-  for (int i = 0; i < r.outputs_size(); ++i) {
-    if (r.outputs(i).name() == name && i < r.raw_output_contents_size()) {
-      return &r.raw_output_contents(i);
-    }
-  }
-  return nullptr;
-}
+using upstream::testing::messages::addInput;
+using upstream::testing::messages::bytesOf;
+using upstream::testing::messages::outputBytes;
+using upstream::testing::messages::repeatRequest;
+using upstream::testing::messages::simpleRequest;
+using upstream::testing::messages::sleepRequest;
+using upstream::testing::messages::valuesOf;
 
 inline bool finalFlag(const ModelInferResponse& r) {
   auto it = r.parameters().find("triton_final_response");

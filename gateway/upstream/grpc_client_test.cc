@@ -35,6 +35,7 @@ using testing::messages::bytesOf;
 using testing::messages::expectSimpleAnswer;
 using testing::messages::parsed;
 using testing::messages::simpleRequest;
+using testing::messages::repeatRequest;
 using testing::messages::sleepRequest;
 using testing::messages::tcp;
 using testing::messages::outputBytes;
@@ -46,18 +47,6 @@ constexpr char kServerLive[] = "/inference.GRPCInferenceService/ServerLive";
 constexpr char kModelMetadata[] = "/inference.GRPCInferenceService/ModelMetadata";
 constexpr auto kWait = 30s;  // a bound for the slowest machine, never a synchronisation
 
-// repeat_int32 (decoupled): one response per element of IN, then an empty final one.
-inference::ModelInferRequest repeatRequest(std::vector<int32_t> values) {
-  inference::ModelInferRequest r;
-  r.set_model_name("repeat_int32");
-  r.set_id("rep");
-  const int64_t n = static_cast<int64_t>(values.size());
-  addInput(r, "IN", "INT32", {n}, bytesOf(values));
-  addInput(r, "DELAY", "UINT32", {n}, bytesOf(std::vector<uint32_t>(values.size(), 0)));
-  addInput(r, "WAIT", "UINT32", {1}, bytesOf(std::vector<uint32_t>{0}));
-  (*r.mutable_parameters())["triton_enable_empty_final_response"].set_bool_param(true);
-  return r;
-}
 
 config::UpstreamConfig upstreamAt(std::vector<config::ListenAddress> endpoints) {
   config::UpstreamConfig c;

@@ -1,8 +1,9 @@
 #pragma once
 
-// Requests and answers of the builtin demo models, as the gRPC client tests (grpc_client_test,
-// grpc_client_native_test) build and check them: ModelInferRequests for "simple" and
-// "sleep", raw-content helpers, the parsed answer and the simple model's expected sums.
+// Requests and answers of the builtin demo models, as the gRPC tests (the clients':
+// grpc_client_test, grpc_client_native_test; the frontend's: grpc_frontend_test_fixture.h)
+// build and check them: ModelInferRequests for "simple", "sleep" and "repeat_int32",
+// raw-content helpers, the parsed answer and the simple model's expected sums.
 // Test-only, header-only.
 
 #include <gtest/gtest.h>
@@ -63,10 +64,25 @@ inline inference::ModelInferRequest simpleRequest(const std::string& id = "", in
   return r;
 }
 
-inline inference::ModelInferRequest sleepRequest(int32_t ms) {
+inline inference::ModelInferRequest sleepRequest(int32_t ms, const std::string& id = "") {
   inference::ModelInferRequest r;
   r.set_model_name("sleep");
+  r.set_id(id);
   addInput(r, "INPUT0", "INT32", {1}, bytesOf(std::vector<int32_t>{ms}));
+  return r;
+}
+
+// repeat_int32 (decoupled): one response per element of IN, then, with `empty_final`, an
+// empty final one.
+inline inference::ModelInferRequest repeatRequest(std::vector<int32_t> values, bool empty_final = true) {
+  inference::ModelInferRequest r;
+  r.set_model_name("repeat_int32");
+  r.set_id("rep");
+  const int64_t n = static_cast<int64_t>(values.size());
+  addInput(r, "IN", "INT32", {n}, bytesOf(values));
+  addInput(r, "DELAY", "UINT32", {n}, bytesOf(std::vector<uint32_t>(values.size(), 0)));
+  addInput(r, "WAIT", "UINT32", {1}, bytesOf(std::vector<uint32_t>{0}));
+  if (empty_final) (*r.mutable_parameters())["triton_enable_empty_final_response"].set_bool_param(true);
   return r;
 }
 
