@@ -79,17 +79,12 @@ struct Shared {
   };
   Admission admit(const CallContext& context, std::string_view category,
                   std::string_view method, telemetry::RequestInfo* info = nullptr) const;
-  Admission admit(const ::grpc::CallbackServerContext& context, std::string_view category,
-                  std::string_view method, telemetry::RequestInfo* info = nullptr) const {
-    return admit(GrpcppCallContext(context), category, method, info);
-  }
+
   // What every call's telemetry starts from: gRPC, now, its x-request-id and trace
   // context (read even when nothing records: they are forwarded), and the peer's address
   // when the access log is on.
   void startInfo(const CallContext& context, telemetry::RequestInfo& info) const;
-  void startInfo(const ::grpc::CallbackServerContext& context, telemetry::RequestInfo& info) const {
-    startInfo(GrpcppCallContext(context), info);
-  }
+
 
   std::shared_ptr<Router> router;
   std::shared_ptr<SettingsStore> settings;

@@ -68,22 +68,6 @@ codecs::StatusOr<upstream::HttpUpstreamRequest> httpInferRequest(
     const Shared& shared, codecs::InferRequest& request, const Decision& d,
     const upstream::Upstream& target, const CallContext& context);
 
-// The same three for a call grpc++ carries.
-inline codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ::grpc::ByteBuffer& message,
-                                               const ::grpc::CallbackServerContext& context,
-                                               const Caller& caller, bool* names_regions) {
-  return routeMessage(shared, message, GrpcppCallContext(context), caller, names_regions);
-}
-inline std::optional<std::chrono::system_clock::time_point> upstreamDeadline(
-    const ::grpc::CallbackServerContext& context, std::chrono::milliseconds timeout) {
-  return upstreamDeadline(GrpcppCallContext(context), timeout);
-}
-inline codecs::StatusOr<upstream::HttpUpstreamRequest> httpInferRequest(
-    const Shared& shared, codecs::InferRequest& request, const Decision& d,
-    const upstream::Upstream& target, const ::grpc::CallbackServerContext& context) {
-  return httpInferRequest(shared, request, d, target, GrpcppCallContext(context));
-}
-
 // An HTTP upstream's /infer answer as an InferResponse; its error answers as the status
 // the upstream meant (their own message, the code from the HTTP status).
 codecs::StatusOr<codecs::InferResponse> httpInferAnswer(

@@ -140,16 +140,16 @@ struct RequestTag {
 class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, ByteBuffer> {
  public:
   StreamInferReactor(std::shared_ptr<Shared> shared, ::grpc::CallbackServerContext* context)
-      : shared_(std::move(shared)), loop_(shared_->nextLoop()), context_(context) {
+      : shared_(std::move(shared)), loop_(shared_->nextLoop()), context_(context), call_context_(*context) {
     const auto& metadata = context->client_metadata();
     auto it = metadata.find("triton_grpc_error");
     strict_ =
         it != metadata.end() && std::string_view(it->second.data(), it->second.size()) == "true";
     if (shared_->recorder && shared_->recorder->active()) {
       recorder_ = shared_->recorder.get();
-      shared_->startInfo(*context, per_request_);  // each message sets its own start
+      shared_->startInfo(call_context_, per_request_);  // each message sets its own start
     }
-    Shared::Admission admitted = shared_->admit(*context, "inference", "ModelStreamInfer", &per_request_);
+    Shared::Admission admitted = shared_->admit(call_context_, "inference", "ModelStreamInfer", &per_request_);
     if (!admitted.status.ok()) {  // finished before any read, as Triton
       finish_called_ = true;
       reading_ = false;
@@ -214,7 +214,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       in.info->request_bytes = message.Length();
     }
     bool names_regions = false;
-    codecs::StatusOr<Decision> decision = routeMessage(*shared_, message, *context_, caller(), &names_regions);
+    codecs::StatusOr<Decision> decision = routeMessage(*shared_, message, call_context_, caller(), &names_regions);
     // A stream leg to a gRPC upstream relays messages as they are; a message naming client
     // regions never goes there (the upstream would resolve the name in its own table): it
     // is decoded, its regions read by the gateway, and sent as a ModelInfer of its own.
@@ -401,7 +401,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   };
 
   void sendOverHttp(const RequestTag& tag, codecs::InferRequest& request, const Decision& d) {
-    auto out = httpInferRequest(*shared_, request, d, *d.upstream, *context_);
+    auto out = httpInferRequest(*shared_, request, d, *d.upstream, call_context_);
     if (!out.ok()) return onEmission(tag, Emission{out.status(), true, false, false});
     bool ordered = request.parameters.find(codecs::param::kSequenceId) != nullptr;
     if (ordered && sequence_busy_) {
@@ -449,7 +449,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     if (!handoff.ok()) return onEmission(tag, Emission{handoff.status(), true, false, false});
     DecodedForwardOptions options;
     options.metadata = shared_->router->forwardedMetadata(context_->client_metadata(), true);
-    options.deadline = upstreamDeadline(*context_, d.timeout);
+    options.deadline = upstreamDeadline(call_context_, d.timeout);
     options.limits = shared_->options.limits;
     options.loop = &loop_;
     const uint64_t id = next_http_id_++;
@@ -698,6 +698,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   std::shared_ptr<Shared> shared_;
   http::EventLoop& loop_;
   ::grpc::CallbackServerContext* context_;  // grpc's, valid until OnDone
+  GrpcppCallContext call_context_;          // the same, as the handlers read it
   Flag cancelled_ = std::make_shared<std::atomic<bool>>(false);
   bool strict_ = false;  // triton_grpc_error: true
   int refs_ = 1;         // grpc's (OnDone) + one per upstream stream not yet done; loop thread
