@@ -6,6 +6,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "codecs/protobuf_wire.h"
+#include "config/listen_address.h"
 #include "gateway/error_mapping.h"
 #include "gateway/frontends/grpc_frontend_internal.h"
 #include "gateway/frontends/grpc_native_server.h"
@@ -116,21 +117,13 @@ std::string boundAddress(const std::string& address, int port) {
   return address.substr(0, colon + 1) + std::to_string(port);
 }
 
-// The native engine's listening spec for `address`; nullopt where only grpc++ listens
-// (unix-abstract).
+// The native engine's listening spec for `address` (the config's own parser reads it);
+// nullopt where only grpc++ listens (unix-abstract, which that parser does not take).
 std::optional<http::ListenSpec> nativeSpecOf(const std::string& address) {
-  if (address.rfind("unix-abstract:", 0) == 0) return std::nullopt;
-  if (address.rfind("unix:", 0) == 0) return http::ListenSpec::unixPath(address.substr(5));
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return std::nullopt;
-  std::string host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  const std::string port_text = address.substr(colon + 1);
-  if (port_text.empty() || port_text.size() > 5 ||
-      port_text.find_first_not_of("0123456789") != std::string::npos || std::stoi(port_text) > 65535) {
-    return std::nullopt;
-  }
-  return http::ListenSpec::tcp(host.empty() ? "0.0.0.0" : host, static_cast<uint16_t>(std::stoi(port_text)));
+  codecs::StatusOr<config::ListenAddress> parsed = config::parseListenAddress(address);
+  if (!parsed.ok()) return std::nullopt;
+  if (parsed->kind == config::ListenAddress::Kind::kUnix) return http::ListenSpec::unixPath(parsed->path);
+  return http::ListenSpec::tcp(parsed->host, parsed->port);
 }
 
 }  // namespace
