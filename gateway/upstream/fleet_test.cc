@@ -1,9 +1,7 @@
-// The fleet layer (fleet.h, fleet_call.h; the Endpoint state machine and the Housekeeper
-// are in endpoint_test.cc, built into the same target): placement, overload and
-// dns endpoints on fleets of addresses no request is sent to (kHttp: no gRPC channel is
-// made); retries of refused attempts against real upstreams on loopback (port 0): the
-// project's gRPC frontend and HTTP server (upstream_test_servers.h), each next to a port
-// nothing listens on.
+// The fleet (fleet.h; the Endpoint state machine and the Housekeeper are in
+// endpoint_test.cc, the calls over a fleet in fleet_call_test.cc, all built into the same
+// target): placement, overload and dns endpoints on fleets of addresses no request is
+// sent to (kHttp: no gRPC channel is made).
 //
 // No mocks and no sleeps as synchronisation: answers come through futures bounded by
 // kWait; the only polls wait for an ejection's time to pass.
@@ -45,8 +43,9 @@ using testing::LoopThread;
 using testing::outlier;
 using testing::serialized;
 using testing::tcp;
+using testing::threeEndpoints;
+using testing::contains;
 
-constexpr char kServerLive[] = "/inference.GRPCInferenceService/ServerLive";
 
 // ---- configs ----------------------------------------------------------------------------
 
@@ -59,21 +58,6 @@ config::ListenAddress dnsEntry() {
   return a;
 }
 
-// An HTTP upstream over 127.0.0.1:1..3 (nothing is ever sent to them).
-config::UpstreamConfig threeEndpoints(Policy policy = Policy::kRoundRobin) {
-  config::UpstreamConfig c;
-  c.name = "up";
-  c.protocol = config::UpstreamConfig::Protocol::kHttp;
-  c.endpoints = {tcp(1), tcp(2), tcp(3)};
-  c.load_balancing.policy = policy;
-  return c;
-}
-
-std::string contains(std::string_view haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string_view::npos
-             ? ""
-             : "\"" + std::string(haystack) + "\" lacks \"" + std::string(needle) + "\"";
-}
 
 // ---- acquiring ---------------------------------------------------------------------------
 
@@ -757,182 +741,6 @@ TEST(UpstreamFleet, ResolvedEndpointKeepsALeaseInFlightAfterItIsDropped) {
   EXPECT_EQ(on_resolved.endpoint().outstanding(), 1u);
   on_resolved.finish(Outcome::kSuccess);  // finishes on the dropped endpoint
   EXPECT_EQ(fleet->counters().in_flight, 0u);
-}
-
-// =========================================================================================
-// Retries over real upstreams
-// =========================================================================================
-
-struct UnaryResult {
-  codecs::Status status;
-  grpc::ByteBuffer answer;
-};
-
-UnaryResult callServerLive(const std::shared_ptr<UpstreamFleet>& fleet) {
-  auto promise = std::make_shared<std::promise<UnaryResult>>();
-  auto future = promise->get_future();
-  fleetUnary(fleet, kServerLive, serialized(inference::ServerLiveRequest()), {}, PickContext{},
-             [promise](codecs::Status status, grpc::ByteBuffer answer) {
-               promise->set_value(UnaryResult{std::move(status), std::move(answer)});
-             });
-  if (future.wait_for(kWait) != std::future_status::ready) {
-    ADD_FAILURE() << "no answer within 30 s";
-    return UnaryResult{absl::InternalError("test: no answer"), {}};
-  }
-  return future.get();
-}
-
-config::UpstreamConfig grpcPair(int refused_port, int good_port, uint32_t max_retries) {
-  config::UpstreamConfig config;
-  config.name = "up";
-  config.protocol = config::UpstreamConfig::Protocol::kGrpc;
-  config.endpoints = {tcp(refused_port), tcp(good_port)};
-  config.channels = 1;
-  config.load_balancing.policy = Policy::kRoundRobin;
-  config.retry.max_retries = max_retries;
-  return config;
-}
-
-TEST(FleetUnary, RefusedAttemptsAreRetriedOnTheOtherEndpoint) {
-  GrpcTestUpstream up;
-  const int refused = freePort();
-  auto fleet = UpstreamFleet::create(grpcPair(refused, up.port(), 2), nullptr);
-  std::shared_ptr<Endpoint> bad = fleet->findEndpoint(tcp(refused).text);
-  std::shared_ptr<Endpoint> good = fleet->findEndpoint(tcp(up.port()).text);
-  ASSERT_NE(bad, nullptr);
-  ASSERT_NE(good, nullptr);
-  ASSERT_NE(bad->grpc(), nullptr);
-  for (int i = 0; i < 20; ++i) {
-    UnaryResult r = callServerLive(fleet);
-    ASSERT_TRUE(r.status.ok()) << "call " << i << ": " << r.status;
-    inference::ServerLiveResponse live;
-    auto flat = codecs::fromByteBuffer(r.answer);
-    ASSERT_TRUE(flat.ok()) << flat.status();
-    ASSERT_TRUE(live.ParseFromArray(flat->data(), static_cast<int>(flat->size())));
-    EXPECT_TRUE(live.live());
-  }
-  EXPECT_GE(bad->counters().failures, 1u);
-  EXPECT_EQ(bad->counters().failures, bad->counters().requests);
-  EXPECT_EQ(good->counters().requests, 20u);
-  EXPECT_EQ(good->counters().failures, 0u);
-  EXPECT_GE(fleet->counters().retries, bad->counters().failures);
-  EXPECT_EQ(fleet->counters().retries_refused, 0u);
-  EXPECT_EQ(fleet->counters().in_flight, 0u);
-  fleet.reset();
-  Housekeeper::instance().drain();  // the endpoints' gRPC clients go on its thread
-}
-
-TEST(FleetUnary, WithoutRetriesRefusedAttemptsFailMarkedNotSent) {
-  GrpcTestUpstream up;
-  const int refused = freePort();
-  config::UpstreamConfig config = grpcPair(refused, up.port(), 0);
-  config.outlier.consecutive_failures = 0;  // the refused endpoint keeps its turns
-  auto fleet = UpstreamFleet::create(config, nullptr);
-  int failed = 0;
-  for (int i = 0; i < 10; ++i) {
-    UnaryResult r = callServerLive(fleet);
-    if (r.status.ok()) continue;
-    ++failed;
-    EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
-    EXPECT_TRUE(wasNotSent(r.status)) << r.status;
-    EXPECT_EQ(contains(codecs::messageOf(r.status), tcp(refused).text), "");
-    EXPECT_EQ(codecs::originOf(r.status), codecs::ErrorOrigin::kUpstream);
-  }
-  EXPECT_EQ(failed, 5);  // round robin: every other call on the refused endpoint
-  EXPECT_EQ(fleet->counters().retries, 0u);
-  EXPECT_EQ(fleet->findEndpoint(tcp(refused).text)->counters().failures, 5u);
-  fleet.reset();
-  Housekeeper::instance().drain();
-}
-
-TEST(FleetUnary, GrpcNotSentRecognisesARefusedConnection) {
-  config::UpstreamConfig config = grpcPair(freePort(), 1, 0);
-  config.endpoints.resize(1);
-  auto done = std::make_shared<std::promise<grpc::Status>>();
-  auto future = done->get_future();
-  GrpcUpstreamClient client(config);
-  client.unary(kServerLive, serialized(inference::ServerLiveRequest()), {},
-               [done](grpc::Status status, grpc::ByteBuffer) { done->set_value(std::move(status)); });
-  ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
-  grpc::Status status = future.get();
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_TRUE(grpcNotSent(status)) << status.error_message();
-
-  EXPECT_FALSE(grpcNotSent(grpc::Status::OK));
-  EXPECT_FALSE(grpcNotSent(grpc::Status(grpc::StatusCode::UNAVAILABLE, "Socket closed")));
-  EXPECT_FALSE(grpcNotSent(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                        "failed to connect to all addresses")));
-  EXPECT_TRUE(grpcNotSent(grpc::Status(grpc::StatusCode::UNAVAILABLE, "upstream 'up' is shut down")));
-}
-
-TEST(FleetOutcomes, AnswersMapToPassiveHealthOutcomes) {
-  EXPECT_EQ(outcomeOfGrpc(0), Outcome::kSuccess);
-  EXPECT_EQ(outcomeOfGrpc(static_cast<int>(grpc::StatusCode::NOT_FOUND)), Outcome::kSuccess);
-  EXPECT_EQ(outcomeOfGrpc(static_cast<int>(grpc::StatusCode::UNAVAILABLE)), Outcome::kFailure);
-  EXPECT_EQ(outcomeOfGrpc(static_cast<int>(grpc::StatusCode::DEADLINE_EXCEEDED)), Outcome::kNeutral);
-  EXPECT_EQ(outcomeOfGrpc(static_cast<int>(grpc::StatusCode::CANCELLED)), Outcome::kNeutral);
-  EXPECT_EQ(outcomeOfHttpStatus(200), Outcome::kSuccess);
-  EXPECT_EQ(outcomeOfHttpStatus(404), Outcome::kSuccess);
-  EXPECT_EQ(outcomeOfHttpStatus(503), Outcome::kFailure);
-  EXPECT_EQ(outcomeOfError(absl::UnavailableError("x")), Outcome::kFailure);
-  EXPECT_EQ(outcomeOfError(codecs::withOrigin(absl::InvalidArgumentError("garbage"),
-                                              codecs::ErrorOrigin::kUpstream)),
-            Outcome::kFailure);
-  EXPECT_EQ(outcomeOfError(absl::DeadlineExceededError("late")), Outcome::kNeutral);
-  EXPECT_EQ(outcomeOfError(absl::CancelledError("gone")), Outcome::kNeutral);
-}
-
-TEST(FleetHttp, RefusedAttemptsAreRetriedOnTheOtherEndpoint) {
-  HttpTestUpstream server([](std::shared_ptr<http::HttpExchange> e) {
-    http::HttpResponse r;
-    r.body.append(codecs::Buffer::copyOf("hello"));
-    e->respond(std::move(r));
-  });
-  auto bound = server.listenOnLoopback();
-  ASSERT_TRUE(bound.ok()) << bound.status();
-  server.start();
-
-  const int refused = freePort();
-  config::UpstreamConfig config = threeEndpoints(Policy::kRoundRobin);
-  config.endpoints = {tcp(refused), tcp(bound->port)};
-  config.retry.max_retries = 2;
-  auto fleet = UpstreamFleet::create(config, nullptr);
-
-  LoopThread client_thread;
-  std::shared_ptr<HttpUpstreamClient> client;
-  client_thread.run([&] {
-    client = std::make_shared<HttpUpstreamClient>(client_thread.loop(),
-                                                  HttpClientOptions{.upstream_name = "up"});
-  });
-  for (int i = 0; i < 10; ++i) {
-    auto promise = std::make_shared<std::promise<codecs::StatusOr<HttpUpstreamResponse>>>();
-    auto future = promise->get_future();
-    client_thread.run([&] {
-      HttpUpstreamRequest request;
-      request.method = "GET";
-      request.target = "/v2/health/ready";
-      HttpUpstreamCallbacks callbacks;
-      callbacks.on_complete = [promise](codecs::StatusOr<HttpUpstreamResponse> r) {
-        promise->set_value(std::move(r));
-      };
-      fleetHttp(fleet, client, client_thread.loop(), std::move(request), PickContext{},
-                std::move(callbacks));
-    });
-    ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
-    codecs::StatusOr<HttpUpstreamResponse> r = future.get();
-    ASSERT_TRUE(r.ok()) << "request " << i << ": " << r.status();
-    EXPECT_EQ(r->status, 200);
-    EXPECT_EQ(r->body.view(), "hello");
-  }
-  std::shared_ptr<Endpoint> bad = fleet->findEndpoint(tcp(refused).text);
-  std::shared_ptr<Endpoint> good = fleet->findEndpoint(tcp(bound->port).text);
-  EXPECT_GE(bad->counters().failures, 1u);
-  EXPECT_EQ(good->counters().requests, 10u);
-  EXPECT_GE(fleet->counters().retries, 1u);
-  EXPECT_EQ(fleet->counters().in_flight, 0u);
-
-  client_thread.run([&] { client.reset(); });
-  server.stop();
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "config/config.h"
 #include "config/listen_address.h"
@@ -39,6 +40,23 @@ inline config::OutlierConfig outlier(uint32_t failures, uint64_t base_ms, uint64
   o.base_ejection_ms = base_ms;
   o.max_ejection_ms = max_ms;
   return o;
+}
+
+// An HTTP upstream over 127.0.0.1:1..3 (nothing is ever sent to them).
+inline config::UpstreamConfig threeEndpoints(config::LoadBalancingConfig::Policy policy = config::LoadBalancingConfig::Policy::kRoundRobin) {
+  config::UpstreamConfig c;
+  c.name = "up";
+  c.protocol = config::UpstreamConfig::Protocol::kHttp;
+  c.endpoints = {tcp(1), tcp(2), tcp(3)};
+  c.load_balancing.policy = policy;
+  return c;
+}
+
+// "" when `haystack` holds `needle`; else what to print (EXPECT_EQ(contains(...), "")).
+inline std::string contains(std::string_view haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string_view::npos
+             ? ""
+             : "\"" + std::string(haystack) + "\" lacks \"" + std::string(needle) + "\"";
 }
 
 }  // namespace infergate::gateway::upstream::testing
