@@ -76,7 +76,7 @@ void NativeHttpClient::Engine::readSome(Connection& c) {
         http_parser_execute(&c.parser, &parserSettings(), nullptr, 0);
         if (call->message_complete) {
           call->keep_alive = false;
-          completed(c);
+          completed(c, /*drained=*/true);
           return;
         }
       }
@@ -91,7 +91,10 @@ void NativeHttpClient::Engine::readSome(Connection& c) {
       return;
     }
     if (call->message_complete) {
-      completed(c);
+      // A read short of its room emptied the socket: nothing follows the answer, so the
+      // connection needs no probe before it carries the next request. A sized body read
+      // to its end (direct) says nothing of what may follow it.
+      completed(c, /*drained=*/!call->direct && static_cast<size_t>(n) < room);
       return;
     }
     if (static_cast<size_t>(n) < room) break;  // drained for now
@@ -137,12 +140,12 @@ bool NativeHttpClient::Engine::parse(Connection& c, const char* data, size_t siz
   return true;
 }
 
-void NativeHttpClient::Engine::completed(Connection& c) {
+void NativeHttpClient::Engine::completed(Connection& c, bool drained) {
   std::shared_ptr<Call> call = std::move(c.call);
   call->connection = nullptr;
   Pool& pool = *c.pool;
   const size_t total = call->head.size() + (call->sends_body ? call->request.body.size() : 0);
-  if (call->keep_alive && call->sent == total && nothingUnread(c.fd)) {
+  if (call->keep_alive && call->sent == total && (drained || nothingUnread(c.fd))) {
     c.reused = true;
     pool.idle.push_back(&c);  // `readable` stays armed: it is the idle watch
   } else {

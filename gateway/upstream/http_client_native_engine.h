@@ -140,7 +140,9 @@ class NativeHttpClient::Engine {
   // -- the answer --
   void readSome(Connection& c);
   bool parse(Connection& c, const char* data, size_t size);
-  void completed(Connection& c);
+  // The answer on `c` is complete. `drained`: the last read found the socket empty, so no
+  // byte beyond the answer is waiting (otherwise one is looked for before reuse).
+  void completed(Connection& c, bool drained);
   // The connection failed under its call: closed (err 0) or an errno, while sending or not.
   void broken(Connection& c, int err, bool sending);
   void failExchange(Connection& c, codecs::Status status);
