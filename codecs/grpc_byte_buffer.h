@@ -32,6 +32,38 @@ namespace infergate::codecs {
 
 inline constexpr size_t kInlineCopyBytes = 16;
 
+// A grpc::ByteBuffer that moves. grpc++ 1.51's ByteBuffer has a copy constructor and no
+// move constructor, so std::move of one copies it (grpc_byte_buffer_copy: an allocation
+// and a reference on every slice) and every copy's destruction enters grpc core (an
+// ExecCtx). Messages handed along by value (a call's request, its answer through the
+// callbacks) travel as this; it reads as a `const grpc::ByteBuffer&` wherever grpc wants
+// one. A copy is explicit.
+class MovableByteBuffer {
+ public:
+  MovableByteBuffer() = default;
+  MovableByteBuffer(grpc::ByteBuffer&& other) noexcept { buffer_.Swap(&other); }  // NOLINT: implicit
+  explicit MovableByteBuffer(const grpc::ByteBuffer& other) : buffer_(other) {}
+  MovableByteBuffer(MovableByteBuffer&& other) noexcept { buffer_.Swap(&other.buffer_); }
+  MovableByteBuffer(const MovableByteBuffer& other) = default;  // std::function wants copyable
+  MovableByteBuffer& operator=(MovableByteBuffer&& other) noexcept {
+    if (this != &other) {
+      buffer_.Clear();
+      buffer_.Swap(&other.buffer_);
+    }
+    return *this;
+  }
+  MovableByteBuffer& operator=(const MovableByteBuffer& other) = default;
+  ~MovableByteBuffer() = default;
+
+  operator const grpc::ByteBuffer&() const { return buffer_; }  // NOLINT: implicit
+  grpc::ByteBuffer& get() { return buffer_; }
+  bool valid() const { return buffer_.Valid(); }
+  size_t length() const { return buffer_.Length(); }
+
+ private:
+  grpc::ByteBuffer buffer_;
+};
+
 grpc::ByteBuffer toByteBuffer(const BufferChain& chain);
 // A typed message (the non-infer RPCs, shared-memory registrations) serialized into one
 // slice.

@@ -156,8 +156,8 @@ template <typename Request, typename Response>
       upstream::fleetUnary(
           d->upstream->fleet(), codecs::strCat(kService, rpc.method), std::move(bytes),
           std::move(options), d->pick,
-          [done, response, d, method = std::string(rpc.method)](Status status,
-                                                                 grpc::ByteBuffer answer) {
+          [done, response, d, method = std::string(rpc.method)](
+              Status status, codecs::MovableByteBuffer answer) {
             if (!status.ok()) return done(status);
             auto flat = codecs::fromByteBuffer(answer);
             if (!flat.ok() ||
@@ -295,7 +295,7 @@ void gather(const CountedCall& call, Shared& shared, Response* response,
                         codecs::toByteBuffer(rpc.request),
                         std::move(options), upstream::PickContext{},
                         [done, i, name = u.name(), method = std::string(rpc.method)](
-                            Status status, grpc::ByteBuffer answer) {
+                            Status status, codecs::MovableByteBuffer answer) {
                           if (!status.ok()) return done(i, status);
                           Response typed;
                           auto flat = codecs::fromByteBuffer(answer);

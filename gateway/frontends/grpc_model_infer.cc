@@ -112,7 +112,7 @@ codecs::StatusOr<codecs::InferRequest> ModelInferCall::decodeBound(const codecs:
 
 // ---- gRPC upstream: passthrough ----
 void ModelInferCall::passthrough(const ByteBuffer& request) {
-  ByteBuffer message = request;  // shares the slices
+  codecs::MovableByteBuffer message(request);  // shares the slices
   if (decision_.rewrites()) {
     codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
     if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
@@ -130,7 +130,7 @@ void ModelInferCall::passthrough(const ByteBuffer& request) {
   hold();
   auto call = upstream::fleetUnary(decision_.upstream->fleet(), kModelInferMethod, std::move(message),
                                    std::move(options), decision_.pick,
-                                   [this](codecs::Status status, ByteBuffer answer) {
+                                   [this](codecs::Status status, codecs::MovableByteBuffer answer) {
                                      onGrpcAnswer(std::move(status), std::move(answer));
                                      release();
                                    });
@@ -139,7 +139,7 @@ void ModelInferCall::passthrough(const ByteBuffer& request) {
 
 // grpc thread (the upstream call's completion), the loop's (its own client's), or the
 // thread that freed a slot.
-void ModelInferCall::onGrpcAnswer(codecs::Status status, ByteBuffer answer) {
+void ModelInferCall::onGrpcAnswer(codecs::Status status, codecs::MovableByteBuffer answer) {
   if (!status.ok()) return finishUpstreamError(status);
   if (decision_.rewrites()) {
     auto flat = codecs::fromByteBuffer(answer);
@@ -164,7 +164,7 @@ void ModelInferCall::mirror(const ByteBuffer& message) {
   codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(message);
   if (!bytes.ok()) return;
   if (target.protocol() == upstream::Upstream::Protocol::kGrpc) {
-    ByteBuffer copy = message;
+    codecs::MovableByteBuffer copy(message);
     if (decision_.rewrites()) {
       auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model, decision_.upstream_version);
       if (!rewritten.ok()) return;
@@ -173,7 +173,7 @@ void ModelInferCall::mirror(const ByteBuffer& message) {
     upstream::GrpcCallOptions options;
     options.deadline = upstreamDeadline(context_, decision_.timeout);
     upstream::fleetUnary(target.fleet(), kModelInferMethod, std::move(copy), std::move(options),
-                         decision_.mirrorPick(), [](codecs::Status, ByteBuffer) {});
+                         decision_.mirrorPick(), [](codecs::Status, codecs::MovableByteBuffer) {});
     return;
   }
   codecs::StatusOr<codecs::InferRequest> decoded = shared_->decoder.decode(*bytes);
@@ -306,14 +306,14 @@ void ModelInferCall::finishUpstreamError(const codecs::Status& status) {
 }
 
 // Once, from whichever thread gets there first.
-void ModelInferCall::finish(const ::grpc::Status& status, ByteBuffer message) {
+void ModelInferCall::finish(const ::grpc::Status& status, codecs::MovableByteBuffer message) {
   if (finished_.exchange(true)) return;
   Reply out;
   out.status = status;
   if (!info_.request_id.empty()) out.initial_metadata.emplace_back("x-request-id", info_.request_id);
   out.trailing_metadata = std::move(trailing_);
   if (status.ok()) {
-    info_.response_bytes = message.Length();
+    info_.response_bytes = message.length();
     out.message = std::move(message);
   }
   if (shared_->recorder) shared_->recorder->finishGrpc(info_, status.error_code(), "ModelInfer");
@@ -360,7 +360,7 @@ class GrpcppModelInfer final : public ::grpc::ServerUnaryReactor, public ModelIn
   void reply(Reply out) override {
     for (auto& [key, value] : out.initial_metadata) context_->AddInitialMetadata(key, value);
     for (auto& [key, value] : out.trailing_metadata) context_->AddTrailingMetadata(key, value);
-    if (out.status.ok()) *response_ = std::move(out.message);
+    if (out.status.ok()) response_->Swap(&out.message.get());
     Finish(out.status);
   }
 

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "codecs/grpc_byte_buffer.h"
 #include "gateway/decoded_forward.h"
 #include "gateway/execution_runner.h"
 #include "gateway/frontends/grpc_infer_common.h"
@@ -32,7 +33,7 @@ namespace infergate::gateway::frontends::grpc_detail {
 // goes with them.
 struct Reply {
   ::grpc::Status status;
-  ::grpc::ByteBuffer message;
+  codecs::MovableByteBuffer message;
   std::vector<std::pair<std::string, std::string>> initial_metadata;
   std::vector<std::pair<std::string, std::string>> trailing_metadata;
 };
@@ -65,7 +66,7 @@ class ModelInferCall {
 
  private:
   void passthrough(const ::grpc::ByteBuffer& request);
-  void onGrpcAnswer(codecs::Status status, ::grpc::ByteBuffer answer);
+  void onGrpcAnswer(codecs::Status status, codecs::MovableByteBuffer answer);
   void mirror(const ::grpc::ByteBuffer& message);
   void forwardDecodedMessage(const codecs::Buffer& bytes);
   void onDecodedAnswer(codecs::StatusOr<codecs::InferResponse> response);
@@ -74,7 +75,7 @@ class ModelInferCall {
   void play(builtin::Execution execution);
   void onEmission(Emission emission);
   void finishUpstreamError(const codecs::Status& status);
-  void finish(const ::grpc::Status& status, ::grpc::ByteBuffer message = {});
+  void finish(const ::grpc::Status& status, codecs::MovableByteBuffer message = {});
 
   void hold() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void release();

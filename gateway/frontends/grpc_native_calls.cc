@@ -68,9 +68,9 @@ class NativeModelInfer final : public ModelInferCall, public CallContext {
       if (s.finished) return;  // its deadline answered it
       s.initial_metadata = std::move(out.initial_metadata);
       const size_t limit = static_cast<size_t>(sharedOf(*s.connection).options.max_send_message_bytes);
-      if (out.status.ok() && out.message.Length() > limit) {
+      if (out.status.ok() && out.message.length() > limit) {
         out.status = ::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                    codecs::strCat("Sent message larger than max (", out.message.Length(), " vs. ",
+                                    codecs::strCat("Sent message larger than max (", out.message.length(), " vs. ",
                                                    limit, ")"));
       }
       if (out.status.ok()) queueMessage(s, out.message);
@@ -105,7 +105,7 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
   }
 
   // Loop thread.
-  void write(ByteBuffer message) {
+  void write(codecs::MovableByteBuffer message) {
     std::lock_guard<std::mutex> lock(mu_);
     if (half_closed_ || dropped_) return;
     if (writing_) {
@@ -114,7 +114,7 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
     }
     writing_ = true;
     current_ = std::move(message);
-    StartWrite(&current_);
+    StartWrite(&current_.get());
   }
 
   // Loop thread: the client ended its side.
@@ -164,7 +164,7 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
     if (!queued_.empty()) {
       current_ = std::move(queued_.front());
       queued_.pop_front();
-      StartWrite(&current_);
+      StartWrite(&current_.get());
       return;
     }
     writing_ = false;
@@ -186,7 +186,8 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
       initial_read_ = true;
       initial = fieldsOf(context_.GetServerInitialMetadata());
     }
-    loop_.post([self = self_, message = std::move(read_), initial = std::move(initial)]() mutable {
+    loop_.post([self = self_, message = codecs::MovableByteBuffer(std::move(read_)),
+                initial = std::move(initial)]() mutable {
       if (self->stream_ == nullptr || self->stream_->finished) return;
       Stream& s = *self->stream_;
       if (!s.headers_sent && !initial.empty()) s.initial_metadata = std::move(initial);
@@ -217,8 +218,8 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
   ByteBuffer read_;
   bool initial_read_ = false;  // grpc's threads, one reaction at a time
   std::mutex mu_;
-  ByteBuffer current_;
-  std::deque<ByteBuffer> queued_;
+  codecs::MovableByteBuffer current_;
+  std::deque<codecs::MovableByteBuffer> queued_;
   bool writing_ = false;
   bool half_closed_ = false;  // the client ended its side
   bool dropped_ = false;      // the stream is gone, or grpc++ ended the call
@@ -233,7 +234,7 @@ bool isModelInfer(const Stream& s) { return s.path == kModelInferPath; }
 void onMessage(Stream& s, codecs::BufferChain message) {
   const Shared& shared = sharedOf(*s.connection);
   ++s.messages;
-  ByteBuffer buffer;
+  codecs::MovableByteBuffer buffer;
   if (s.compressed) {
     // grpc's answers: a compressed message without an encoding, or one that does not
     // inflate, is INTERNAL; past the limit once inflated, RESOURCE_EXHAUSTED.
@@ -368,7 +369,7 @@ void endRequest(Stream& s) {
   }
   auto* call = new NativeModelInfer(serverOf(*s.connection).shared(), s);
   s.infer = call;
-  ByteBuffer request = std::move(*s.unary_request);
+  codecs::MovableByteBuffer request = std::move(*s.unary_request);
   s.unary_request.reset();
   call->start(request);
 }

@@ -25,6 +25,7 @@
 
 #include "codecs/buffer.h"
 #include "codecs/compression.h"
+#include "codecs/grpc_byte_buffer.h"
 #include "gateway/frontends/grpc_frontend_internal.h"
 #include "gateway/frontends/grpc_model_infer.h"
 #include "gateway/frontends/grpc_native_server.h"
@@ -71,7 +72,7 @@ struct Stream {
   size_t message_size = 0, message_have = 0;
   bool compressed = false;
   int messages = 0;
-  std::optional<::grpc::ByteBuffer> unary_request;  // ModelInfer: its one message, until END_STREAM
+  std::optional<codecs::MovableByteBuffer> unary_request;  // ModelInfer: its one message, until END_STREAM
   bool request_ended = false;
 
   // The call serving it (one of them, or none once answered).

@@ -293,7 +293,7 @@ void callTyped(const std::shared_ptr<HttpExchange>& exchange, const Router& rout
   auto call = upstream::fleetUnary(
       d.upstream->fleet(), full, std::move(bytes), std::move(options), d.pick,
       [exchange, names, method = std::string(method), on_answer = std::move(on_answer)](
-          codecs::Status status, grpc::ByteBuffer answer) mutable {
+          codecs::Status status, codecs::MovableByteBuffer answer) mutable {
         exchange->loop().runInLoop([exchange, names = std::move(names), method = std::move(method),
                                on_answer = std::move(on_answer), status = std::move(status),
                                answer = std::move(answer)]() mutable {
@@ -580,7 +580,7 @@ void HttpFrontend::mirror(const Exchange& exchange, const Route& route, const De
       options.on_loop = target.grpcOnLoop(exchange->loop());
       upstream::fleetUnary(target.fleet(), codecs::strCat(kService, "ModelInfer"),
                            codecs::toByteBuffer(*message), std::move(options), d.mirrorPick(),
-                           [](codecs::Status, grpc::ByteBuffer) {});
+                           [](codecs::Status, codecs::MovableByteBuffer) {});
       return;
     }
     case Upstream::Protocol::kBuiltin: {
@@ -667,8 +667,8 @@ void gatherAll(const std::shared_ptr<HttpExchange>& exchange, const Router& rout
             u.fleet(), codecs::strCat(kService, grpc_method), std::move(bytes), std::move(options),
             upstream::PickContext{},
             [gather, i, to_json, name = u.name(), method = std::string(grpc_method),
-             loop = &exchange->loop()](codecs::Status status, grpc::ByteBuffer answer) {
-              loop->runInLoop([gather, i, to_json, name, method, status, answer] {
+             loop = &exchange->loop()](codecs::Status status, codecs::MovableByteBuffer answer) {
+              loop->runInLoop([gather, i, to_json, name, method, status, answer = std::move(answer)] {
                 if (!status.ok()) return gather->done(i, status);
                 GrpcResponse typed;
                 auto flat = codecs::fromByteBuffer(answer);

@@ -54,7 +54,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
                              public std::enable_shared_from_this<FleetUnaryCall> {
  public:
   FleetUnaryCall(std::shared_ptr<UpstreamFleet> fleet, std::string_view method,
-                 grpc::ByteBuffer request, GrpcRequestFor build, GrpcCallOptions options,
+                 codecs::MovableByteBuffer request, GrpcRequestFor build, GrpcCallOptions options,
                  PickContext context, FleetUnaryDone done)
       : fleet_(std::move(fleet)),
         method_(method),
@@ -124,10 +124,13 @@ class FleetUnaryCall final : public GrpcCallHandle,
       lease.finish(Outcome::kNeutral);
       return deliver(absl::CancelledError("the request was cancelled"), {});
     }
-    grpc::ByteBuffer request = request_;
+    // The clients send from the message's slices: the request is lent, not copied, and
+    // stays for a retry.
+    const codecs::MovableByteBuffer* request = &request_;
+    codecs::MovableByteBuffer built_request;
     if (build_) {
       // Outside the mutex: the build may copy tensors into a handoff pool.
-      codecs::StatusOr<grpc::ByteBuffer> built = build_(*endpoint);
+      codecs::StatusOr<codecs::MovableByteBuffer> built = build_(*endpoint);
       if (!built.ok()) {
         EndpointLease taken;
         {
@@ -137,20 +140,23 @@ class FleetUnaryCall final : public GrpcCallHandle,
         taken.finish(Outcome::kNeutral);
         return deliver(built.status(), {});
       }
-      request = std::move(*built);
+      built_request = std::move(*built);
+      request = &built_request;
     }
     std::shared_ptr<GrpcCallHandle> inner;
     if (native) {
-      inner = options_.on_loop->unary(endpoint->address(), method_, request, options_,
-                                      [self = shared_from_this()](codecs::Status status, grpc::ByteBuffer answer) {
+      inner = options_.on_loop->unary(endpoint->address(), method_, *request, options_,
+                                      [self = shared_from_this()](codecs::Status status,
+                                                                  codecs::MovableByteBuffer answer) {
                                         const Outcome outcome = outcomeOf(status);
                                         self->settle(std::move(status), std::move(answer), outcome);
                                       });
     } else {
       // `endpoint` outlives the answer: the attempt's lease holds it until settle().
-      inner = client->unary(method_, request, options_,
+      inner = client->unary(method_, *request, options_,
                             [self = shared_from_this(), endpoint](grpc::Status status, grpc::ByteBuffer answer) {
-                              self->onAnswer(std::move(status), std::move(answer), *endpoint);
+                              self->onAnswer(std::move(status),
+                                             codecs::MovableByteBuffer(std::move(answer)), *endpoint);
                             });
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -160,7 +166,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
   }
 
   // grpc thread: the attempt is over. The grpc++ client's status in the gateway's form.
-  void onAnswer(grpc::Status status, grpc::ByteBuffer answer, const Endpoint& endpoint) {
+  void onAnswer(grpc::Status status, codecs::MovableByteBuffer answer, const Endpoint& endpoint) {
     const Outcome outcome = outcomeOfGrpc(status.error_code());
     if (status.ok()) return settle(absl::OkStatus(), std::move(answer), outcome);
     codecs::Status out = toUpstreamStatus(status, fleet_->name(), endpoint.key());
@@ -170,7 +176,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
   // The attempt is over (its lease is ours alone again): on a grpc thread, or on the loop
   // for the worker's own client. `status` is the gateway's, marked when nothing was sent;
   // `outcome` what it tells passive health.
-  void settle(codecs::Status status, grpc::ByteBuffer answer, Outcome outcome) {
+  void settle(codecs::Status status, codecs::MovableByteBuffer answer, Outcome outcome) {
     EndpointLease lease;
     bool cancelled;
     {
@@ -181,7 +187,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
       if (context_.stats) context_.stats->upstream = Clock::now() - sent_at_;
     }
     std::shared_ptr<Endpoint> endpoint = lease.sharedEndpoint();
-    if (status.ok() && !answer.Valid()) {
+    if (status.ok() && !answer.valid()) {
       // grpc 1.51 ends a call as OK when the answer held no whole message (none at all, a
       // broken frame, a length prefix past the data); the native client when the upstream
       // sent grpc-status 0 and no message. Never passed on: grpc aborts the process on
@@ -215,7 +221,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
     return Outcome::kSuccess;
   }
 
-  void deliver(codecs::Status status, grpc::ByteBuffer answer) {
+  void deliver(codecs::Status status, codecs::MovableByteBuffer answer) {
     FleetUnaryDone done;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -227,7 +233,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
 
   std::shared_ptr<UpstreamFleet> fleet_;
   std::string method_;
-  grpc::ByteBuffer request_;
+  codecs::MovableByteBuffer request_;
   GrpcRequestFor build_;  // when set, the request of each attempt
   GrpcCallOptions options_;
   PickContext context_;
@@ -382,7 +388,7 @@ bool grpcNotSent(const grpc::Status& status) {
 }
 
 std::shared_ptr<GrpcCallHandle> fleetUnary(const std::shared_ptr<UpstreamFleet>& fleet,
-                                           std::string_view method, grpc::ByteBuffer request,
+                                           std::string_view method, codecs::MovableByteBuffer request,
                                            GrpcCallOptions options, PickContext context,
                                            FleetUnaryDone done) {
   auto call = std::make_shared<FleetUnaryCall>(fleet, method, std::move(request), nullptr,
@@ -396,7 +402,7 @@ std::shared_ptr<GrpcCallHandle> fleetUnaryFor(const std::shared_ptr<UpstreamFlee
                                               std::string_view method, GrpcRequestFor build,
                                               GrpcCallOptions options, PickContext context,
                                               FleetUnaryDone done) {
-  auto call = std::make_shared<FleetUnaryCall>(fleet, method, grpc::ByteBuffer(), std::move(build),
+  auto call = std::make_shared<FleetUnaryCall>(fleet, method, codecs::MovableByteBuffer(), std::move(build),
                                                std::move(options), std::move(context),
                                                std::move(done));
   call->start();

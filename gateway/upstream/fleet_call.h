@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "codecs/grpc_byte_buffer.h"
 #include "gateway/http/event_loop.h"
 #include "gateway/upstream/fleet.h"
 #include "gateway/upstream/grpc_client.h"
@@ -29,10 +30,10 @@
 
 namespace infergate::gateway::upstream {
 
-using FleetUnaryDone = std::function<void(codecs::Status status, grpc::ByteBuffer answer)>;
+using FleetUnaryDone = std::function<void(codecs::Status status, codecs::MovableByteBuffer answer)>;
 
 std::shared_ptr<GrpcCallHandle> fleetUnary(const std::shared_ptr<UpstreamFleet>& fleet,
-                                           std::string_view method, grpc::ByteBuffer request,
+                                           std::string_view method, codecs::MovableByteBuffer request,
                                            GrpcCallOptions options, PickContext context,
                                            FleetUnaryDone done);
 
@@ -46,7 +47,7 @@ std::shared_ptr<HttpCallHandle> fleetHttp(const std::shared_ptr<UpstreamFleet>& 
 // handoff: references for a colocated endpoint, the tensors inline for the others):
 // `build` makes the request of each attempt, once its endpoint is chosen, on the thread
 // that starts the attempt. An error from it ends the call with that error.
-using GrpcRequestFor = std::function<codecs::StatusOr<grpc::ByteBuffer>(Endpoint& endpoint)>;
+using GrpcRequestFor = std::function<codecs::StatusOr<codecs::MovableByteBuffer>(Endpoint& endpoint)>;
 std::shared_ptr<GrpcCallHandle> fleetUnaryFor(const std::shared_ptr<UpstreamFleet>& fleet,
                                               std::string_view method, GrpcRequestFor build,
                                               GrpcCallOptions options, PickContext context,

@@ -213,7 +213,7 @@ void GrpcLoopClient::Engine::cancel(Call& call) {
   scheduleDelivery();
 }
 
-void GrpcLoopClient::Engine::finish(Call& call, Status status, grpc::ByteBuffer answer) {
+void GrpcLoopClient::Engine::finish(Call& call, Status status, codecs::MovableByteBuffer answer) {
   if (call.owner == nullptr) return;
   call.owner = nullptr;
   if (call.deadline_timer != nullptr) {
@@ -273,8 +273,8 @@ Status GrpcLoopClient::Engine::outcome(Call& call, uint32_t error_code) const {
   return brokeGrpc(call, "the call ended without a grpc-status");
 }
 
-grpc::ByteBuffer GrpcLoopClient::Engine::takeAnswer(Call& call) const {
-  if (call.messages == 0) return grpc::ByteBuffer();
+codecs::MovableByteBuffer GrpcLoopClient::Engine::takeAnswer(Call& call) const {
+  if (call.messages == 0) return {};
   if (call.message_size == 0) return grpc::ByteBuffer(nullptr, 0);
   grpc::Slice slice(call.message, call.message_size, &std::free);
   call.message = nullptr;

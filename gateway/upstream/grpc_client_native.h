@@ -58,6 +58,7 @@
 #include <utility>
 #include <vector>
 
+#include "codecs/grpc_byte_buffer.h"
 #include "codecs/status.h"
 #include "config/config.h"
 #include "gateway/http/event_loop.h"
@@ -81,7 +82,7 @@ struct GrpcLoopClientOptions {
 
 class GrpcLoopClient {
  public:
-  using Done = std::function<void(codecs::Status status, grpc::ByteBuffer answer)>;
+  using Done = std::function<void(codecs::Status status, codecs::MovableByteBuffer answer)>;
 
   GrpcLoopClient(http::EventLoop& loop, GrpcLoopClientOptions options);
   ~GrpcLoopClient();  // ends every call in flight without calling back

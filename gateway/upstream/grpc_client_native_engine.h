@@ -130,16 +130,16 @@ class GrpcLoopClient::Engine {
   struct Ending {
     std::shared_ptr<Call> call;
     codecs::Status status;
-    grpc::ByteBuffer answer;
+    codecs::MovableByteBuffer answer;
   };
 
   // -- calls --
   codecs::StatusOr<Connection*> connectionFor(const Call& call);
   void submit(Connection& c, const std::shared_ptr<Call>& call);
   void cancel(Call& call);
-  void finish(Call& call, codecs::Status status, grpc::ByteBuffer answer = {});
+  void finish(Call& call, codecs::Status status, codecs::MovableByteBuffer answer = {});
   codecs::Status outcome(Call& call, uint32_t error_code) const;
-  grpc::ByteBuffer takeAnswer(Call& call) const;
+  codecs::MovableByteBuffer takeAnswer(Call& call) const;
   void receiveData(Call& call, const uint8_t* data, size_t size);
   void breakAnswer(Call& call, std::string_view why);
 

@@ -370,7 +370,7 @@ int GrpcLoopClient::Engine::onStreamClose(nghttp2_session*, int32_t stream_id, u
     return 0;
   }
   Status status = e.outcome(*call, error_code);
-  grpc::ByteBuffer answer = status.ok() ? e.takeAnswer(*call) : grpc::ByteBuffer();
+  codecs::MovableByteBuffer answer = status.ok() ? e.takeAnswer(*call) : codecs::MovableByteBuffer();
   e.finish(*call, std::move(status), std::move(answer));
   return 0;
 }
