@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace infergate::codecs {
@@ -56,6 +57,71 @@ char* writeExponent(char* p, int k) {
     *p++ = static_cast<char>('0' + k);
   }
   return p;
+}
+
+// 5^k for k <= 22 (the last power below 2^53).
+constexpr uint64_t kPow5[] = {1ULL,
+                              5ULL,
+                              25ULL,
+                              125ULL,
+                              625ULL,
+                              3125ULL,
+                              15625ULL,
+                              78125ULL,
+                              390625ULL,
+                              1953125ULL,
+                              9765625ULL,
+                              48828125ULL,
+                              244140625ULL,
+                              1220703125ULL,
+                              6103515625ULL,
+                              30517578125ULL,
+                              152587890625ULL,
+                              762939453125ULL,
+                              3814697265625ULL,
+                              19073486328125ULL,
+                              95367431640625ULL,
+                              476837158203125ULL,
+                              2384185791015625ULL};
+constexpr uint64_t kMaxShortDecimal = 999'999'999'999'999ULL;  // 15 digits
+
+// The digits of `value` (finite, > 0) when it is exactly a decimal of at most 15
+// significant digits (an integer, 511.75, 0.03125): those digits are then its shortest
+// round-trip form, since no two decimals of at most 15 digits (DBL_DIG) read as the same
+// double. Integers, halves, quarters and the like in a tensor take this path instead of
+// the general shortest-digits search, which costs several hundred instructions a number.
+// False (nothing written) for every other value.
+bool exactShortDecimal(double value, char* digits, int& length, int& exp10) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  const int biased = static_cast<int>(bits >> 52) & 0x7ff;
+  if (biased == 0) return false;  // subnormal: far past 15 digits
+  uint64_t m = (bits & ((1ULL << 52) - 1)) | (1ULL << 52);
+  int e = biased - 1075;  // value = m * 2^e
+  const int zeros = __builtin_ctzll(m);
+  m >>= zeros;
+  e += zeros;
+  uint64_t n;  // value = n * 10^-k
+  int k = 0;
+  if (e >= 0) {
+    if (e > 50 || (m >> (50 - e)) != 0) return false;  // past 2^50 > 10^15
+    n = m << e;
+  } else {
+    k = -e;
+    if (k > 22 || __builtin_mul_overflow(m, kPow5[k], &n)) return false;  // m / 2^k = m*5^k / 10^k
+  }
+  if (n > kMaxShortDecimal) return false;
+  while (n % 10 == 0) {  // only an integer can end in zeros (m*5^k is odd)
+    n /= 10;
+    --k;
+  }
+  char reversed[16];
+  int count = 0;
+  for (; n != 0; n /= 10) reversed[count++] = static_cast<char>('0' + n % 10);
+  for (int i = 0; i < count; ++i) digits[i] = reversed[count - 1 - i];
+  length = count;
+  exp10 = count - 1 - k;
+  return true;
 }
 
 }  // namespace
@@ -118,17 +184,20 @@ char* writeJsonDouble(char* p, double value) {
     *p++ = '-';
     value = -value;
   }
-  // Shortest round-trip digits, as d.ddddde[+-]XX; re-laid out as rapidjson's Prettify.
-  char sci[32];
-  auto r = std::to_chars(sci, sci + sizeof(sci), value, std::chars_format::scientific);
+  // Shortest round-trip digits and the decimal exponent of the first one, re-laid out
+  // below as rapidjson's Prettify.
   char digits[20];
   int length = 0;
-  const char* s = sci;
-  for (; s < r.ptr && *s != 'e'; ++s) {
-    if (*s != '.') digits[length++] = *s;
-  }
   int exp10 = 0;
-  std::from_chars(s + 1 + (s[1] == '+' ? 1 : 0), r.ptr, exp10);
+  if (!exactShortDecimal(value, digits, length, exp10)) {
+    char sci[32];  // d.ddddde[+-]XX
+    auto r = std::to_chars(sci, sci + sizeof(sci), value, std::chars_format::scientific);
+    const char* s = sci;
+    for (; s < r.ptr && *s != 'e'; ++s) {
+      if (*s != '.') digits[length++] = *s;
+    }
+    std::from_chars(s + 1 + (s[1] == '+' ? 1 : 0), r.ptr, exp10);
+  }
   // value = 0.digits * 10^kk, i.e. digits * 10^k with k = kk - length.
   const int kk = exp10 + 1;
   const int k = kk - length;

@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <charconv>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace infergate::codecs {
 namespace {
@@ -43,6 +47,47 @@ TEST(JsonWriter, DoublesRoundTripExactly) {
   for (double v : samples) {
     std::string s = dbl(v);
     EXPECT_EQ(std::strtod(s.c_str(), nullptr), v) << s;
+  }
+}
+
+// The significant digits of a number as written (sign, point, exponent and the zeros that
+// only place the point left out).
+std::string significantDigits(std::string_view text) {
+  std::string digits;
+  for (char c : text.substr(0, text.find_first_of("eE"))) {
+    if (c >= '0' && c <= '9') digits.push_back(c);
+  }
+  const size_t first = digits.find_first_not_of('0');
+  if (first == std::string::npos) return "";
+  digits.erase(0, first);
+  digits.erase(digits.find_last_not_of('0') + 1);
+  return digits;
+}
+
+TEST(JsonWriter, ExactShortDecimalsGetTheShortestRoundTripDigits) {
+  // Integers, halves, quarters, ... (what the quick path takes) and their neighbours that
+  // it must leave to the general search: each written value reads back as itself, with
+  // exactly the digits of the shortest round-trip form.
+  std::vector<double> values;
+  for (int i = -5000; i <= 5000; ++i) values.push_back(i * 0.25 - 512.0);
+  for (double v : {1.0, 7.0, 1e15 - 1, 1e15, 1e15 + 2, 999999999999999.5, 1125899906842624.0,
+                   0.5, 0.03125, 1.0 / 1024, 3.0 / (1 << 22), 5.0 / (1ULL << 23), 511.75,
+                   123456789.125, 0.1, 0.2, 0.3, 1e-7, 1e22, 1e23, 4503599627370497.0,
+                   static_cast<double>(0.1f), static_cast<double>(123.456f),
+                   static_cast<double>(16777215.0f)}) {
+    values.push_back(v);
+    values.push_back(-v);
+    values.push_back(std::nextafter(v, 0.0));
+    values.push_back(std::nextafter(v, 1e300));
+  }
+  for (double v : values) {
+    if (v == 0) continue;
+    const std::string written = dbl(v);
+    EXPECT_EQ(std::strtod(written.c_str(), nullptr), v) << written;
+    char reference[32];
+    auto r = std::to_chars(reference, reference + sizeof(reference), v, std::chars_format::scientific);
+    EXPECT_EQ(significantDigits(written), significantDigits(std::string_view(reference, r.ptr - reference)))
+        << written;
   }
 }
 
