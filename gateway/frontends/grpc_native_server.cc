@@ -111,10 +111,7 @@ ssize_t onReadReply(nghttp2_session* session, int32_t stream_id, uint8_t*, size_
     *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
     std::vector<nghttp2_nv> nva;
     nva.reserve(s.trailers.size());
-    for (auto& [key, value] : s.trailers) {
-      nva.push_back(nghttp2_nv{reinterpret_cast<uint8_t*>(key.data()), reinterpret_cast<uint8_t*>(value.data()),
-                               key.size(), value.size(), NGHTTP2_NV_FLAG_NONE});
-    }
+    for (auto& [key, value] : s.trailers) nva.push_back(upstream::http2Field(key, value));
     if (nghttp2_submit_trailer(session, stream_id, nva.data(), nva.size()) != 0) {
       return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
@@ -538,10 +535,7 @@ void submitReply(Stream& s) {
     }
     std::vector<nghttp2_nv> nva;
     nva.reserve(fields.size());
-    for (auto& [key, value] : fields) {
-      nva.push_back(nghttp2_nv{reinterpret_cast<uint8_t*>(key.data()), reinterpret_cast<uint8_t*>(value.data()),
-                               key.size(), value.size(), NGHTTP2_NV_FLAG_NONE});
-    }
+    for (auto& [key, value] : fields) nva.push_back(upstream::http2Field(key, value));
     nghttp2_data_provider provider{};
     provider.source.ptr = &s;
     provider.read_callback = &onReadReply;

@@ -12,6 +12,7 @@
 
 #include <future>
 #include <map>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -89,6 +90,14 @@ class RawCall {
     ASSERT_EQ(::send(fd_, wire.data(), wire.size(), MSG_NOSIGNAL), static_cast<ssize_t>(wire.size()));
   }
 
+  // The names of the fields received so far that were sent "never indexed".
+  const std::set<std::string>& neverIndexed() const { return never_indexed_; }
+  // The value of `name` in any header block received so far ("" when none had it).
+  std::string received(const std::string& name) const {
+    auto it = received_.find(name);
+    return it == received_.end() ? "" : it->second;
+  }
+
   // The fields of stream 1's header block that ends it; empty when none came within 5 s.
   std::map<std::string, std::string> final() {
     std::string in;
@@ -134,8 +143,10 @@ class RawCall {
       in += used;
       left -= static_cast<size_t>(used);
       if ((flags & NGHTTP2_HD_INFLATE_EMIT) != 0) {
-        fields[std::string(reinterpret_cast<char*>(nv.name), nv.namelen)] =
-            std::string(reinterpret_cast<char*>(nv.value), nv.valuelen);
+        std::string name(reinterpret_cast<char*>(nv.name), nv.namelen);
+        fields[name] = std::string(reinterpret_cast<char*>(nv.value), nv.valuelen);
+        if ((nv.flags & NGHTTP2_NV_FLAG_NO_INDEX) != 0) never_indexed_.insert(name);
+        received_[name] = fields[name];
       }
       if ((flags & NGHTTP2_HD_INFLATE_FINAL) != 0) {
         nghttp2_hd_inflate_end_headers(inflater_);
@@ -147,9 +158,18 @@ class RawCall {
   }
 
   int fd_;
+  std::set<std::string> never_indexed_;
+  std::map<std::string, std::string> received_;  // every header block's fields so far
   nghttp2_hd_deflater* deflater_ = nullptr;
   nghttp2_hd_inflater* inflater_ = nullptr;
 };
+
+// `request` as one gRPC message: the uncompressed flag, the length, the bytes.
+std::string grpcFramed(const ModelInferRequest& request) {
+  const std::string message = request.SerializeAsString();
+  const size_t n = message.size();
+  return std::string{0, char(n >> 24), char(n >> 16), char(n >> 8), char(n)} + message;
+}
 
 // HTTP/2 carries metadata grpc cannot (grpc++ aborts the process on relaying it): refused
 // with a status naming the key, on ModelInfer and on a relayed RPC alike.
@@ -173,11 +193,22 @@ TEST_P(NativeServerTest, MetadataGrpcCannotCarryIsRefusedNamingIt) {
 // grpc's clients reset a stream they never opened (a call cancelled before its HEADERS went
 // out); RFC 9113 makes that a connection error, which would end every call on it. The
 // server lets it pass, as grpc's own servers do.
+// A call's request id is new on every call: sent never indexed, it stays out of the HPACK
+// table, where it would only push out the fields that repeat.
+TEST_P(NativeServerTest, TheRequestIdIsSentNeverIndexed) {
+  const std::string framed = grpcFramed(simpleRequest("ids"));
+  RawCall call(frontend_->port());
+  call.send("/inference.GRPCInferenceService/ModelInfer", {{"x-request-id", "client-chosen-1"}}, framed);
+  std::map<std::string, std::string> fields = call.final();
+  ASSERT_EQ(fields["grpc-status"], "0") << fields["grpc-message"];
+  EXPECT_EQ(call.received("x-request-id"), "client-chosen-1");
+  EXPECT_EQ(call.neverIndexed().count("x-request-id"), 1u);
+  EXPECT_EQ(call.neverIndexed().count("content-type"), 0u);
+  EXPECT_EQ(call.neverIndexed().count("grpc-status"), 0u);
+}
+
 TEST_P(NativeServerTest, AResetOfAStreamNeverOpenedLeavesTheConnectionServing) {
-  std::string message;
-  ASSERT_TRUE(simpleRequest("kept").SerializeToString(&message));
-  const size_t n = message.size();
-  const std::string framed = std::string{0, char(n >> 24), char(n >> 16), char(n >> 8), char(n)} + message;
+  const std::string framed = grpcFramed(simpleRequest("kept"));
   RawCall call(frontend_->port());
   call.send("/inference.GRPCInferenceService/ModelInfer", {}, framed, true,
             RawCall::frame(NGHTTP2_RST_STREAM, 0, 7, std::string("\0\0\0\x08", 4)));

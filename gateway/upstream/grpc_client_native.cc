@@ -85,12 +85,6 @@ bool reservedHeader(std::string_view key) {
   return false;
 }
 
-nghttp2_nv header(std::string_view name, std::string_view value) {
-  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
-                    value.size(), NGHTTP2_NV_FLAG_NONE};
-}
-
 }  // namespace
 
 // ---- calls ----
@@ -164,18 +158,18 @@ void GrpcLoopClient::Engine::submit(Connection& c, const std::shared_ptr<Call>& 
   std::vector<nghttp2_nv> nv;
   nv.reserve(8 + call->metadata.size());
   std::string timeout;
-  nv.push_back(header(":method", "POST"));
-  nv.push_back(header(":scheme", "http"));
-  nv.push_back(header(":path", call->method));
-  nv.push_back(header(":authority", c.authority));
-  nv.push_back(header("te", "trailers"));
-  nv.push_back(header("content-type", "application/grpc"));
-  nv.push_back(header("user-agent", "infergate"));
+  nv.push_back(http2Field(":method", "POST"));
+  nv.push_back(http2Field(":scheme", "http"));
+  nv.push_back(http2Field(":path", call->method));
+  nv.push_back(http2Field(":authority", c.authority));
+  nv.push_back(http2Field("te", "trailers"));
+  nv.push_back(http2Field("content-type", "application/grpc"));
+  nv.push_back(http2Field("user-agent", "infergate"));
   if (call->deadline) {
     timeout = grpcTimeout(*call->deadline - std::chrono::system_clock::now());
-    nv.push_back(header("grpc-timeout", timeout));
+    nv.push_back(http2Field("grpc-timeout", timeout));
   }
-  for (const auto& [key, value] : call->metadata) nv.push_back(header(key, value));
+  for (const auto& [key, value] : call->metadata) nv.push_back(http2Field(key, value));
 
   nghttp2_data_provider provider;
   provider.source.ptr = call.get();

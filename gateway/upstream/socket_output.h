@@ -21,6 +21,9 @@
 
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
+#include <nghttp2/nghttp2.h>
+
+#include <string_view>
 
 namespace infergate::gateway::upstream {
 
@@ -173,5 +176,17 @@ class GrpcOutMessage {
   size_t queued_ = 0;
   size_t slice_index_ = 0, slice_offset_ = 0;
 };
+
+// A header field for nghttp2. Fields whose value is new on every call (the request id, the
+// trace context, the time left) are sent "never indexed": entered in the HPACK dynamic
+// table they would only push out the fields that repeat, and make every later lookup in
+// the table walk a list of them.
+inline nghttp2_nv http2Field(std::string_view name, std::string_view value) {
+  const bool unique = name == "x-request-id" || name == "traceparent" || name == "tracestate" ||
+                      name == "grpc-timeout";
+  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                    value.size(), static_cast<uint8_t>(unique ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE)};
+}
 
 }  // namespace infergate::gateway::upstream
