@@ -260,7 +260,7 @@ class FleetHttpCall final : public HttpCallHandle,
       : fleet_(std::move(fleet)),
         client_(std::move(client)),
         loop_(loop),
-        request_(std::move(request)),
+        request_(build ? nullptr : std::make_shared<const HttpUpstreamRequest>(std::move(request))),
         build_(std::move(build)),
         context_(std::move(context)),
         callbacks_(std::move(callbacks)) {}
@@ -303,18 +303,15 @@ class FleetHttpCall final : public HttpCallHandle,
   void attempt(EndpointLease lease) {
     lease_ = std::move(lease);
     sent_at_ = noteAttempt(*fleet_, context_, lease_.endpoint(), started_at_, ++attempts_);
-    const bool may_retry = fleet_->config().retry.max_retries > retries_ &&
-                           !(context_.sequence && context_.sequence->present());
-    HttpUpstreamRequest request;
+    // Shared with the client, not copied: a retry sends the same request again.
+    SharedHttpRequest request = request_;
     if (build_) {
       codecs::StatusOr<HttpUpstreamRequest> built = build_(lease_.endpoint());
       if (!built.ok()) {
         lease_.finish(Outcome::kNeutral);
         return complete(built.status());
       }
-      request = std::move(*built);
-    } else {
-      request = may_retry ? request_ : std::move(request_);
+      request = std::make_shared<const HttpUpstreamRequest>(std::move(*built));
     }
     HttpUpstreamCallbacks callbacks;
     auto self = shared_from_this();
@@ -361,7 +358,7 @@ class FleetHttpCall final : public HttpCallHandle,
   std::shared_ptr<UpstreamFleet> fleet_;
   std::shared_ptr<HttpUpstreamClient> client_;
   http::EventLoop& loop_;
-  HttpUpstreamRequest request_;  // kept for a retry
+  SharedHttpRequest request_;  // kept for a retry (unused when build_ is set)
   HttpRequestFor build_;         // when set, the request of each attempt
   PickContext context_;
   HttpUpstreamCallbacks callbacks_;

@@ -174,7 +174,7 @@ void CurlMultiClient::abandonAll() {
 // ---- requests ----
 
 std::shared_ptr<HttpCallHandle> CurlMultiClient::send(const config::ListenAddress& endpoint,
-                                                      HttpUpstreamRequest request,
+                                                      SharedHttpRequest request,
                                                       HttpUpstreamCallbacks callbacks) {
   auto call = std::make_shared<Call>();
   call->owner = this;
@@ -208,14 +208,14 @@ std::shared_ptr<HttpCallHandle> CurlMultiClient::send(const config::ListenAddres
     failSoon(call, std::move(configured));
     return call;
   }
-  if (call->request.timeout.count() > 0) armDeadline(*call);
+  if (call->request->timeout.count() > 0) armDeadline(*call);
   return call;
 }
 
 void CurlMultiClient::armDeadline(Call& call) {
   call.deadline = evtimer_new(loop_.base(), &CurlMultiClient::onDeadline, &call);
   if (call.deadline == nullptr) return;  // libcurl's own timeout still covers most cases
-  auto after = call.request.timeout + kDeadlineGrace;
+  auto after = call.request->timeout + kDeadlineGrace;
   timeval tv{static_cast<time_t>(after.count() / 1000),
              static_cast<suseconds_t>((after.count() % 1000) * 1000)};
   evtimer_add(call.deadline, &tv);
@@ -246,7 +246,7 @@ void CurlMultiClient::onDeadline(evutil_socket_t, short, void* arg) {
   call.outcome = codecs::withOrigin(
       absl::DeadlineExceededError(strCat(
           self->prefix(call), "no response within the request's timeout of ",
-          call.request.timeout.count(), " ms (still queued for a connection: all ",
+          call.request->timeout.count(), " ms (still queued for a connection: all ",
           self->options_.max_connections_per_endpoint, " allowed to the endpoint were busy)")),
       codecs::ErrorOrigin::kUpstream);
   self->markNews(call);
@@ -273,7 +273,7 @@ void CurlMultiClient::releaseEasy(CURL* easy) {
 
 Status CurlMultiClient::configure(Call& call, const config::ListenAddress& endpoint) {
   CURL* e = call.easy;
-  const HttpUpstreamRequest& r = call.request;
+  const HttpUpstreamRequest& r = *call.request;
   CURLcode rc = CURLE_OK;
   // curl_easy_setopt is variadic: every value below has exactly the type libcurl reads
   // (long, curl_off_t, a pointer), never a plain int.
@@ -564,7 +564,7 @@ void HttpUpstreamClient::abandonAll() {
 }
 
 std::shared_ptr<HttpCallHandle> HttpUpstreamClient::send(const config::ListenAddress& endpoint,
-                                                         HttpUpstreamRequest request,
+                                                         SharedHttpRequest request,
                                                          HttpUpstreamCallbacks callbacks) {
   if (NativeHttpClient::serves(endpoint, impl_->options)) {
     return impl_->native.send(endpoint, std::move(request), std::move(callbacks));

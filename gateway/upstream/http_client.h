@@ -72,6 +72,9 @@ struct HttpUpstreamRequest {
   codecs::BufferChain body;
   std::chrono::milliseconds timeout{0};  // the whole exchange; 0 = none
 };
+// A request as the clients hold it while it is in flight: shared, so that a caller that
+// may send it again (a retry on another endpoint) keeps it without a copy.
+using SharedHttpRequest = std::shared_ptr<const HttpUpstreamRequest>;
 
 struct HttpUpstreamResponse {
   int status = 0;
@@ -134,8 +137,14 @@ class HttpUpstreamClient {
   void abandonAll();
 
   std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,
-                                       HttpUpstreamRequest request,
+                                       SharedHttpRequest request,
                                        HttpUpstreamCallbacks callbacks);
+  std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,
+                                       HttpUpstreamRequest request,
+                                       HttpUpstreamCallbacks callbacks) {
+    return send(endpoint, std::make_shared<const HttpUpstreamRequest>(std::move(request)),
+                std::move(callbacks));
+  }
 
  private:
   struct Impl;

@@ -124,7 +124,7 @@ size_t CurlMultiClient::onWrite(char* data, size_t size, size_t count, void* use
 
 size_t CurlMultiClient::onRead(char* dest, size_t size, size_t count, void* userdata) {
   auto& call = *static_cast<Call*>(userdata);
-  const std::vector<codecs::Buffer>& segments = call.request.body.segments();
+  const std::vector<codecs::Buffer>& segments = call.request->body.segments();
   size_t room = size * count;
   size_t copied = 0;
   while (copied < room && call.segment < segments.size()) {
@@ -147,7 +147,7 @@ int CurlMultiClient::onSeek(void* userdata, curl_off_t offset, int origin) {
   call.body_taken = true;
   if (origin != SEEK_SET || offset < 0) return CURL_SEEKFUNC_CANTSEEK;
   auto remaining = static_cast<uint64_t>(offset);
-  const std::vector<codecs::Buffer>& segments = call.request.body.segments();
+  const std::vector<codecs::Buffer>& segments = call.request->body.segments();
   for (size_t i = 0; i < segments.size(); ++i) {
     if (remaining < segments[i].size()) {
       call.segment = i;
@@ -222,9 +222,9 @@ Status CurlMultiClient::outcomeOf(const Call& call, CURLcode result) const {
       // Its clock starts after `started`, so when the request's timeout fired our elapsed
       // time is at least that timeout; anything earlier was the connect timeout.
       auto elapsed = std::chrono::steady_clock::now() - call.started;
-      if (call.request.timeout.count() > 0 && elapsed >= call.request.timeout) {
+      if (call.request->timeout.count() > 0 && elapsed >= call.request->timeout) {
         return upstream(absl::DeadlineExceededError(message(strCat(
-            "no response within the request's timeout of ", call.request.timeout.count(), " ms"))));
+            "no response within the request's timeout of ", call.request->timeout.count(), " ms"))));
       }
       return markNotSent(upstream(absl::UnavailableError(
           message(strCat("cannot connect within ", options_.connect_timeout.count(), " ms")))));
@@ -239,7 +239,7 @@ Status CurlMultiClient::outcomeOf(const Call& call, CURLcode result) const {
     case CURLE_URL_MALFORMAT:
       // The target (the client's, or a rewrite of it) is not sendable: the request's fault.
       return codecs::invalidArgument(
-          message(strCat("the target \"", call.request.target, "\" cannot be sent")));
+          message(strCat("the target \"", call.request->target, "\" cannot be sent")));
     case CURLE_SSL_CERTPROBLEM:      // the client certificate or CA bundle, checked at
     case CURLE_SSL_CACERT_BADFILE:   // set-up: libcurl refusing them is ours to fix
     case CURLE_OUT_OF_MEMORY:

@@ -45,7 +45,7 @@ class Call final : public HttpCallHandle, public std::enable_shared_from_this<Ca
   event* deadline = nullptr;  // the backstop timer, while armed
   curl_slist* header_list = nullptr;
   curl_slist* connect_to = nullptr;  // TLS with server_name (http_client_tls.h)
-  HttpUpstreamRequest request;  // keeps the body's segments alive while libcurl reads them
+  SharedHttpRequest request;  // keeps the body's segments alive while libcurl reads them
   HttpUpstreamCallbacks callbacks;
   bool streaming = false;  // on_head was given: pieces instead of one body
   std::string endpoint;    // for messages
@@ -84,7 +84,7 @@ class CurlMultiClient {
   ~CurlMultiClient();
 
   std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,
-                                       HttpUpstreamRequest request,
+                                       SharedHttpRequest request,
                                        HttpUpstreamCallbacks callbacks);
   void cancel(Call& call);
   // Ends every call in flight without calling back (see HttpUpstreamClient::abandonAll).

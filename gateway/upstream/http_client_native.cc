@@ -94,7 +94,7 @@ void NativeHttpClient::Engine::abandonAll() {
 // ---- requests ----
 
 std::shared_ptr<HttpCallHandle> NativeHttpClient::Engine::send(
-    const config::ListenAddress& endpoint, HttpUpstreamRequest request,
+    const config::ListenAddress& endpoint, SharedHttpRequest request,
     HttpUpstreamCallbacks callbacks) {
   auto call = std::make_shared<Call>();
   call->owner = this;
@@ -102,24 +102,24 @@ std::shared_ptr<HttpCallHandle> NativeHttpClient::Engine::send(
   call->streaming = static_cast<bool>(callbacks.on_head);
   call->callbacks = std::move(callbacks);
   call->endpoint = endpointText(endpoint);
-  const std::string& method = call->request.method;
+  const std::string& method = call->request->method;
   call->head_only = method == "HEAD";
   // As libcurl sends them: a GET without a body and a HEAD go without Content-Length; any
   // other request (a POST without a body too) carries one.
-  call->sends_body = !call->head_only && !(method == "GET" && call->request.body.empty());
+  call->sends_body = !call->head_only && !(method == "GET" && call->request->body.empty());
   calls_.emplace(call.get(), call);
 
   Status error;
   Pool* pool = nullptr;
-  if (!sendableTarget(call->request.target)) {
-    error = codecs::invalidArgument(unsendableTargetMessage(prefix(*call), call->request.target));
+  if (!sendableTarget(call->request->target)) {
+    error = codecs::invalidArgument(unsendableTargetMessage(prefix(*call), call->request->target));
   } else if (pool = poolFor(endpoint, &error); pool != nullptr) {
     call->pool = pool;
     buildHead(*call, *pool);
-    if (call->request.timeout.count() > 0) {
+    if (call->request->timeout.count() > 0) {
       call->deadline = evtimer_new(loop_.base(), &Engine::onDeadline, call.get());
       if (call->deadline != nullptr) {
-        timeval tv = toTimeval(call->request.timeout);
+        timeval tv = toTimeval(call->request->timeout);
         evtimer_add(call->deadline, &tv);
       }
     }
@@ -151,7 +151,7 @@ NativeHttpClient::Engine::Pool* NativeHttpClient::Engine::poolFor(
 }
 
 void NativeHttpClient::Engine::buildHead(Call& call, const Pool& pool) const {
-  const HttpUpstreamRequest& r = call.request;
+  const HttpUpstreamRequest& r = *call.request;
   std::string& head = call.head;
   head.reserve(128 + r.target.size() + r.headers.size() * 48);
   head.append(r.method).append(" ").append(r.target).append(" HTTP/1.1\r\n");
@@ -275,8 +275,8 @@ void NativeHttpClient::Engine::attach(Connection& c, std::shared_ptr<Call> call)
 
 void NativeHttpClient::Engine::writeSome(Connection& c) {
   Call& call = *c.call;
-  const std::vector<codecs::Buffer>& segments = call.request.body.segments();
-  const size_t total = call.head.size() + (call.sends_body ? call.request.body.size() : 0);
+  const std::vector<codecs::Buffer>& segments = call.request->body.segments();
+  const size_t total = call.head.size() + (call.sends_body ? call.request->body.size() : 0);
   while (call.sent < total) {
     iovec iov[kMaxIovecs];
     int count = 0;
@@ -442,7 +442,7 @@ void NativeHttpClient::Engine::onDeadline(evutil_socket_t, short, void* arg) {
   if (call.connection != nullptr) self->dropConnection(*call.connection);  // no late answer on it
   self->finish(call, upstreamError(absl::DeadlineExceededError(
                          strCat(self->prefix(call), "no response within the request's timeout of ",
-                                call.request.timeout.count(), " ms", queued))));
+                                call.request->timeout.count(), " ms", queued))));
   self->serveWaiting(*pool);
   self->deliverNews();
 }
@@ -484,7 +484,7 @@ bool NativeHttpClient::serves(const config::ListenAddress& endpoint,
 }
 
 std::shared_ptr<HttpCallHandle> NativeHttpClient::send(const config::ListenAddress& endpoint,
-                                                       HttpUpstreamRequest request,
+                                                       SharedHttpRequest request,
                                                        HttpUpstreamCallbacks callbacks) {
   return engine_->send(endpoint, std::move(request), std::move(callbacks));
 }

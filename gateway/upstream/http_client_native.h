@@ -43,7 +43,7 @@ class NativeHttpClient {
   static bool serves(const config::ListenAddress& endpoint, const HttpClientOptions& options);
 
   std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,
-                                       HttpUpstreamRequest request,
+                                       SharedHttpRequest request,
                                        HttpUpstreamCallbacks callbacks);
   void abandonAll();
 

@@ -144,7 +144,7 @@ void NativeHttpClient::Engine::completed(Connection& c, bool drained) {
   std::shared_ptr<Call> call = std::move(c.call);
   call->connection = nullptr;
   Pool& pool = *c.pool;
-  const size_t total = call->head.size() + (call->sends_body ? call->request.body.size() : 0);
+  const size_t total = call->head.size() + (call->sends_body ? call->request->body.size() : 0);
   if (call->keep_alive && call->sent == total && (drained || nothingUnread(c.fd))) {
     c.reused = true;
     pool.idle.push_back(&c);  // `readable` stays armed: it is the idle watch

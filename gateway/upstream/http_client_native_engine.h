@@ -47,7 +47,7 @@ class NativeHttpClient::Engine {
   ~Engine();
 
   std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,
-                                       HttpUpstreamRequest request,
+                                       SharedHttpRequest request,
                                        HttpUpstreamCallbacks callbacks);
   void abandonAll();
 
@@ -69,7 +69,7 @@ class NativeHttpClient::Engine {
     bool waiting = false;              // in pool->waiting
     event* deadline = nullptr;
 
-    HttpUpstreamRequest request;
+    SharedHttpRequest request;
     HttpUpstreamCallbacks callbacks;
     bool streaming = false;  // on_head was given
     bool head_only = false;  // HEAD: no body follows whatever the headers say
