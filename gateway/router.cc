@@ -161,6 +161,7 @@ HeaderPairs Router::forwardedHeaders(const http::HeaderList& headers) const {
   const std::shared_ptr<const RouterSnapshot> held = snapshot();
   const config::ForwardConfig& forward = held->config->forward;
   HeaderPairs out;
+  out.reserve(headers.size() + 8);  // room for what the caller adds (body headers, trace)
   std::string n;
   for (const auto& [name, value] : headers) {
     lowercaseInto(name, n);

@@ -224,6 +224,7 @@ HttpResponse relayAnswer(upstream::HttpUpstreamResponse r, HttpEndpoint endpoint
   auto asSent = [&] {
     HttpResponse out;
     out.status = r.status;
+    out.headers.reserve(std::size(kAnswerHeaders) + 1);  // and x-request-id
     for (std::string_view name : kAnswerHeaders) {
       if (const std::string* v = r.headers.find(name)) out.header(std::string(name), *v);
     }

@@ -57,7 +57,9 @@ HttpFrontend::HttpFrontend(std::shared_ptr<Router> router, std::shared_ptr<Setti
 
 void HttpFrontend::handle(const std::shared_ptr<HttpExchange>& exchange) {
   http::HttpRequest& request = exchange->mutableRequest();
-  Route route{matchHttpRoute(request.method, request.path())};
+  // What admitHeaders() matched and proved, when the server's gate ran it.
+  Route route = request.gate_state != nullptr ? *static_cast<const Route*>(request.gate_state.get())
+                                              : Route{matchHttpRoute(request.method, request.path())};
   request.tag = endpointName(route.match.endpoint);
   readTraceHeaders(request.headers, exchange->info());
   if (route.match.endpoint == HttpEndpoint::kNotFound) {
@@ -74,11 +76,6 @@ void HttpFrontend::handle(const std::shared_ptr<HttpExchange>& exchange) {
 
 namespace {
 
-// What admitHeaders() found, in HttpRequest::gate_state.
-struct EarlyAdmission {
-  std::optional<tls::Principal> principal;
-};
-
 HttpResponse refusalOf(const codecs::Status& status) {
   HttpResponse refusal = errorResponse(status);
   if (status.code() == absl::StatusCode::kUnauthenticated) {
@@ -91,21 +88,20 @@ HttpResponse refusalOf(const codecs::Status& status) {
 
 std::optional<HttpResponse> HttpFrontend::admitHeaders(http::HttpRequest& request,
                                                        tls::ServerSession* session) {
-  const HttpRoute match = matchHttpRoute(request.method, request.path());
+  HttpRoute match = matchHttpRoute(request.method, request.path());
   // Not found or not allowed: answered by handle(), once the body is read.
   if (match.endpoint == HttpEndpoint::kNotFound || !match.method_allowed) return std::nullopt;
   codecs::StatusOr<std::optional<tls::Principal>> admitted =
       authenticate(request, match.endpoint, session);
   if (!admitted.ok()) return refusalOf(admitted.status());
-  request.gate_state = std::make_shared<const EarlyAdmission>(EarlyAdmission{std::move(*admitted)});
+  // For handle(): the route, matched once, and who the credentials proved.
+  request.gate_state = std::make_shared<const Route>(Route{std::move(match), std::move(*admitted)});
   return std::nullopt;
 }
 
 bool HttpFrontend::admit(const Exchange& exchange, Route& route) {
   const http::HttpRequest& request = exchange->request();
-  if (request.gate_state != nullptr) {
-    route.principal = std::static_pointer_cast<const EarlyAdmission>(request.gate_state)->principal;
-  } else {
+  if (request.gate_state == nullptr) {  // else admitHeaders() proved route.principal
     codecs::StatusOr<std::optional<tls::Principal>> admitted =
         authenticate(request, route.match.endpoint, exchange->tlsSession());
     if (!admitted.ok()) {

@@ -1,6 +1,6 @@
 #include "gateway/frontends/http_routes.h"
 
-#include <vector>
+#include <string_view>
 
 namespace infergate::gateway::frontends {
 namespace {
@@ -13,16 +13,33 @@ bool allDigits(std::string_view s) {
   return true;
 }
 
+// A path's segments, on the stack. The longest route has 7
+// (/v2/models/<m>/versions/<v>/trace/setting): a path with more than 8 routes nowhere.
+class Segments {
+ public:
+  static constexpr size_t kMax = 8;
+  bool push(std::string_view segment) {
+    if (count_ == kMax) return false;
+    at_[count_++] = segment;
+    return true;
+  }
+  size_t size() const { return count_; }
+  std::string_view operator[](size_t i) const { return at_[i]; }
+
+ private:
+  std::string_view at_[kMax];
+  size_t count_ = 0;
+};
+
 // Splits "/a/b/c" into {"a","b","c"}; an empty segment (a "//" or a trailing "/")
 // makes the path unroutable, as a full-string match would.
-bool splitPath(std::string_view path, std::vector<std::string_view>& out) {
+bool splitPath(std::string_view path, Segments& out) {
   if (path.empty() || path[0] != '/') return false;
   path.remove_prefix(1);
   while (true) {
     size_t slash = path.find('/');
     std::string_view segment = path.substr(0, slash);
-    if (segment.empty()) return false;
-    out.push_back(segment);
+    if (segment.empty() || !out.push(segment)) return false;
     if (slash == std::string_view::npos) return true;
     path.remove_prefix(slash + 1);
   }
@@ -39,7 +56,7 @@ HttpRoute route(HttpEndpoint endpoint, std::string_view method,
 }
 
 // /v2/models/<name>[/versions/<digits>][/<action>]
-HttpRoute matchModel(std::string_view method, const std::vector<std::string_view>& s) {
+HttpRoute matchModel(std::string_view method, const Segments& s) {
   size_t i = 3;
   std::string version;
   if (s.size() >= 5 && s[3] == "versions") {
@@ -79,7 +96,7 @@ HttpRoute matchModel(std::string_view method, const std::vector<std::string_view
 }
 
 // /v2/{systemsharedmemory,cudasharedmemory}[/region/<name>]/(status|register|unregister)
-HttpRoute matchShm(std::string_view method, const std::vector<std::string_view>& s, bool cuda) {
+HttpRoute matchShm(std::string_view method, const Segments& s, bool cuda) {
   std::string region;
   size_t i = 2;
   if (s.size() == 5 && s[2] == "region") {
@@ -105,7 +122,7 @@ HttpRoute matchShm(std::string_view method, const std::vector<std::string_view>&
 }
 
 // /v2/repository[/<repo>]/(index|models/<name>/(load|unload))
-HttpRoute matchRepository(std::string_view method, const std::vector<std::string_view>& s) {
+HttpRoute matchRepository(std::string_view method, const Segments& s) {
   std::string repository;
   size_t i = 2;
   auto tail = [&](size_t at) -> HttpRoute {
@@ -143,8 +160,7 @@ HttpRoute matchHttpRoute(std::string_view method, std::string_view path) {
   if (path == "/v2/health/live") return route(HttpEndpoint::kHealthLive, method, {"GET"});
   if (path == "/v2/health/ready") return route(HttpEndpoint::kHealthReady, method, {"GET"});
   if (path == "/v2/trace/setting") return route(HttpEndpoint::kTraceSetting, method, {"GET", "POST"});
-  std::vector<std::string_view> s;
-  s.reserve(8);  // /v2/models/<name>/versions/<v>/infer and the like: one allocation
+  Segments s;
   if (!splitPath(path, s) || s.size() < 3 || s[0] != "v2") return {};
   if (s[1] == "models") return matchModel(method, s);
   if (s[1] == "systemsharedmemory") return matchShm(method, s, false);

@@ -22,6 +22,9 @@ constexpr size_t kDirectReadMin = 16 * 1024;
 // Spare bytes kept readable after every body so a JSON parser (simdjson) can run in place.
 constexpr size_t kBodyPadding = 64;
 constexpr size_t kMaxIov = 64;
+// Room made for a request's headers up front (the vector grows past it): what the Triton
+// clients and curl send fits.
+constexpr size_t kExpectedHeaders = 16;
 constexpr std::string_view kChunkWithoutCrlf =
     "malformed HTTP request: chunk data not followed by CRLF";
 
@@ -307,8 +310,12 @@ bool HttpConnection::queueStream(HttpExchange& exchange) {
 
 std::string HttpConnection::responseHead(const HttpExchange& exchange, const HttpResponse& response,
                                          bool keep_alive, bool chunked) const {
-  std::string head = codecs::strCat("HTTP/1.1 ", response.status, " ",
-                                    reasonPhrase(response.status), "\r\n");
+  size_t size = 96;  // the status line, Content-Length or Transfer-Encoding, Connection
+  for (const auto& [name, value] : response.headers) size += name.size() + value.size() + 4;
+  std::string head;
+  head.reserve(size);
+  head.append("HTTP/1.1 ").append(std::to_string(response.status)).append(" ")
+      .append(reasonPhrase(response.status)).append("\r\n");
   for (const auto& [name, value] : response.headers) {
     head.append(name).append(": ").append(value).append("\r\n");
   }
@@ -554,6 +561,7 @@ void HttpConnection::finishHeaderLine() {
 int HttpConnection::onMessageBegin(http_parser* p) {
   auto* c = static_cast<HttpConnection*>(p->data);
   c->current_ = std::make_shared<HttpExchange>(c->weak_from_this(), c->loop_);
+  c->current_->request_.headers.reserve(kExpectedHeaders);
   c->read_state_ = ReadState::kHeaders;
   c->header_bytes_ = 0;
   c->chunks_ = 0;

@@ -20,6 +20,7 @@ class HeaderList {
   void add(std::string name, std::string value) {
     entries_.emplace_back(std::move(name), std::move(value));
   }
+  void reserve(size_t count) { entries_.reserve(count); }
   // The first value of `name`, or nullptr.
   const std::string* find(std::string_view name) const;
   size_t size() const { return entries_.size(); }

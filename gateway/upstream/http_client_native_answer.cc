@@ -214,6 +214,7 @@ int NativeHttpClient::Engine::onMessageBegin(http_parser* p) {
   Call& call = callOf(p);
   call.status = 0;
   call.raw_headers.clear();
+  call.raw_headers.reserve(16);
   call.in_value = false;
   call.content_length.reset();
   return 0;
@@ -254,6 +255,7 @@ int NativeHttpClient::Engine::onHeadersComplete(http_parser* p) {
   // Content-Length had its body read into the final answer's). Its end starts over.
   if (call.status < 200) return 1;
   call.head_complete = true;
+  call.headers.reserve(call.raw_headers.size());
   for (auto& [name, value] : call.raw_headers) {
     std::string_view trimmed = trimValue(value);
     call.headers.add(std::move(name), trimmed.size() == value.size() ? std::move(value)
