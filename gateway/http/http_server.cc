@@ -117,17 +117,19 @@ void HttpServer::accept(Acceptor& acceptor) {
       return;
     }
     // Over a cap: refuse rather than starve the connections we have.
+    // Counted before the close: a client that sees its connection closed and then reads
+    // the metrics finds the refusal there.
     if (connections_.load() >= max_connections_) {
-      ::close(fd);
       ++refused_total_;
+      ::close(fd);
       continue;
     }
     std::string client;  // empty: not counted per client
     if (!acceptor.is_unix && max_per_client_ != SIZE_MAX) {
       client = clientKey(peer);
       if (!admitClient(client)) {
-        ::close(fd);
         ++refused_client_;
+        ::close(fd);
         continue;
       }
     }
