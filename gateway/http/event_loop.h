@@ -44,11 +44,15 @@ class EventLoop {
 
  private:
   static void onWake(evutil_socket_t fd, short what, void* arg);
+  static void onSelfPost(evutil_socket_t fd, short what, void* arg);
   void drain();
 
   event_base* base_ = nullptr;
-  int wake_fd_ = -1;  // eventfd
+  int wake_fd_ = -1;  // eventfd: other threads wake the loop through it
   event* wake_event_ = nullptr;
+  // Made active (no system call) by a post from the loop's own thread: the tasks run later
+  // in the same turn.
+  event* self_post_event_ = nullptr;
   std::mutex mutex_;
   std::vector<std::function<void()>> tasks_;
   std::thread::id owner_;
@@ -62,6 +66,11 @@ inline timeval toTimeval(std::chrono::microseconds after) {
 }
 
 // A one-shot or re-armable timer on a loop; disarmed when destroyed. Loop thread only.
+//
+// Re-arming is cheap, as a connection's timeouts are re-armed on every request: arm() and
+// disarm() only note when `fn` is due. libevent's timer is moved only when the new time is
+// earlier than the one it is set for; when it fires early (the time was pushed back, or
+// the timer disarmed), it is set again for what is left, or left idle.
 class LoopTimer {
  public:
   LoopTimer(EventLoop& loop, std::function<void()> fn);
@@ -70,12 +79,19 @@ class LoopTimer {
   LoopTimer& operator=(const LoopTimer&) = delete;
 
   void arm(std::chrono::milliseconds after);
-  void disarm();
+  void disarm() { armed_ = false; }
 
  private:
+  using Clock = std::chrono::steady_clock;
   static void onFire(evutil_socket_t, short, void* arg);
+  void schedule(Clock::time_point now, Clock::time_point at);
+
   event* event_ = nullptr;
   std::function<void()> fn_;
+  bool armed_ = false;      // fn_ runs at due_
+  Clock::time_point due_;
+  bool scheduled_ = false;  // event_ is pending, for fires_at_
+  Clock::time_point fires_at_;
 };
 
 }  // namespace infergate::gateway::http
