@@ -9,36 +9,14 @@
 #include <thread>
 #include <vector>
 
+#include "gateway/http/loop_thread_testing.h"
+
 namespace infergate::gateway::http {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// A loop running on its own thread for one test.
-class LoopThread {
- public:
-  LoopThread() : thread_([this] { loop_.run(); }) {}
-  ~LoopThread() {
-    loop_.stop();
-    thread_.join();
-  }
-  EventLoop& loop() { return loop_; }
-  // Runs `fn` on the loop and waits for it.
-  template <typename Fn>
-  void run(Fn fn) {
-    std::promise<void> done;
-    loop_.post([&] {
-      fn();
-      done.set_value();
-    });
-    done.get_future().wait();
-  }
-
- private:
-  EventLoop loop_;
-  std::thread thread_;
-};
 
 TEST(EventLoop, TasksTheLoopPostsItselfRunAfterTheCurrentOneInOrder) {
   LoopThread t;

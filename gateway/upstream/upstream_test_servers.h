@@ -38,6 +38,7 @@
 
 #include "codecs/status.h"
 #include "gateway/http/event_loop.h"
+#include "gateway/http/loop_thread_testing.h"
 #include "gateway/http/http_server.h"
 #include "gateway/http/listen_socket.h"
 #include "gateway/http/worker_pool.h"
@@ -136,32 +137,7 @@ class HttpTestUpstream {
   bool started_ = false;
 };
 
-// An EventLoop run by its own thread.
-class LoopThread {
- public:
-  LoopThread() : thread_([this] { loop_.run(); }) {}
-  ~LoopThread() {
-    loop_.stop();
-    thread_.join();
-  }
-  http::EventLoop& loop() { return loop_; }
-  // Runs `fn` on the loop and waits for it.
-  void run(std::function<void()> fn) {
-    std::promise<void> done;
-    loop_.post([&] {
-      fn();
-      done.set_value();
-    });
-    if (done.get_future().wait_for(kTestWait) != std::future_status::ready) {
-      ADD_FAILURE() << "the loop did not run a task within 30 s";
-      std::abort();  // the task refers to this frame
-    }
-  }
-
- private:
-  http::EventLoop loop_;
-  std::thread thread_;
-};
+using http::LoopThread;  // gateway/http/loop_thread_testing.h
 
 // ---- ports ----------------------------------------------------------------------------
 
