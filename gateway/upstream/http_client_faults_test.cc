@@ -116,6 +116,69 @@ TEST_P(HttpClientFaultTest, QueuedRequestStillTimesOut) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
 }
 
+// What a client made of an answer, to compare two readings of the same bytes: the status,
+// each header and the body, or the error's code (its text names the endpoint's port).
+std::string outcomeOf(const StatusOr<HttpUpstreamResponse>& r) {
+  if (!r.ok()) return "error " + std::string(absl::StatusCodeToString(r.status().code()));
+  std::string out = std::to_string(r->status);
+  for (const auto& [name, value] : r->headers) out += "|" + name + "=" + value;
+  return out + "|" + std::string(r->body.view());
+}
+
+// The native client reads the head of an answer that comes whole in one read itself and
+// leaves anything else to http_parser; an answer cut after its first bytes always goes to
+// http_parser. Every shape, the common and the odd, must read the same both ways.
+TEST_P(HttpClientFaultTest, AnAnswerReadsTheSameWholeOrCutAfterItsFirstBytes) {
+  const std::vector<std::string> answers = {
+      "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello",
+      "HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n",
+      "HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nabc",
+      "HTTP/1.1 404 Not Found\r\nX-A:  spaced value \t\r\nContent-Length: 2\r\n\r\nno",
+      "HTTP/1.1 503 Busy\r\nRetry-After: 3\r\nConnection: close\r\nContent-Length: 4\r\n\r\nbusy",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+      "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+      "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
+      "HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok",
+      "HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 2\r\n\r\nok",
+      "HTTP/1.1 200 OK\nContent-Length: 2\n\nok",
+      "HTTP/1.1 200 OK\r\nConnection: keep-alive, x\r\nContent-Length: 2\r\n\r\nok",
+      std::string("HTTP/1.1 200 OK\r\nX-A: a\x01") + "b\r\nContent-Length: 2\r\n\r\nok",
+      "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA",
+      "HTTP/1.1 200 OK\r\nX-A : v\r\nContent-Length: 2\r\n\r\nok",
+      "HTTP/1.1 999 Odd\r\nContent-Length: 1\r\n\r\n9",
+      "HTTP/1.1 200 OK\r\n\r\nuntil the end",
+      "HTTP/1.1 2000 OK\r\nContent-Length: 1\r\n\r\nx",
+  };
+  std::vector<std::string> whole;
+  for (const std::string& answer : answers) {
+    std::string outcomes[2];
+    for (int cut = 0; cut < 2; ++cut) {
+      RawUpstream upstream([&answer, cut](RawUpstream& u) {
+        int fd = u.accept();
+        if (fd < 0) return;
+        RawUpstream::readRequest(fd);
+        if (cut == 1) {
+          RawUpstream::write(fd, answer.substr(0, 5));
+          std::this_thread::sleep_for(30ms);  // the client reads the first bytes alone
+          RawUpstream::write(fd, answer.substr(5));
+        } else {
+          RawUpstream::write(fd, answer);
+        }
+        std::this_thread::sleep_for(50ms);
+        ::close(fd);  // ends a body that runs to the end of the connection
+      });
+      outcomes[cut] = outcomeOf(fetch(get("/shape"), &upstream.endpoint()));
+    }
+    EXPECT_EQ(outcomes[0], outcomes[1]) << answer;
+    whole.push_back(outcomes[0]);
+  }
+  // What the common shapes read as.
+  EXPECT_EQ(whole[0], "200|Content-Type=text/plain|Content-Length=5|hello");
+  EXPECT_EQ(whole[3], "404|X-A=spaced value|Content-Length=2|no");
+}
+
 TEST_P(HttpClientFaultTest, GarbageResponseIsAnUpstreamInvalidArgument) {
   RawUpstream upstream([](RawUpstream& u) {
     int fd = u.accept();

@@ -143,6 +143,11 @@ class NativeHttpClient::Engine {
   // The answer on `c` is complete. `drained`: the last read found the socket empty, so no
   // byte beyond the answer is waiting (otherwise one is looked for before reuse).
   void completed(Connection& c, bool drained);
+  // The common answer's head without http_parser (see the definition); the bytes of the
+  // head taken, or 0 when http_parser must read the answer.
+  size_t quickHead(Call& call, const char* data, size_t size) const;
+  // After quickHead(): the body's bytes that came with the head.
+  void quickBody(Call& call, const char* data, size_t size) const;
   // The connection failed under its call: closed (err 0) or an errno, while sending or not.
   void broken(Connection& c, int err, bool sending);
   void failExchange(Connection& c, codecs::Status status);
