@@ -45,10 +45,13 @@
 #include <climits>
 #include <cstring>
 #include <deque>
+#include <new>
 #include <optional>
 #include <unordered_map>
 
 #include "absl/strings/escaping.h"
+#include "codecs/buffer_pool.h"
+#include "codecs/grpc_byte_buffer.h"
 #include "codecs/text.h"
 #include "gateway/upstream/http_client_common.h"
 #include "gateway/upstream/upstream_status.h"
@@ -270,9 +273,7 @@ Status GrpcLoopClient::Engine::outcome(Call& call, uint32_t error_code) const {
 codecs::MovableByteBuffer GrpcLoopClient::Engine::takeAnswer(Call& call) const {
   if (call.messages == 0) return {};
   if (call.message_size == 0) return grpc::ByteBuffer(nullptr, 0);
-  grpc::Slice slice(call.message, call.message_size, &std::free);
-  call.message = nullptr;
-  return grpc::ByteBuffer(&slice, 1);
+  return codecs::toByteBuffer(codecs::BufferChain(std::move(call.message).freeze(call.message_size)));
 }
 
 void GrpcLoopClient::Engine::receiveData(Call& call, const uint8_t* data, size_t size) {
@@ -295,9 +296,13 @@ void GrpcLoopClient::Engine::receiveData(Call& call, const uint8_t* data, size_t
       }
       call.message_size = length;
       call.message_have = 0;
-      call.message_capacity = std::min(length, kMaxReservedMessageBytes);
-      call.message = static_cast<char*>(std::malloc(std::max<size_t>(call.message_capacity, 1)));
-      if (call.message == nullptr) return breakAnswer(call, "no memory for the answer");
+      try {
+        if (length > 0) {
+          call.message = codecs::BufferPool::shared().allocate(std::min(length, kMaxReservedMessageBytes));
+        }
+      } catch (const std::bad_alloc&) {
+        return breakAnswer(call, "no memory for the answer");
+      }
       if (length == 0) {
         call.messages = 1;
         call.frame_head_have = 0;
@@ -305,14 +310,18 @@ void GrpcLoopClient::Engine::receiveData(Call& call, const uint8_t* data, size_t
       continue;
     }
     const size_t n = std::min(size, call.message_size - call.message_have);
-    if (call.message_have + n > call.message_capacity) {
-      size_t grown = std::min(std::max(call.message_capacity * 2, call.message_have + n), call.message_size);
-      char* bigger = static_cast<char*>(std::realloc(call.message, grown));
-      if (bigger == nullptr) return breakAnswer(call, "no memory for the answer");
-      call.message = bigger;
-      call.message_capacity = grown;
+    if (call.message_have + n > call.message.size()) {  // past what was reserved ahead
+      const size_t grown =
+          std::min(std::max(call.message.size() * 2, call.message_have + n), call.message_size);
+      try {
+        codecs::MutableBuffer bigger = codecs::BufferPool::shared().allocate(grown);
+        std::memcpy(bigger.data(), call.message.data(), call.message_have);
+        call.message = std::move(bigger);
+      } catch (const std::bad_alloc&) {
+        return breakAnswer(call, "no memory for the answer");
+      }
     }
-    std::memcpy(call.message + call.message_have, data, n);
+    std::memcpy(call.message.data() + call.message_have, data, n);
     call.message_have += n;
     data += n;
     size -= n;

@@ -100,13 +100,15 @@ class GrpcLoopClient::Engine {
     std::string grpc_message;
     uint8_t frame_head[5] = {};
     size_t frame_head_have = 0;
-    char* message = nullptr;  // malloc'd; owned until handed to the answer
-    size_t message_size = 0, message_have = 0, message_capacity = 0;
+    // The answer's message as it arrives: from codecs::BufferPool from 1 MiB on (a block
+    // already mapped, not 16,384 fresh pages for 64 MiB), handed to the answer as a slice.
+    codecs::MutableBuffer message;
+    size_t message_size = 0, message_have = 0;
     int messages = 0;
     std::optional<codecs::Status> broken;  // the answer broke the protocol (502)
     bool reset_by_upstream = false;        // an RST_STREAM came (not nghttp2's own close)
 
-    ~Call() { std::free(message); }
+    ~Call() = default;
   };
 
   struct Connection {

@@ -4,8 +4,8 @@
 // frontend's server, frontends/grpc_native_server.cc) have not written to their socket
 // yet: owned bytes (frame headers, control frames, small pieces) and references into grpc
 // slices (the messages' bytes, never copied), written by sendmsg many pieces at a time;
-// and GrpcOutMessage, a gRPC message framed into that queue. One thread (the connection's
-// loop).
+// and GrpcOutMessage, a gRPC message framed into that queue; http2Field, how both hand a
+// header field to nghttp2. One thread (the connection's loop).
 
 #include <sys/socket.h>
 #include <sys/uio.h>
