@@ -8,6 +8,7 @@
 
 #include <grpcpp/generic/generic_stub.h>
 
+#include "codecs/buffer_pool.h"
 #include "codecs/compression.h"
 #include "codecs/grpc_byte_buffer.h"
 #include "codecs/text.h"
@@ -330,13 +331,13 @@ void receiveData(Stream& s, const uint8_t* data, size_t size) {
                                                             " vs. ", limit, ")")));
       }
       s.parts = codecs::BufferChain();
-      s.chunk = codecs::MutableBuffer::allocate(std::min(s.message_size, kMaxReservedMessageBytes));
+      s.chunk = codecs::BufferPool::shared().allocate(std::min(s.message_size, kMaxReservedMessageBytes));
       s.chunk_have = 0;
       s.message_have = 0;
     }
     if (s.chunk_have == s.chunk.size() && s.message_have < s.message_size) {
       s.parts.append(std::move(s.chunk).freeze());
-      s.chunk = codecs::MutableBuffer::allocate(std::min(s.message_size - s.message_have, kMaxReservedMessageBytes));
+      s.chunk = codecs::BufferPool::shared().allocate(std::min(s.message_size - s.message_have, kMaxReservedMessageBytes));
       s.chunk_have = 0;
     }
     const size_t n = std::min(size, s.chunk.size() - s.chunk_have);

@@ -64,8 +64,9 @@ struct Stream {
   // Request messages: the one being reassembled.
   uint8_t head[5] = {};
   size_t head_have = 0;
-  // Reassembled in chunks of at most kMaxReservedMessageBytes, each allocated as the
-  // bytes arrive: an announced size reserves no more than that ahead of them.
+  // Reassembled in chunks of at most kMaxReservedMessageBytes, each taken (from
+  // codecs::BufferPool: already mapped) as the bytes arrive: an announced size reserves no
+  // more than that ahead of them.
   codecs::BufferChain parts;
   codecs::MutableBuffer chunk;
   size_t chunk_have = 0;
