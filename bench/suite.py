@@ -597,10 +597,14 @@ def _count_lines(path):
 def scenario_instructions(bench, writer, requests, warmup, keep=None):
     """Instructions per request of the gateway process (callgrind): one gateway, 1 worker,
     reaching U both ways; per path `warmup` requests, the counters zeroed, `requests`
-    requests on one connection, a dump. Machine noise does not move this figure, so one run
+    requests on one connection, a dump. Only the worker loop's thread is counted (callgrind
+    keeps each thread apart): it carries every one of these paths, while grpc++'s own
+    threads wake on timers and add more the slower valgrind runs, which made the figure move
+    by 3-4k between runs of one tree. Machine noise does not move what is left, so one run
     is enough (it runs once, not per round). With `keep`, each path's dumps are copied to
     keep/<path>.<n>.callgrind for callgrind_annotate."""
-    wrapper = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + os.path.join(bench.scratch, "cg.%p")]
+    wrapper = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+               "--callgrind-out-file=" + os.path.join(bench.scratch, "cg.%p")]
     g = InfergateProcess(bench.infergate, "callgrind", routed_gateway_config(bench, "callgrind"),
                          bench.scratch, wrapper=wrapper)
     try:
@@ -620,13 +624,7 @@ def scenario_instructions(bench, writer, requests, warmup, keep=None):
             subprocess.run(["callgrind_control", "--dump", str(g.pid)], check=True, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
             close()
-            total = 0
-            for dump in _dumps(bench.scratch, g.pid):
-                with open(dump) as f:
-                    for line in f:
-                        if line.startswith("summary:"):
-                            total += int(line.split()[1])
-                            break
+            total = sum(_loop_instructions(dump) for dump in _dumps(bench.scratch, g.pid))
             if keep:
                 os.makedirs(keep, exist_ok=True)
                 for n, dump in enumerate(sorted(_dumps(bench.scratch, g.pid))):
@@ -636,6 +634,19 @@ def scenario_instructions(bench, writer, requests, warmup, keep=None):
                         "instructions_per_request": total // requests})
     finally:
         g.stop()
+
+
+def _loop_instructions(dump):
+    """The instructions in a callgrind dump of one thread when it is a worker loop's (it ran
+    EventLoop::run), else 0."""
+    total, loop = 0, False
+    with open(dump) as f:
+        for line in f:
+            if line.startswith("summary:"):
+                total = int(line.split()[1])
+            elif "EventLoop::run()" in line and line.startswith(("fn=", "cfn=")):
+                loop = True
+    return total if loop else 0
 
 
 def _dumps(scratch, pid):
