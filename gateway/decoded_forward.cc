@@ -62,7 +62,8 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     // The loop's own gRPC client (the call moves to the loop when started elsewhere).
     if (options_.loop != nullptr) options.on_loop = decision_.upstream->grpcOnLoop(*options_.loop);
     auto self = shared_from_this();
-    auto build = [self, stats = pick.stats](upstream::Endpoint& e) -> codecs::StatusOr<codecs::MovableByteBuffer> {
+    auto build = [self, stats = pick.stats](
+                     upstream::Endpoint& e) -> codecs::StatusOr<codecs::MovableByteBuffer> {
       const auto started = telemetry::Clock::now();
       INFERGATE_ASSIGN_OR_RETURN(codecs::InferRequest * r, self->request_->forEndpoint(e));
       INFERGATE_ASSIGN_OR_RETURN(codecs::BufferChain message, codecs::ProtobufRequestEncoder().encode(*r));

@@ -337,7 +337,8 @@ void receiveData(Stream& s, const uint8_t* data, size_t size) {
     }
     if (s.chunk_have == s.chunk.size() && s.message_have < s.message_size) {
       s.parts.append(std::move(s.chunk).freeze());
-      s.chunk = codecs::BufferPool::shared().allocate(std::min(s.message_size - s.message_have, kMaxReservedMessageBytes));
+      s.chunk = codecs::BufferPool::shared().allocate(
+          std::min(s.message_size - s.message_have, kMaxReservedMessageBytes));
       s.chunk_have = 0;
     }
     const size_t n = std::min(size, s.chunk.size() - s.chunk_have);

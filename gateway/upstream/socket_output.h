@@ -184,9 +184,10 @@ class GrpcOutMessage {
 inline nghttp2_nv http2Field(std::string_view name, std::string_view value) {
   const bool unique = name == "x-request-id" || name == "traceparent" || name == "tracestate" ||
                       name == "grpc-timeout";
+  const auto flags = static_cast<uint8_t>(unique ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE);
   return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
                     reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
-                    value.size(), static_cast<uint8_t>(unique ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE)};
+                    value.size(), flags};
 }
 
 }  // namespace infergate::gateway::upstream
