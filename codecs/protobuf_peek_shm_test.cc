@@ -42,16 +42,22 @@ void addShm(google::protobuf::Map<std::string, inference::InferParameter>& param
 
 // The flag's other oracle: the gateway's own full decoder. Where it decodes the message,
 // the flag is exactly "some input or output got shared_memory".
+// Whether the decoder found a region named by any input or output.
+bool namesSharedMemory(const InferRequest& decoded) {
+  for (const InferInput& input : decoded.inputs) {
+    if (input.shared_memory.has_value()) return true;
+  }
+  for (const RequestedOutput& output : decoded.outputs) {
+    if (output.shared_memory.has_value()) return true;
+  }
+  return false;
+}
+
 void expectFlagMatchesDecoder(const std::string& bytes, bool want) {
   Buffer message = Buffer::fromString(bytes);
   StatusOr<InferRequest> decoded = ProtobufRequestDecoder().decode(message);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
-  bool any = false;
-  for (const InferInput& input : decoded->inputs) any = any || input.shared_memory.has_value();
-  for (const RequestedOutput& output : decoded->outputs) {
-    any = any || output.shared_memory.has_value();
-  }
-  EXPECT_EQ(any, want);
+  EXPECT_EQ(namesSharedMemory(*decoded), want);
   StatusOr<ModelRef> ref = peekModelInferRequest(message.span());
   ASSERT_TRUE(ref.ok()) << ref.status();
   EXPECT_EQ(ref->shared_memory, want);
@@ -360,11 +366,7 @@ TEST(ProtobufPeekSharedMemory, AgreesWithProtobufAndTheDecoderOnGeneratedRequest
     ASSERT_TRUE(ref.ok());
     if (!decoded.ok()) continue;
     ++decoded_ok;
-    bool any = false;
-    for (const InferInput& input : decoded->inputs) any = any || input.shared_memory.has_value();
-    for (const RequestedOutput& output : decoded->outputs) {
-      any = any || output.shared_memory.has_value();
-    }
+    const bool any = namesSharedMemory(*decoded);
     decoded_shm += any;
     EXPECT_EQ(ref->shared_memory, any);
   }

@@ -3,6 +3,7 @@
 // Small text helpers on std::string_view (Debian's abseil string functions take its own
 // absl::string_view, which std::string_view does not convert to).
 
+#include <array>
 #include <charconv>
 #include <cstdint>
 #include <optional>
@@ -17,6 +18,44 @@ inline std::string_view trimAscii(std::string_view s) {
   while (!s.empty() && isAsciiSpace(s.front())) s.remove_prefix(1);
   while (!s.empty() && isAsciiSpace(s.back())) s.remove_suffix(1);
   return s;
+}
+
+// RFC 9110 5.6.2 tchar and 5.5 field-vchar, one table lookup per byte: header names and
+// values are checked on every request.
+namespace text_detail {
+enum : uint8_t { kControl = 0, kFieldByte = 1, kTokenByte = 2 };  // a token byte is a field byte
+inline constexpr auto kHttpByteClass = [] {
+  std::array<uint8_t, 256> t{};
+  for (int c = 0x20; c < 0x100; ++c) t[c] = kFieldByte;  // VCHAR, SP, obs-text
+  t[0x7f] = kControl;
+  t['\t'] = kFieldByte;
+  for (int c = '0'; c <= '9'; ++c) t[c] = kTokenByte;
+  for (int c = 'a'; c <= 'z'; ++c) t[c] = kTokenByte;
+  for (int c = 'A'; c <= 'Z'; ++c) t[c] = kTokenByte;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = kTokenByte;
+  return t;
+}();
+}  // namespace text_detail
+
+inline bool isHttpTokenChar(char c) {
+  return text_detail::kHttpByteClass[static_cast<unsigned char>(c)] == text_detail::kTokenByte;
+}
+
+// A field name: a token (non-empty, tchar only).
+inline bool isHttpToken(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!isHttpTokenChar(c)) return false;
+  }
+  return true;
+}
+
+// A field value without control bytes (HTAB allowed): no CR, LF or NUL can hide in it.
+inline bool isHttpFieldValue(std::string_view s) {
+  for (char c : s) {
+    if (text_detail::kHttpByteClass[static_cast<unsigned char>(c)] == text_detail::kControl) return false;
+  }
+  return true;
 }
 
 inline char asciiLower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }

@@ -13,12 +13,6 @@ namespace {
 
 using codecs::strCat;
 
-// RFC 9110 section 5.6.2: tchar.
-bool isTokenChar(char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
 // gRPC metadata keys (PROTOCOL-HTTP2.md, Custom-Metadata): lowercase letters, digits,
 // '-', '_' and '.'. grpc++ refuses anything else when the call starts.
 bool isGrpcKeyChar(char c) {
@@ -82,7 +76,7 @@ std::string asciiLowercase(std::string_view text) {
 }
 
 std::string headerNameProblem(std::string_view name) {
-  if (!name.empty() && std::all_of(name.begin(), name.end(), isTokenChar)) return "";
+  if (codecs::isHttpToken(name)) return "";
   return strCat("\"", name,
                 "\" is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)");
 }

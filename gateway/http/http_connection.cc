@@ -495,18 +495,6 @@ bool HttpConnection::checkChunkEnd(const char*& p, const char* end) {
 
 namespace {
 
-// RFC 9110 5.1 / 5.6.2: a field name is a token. A name with a space before its colon is
-// the classic shape of request smuggling (a proxy and its upstream disagreeing on it).
-bool isToken(std::string_view name) {
-  if (name.empty()) return false;
-  for (unsigned char ch : name) {
-    const bool ok = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
-                    (ch >= 'A' && ch <= 'Z') || std::strchr("!#$%&'*+-.^_`|~", ch) != nullptr;
-    if (!ok || ch == 0) return false;
-  }
-  return true;
-}
-
 // What the request's framing headers say that the parser lets through and RFC 9112 does
 // not: an answer to give instead of serving the request, or nothing.
 std::optional<std::pair<int, std::string>> framingRefusal(const http_parser& p,
@@ -517,8 +505,10 @@ std::optional<std::pair<int, std::string>> framingRefusal(const http_parser& p,
                                               " is not supported: send HTTP/1.1"));
   }
   size_t hosts = 0;
+  // RFC 9110 5.1 / 5.6.2: a field name is a token. A name with a space before its colon is
+  // the classic shape of request smuggling (a proxy and its upstream disagreeing on it).
   for (const auto& [name, value] : headers) {
-    if (!isToken(name)) {
+    if (!codecs::isHttpToken(name)) {
       return std::make_pair(400, codecs::strCat("invalid header name '", name, "'"));
     }
     if (codecs::equalsIgnoreCase(name, "Host")) {

@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <sys/un.h>
 
-#include <array>
 #include <cstring>
 #include <cstdio>
 
@@ -49,22 +48,7 @@ bool isClientOwnedHeader(std::string_view name) {
   return false;
 }
 
-bool validHeaderName(std::string_view name) {
-  // RFC 9110 tchar, one lookup per byte: this runs for every header of every request.
-  static constexpr auto kToken = [] {
-    std::array<bool, 256> t{};
-    for (int c = '0'; c <= '9'; ++c) t[c] = true;
-    for (int c = 'a'; c <= 'z'; ++c) t[c] = true;
-    for (int c = 'A'; c <= 'Z'; ++c) t[c] = true;
-    for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
-    return t;
-  }();
-  if (name.empty()) return false;
-  for (char c : name) {
-    if (!kToken[static_cast<unsigned char>(c)]) return false;
-  }
-  return true;
-}
+bool validHeaderName(std::string_view name) { return codecs::isHttpToken(name); }
 
 bool validHeaderValue(std::string_view value) {
   // One pass (find_first_of would search the three bytes once per character).

@@ -7,7 +7,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -157,32 +156,6 @@ bool NativeHttpClient::Engine::parse(Connection& c, const char* data, size_t siz
 // request, a streamed call, a body too large to reserve) is left whole to http_parser,
 // which decides it as it always did.
 
-namespace {
-
-enum : uint8_t { kCtl = 0, kTchar = 1, kVchar = 2 };  // kTchar bytes are also kVchar
-
-constexpr auto kByteClass = [] {
-  std::array<uint8_t, 256> t{};
-  for (int c = 0x20; c < 0x7f; ++c) t[c] = kVchar;
-  for (int c = 0x80; c < 0x100; ++c) t[c] = kVchar;  // obs-text
-  t['\t'] = kVchar;
-  for (int c = '0'; c <= '9'; ++c) t[c] = kTchar;
-  for (int c = 'a'; c <= 'z'; ++c) t[c] = kTchar;
-  for (int c = 'A'; c <= 'Z'; ++c) t[c] = kTchar;
-  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = kTchar;
-  return t;
-}();
-
-bool allOf(std::string_view s, uint8_t cls) {
-  for (char ch : s) {
-    const uint8_t b = kByteClass[static_cast<unsigned char>(ch)];
-    if (b == kCtl || (cls == kTchar && b != kTchar)) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t size) const {
   if (call.streaming || call.head_only) return 0;
   const char* p = data;
@@ -200,7 +173,7 @@ size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t 
   std::string_view line;
   if (!nextLine(line) || line.size() < 12 || line.substr(0, 7) != "HTTP/1." ||
       (line[7] != '0' && line[7] != '1') || line[8] != ' ' || (line.size() > 12 && line[12] != ' ') ||
-      !allOf(line, kVchar)) {
+      !codecs::isHttpFieldValue(line)) {
     return 0;
   }
   int status = 0;
@@ -221,7 +194,8 @@ size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t 
     if (colon == std::string_view::npos) return 0;
     const std::string_view name = line.substr(0, colon);
     const std::string_view value = trimValue(line.substr(colon + 1));
-    if (!allOf(name, kTchar) || name.empty() || !allOf(value, kVchar)) return 0;  // also obs-fold
+    // Also refuses obs-fold: a line starting with SP or HTAB has no token before its colon.
+    if (!codecs::isHttpToken(name) || !codecs::isHttpFieldValue(value)) return 0;
     if (codecs::equalsIgnoreCase(name, "content-length")) {
       if (length || value.empty() || value.size() > 18) return 0;
       uint64_t n = 0;
