@@ -41,9 +41,9 @@ ModelInferCall::ModelInferCall(std::shared_ptr<Shared> shared, http::EventLoop& 
                                const CallContext& context)
     : shared_(std::move(shared)), loop_(loop), context_(context) {}
 
-void ModelInferCall::start(const ByteBuffer& request) {
+void ModelInferCall::start(codecs::MovableByteBuffer request) {
   shared_->startInfo(context_, info_);
-  info_.request_bytes = request.Length();
+  info_.request_bytes = request.length();
   Shared::Admission admitted = shared_->admit(context_, "inference", "ModelInfer", &info_);
   if (!admitted.status.ok()) return finish(admitted.status);
   bool names_regions = false;
@@ -61,8 +61,8 @@ void ModelInferCall::start(const ByteBuffer& request) {
   // reading them a second time would race with the client reusing its regions.
   if (decision_.mirror && !names_regions) mirror(request);
   if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc && !names_regions &&
-      !takesHandoff(*decision_.upstream, request.Length())) {
-    return passthrough(request);
+      !takesHandoff(*decision_.upstream, request.length())) {
+    return passthrough(std::move(request));
   }
   // The other paths decode the message: one contiguous view of it.
   codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
@@ -111,10 +111,9 @@ codecs::StatusOr<codecs::InferRequest> ModelInferCall::decodeBound(const codecs:
 }
 
 // ---- gRPC upstream: passthrough ----
-void ModelInferCall::passthrough(const ByteBuffer& request) {
-  codecs::MovableByteBuffer message(request);  // shares the slices
+void ModelInferCall::passthrough(codecs::MovableByteBuffer message) {
   if (decision_.rewrites()) {
-    codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
+    codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(message);
     if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
     auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model, decision_.upstream_version);
     if (!rewritten.ok()) return finish(grpcStatusFor(rewritten.status()));
@@ -374,7 +373,7 @@ class GrpcppModelInfer final : public ::grpc::ServerUnaryReactor, public ModelIn
 ::grpc::ServerUnaryReactor* InferenceService::ModelInfer(Ctx* context, const ByteBuffer* request,
                                                          ByteBuffer* response) {
   auto* reactor = new GrpcppModelInfer(shared_, context, response);
-  reactor->start(*request);
+  reactor->start(codecs::MovableByteBuffer(*request));  // grpc keeps its own until OnDone
   return reactor;
 }
 

@@ -46,7 +46,7 @@ class ModelInferCall {
   // The server's thread, once, before anything else: routes on the peeked model; a
   // builtin upstream decodes and runs here (pure CPU, never blocking) and a response due
   // at once is replied right here; a gRPC upstream gets the message as it came.
-  void start(const ::grpc::ByteBuffer& request);
+  void start(codecs::MovableByteBuffer request);
   // The client went away or its deadline passed (any thread): stops the upstream call
   // and replies CANCELLED unless a reply was made.
   void cancel();
@@ -65,7 +65,7 @@ class ModelInferCall {
   http::EventLoop& loop() const { return loop_; }
 
  private:
-  void passthrough(const ::grpc::ByteBuffer& request);
+  void passthrough(codecs::MovableByteBuffer message);
   void onGrpcAnswer(codecs::Status status, codecs::MovableByteBuffer answer);
   void mirror(const ::grpc::ByteBuffer& message);
   void forwardDecodedMessage(const codecs::Buffer& bytes);

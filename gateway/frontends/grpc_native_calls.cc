@@ -373,7 +373,7 @@ void endRequest(Stream& s) {
   s.infer = call;
   codecs::MovableByteBuffer request = std::move(*s.unary_request);
   s.unary_request.reset();
-  call->start(request);
+  call->start(std::move(request));
 }
 
 void detachCall(Stream& s, bool cancelled) {
