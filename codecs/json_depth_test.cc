@@ -40,6 +40,21 @@ TEST(JsonDepth, AMillionLevelsIsRefusedWithoutRecursion) {
   EXPECT_EQ(messageOf(checkJsonDepth(bomb, 100)), "JSON nested deeper than 100 levels");
 }
 
+// Texts with few openings in all are passed on a count of '[' and '{' bytes; texts with
+// more are followed byte by byte. Both must agree wherever the openings fall in a word.
+TEST(JsonDepth, TheCountOfOpeningsAgreesWithTheNesting) {
+  for (size_t pad = 0; pad < 9; ++pad) {
+    const std::string lead(pad, ' ');
+    EXPECT_TRUE(checkJsonDepth(lead + "[[{\"a\":[1]}]]", 4).ok()) << pad;
+    EXPECT_FALSE(checkJsonDepth(lead + "[[{\"a\":[1]}]]", 3).ok()) << pad;
+    EXPECT_FALSE(checkJsonDepth(lead + "[[[[", 3).ok()) << pad;
+    // Bytes that differ from '[' or '{' in one bit do not count: ';' '_' 'K' '{'^0x40.
+    EXPECT_TRUE(checkJsonDepth(lead + ";_K;{" + std::string(20, '\x7b' ^ 0x40) + "}", 1).ok()) << pad;
+    // More openings than the limit, not nested: the byte-by-byte walk passes it.
+    EXPECT_TRUE(checkJsonDepth(lead + "[[],[],[],[],[]]", 2).ok()) << pad;
+  }
+}
+
 TEST(JsonDepth, UnbalancedOrTruncatedTextIsLeftToTheParser) {
   EXPECT_TRUE(checkJsonDepth("]]]]{", 1).ok());
   EXPECT_TRUE(checkJsonDepth(R"({"a":"unterminated)", 1).ok());

@@ -90,7 +90,7 @@ codecs::Status Router::reload(const config::GatewayConfig& config,
                              build(config, *pool_, current.get()));
   if (prepare) prepare(*next);
   regions_->setPolicy(registryPolicy(config));
-  std::atomic_store(&snapshot_, std::move(next));
+  snapshot_.store(std::move(next));
   return absl::OkStatus();
 }
 

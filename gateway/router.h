@@ -125,7 +125,7 @@ class Router {
   codecs::StatusOr<Decision> decide(std::string_view model, std::string_view version,
                                     const routing::RequestHeaders* headers, const Caller& caller) const;
 
-  std::shared_ptr<const RouterSnapshot> snapshot() const { return std::atomic_load(&snapshot_); }
+  std::shared_ptr<const RouterSnapshot> snapshot() const { return snapshot_.load(); }
   std::shared_ptr<const routing::RouteTable> table() const { return snapshot()->table; }
 
   // The configured client headers of an HTTP request, lowercase names.
@@ -165,7 +165,7 @@ class Router {
 
   http::WorkerPool* pool_;
   std::mutex reload_mu_;
-  std::shared_ptr<const RouterSnapshot> snapshot_;
+  std::atomic<std::shared_ptr<const RouterSnapshot>> snapshot_;
   std::shared_ptr<shm::RegionRegistry> regions_;
 };
 

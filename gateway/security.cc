@@ -28,7 +28,7 @@ codecs::StatusOr<std::optional<tls::Principal>> Security::admit(const tls::Prese
                                                                 config::ApiGroup group, bool write,
                                                                 tls::Listener listener) const {
   const std::shared_ptr<const tls::Authenticator> auth = authenticator();
-  const std::shared_ptr<const Settings> settings = std::atomic_load(&settings_);
+  const std::shared_ptr<const Settings> settings = settings_.load();
   INFERGATE_ASSIGN_OR_RETURN(std::optional<tls::Principal> principal,
                              auth->authenticate(presented, static_cast<int64_t>(std::time(nullptr))));
   const bool is_public = listener == tls::Listener::kHttp ? settings->http_public : settings->grpc_public;
@@ -38,7 +38,7 @@ codecs::StatusOr<std::optional<tls::Principal>> Security::admit(const tls::Prese
 }
 
 codecs::Status Security::rateLimit(const Caller& caller, std::string_view model) const {
-  const std::shared_ptr<const Settings> settings = std::atomic_load(&settings_);
+  const std::shared_ptr<const Settings> settings = settings_.load();
   if (!settings->limiter) return absl::OkStatus();
   return settings->limiter->take(caller.name(), model, RateLimiter::Clock::now());
 }
@@ -52,7 +52,7 @@ codecs::StatusOr<std::shared_ptr<const Security::Prepared>> Security::prepare(
 
 void Security::install(const Prepared& prepared) {
   auth_->install(prepared.authenticator);
-  std::atomic_store(&settings_, prepared.settings);
+  settings_.store(prepared.settings);
 }
 
 codecs::Status Security::watchFiles(bool* changed) {

@@ -79,7 +79,7 @@ class Security {
   static std::shared_ptr<const Settings> settingsOf(const config::GatewayConfig& config);
 
   std::shared_ptr<tls::AuthenticatorSource> auth_;
-  std::shared_ptr<const Settings> settings_;  // atomic_load / atomic_store
+  std::atomic<std::shared_ptr<const Settings>> settings_;
   std::chrono::steady_clock::time_point last_watch_{};
 };
 

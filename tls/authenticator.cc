@@ -161,7 +161,7 @@ codecs::StatusOr<std::shared_ptr<AuthenticatorSource>> AuthenticatorSource::crea
 }
 
 std::shared_ptr<const Authenticator> AuthenticatorSource::current() const {
-  return std::atomic_load(&current_);
+  return current_.load();
 }
 
 codecs::Status AuthenticatorSource::update(const config::AuthConfig& config) {
@@ -172,7 +172,7 @@ codecs::Status AuthenticatorSource::update(const config::AuthConfig& config) {
 }
 
 void AuthenticatorSource::install(std::shared_ptr<const Authenticator> next) {
-  std::atomic_store(&current_, std::move(next));
+  current_.store(std::move(next));
   failed_stamps_.clear();
 }
 

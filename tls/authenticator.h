@@ -30,6 +30,7 @@
 
 #include <array>
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -107,7 +108,7 @@ class AuthenticatorSource {
 
  private:
   AuthenticatorSource() = default;
-  std::shared_ptr<const Authenticator> current_;  // atomic_load / atomic_store: read per request
+  std::atomic<std::shared_ptr<const Authenticator>> current_;  // read per request
   FileStamps failed_stamps_;                      // the updating thread's only
 };
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -12,6 +13,7 @@
 
 #include "codecs/status.h"
 #include "codecs/text.h"
+#include "gateway/http/quick_head.h"
 
 namespace infergate::gateway::http {
 namespace {
@@ -27,6 +29,48 @@ constexpr size_t kMaxIov = 64;
 constexpr size_t kExpectedHeaders = 16;
 constexpr std::string_view kChunkWithoutCrlf =
     "malformed HTTP request: chunk data not followed by CRLF";
+// The quick reader looks no further for a head's end, and takes at most this many fields
+// (the header count limit may be lower).
+constexpr size_t kQuickHeadMax = 8 * 1024;
+constexpr size_t kQuickMaxHeaders = 32;
+
+// Target bytes the quick reader takes: RFC 3986 unreserved, sub-delims, ':', '@', '/',
+// '?' and '%'; every one is a plain path or query byte to http_parser too.
+constexpr auto kQuickTargetBytes = [] {
+  std::array<bool, 256> t{};
+  for (int c = 'a'; c <= 'z'; ++c) t[c] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) t[c] = true;
+  for (int c = '0'; c <= '9'; ++c) t[c] = true;
+  for (char c : std::string_view("-._~!$&'()*+,;=:@/?%")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
+
+bool isQuickTarget(std::string_view target) {
+  if (target.empty() || target.front() != '/') return false;
+  for (char c : target) {
+    if (!kQuickTargetBytes[static_cast<unsigned char>(c)]) return false;
+  }
+  return true;
+}
+
+// The fields that frame a request or that http_parser reads itself.
+enum class QuickFraming { kNone, kContentLength, kHost, kConnection, kDecline };
+
+QuickFraming quickFraming(std::string_view name) {
+  static constexpr std::pair<std::string_view, QuickFraming> kFields[] = {
+      {"host", QuickFraming::kHost},
+      {"content-length", QuickFraming::kContentLength},
+      {"connection", QuickFraming::kConnection},
+      {"transfer-encoding", QuickFraming::kDecline},
+      {"upgrade", QuickFraming::kDecline},
+      {"expect", QuickFraming::kDecline},
+      {"proxy-connection", QuickFraming::kDecline},
+  };
+  for (const auto& [field, framing] : kFields) {
+    if (codecs::equalsIgnoreCase(name, field)) return framing;  // a length check, mostly
+  }
+  return QuickFraming::kNone;
+}
 
 }  // namespace
 
@@ -176,10 +220,12 @@ void HttpConnection::afterWouldBlock() {
 // A body with a known remaining length goes from the socket straight into its storage;
 // the parser then sees it in place and onBody recognises it without copying.
 bool HttpConnection::readIntoBody(std::shared_ptr<HttpConnection>&) {
-  if ((parser_.flags & F_CHUNKED) || !body_ || parser_.content_length < kDirectReadMin) {
-    return false;
-  }
-  size_t want = static_cast<size_t>(std::min<uint64_t>(parser_.content_length, 1 << 30));
+  // Bytes of the body still to come: the quick reader's count, or http_parser's.
+  const uint64_t left = quick_body_left_ > 0          ? quick_body_left_
+                        : (parser_.flags & F_CHUNKED) ? 0
+                                                      : parser_.content_length;
+  if (!body_ || left < kDirectReadMin) return false;
+  size_t want = static_cast<size_t>(std::min<uint64_t>(left, 1 << 30));
   uint8_t* dst = body_->bytes.get() + body_size_;
   ssize_t n = readSocket(dst, want);
   if (n > 0) {
@@ -198,6 +244,26 @@ bool HttpConnection::readIntoBody(std::shared_ptr<HttpConnection>&) {
 
 void HttpConnection::parse(const char* data, size_t size) {
   if (read_state_ == ReadState::kError) return;
+  if (quick_body_left_ > 0) {  // the rest of a body whose head the quick reader read
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(size, quick_body_left_));
+    uint8_t* dst = body_->bytes.get() + body_size_;
+    if (reinterpret_cast<const uint8_t*>(data) != dst) std::memcpy(dst, data, take);  // not read in place
+    body_size_ += take;
+    quick_body_left_ -= take;
+    data += take;
+    size -= take;
+    if (quick_body_left_ > 0 || !completeRequest(/*keep_alive=*/true)) return;
+  }
+  // Requests of the common shape first; the rest (a head cut by the read, anything
+  // uncommon) goes to http_parser from its first byte.
+  while (size > 0 && quick_ok_ && read_state_ == ReadState::kIdle) {
+    const size_t used = quickRequest(data, size);
+    if (closed_ || read_state_ == ReadState::kError) return;
+    if (used == 0) break;
+    data += used;
+    size -= used;
+  }
+  if (size == 0) return;
   if (chunk_crlf_owed_ > 0) {  // the CRLF after a chunk's data, cut by the previous read
     const char* p = data;
     if (!checkChunkEnd(p, data + size)) {
@@ -207,6 +273,16 @@ void HttpConnection::parse(const char* data, size_t size) {
   }
   parse_end_ = data + size;
   size_t parsed = http_parser_execute(&parser_, &parserSettings(), data, size);
+  // http_parser stops after a request asking to Upgrade. No upgrade is taken (RFC 9110
+  // 7.8 lets a server ignore it): the request was served as HTTP/1.1, and the bytes after
+  // it are the next request, however the reads cut them.
+  while (parser_.upgrade && parsed < size && !closed_ && read_state_ != ReadState::kError &&
+         HTTP_PARSER_ERRNO(&parser_) == HPE_OK) {
+    parser_.upgrade = 0;
+    data += parsed;
+    size -= parsed;
+    parsed = http_parser_execute(&parser_, &parserSettings(), data, size);
+  }
   parse_end_ = nullptr;
   if (closed_ || read_state_ == ReadState::kError) return;
   if (parsed != size || HTTP_PARSER_ERRNO(&parser_) != HPE_OK) {
@@ -217,6 +293,89 @@ void HttpConnection::parse(const char* data, size_t size) {
       failRequest(400, codecs::strCat("malformed HTTP request: ", http_errno_description(err)));
     }
   }
+}
+
+// A request read whole by QuickHeadReader (gateway/http/quick_head.h): GET or POST, an
+// origin-form target of plain URI bytes, HTTP/1.1, at most one Host (without SP, HTAB or
+// comma), a body framed by one Content-Length or none, no Transfer-Encoding, Upgrade,
+// Expect or Proxy-Connection, Connection only as keep-alive, within the limits, the head
+// whole in this read (the body may follow in later reads). Whatever falls outside is declined (0) and left to http_parser,
+// whose reading (and refusal) of it is the one that counts; inside, both read the request
+// the same (the http_connection fuzzer compares them: the whole stream goes this way, the
+// same stream cut byte by byte through http_parser). The bytes consumed, or 0.
+size_t HttpConnection::quickRequest(const char* data, size_t size) {
+  QuickHeadReader in(data, std::min(size, kQuickHeadMax));
+  std::string_view line;
+  if (!in.nextLine(line)) return 0;
+  std::string_view method;
+  if (line.starts_with("GET ")) {
+    method = "GET";
+  } else if (line.starts_with("POST ")) {
+    method = "POST";
+  } else {
+    return 0;
+  }
+  constexpr std::string_view kVersion = " HTTP/1.1";
+  if (!line.ends_with(kVersion) || line.size() < method.size() + 1 + kVersion.size()) return 0;
+  const std::string_view target =
+      line.substr(method.size() + 1, line.size() - method.size() - 1 - kVersion.size());
+  if (!isQuickTarget(target)) return 0;
+
+  std::array<std::pair<std::string_view, std::string_view>, kQuickMaxHeaders> fields;
+  size_t count = 0;
+  bool host = false;
+  std::optional<uint64_t> length;
+  for (;;) {
+    std::string_view name, value;
+    const QuickHeadReader::Field field = in.nextField(name, value);
+    if (field == QuickHeadReader::Field::kDecline) return 0;
+    if (field == QuickHeadReader::Field::kEnd) break;
+    if (count == fields.size() || count == limits_.max_header_count) return 0;
+    switch (quickFraming(name)) {
+      case QuickFraming::kNone:
+        break;
+      case QuickFraming::kContentLength:
+        if (length || !(length = quickContentLength(value))) return 0;
+        break;
+      case QuickFraming::kHost:
+        if (host || value.find_first_of(" \t,") != std::string_view::npos) return 0;
+        host = true;
+        break;
+      case QuickFraming::kConnection:
+        if (!codecs::equalsIgnoreCase(value, "keep-alive")) return 0;
+        break;
+      case QuickFraming::kDecline:
+        return 0;
+    }
+    fields[count++] = {name, value};
+  }
+  const size_t head = in.consumed();
+  const uint64_t body = length.value_or(0);
+  if (head > limits_.max_header_bytes || body > limits_.max_body_bytes) return 0;
+
+  beginRequest();
+  HttpRequest& request = current_->request_;
+  request.method = method;
+  request.target = target;
+  request.http_minor = 1;
+  request.headers.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    request.headers.add(std::string(fields[i].first), std::string(fields[i].second));
+  }
+  if (!admitHead(length, /*chunked=*/false)) return 0;
+  ++quick_requests_;
+  // The body's bytes in this read; the rest comes with the next reads (parse(), or
+  // readIntoBody() straight into the storage).
+  const size_t here = static_cast<size_t>(std::min<uint64_t>(body, size - head));
+  if (here > 0) std::memcpy(body_->bytes.get(), data + head, here);
+  body_size_ = here;
+  if (here < body) {
+    quick_body_left_ = body - here;
+    armTimer();
+    return head + here;
+  }
+  if (!completeRequest(/*keep_alive=*/true)) return 0;
+  return head + here;
 }
 
 // Answers the request being parsed with an error and closes after writing it: the
@@ -548,20 +707,23 @@ void HttpConnection::finishHeaderLine() {
   in_header_value_ = false;
 }
 
+void HttpConnection::beginRequest() {
+  current_ = std::make_shared<HttpExchange>(weak_from_this(), loop_);
+  read_state_ = ReadState::kHeaders;
+  header_bytes_ = 0;
+  chunks_ = 0;
+  chunk_left_ = 0;
+  chunk_crlf_owed_ = 0;
+  body_size_ = 0;
+  in_header_value_ = false;
+  header_field_.clear();
+  header_value_.clear();
+}
+
 int HttpConnection::onMessageBegin(http_parser* p) {
   auto* c = static_cast<HttpConnection*>(p->data);
-  c->current_ = std::make_shared<HttpExchange>(c->weak_from_this(), c->loop_);
+  c->beginRequest();
   c->current_->request_.headers.reserve(kExpectedHeaders);
-  c->read_state_ = ReadState::kHeaders;
-  c->header_bytes_ = 0;
-  c->chunks_ = 0;
-  c->chunk_left_ = 0;
-  c->chunk_crlf_owed_ = 0;
-  c->body_size_ = 0;
-  c->expect_continue_ = false;
-  c->in_header_value_ = false;
-  c->header_field_.clear();
-  c->header_value_.clear();
   c->armTimer();
   return 0;
 }
@@ -628,34 +790,42 @@ int HttpConnection::onHeadersComplete(http_parser* p) {
   request.method = http_method_str(static_cast<http_method>(p->method));
   request.http_minor = p->http_minor;
   c->current_->head_ = p->method == HTTP_HEAD;
-  if (c->gate_ != nullptr) {
-    if (std::optional<HttpResponse> refusal = (*c->gate_)(request, c->tls_.get())) {
-      c->refuseRequest(std::move(*refusal));
-      return -1;
+  const bool has_length = (p->flags & F_CONTENTLENGTH) != 0;
+  if (!c->admitHead(has_length ? std::optional<uint64_t>(p->content_length) : std::nullopt,
+                    (p->flags & F_CHUNKED) != 0)) {
+    return -1;
+  }
+  c->armTimer();
+  return 0;
+}
+
+bool HttpConnection::admitHead(std::optional<uint64_t> content_length, bool chunked) {
+  HttpRequest& request = current_->request_;
+  if (gate_ != nullptr) {
+    if (std::optional<HttpResponse> refusal = (*gate_)(request, tls_.get())) {
+      refuseRequest(std::move(*refusal));
+      return false;
     }
   }
-  bool has_length = (p->flags & F_CONTENTLENGTH) != 0;
-  if (has_length && p->content_length > c->limits_.max_body_bytes) {
-    c->failRequest(413, codecs::strCat("request body of ", p->content_length,
-                                       " bytes exceeds the limit of ", c->limits_.max_body_bytes,
-                                       " bytes"));
-    return -1;
+  if (content_length && *content_length > limits_.max_body_bytes) {
+    failRequest(413, codecs::strCat("request body of ", *content_length,
+                                    " bytes exceeds the limit of ", limits_.max_body_bytes,
+                                    " bytes"));
+    return false;
   }
-  uint64_t initial = has_length ? p->content_length : 0;
-  if (!c->reserveBody(std::max<uint64_t>(initial, (p->flags & F_CHUNKED) ? 16 * 1024 : 0))) {
-    c->failRequest(413, "not enough memory for the request body");
-    return -1;
+  if (!reserveBody(std::max<uint64_t>(content_length.value_or(0), chunked ? 16 * 1024 : 0))) {
+    failRequest(413, "not enough memory for the request body");
+    return false;
   }
-  c->read_state_ = ReadState::kBody;
-  c->armTimer();
+  read_state_ = ReadState::kBody;
   const std::string* expect = request.headers.find("Expect");
   if (expect && codecs::equalsIgnoreCase(codecs::trimAscii(*expect), "100-continue") &&
-      (has_length ? p->content_length > 0 : true) && c->pending_.empty() && c->out_.empty()) {
+      (content_length ? *content_length > 0 : true) && pending_.empty() && out_.empty()) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-    c->out_.push_back(codecs::Buffer::borrowed(kContinue));
-    c->flush();
+    out_.push_back(codecs::Buffer::borrowed(kContinue));
+    flush();
   }
-  return 0;
+  return true;
 }
 
 int HttpConnection::onBody(http_parser* p, const char* at, size_t len) {
@@ -705,23 +875,31 @@ int HttpConnection::onChunkHeader(http_parser* p) {
 
 int HttpConnection::onMessageComplete(http_parser* p) {
   auto* c = static_cast<HttpConnection*>(p->data);
-  std::shared_ptr<HttpExchange> exchange = std::move(c->current_);
+  const bool keep_alive = http_should_keep_alive(p) != 0;
+  // http_parser reads nothing more on this connection but the next request; the quick
+  // reader must not read past its end either.
+  if (!keep_alive) c->quick_ok_ = false;
+  return c->completeRequest(keep_alive) ? 0 : -1;
+}
+
+bool HttpConnection::completeRequest(bool keep_alive) {
+  std::shared_ptr<HttpExchange> exchange = std::move(current_);
   HttpRequest& request = exchange->request_;
-  auto storage = c->body_;
+  auto storage = body_;
   request.body = codecs::Buffer(std::shared_ptr<const void>(storage, storage->bytes.get()),
-                                storage->bytes.get(), static_cast<size_t>(c->body_size_));
+                                storage->bytes.get(), static_cast<size_t>(body_size_));
   request.body_readable = storage->capacity;
-  exchange->keep_alive_ = http_should_keep_alive(p) != 0;
+  exchange->keep_alive_ = keep_alive;
   exchange->info_.start = std::chrono::steady_clock::now();
-  exchange->info_.client_address = c->peer_;
-  exchange->info_.request_bytes = c->body_size_;
-  c->read_state_ = ReadState::kIdle;
-  c->pending_.push_back(exchange);
-  c->armTimer();
-  c->handler_(exchange);
-  if (c->closed_ || c->read_state_ == ReadState::kError) return -1;
-  c->updateInterest();
-  return 0;
+  exchange->info_.client_address = peer_;
+  exchange->info_.request_bytes = body_size_;
+  read_state_ = ReadState::kIdle;
+  pending_.push_back(exchange);
+  armTimer();
+  handler_(exchange);
+  if (closed_ || read_state_ == ReadState::kError) return false;
+  updateInterest();
+  return true;
 }
 
 const http_parser_settings& HttpConnection::parserSettings() {

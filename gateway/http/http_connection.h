@@ -2,8 +2,12 @@
 
 // The project's HTTP/1.1 server connection: one accepted socket on one event loop.
 //
-//   socket --read--> read buffer --http_parser--> HttpRequest --handler--> HttpExchange
+//   socket --read--> read buffer --quick reader | http_parser--> HttpRequest --handler--> HttpExchange
 //          <-writev-- [status line + headers][body segments...] <--respond()--'
+//
+// A request of the common shape whose head is whole in one read is read by the quick
+// reader (quick_head.h: one pass, strict rules); any other goes to http_parser from its
+// first byte, which decides it as before. Both read what both accept the same way.
 //
 // Over TLS (tls::ServerSession) the same, with the session's read/writev in place of the
 // system calls: the handshake runs inside the first reads, plaintext lands where the
@@ -146,6 +150,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   // The TLS session, null on a plaintext connection. Loop thread.
   tls::ServerSession* tls() const { return tls_.get(); }
+  // Requests read without http_parser (the common shape, whole in one read). Loop thread.
+  uint64_t quickRequests() const { return quick_requests_; }
 
  private:
   friend class HttpExchange;
@@ -162,6 +168,14 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void afterWouldBlock();
   bool readIntoBody(std::shared_ptr<HttpConnection>& self);
   void parse(const char* data, size_t size);
+  size_t quickRequest(const char* data, size_t size);
+  // The steps every request goes through, whichever reader read it: a new exchange; its
+  // head is in and its framing checked (the gate, the body's room, 100-continue; false
+  // once refused); its body is in (handed to the handler; false once the connection
+  // closed or failed).
+  void beginRequest();
+  bool admitHead(std::optional<uint64_t> content_length, bool chunked);
+  bool completeRequest(bool keep_alive);
   void failRequest(int status, std::string_view message);
   // Answers the request being read with `response` and closes after it (the rest of the
   // request unread).
@@ -234,7 +248,13 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   uint8_t chunk_crlf_owed_ = 0;
   std::shared_ptr<BodyStorage> body_;
   uint64_t body_size_ = 0;
-  bool expect_continue_ = false;
+  // Whether the quick reader may read the next request: not after http_parser read one
+  // that ends the connection (it reads nothing after that).
+  bool quick_ok_ = true;
+  uint64_t quick_requests_ = 0;
+  // Body bytes still to come for a request whose head the quick reader read (http_parser
+  // knows nothing of that request).
+  uint64_t quick_body_left_ = 0;
 
   // Requests waiting for (or writing) their responses, oldest first.
   std::deque<std::shared_ptr<HttpExchange>> pending_;

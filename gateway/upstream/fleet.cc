@@ -253,7 +253,7 @@ std::shared_ptr<Endpoint> UpstreamFleet::makeEndpoint(const config::UpstreamConf
 void UpstreamFleet::rebuild() {
   auto list = std::make_shared<EndpointList>();
   for (const auto& source : sources_) list->insert(list->end(), source.begin(), source.end());
-  std::atomic_store(&endpoints_, std::shared_ptr<const EndpointList>(std::move(list)));
+  endpoints_.store(std::shared_ptr<const EndpointList>(std::move(list)));
 }
 
 std::shared_ptr<Endpoint> UpstreamFleet::findEndpoint(std::string_view key) const {

@@ -138,7 +138,7 @@ class UpstreamFleet : public std::enable_shared_from_this<UpstreamFleet> {
   // The endpoints now. Hold the result by name while using it: discovery may swap the
   // list from its thread, and `for (... : *endpoints())` lets the snapshot go before the
   // loop runs (the temporary dies with the range expression).
-  std::shared_ptr<const EndpointList> endpoints() const { return std::atomic_load(&endpoints_); }
+  std::shared_ptr<const EndpointList> endpoints() const { return endpoints_.load(); }
   // Whether sequence affinity can make a difference here: it is on and the upstream has,
   // or may come to have (dns:), more than one endpoint. Frontends skip reading a
   // request's sequence otherwise.
@@ -212,7 +212,7 @@ class UpstreamFleet : public std::enable_shared_from_this<UpstreamFleet> {
   std::shared_ptr<routing::AffinityTable> affinity_;
   std::shared_ptr<std::function<void()>> sweeper_;  // the affinity sweep, while the fleet lives
 
-  std::shared_ptr<const EndpointList> endpoints_;
+  std::atomic<std::shared_ptr<const EndpointList>> endpoints_;
   std::mutex sources_mu_;
   // For each config entry, the endpoints it stands for now (static: itself).
   std::vector<std::vector<std::shared_ptr<Endpoint>>> sources_;

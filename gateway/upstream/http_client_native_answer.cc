@@ -18,6 +18,7 @@
 #include "codecs/buffer.h"
 #include "codecs/status.h"
 #include "codecs/text.h"
+#include "gateway/http/quick_head.h"
 #include "gateway/upstream/http_client_native_engine.h"
 
 namespace infergate::gateway::upstream {
@@ -148,30 +149,18 @@ bool NativeHttpClient::Engine::parse(Connection& c, const char* data, size_t siz
 // ---- the common answer, without http_parser ----
 //
 // Most answers are a final status, a few headers and a Content-Length, whole in the first
-// read. Their head is read here (memmem for its end, a table lookup per byte) at a
-// fraction of http_parser's cost. The rules are stricter than http_parser's: every line
-// ends in CRLF, names are tokens, values hold no control byte but HTAB, the Content-Length
-// is digits and given once. An answer outside them (1xx, 204, 304, no Content-Length,
-// Transfer-Encoding, a repeated Content-Length, obs-fold, a head cut by the read, a HEAD
-// request, a streamed call, a body too large to reserve) is left whole to http_parser,
-// which decides it as it always did.
+// read: their head goes through http::QuickHeadReader (its rules in quick_head.h). An
+// answer outside them (1xx, 204, 304, no Content-Length, Transfer-Encoding, a repeated
+// Content-Length, obs-fold, a head cut by the read, a HEAD request, a streamed call, a
+// body too large to reserve) is left whole to http_parser, which decides it as it always
+// did.
 
 size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t size) const {
   if (call.streaming || call.head_only) return 0;
-  const char* p = data;
-  const char* const limit = data + size;
-  // The next CRLF-ended line, without its CRLF; false when none is whole or one ends in a
-  // bare LF.
-  auto nextLine = [&p, limit](std::string_view& line) {
-    const auto* lf = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(limit - p)));
-    if (lf == nullptr || lf == p || lf[-1] != '\r') return false;
-    line = std::string_view(p, static_cast<size_t>(lf - 1 - p));
-    p = lf + 1;
-    return true;
-  };
+  http::QuickHeadReader in(data, size);
   // "HTTP/1.x NNN[ reason]"
   std::string_view line;
-  if (!nextLine(line) || line.size() < 12 || line.substr(0, 7) != "HTTP/1." ||
+  if (!in.nextLine(line) || line.size() < 12 || line.substr(0, 7) != "HTTP/1." ||
       (line[7] != '0' && line[7] != '1') || line[8] != ' ' || (line.size() > 12 && line[12] != ' ') ||
       !codecs::isHttpFieldValue(line)) {
     return 0;
@@ -188,22 +177,12 @@ size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t 
   http::HeaderList headers;
   headers.reserve(16);
   for (;;) {
-    if (!nextLine(line)) return 0;  // the head does not end in this read
-    if (line.empty()) break;        // the blank line: the head's end
-    const size_t colon = line.find(':');
-    if (colon == std::string_view::npos) return 0;
-    const std::string_view name = line.substr(0, colon);
-    const std::string_view value = trimValue(line.substr(colon + 1));
-    // Also refuses obs-fold: a line starting with SP or HTAB has no token before its colon.
-    if (!codecs::isHttpToken(name) || !codecs::isHttpFieldValue(value)) return 0;
+    std::string_view name, value;
+    const http::QuickHeadReader::Field field = in.nextField(name, value);
+    if (field == http::QuickHeadReader::Field::kDecline) return 0;
+    if (field == http::QuickHeadReader::Field::kEnd) break;
     if (codecs::equalsIgnoreCase(name, "content-length")) {
-      if (length || value.empty() || value.size() > 18) return 0;
-      uint64_t n = 0;
-      for (char ch : value) {
-        if (ch < '0' || ch > '9') return 0;
-        n = n * 10 + static_cast<uint64_t>(ch - '0');
-      }
-      length = n;
+      if (length || !(length = http::quickContentLength(value))) return 0;
     } else if (codecs::equalsIgnoreCase(name, "transfer-encoding")) {
       return 0;
     } else if (codecs::equalsIgnoreCase(name, "connection")) {
@@ -230,7 +209,7 @@ size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t 
   call.content_length = *length;
   call.head_complete = true;
   call.keep_alive = !close && (http11 || keep_alive);
-  return static_cast<size_t>(p - data);
+  return in.consumed();
 }
 
 void NativeHttpClient::Engine::quickBody(Call& call, const char* data, size_t size) const {

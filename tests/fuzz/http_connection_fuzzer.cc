@@ -25,6 +25,7 @@
 
 #include "gateway/http/event_loop.h"
 #include "gateway/http/http_connection.h"
+#include "gateway/http/request_text_testing.h"
 #include "tests/fuzz/fuzz_util.h"
 
 using namespace infergate;
@@ -50,15 +51,6 @@ HttpLimits limitsFor(uint8_t choice) {
   return limits;
 }
 
-std::string describe(const HttpRequest& request) {
-  std::string out = request.method + " " + request.target + " 1." +
-                    std::to_string(request.http_minor) + "\n";
-  for (const auto& [name, value] : request.headers) out += name + ": " + value + "\n";
-  out += "\n";
-  out.append(reinterpret_cast<const char*>(request.body.data()), request.body.size());
-  return out;
-}
-
 // Echoes the request; "/later..." targets are answered by the driver between rounds
 // (newest first), "/stream..." targets as a streamed response.
 struct Echo {
@@ -75,7 +67,7 @@ struct Echo {
       head.header("Content-Type", "text/plain");
       exchange->beginStream(std::move(head));
       exchange->sendChunk(codecs::Buffer::fromString(request.method));
-      exchange->sendChunk(codecs::Buffer::fromString(describe(request)));
+      exchange->sendChunk(codecs::Buffer::fromString(requestText(request)));
       exchange->endStream();
       return;
     }
@@ -85,7 +77,7 @@ struct Echo {
   static void answer(HttpExchange& exchange) {
     HttpResponse response;
     response.header("Content-Type", "text/plain");
-    response.body.append(codecs::Buffer::fromString(describe(exchange.request())));
+    response.body.append(codecs::Buffer::fromString(requestText(exchange.request())));
     exchange.respond(std::move(response));
   }
 
