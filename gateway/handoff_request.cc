@@ -85,18 +85,21 @@ codecs::StatusOr<std::shared_ptr<HandoffRequest>> HandoffRequest::create(
     const shm::RegionRegistry& registry, codecs::InferRequest request) {
   auto out = std::shared_ptr<HandoffRequest>(new HandoffRequest());
   out->input_regions_.resize(request.inputs.size());
-  const bool enabled = registry.policy().enabled;
   for (size_t i = 0; i < request.inputs.size(); ++i) {
     const codecs::InferInput& input = request.inputs[i];
     if (!input.shared_memory) continue;
-    if (!enabled) return shm_detail::disabled("input", input.name, input.shared_memory->region);
+    if (!registry.enabled()) {
+      return shm_detail::disabled("input", input.name, input.shared_memory->region);
+    }
     INFERGATE_RETURN_IF_ERROR(shm_detail::checkInputSize(input, *input.shared_memory));
     INFERGATE_ASSIGN_OR_RETURN(out->input_regions_[i],
                                shm_detail::resolve(registry, *input.shared_memory));
   }
   for (const codecs::RequestedOutput& output : request.outputs) {
     if (!output.shared_memory) continue;
-    if (!enabled) return shm_detail::disabled("output", output.name, output.shared_memory->region);
+    if (!registry.enabled()) {
+      return shm_detail::disabled("output", output.name, output.shared_memory->region);
+    }
     INFERGATE_ASSIGN_OR_RETURN(std::shared_ptr<const shm::Region> region,
                                shm_detail::resolve(registry, *output.shared_memory));
     out->client_outputs_.push_back(ClientOutput{output.name, *output.shared_memory, std::move(region)});

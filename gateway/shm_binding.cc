@@ -73,7 +73,7 @@ codecs::Status writeOutput(codecs::InferOutput& output, const codecs::SharedMemo
 
 codecs::Status shmChangeAllowed(const shm::RegionRegistry& registry, bool listener_allowed,
                                 std::string_view listener) {
-  if (!registry.policy().enabled) {
+  if (!registry.enabled()) {
     return codecs::unimplemented(
         "Client shared memory is disabled. Enable it with `shm.enabled: true` in the gateway's "
         "configuration");
@@ -100,7 +100,7 @@ codecs::StatusOr<ShmBinding> ShmBinding::bind(const shm::RegionRegistry& registr
                                               codecs::InferRequest& request) {
   ShmBinding binding;
   if (!referencesSharedMemory(request)) return binding;
-  const bool enabled = registry.policy().enabled;
+  const bool enabled = registry.enabled();
   for (codecs::InferInput& input : request.inputs) {
     if (!input.shared_memory) continue;
     if (!enabled) return shm_detail::disabled("input", input.name, input.shared_memory->region);

@@ -102,6 +102,11 @@ RegistryPolicy RegionRegistry::policy() const {
   return policy_;
 }
 
+bool RegionRegistry::enabled() const {
+  std::lock_guard lock(mu_);
+  return policy_.enabled;
+}
+
 codecs::Status RegionRegistry::registerSystem(std::string_view name, std::string_view key,
                                               uint64_t offset, uint64_t byte_size) {
   RegistryPolicy current = policy();

@@ -65,6 +65,8 @@ class RegionRegistry {
 
   void setPolicy(RegistryPolicy policy);
   RegistryPolicy policy() const;
+  // policy().enabled, without copying the policy: asked on every request that names a region.
+  bool enabled() const;
 
   codecs::Status registerSystem(std::string_view name, std::string_view key, uint64_t offset,
                                 uint64_t byte_size);
