@@ -295,14 +295,15 @@ void HttpConnection::parse(const char* data, size_t size) {
   }
 }
 
-// A request read whole by QuickHeadReader (gateway/http/quick_head.h): GET or POST, an
+// A request whose head QuickHeadReader reads (gateway/http/quick_head.h): GET or POST, an
 // origin-form target of plain URI bytes, HTTP/1.1, at most one Host (without SP, HTAB or
 // comma), a body framed by one Content-Length or none, no Transfer-Encoding, Upgrade,
 // Expect or Proxy-Connection, Connection only as keep-alive, within the limits, the head
-// whole in this read (the body may follow in later reads). Whatever falls outside is declined (0) and left to http_parser,
-// whose reading (and refusal) of it is the one that counts; inside, both read the request
-// the same (the http_connection fuzzer compares them: the whole stream goes this way, the
-// same stream cut byte by byte through http_parser). The bytes consumed, or 0.
+// whole in this read (the body may follow in later reads). Whatever falls outside is
+// declined (0) and left to http_parser, whose reading (and refusal) of it is the one that
+// counts; inside, both read the request the same (the http_connection fuzzer compares
+// them: the whole stream goes this way, the same stream cut byte by byte through
+// http_parser). The bytes consumed, or 0.
 size_t HttpConnection::quickRequest(const char* data, size_t size) {
   QuickHeadReader in(data, std::min(size, kQuickHeadMax));
   std::string_view line;
