@@ -336,7 +336,9 @@ size_t HttpConnection::quickRequest(const char* data, size_t size) {
       case QuickFraming::kNone:
         break;
       case QuickFraming::kContentLength:
-        if (length || !(length = quickContentLength(value))) return 0;
+        if (length) return 0;  // given twice: http_parser refuses it
+        length = quickContentLength(value);
+        if (!length) return 0;
         break;
       case QuickFraming::kHost:
         if (host || value.find_first_of(" \t,") != std::string_view::npos) return 0;

@@ -182,7 +182,9 @@ size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t 
     if (field == http::QuickHeadReader::Field::kDecline) return 0;
     if (field == http::QuickHeadReader::Field::kEnd) break;
     if (codecs::equalsIgnoreCase(name, "content-length")) {
-      if (length || !(length = http::quickContentLength(value))) return 0;
+      if (length) return 0;  // given twice: http_parser decides
+      length = http::quickContentLength(value);
+      if (!length) return 0;
     } else if (codecs::equalsIgnoreCase(name, "transfer-encoding")) {
       return 0;
     } else if (codecs::equalsIgnoreCase(name, "connection")) {
