@@ -42,7 +42,6 @@ void addShm(google::protobuf::Map<std::string, inference::InferParameter>& param
 
 // The flag's other oracle: the gateway's own full decoder. Where it decodes the message,
 // the flag is exactly "some input or output got shared_memory".
-// Whether the decoder found a region named by any input or output.
 bool namesSharedMemory(const InferRequest& decoded) {
   for (const InferInput& input : decoded.inputs) {
     if (input.shared_memory.has_value()) return true;
@@ -63,14 +62,15 @@ void expectFlagMatchesDecoder(const std::string& bytes, bool want) {
   EXPECT_EQ(ref->shared_memory, want);
 }
 
-TEST(ProtobufPeekSharedMemory, FalseWithoutSharedMemory) {
-  std::string bytes = sampleRequest().SerializeAsString();
-  StatusOr<ModelRef> ref = peekModelInferRequest(spanOf(bytes));
-  ASSERT_TRUE(ref.ok());
-  EXPECT_FALSE(ref->shared_memory);
+// `bytes` peeks to `want`, and both peeks, the protobuf oracle and the full decoder agree.
+void expectSharedMemoryFlag(const std::string& bytes, bool want) {
   expectPeeksAgree(bytes);
-  expectFlagMatchesDecoder(bytes, false);
-  ref = peekModelInferRequest(std::span<const uint8_t>());
+  expectFlagMatchesDecoder(bytes, want);
+}
+
+TEST(ProtobufPeekSharedMemory, FalseWithoutSharedMemory) {
+  expectSharedMemoryFlag(sampleRequest().SerializeAsString(), false);
+  StatusOr<ModelRef> ref = peekModelInferRequest(std::span<const uint8_t>());
   ASSERT_TRUE(ref.ok());
   EXPECT_FALSE(ref->shared_memory);
 }
@@ -90,12 +90,7 @@ TEST(ProtobufPeekSharedMemory, TrueForAnInputWithTheKey) {
   request.add_raw_input_contents("abc");
   request.add_outputs()->set_name("OUT");
   std::string bytes = request.SerializeAsString();
-  StatusOr<ModelRef> ref = peekModelInferRequest(spanOf(bytes));
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  EXPECT_TRUE(ref->shared_memory);
-  EXPECT_EQ(ref->model_name, "m");
-  expectPeeksAgree(bytes);
-  expectFlagMatchesDecoder(bytes, true);
+  expectSharedMemoryFlag(bytes, true);  // the peeked model name, too (expectPeeksAgree)
 }
 
 TEST(ProtobufPeekSharedMemory, TrueForAnOutputWithTheKey) {
@@ -104,12 +99,7 @@ TEST(ProtobufPeekSharedMemory, TrueForAnOutputWithTheKey) {
   output->set_name("OUT_SHM");
   (*output->mutable_parameters())["binary_data"].set_bool_param(false);
   addShm(*output->mutable_parameters(), "output_region");
-  std::string bytes = request.SerializeAsString();
-  StatusOr<ModelRef> ref = peekModelInferRequest(spanOf(bytes));
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  EXPECT_TRUE(ref->shared_memory);
-  expectPeeksAgree(bytes);
-  expectFlagMatchesDecoder(bytes, true);
+  expectSharedMemoryFlag(request.SerializeAsString(), true);
 }
 
 TEST(ProtobufPeekSharedMemory, OnlyTheExactKeyCounts) {
@@ -185,11 +175,7 @@ TEST(ProtobufPeekSharedMemory, FalseWhenTheKeyIsOnlyInBytesOrValues) {
   for (const inference::ModelInferRequest& request : {raw, typed}) {
     std::string bytes = request.SerializeAsString();
     ASSERT_NE(bytes.find(lookalike), std::string::npos);
-    StatusOr<ModelRef> ref = peekModelInferRequest(spanOf(bytes));
-    ASSERT_TRUE(ref.ok()) << ref.status();
-    EXPECT_FALSE(ref->shared_memory);
-    expectPeeksAgree(bytes);
-    expectFlagMatchesDecoder(bytes, false);
+    expectSharedMemoryFlag(bytes, false);
   }
 }
 
@@ -291,10 +277,7 @@ TEST(ProtobufSegmentedPeek, FindsSharedMemoryOnAnOutputAtEverySplit) {
   (*output->mutable_parameters())["binary_data"].set_bool_param(true);
   addShm(*output->mutable_parameters(), std::string(140, 'r'));  // 2-byte entry lengths
   std::string bytes = request.SerializeAsString();
-  StatusOr<ModelRef> whole = peekModelInferRequest(spanOf(bytes));
-  ASSERT_TRUE(whole.ok()) << whole.status();
-  EXPECT_TRUE(whole->shared_memory);
-  expectFlagMatchesDecoder(bytes, true);
+  expectSharedMemoryFlag(bytes, true);
   for (size_t i = 0; i <= bytes.size(); ++i) {
     for (size_t j : {i, std::min(i + 1, bytes.size()), std::min(i + 9, bytes.size())}) {
       auto segments = cut(bytes, {i, j});
