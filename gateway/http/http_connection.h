@@ -155,7 +155,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
  private:
   friend class HttpExchange;
-  struct BodyStorage;
+  // Storage for request bodies, reused across the requests of one connection.
+  struct BodyStorage {
+    std::unique_ptr<uint8_t[]> bytes;
+    size_t capacity = 0;
+  };
 
   static void onSocketEvent(evutil_socket_t fd, short what, void* arg);
   void onReadable();
