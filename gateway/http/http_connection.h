@@ -174,8 +174,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void parse(const char* data, size_t size);
   size_t quickRequest(const char* data, size_t size);
   // The steps every request goes through, whichever reader read it: a new exchange; its
-  // head is in and its framing checked (the gate, the body's room, 100-continue; false
-  // once refused); its body is in (handed to the handler; false once the connection
+  // head is in and its framing checked (the gate, the body's limit and room; false once
+  // refused); its body is in (handed to the handler; false once the connection
   // closed or failed).
   void beginRequest();
   bool admitHead(std::optional<uint64_t> content_length, bool chunked);
