@@ -27,7 +27,6 @@ void HttpExchange::respond(HttpResponse response) {
   if (responded_) return;
   responded_ = true;
   response_ = std::move(response);
-  if (!info_.request_id.empty()) response_->header("x-request-id", info_.request_id);
   if (auto connection = connection_.lock()) connection->onExchangeResponded();
 }
 
@@ -36,7 +35,6 @@ void HttpExchange::beginStream(HttpResponse head) {
   responded_ = true;
   streaming_ = true;
   response_ = std::move(head);
-  if (!info_.request_id.empty()) response_->header("x-request-id", info_.request_id);
   response_->body = codecs::BufferChain();
   if (auto connection = connection_.lock()) connection->onExchangeResponded();
 }
@@ -278,6 +276,8 @@ std::string HttpConnection::responseHead(const HttpExchange& exchange, const Htt
                                          bool keep_alive, bool chunked) const {
   size_t size = 96;  // the status line, Content-Length or Transfer-Encoding, Connection
   for (const auto& [name, value] : response.headers) size += name.size() + value.size() + 4;
+  const std::string& request_id = exchange.info_.request_id;
+  size += request_id.size() + 16;  // x-request-id: ...
   std::string head;
   head.reserve(size);
   head.append("HTTP/1.1 ").append(std::to_string(response.status)).append(" ")
@@ -285,6 +285,8 @@ std::string HttpConnection::responseHead(const HttpExchange& exchange, const Htt
   for (const auto& [name, value] : response.headers) {
     head.append(name).append(": ").append(value).append("\r\n");
   }
+  // Written here, not added to the response's headers: no copy of it per request.
+  if (!request_id.empty()) head.append("x-request-id: ").append(request_id).append("\r\n");
   if (chunked) {
     head.append("Transfer-Encoding: chunked\r\n");
   } else {
