@@ -51,10 +51,15 @@ inline bool isHttpToken(std::string_view s) {
   return true;
 }
 
+// A byte a field value may hold: not a control byte (HTAB allowed).
+inline bool isHttpFieldByte(char c) {
+  return text_detail::kHttpByteClass[static_cast<unsigned char>(c)] != text_detail::kControl;
+}
+
 // A field value without control bytes (HTAB allowed): no CR, LF or NUL can hide in it.
 inline bool isHttpFieldValue(std::string_view s) {
   for (char c : s) {
-    if (text_detail::kHttpByteClass[static_cast<unsigned char>(c)] == text_detail::kControl) return false;
+    if (!isHttpFieldByte(c)) return false;
   }
   return true;
 }

@@ -55,15 +55,25 @@ QuickFraming quickFraming(std::string_view name) {
       {"host", QuickFraming::kHost},
       {"content-length", QuickFraming::kContentLength},
       {"connection", QuickFraming::kConnection},
-      {"transfer-encoding", QuickFraming::kDecline},
       {"upgrade", QuickFraming::kDecline},
       {"expect", QuickFraming::kDecline},
       {"proxy-connection", QuickFraming::kDecline},
   };
-  for (const auto& [field, framing] : kFields) {
-    if (codecs::equalsIgnoreCase(name, field)) return framing;  // a length check, mostly
-  }
-  return QuickFraming::kNone;
+  // No two of these names have the same length: one comparison at most per field
+  // (Transfer-Encoding, and every name http_parser reads as it, is declined first).
+  static constexpr auto kByLength = [] {
+    std::array<std::pair<std::string_view, QuickFraming>, 18> t{};
+    for (const auto& field : kFields) {
+      // A second name of one length would stop the build here (no constant evaluation).
+      if (!t[field.first.size()].first.empty()) throw "two framing fields of one length";
+      t[field.first.size()] = field;
+    }
+    return t;
+  }();
+  if (readAsTransferEncoding(name)) return QuickFraming::kDecline;
+  if (name.size() >= kByLength.size()) return QuickFraming::kNone;
+  const auto& [field, framing] = kByLength[name.size()];
+  return !field.empty() && codecs::equalsIgnoreCase(name, field) ? framing : QuickFraming::kNone;
 }
 
 }  // namespace

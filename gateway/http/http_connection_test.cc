@@ -164,6 +164,10 @@ TEST(HttpConnectionReaders, LeaveEveryUncommonShapeToHttpParser) {
       "POST / HTTP/1.1\r\nContent-Length: 2 2\r\n\r\n{}",
       "POST / HTTP/1.1\r\nContent-Length : 2\r\n\r\n{}",
       "POST / HTTP/1.1\r\nContent-Length: 2000\r\n\r\n{}",
+      // http_parser reads any name that starts with transfer-encoding as Transfer-Encoding
+      // (and refuses the request); found by the fuzzer, read as a plain field before.
+      "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-EncodingA: chunked\r\n\r\n0\r\n",
+      "GET / HTTP/1.1\r\nTransfer-Encodings: x\r\n\r\n",
       "GET / HTTP/1.1\nHost: a\n\n",
       "GET / HTTP/1.1\r\nX-A: 1\r\n folded\r\n\r\n",
       "GET / HTTP/1.1\r\nX-A: \x01\r\n\r\n",

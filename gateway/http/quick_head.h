@@ -39,16 +39,23 @@ class QuickHeadReader {
   enum class Field { kField, kEnd, kDecline };
   // The next field line, split into its name and its value (SP and HTAB trimmed); kEnd at
   // the blank line that ends the head; kDecline when the head does not end within the
-  // bytes or a line breaks the rules above.
+  // bytes or a line breaks the rules above. One pass: the name's bytes up to its colon,
+  // the value's up to the first control byte, which must be the line's CRLF.
   Field nextField(std::string_view& name, std::string_view& value) {
-    std::string_view line;
-    if (!nextLine(line)) return Field::kDecline;
-    if (line.empty()) return Field::kEnd;
-    const size_t colon = line.find(':');
-    if (colon == std::string_view::npos) return Field::kDecline;
-    name = line.substr(0, colon);
-    value = trimFieldValue(line.substr(colon + 1));
-    if (!codecs::isHttpToken(name) || !codecs::isHttpFieldValue(value)) return Field::kDecline;
+    const char* p = p_;
+    while (p < limit_ && codecs::isHttpTokenChar(*p)) ++p;
+    if (p == p_) {  // no name: the blank line, or a line the rules refuse
+      if (limit_ - p < 2 || p[0] != '\r' || p[1] != '\n') return Field::kDecline;
+      p_ = p + 2;
+      return Field::kEnd;
+    }
+    if (p == limit_ || *p != ':') return Field::kDecline;
+    name = std::string_view(p_, static_cast<size_t>(p - p_));
+    const char* const value_start = ++p;
+    while (p < limit_ && codecs::isHttpFieldByte(*p)) ++p;
+    if (limit_ - p < 2 || p[0] != '\r' || p[1] != '\n') return Field::kDecline;
+    value = trimFieldValue(std::string_view(value_start, static_cast<size_t>(p - value_start)));
+    p_ = p + 2;
     return Field::kField;
   }
 
@@ -66,6 +73,14 @@ class QuickHeadReader {
   const char* p_;
   const char* const limit_;
 };
+
+// Whether http_parser takes a field for Transfer-Encoding: libhttp-parser 2.9 does so for
+// every name that starts with it ("Transfer-EncodingA" too). The quick readers leave such
+// a field to http_parser, so that a message is framed the same whichever reads it.
+inline bool readAsTransferEncoding(std::string_view name) {
+  constexpr std::string_view kName = "transfer-encoding";
+  return name.size() >= kName.size() && codecs::equalsIgnoreCase(name.substr(0, kName.size()), kName);
+}
 
 // A Content-Length the quick readers take: 1 to 18 digits (leading zeros allowed, as
 // http_parser allows them). Anything else (a sign, a list, spaces inside) is http_parser's

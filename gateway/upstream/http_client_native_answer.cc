@@ -185,7 +185,7 @@ size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t 
       if (length) return 0;  // given twice: http_parser decides
       length = http::quickContentLength(value);
       if (!length) return 0;
-    } else if (codecs::equalsIgnoreCase(name, "transfer-encoding")) {
+    } else if (http::readAsTransferEncoding(name)) {
       return 0;
     } else if (codecs::equalsIgnoreCase(name, "connection")) {
       if (codecs::equalsIgnoreCase(value, "close")) {
