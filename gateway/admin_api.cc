@@ -75,6 +75,7 @@ void writeEndpoint(codecs::JsonWriter& w, const upstream::Endpoint& e,
     w.key("region_registrations").uint64(hc.region_registrations);
     w.key("refusals").uint64(hc.refusals);
     w.key("pool_bytes_in").uint64(hc.pool_bytes_in);
+    w.key("pool_bytes_in_place").uint64(hc.pool_bytes_in_place);
     w.key("pool_bytes_out").uint64(hc.pool_bytes_out);
     w.key("passthrough_bytes").uint64(hc.passthrough_bytes);
     w.key("inline_bytes").uint64(hc.inline_bytes);

@@ -127,6 +127,16 @@ codecs::Status HandoffRequest::placeInput(codecs::InferInput& input, size_t inde
     if (handoff_ != nullptr) handoff_->countInline(input.data.size());
     return absl::OkStatus();
   }
+  // Read into this pool with the body (handoffBodyPlace): it goes from where it lies.
+  // request_ keeps the body, and with it the slot, until the response is sent.
+  if (std::optional<uint64_t> offset = pool_->offsetOf(input.data.span())) {
+    handoff_->countPoolIn(input.data.size());
+    handoff_->countPoolInPlace(input.data.size());
+    input.shared_memory = codecs::SharedMemoryRef{handoff_->poolName(), *offset, input.data.size()};
+    input.data = codecs::Buffer();
+    used_references_ = true;
+    return absl::OkStatus();
+  }
   std::shared_ptr<shm::HandoffPool::Slot> slot = pool_->allocate(input.data.size());
   if (!slot) {  // a full pool is never an error: this tensor goes inline
     handoff_->countPoolFull();
@@ -283,6 +293,31 @@ bool takesHandoff(const upstream::Upstream& upstream, uint64_t message_bytes) {
     if (const upstream::EndpointHandoff* h = e->handoff()) return !h->refused();
   }
   return false;
+}
+
+std::optional<http::BodyPlace> handoffBodyPlace(const upstream::Upstream& upstream,
+                                                uint64_t body_bytes, uint64_t header_bytes) {
+  if (header_bytes > body_bytes || !takesHandoff(upstream, body_bytes - header_bytes)) {
+    return std::nullopt;
+  }
+  std::shared_ptr<const upstream::UpstreamFleet::EndpointList> endpoints = upstream.fleet()->endpoints();
+  for (const std::shared_ptr<upstream::Endpoint>& e : *endpoints) {
+    const upstream::EndpointHandoff* h = e->handoff();
+    if (h == nullptr) continue;
+    std::shared_ptr<shm::HandoffPool> pool = h->readyPool();
+    if (pool == nullptr || pool->hostData() == nullptr) return std::nullopt;
+    // Slots start 64-byte aligned; the body starts `lead` bytes in, so that the bytes
+    // after its JSON header (the first tensor) do too.
+    constexpr uint64_t kAlign = 64;
+    std::shared_ptr<shm::HandoffPool::Slot> slot =
+        pool->allocate(body_bytes + kAlign + http::kRequestBodyPadding);
+    if (slot == nullptr) return std::nullopt;
+    const uint64_t lead = (kAlign - (slot->offset() + header_bytes) % kAlign) % kAlign;
+    uint8_t* data = slot->data() + lead;
+    const size_t capacity = static_cast<size_t>(slot->size() - lead);
+    return http::BodyPlace{std::move(slot), data, capacity};
+  }
+  return std::nullopt;
 }
 
 }  // namespace infergate::gateway

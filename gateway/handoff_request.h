@@ -9,9 +9,11 @@
 //                     e colocated, handoff ready        client regions the upstream has
 //                                                       registered go by reference (their
 //                                                       gateway-owned names); inline
-//                                                       inputs of at least min_bytes are
-//                                                       copied into a pool slot and go by
-//                                                       reference; outputs seen before
+//                                                       inputs of at least min_bytes go
+//                                                       by reference: from where they lie
+//                                                       when the body was read into the
+//                                                       pool (handoffBodyPlace), else
+//                                                       copied into a slot; outputs seen before
 //                                                       are asked into a slot of their
 //                                                       last size, at least the biggest
 //                                                       input's (when >= min_bytes)
@@ -40,6 +42,7 @@
 
 #include "codecs/infer.h"
 #include "codecs/status.h"
+#include "gateway/http/http_message.h"
 #include "gateway/upstream/endpoint.h"
 #include "gateway/upstream/upstream_set.h"
 #include "shm/handoff_pool.h"
@@ -98,5 +101,15 @@ class HandoffRequest {
 // handoff.min_bytes (no tensor is bigger than its message). Cheap: a config test for other
 // upstreams.
 bool takesHandoff(const upstream::Upstream& upstream, uint64_t message_bytes);
+
+// Where to read a binary-tensor request body of `body_bytes` (its JSON header the first
+// `header_bytes`) toward `upstream`: a slot of the handoff pool of its first endpoint that
+// has one ready, so the tensors are in the pool from the socket on and go by reference
+// with no copy (HandoffRequest finds them there). The tensors start 64-byte aligned in the
+// pool. Nothing when the upstream takes no handoff for them (takesHandoff), the pool is a
+// CUDA one or not ready, or it has no room (the body is read as usual: a full pool is
+// never an error). The slot is held while the body lives.
+std::optional<http::BodyPlace> handoffBodyPlace(const upstream::Upstream& upstream,
+                                                uint64_t body_bytes, uint64_t header_bytes);
 
 }  // namespace infergate::gateway

@@ -114,6 +114,43 @@ TEST_F(HandoffRequestTest, BigInputGoesThroughThePoolAndSmallOneInline) {
   EXPECT_EQ(h.counters().pool_bytes_in, 4096u);
 }
 
+// A body read straight into a pool slot (handoffBodyPlace): its tensor goes by reference
+// from where it lies, with no copy and no second slot.
+TEST_F(HandoffRequestTest, InputAlreadyInThePoolGoesFromWhereItLies) {
+  upstream::EndpointHandoff& h = *endpoint_.handoff();
+  std::shared_ptr<shm::HandoffPool> pool = h.readyPool();
+  std::shared_ptr<shm::HandoffPool::Slot> body = pool->allocate(8192);
+  ASSERT_NE(body, nullptr);
+  std::memset(body->data(), 5, 8192);
+  codecs::InferRequest request = identityRequest(4096, 0);
+  request.inputs[0].data = codecs::Buffer(body, body->data() + 100, 4096);
+  std::weak_ptr<shm::HandoffPool::Slot> held = body;
+  body.reset();  // the request's buffer holds it now
+  auto r = make(std::move(request));
+  auto attempt = r->forEndpoint(endpoint_);
+  ASSERT_TRUE(attempt.ok()) << attempt.status();
+  const codecs::InferInput& in = (*attempt)->inputs[0];
+  ASSERT_TRUE(in.shared_memory.has_value());
+  EXPECT_EQ(in.shared_memory->region, h.poolName());
+  EXPECT_EQ(in.shared_memory->offset, held.lock()->offset() + 100);
+  EXPECT_EQ(in.shared_memory->byte_size, 4096u);
+  EXPECT_TRUE(in.data.empty());
+  EXPECT_EQ(pool->slotsInUse(), 1u) << "no slot of its own";
+  EXPECT_EQ(h.counters().pool_bytes_in, 4096u);
+  EXPECT_EQ(h.counters().pool_bytes_in_place, 4096u);
+  // The slot lives as long as the request.
+  r.reset();
+  EXPECT_TRUE(held.expired());
+  EXPECT_EQ(pool->slotsInUse(), 0u);
+
+  // Bytes outside the pool are copied into a slot of their own.
+  auto copied = make(identityRequest(4096, 6));
+  ASSERT_TRUE(copied->forEndpoint(endpoint_).ok());
+  EXPECT_EQ(pool->slotsInUse(), 1u);
+  EXPECT_EQ(h.counters().pool_bytes_in, 8192u);
+  EXPECT_EQ(h.counters().pool_bytes_in_place, 4096u);
+}
+
 TEST_F(HandoffRequestTest, LearnedOutputIsAskedIntoASlotAndReadBackAsAView) {
   upstream::EndpointHandoff& h = *endpoint_.handoff();
   h.learnOutputSize("identity_int8", "OUTPUT0", 2048);

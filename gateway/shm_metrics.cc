@@ -13,6 +13,10 @@ std::vector<prometheus::MetricFamily> ShmMetrics::Collect() const {
   FamilyBuilder bytes("infergate_shm_handoff_bytes_total",
                       "Tensor bytes exchanged with a colocated endpoint, by how they travelled",
                       MetricType::Counter);
+  FamilyBuilder in_place("infergate_shm_handoff_pool_in_place_bytes_total",
+                         "Input bytes read from the client's socket straight into the handoff "
+                         "pool, with no copy (part of path=\"pool_in\")",
+                         MetricType::Counter);
   FamilyBuilder in_use("infergate_shm_handoff_pool_bytes_in_use",
                        "Bytes of the handoff pool held by requests in flight (of "
                        "infergate_shm_handoff_pool_bytes)",
@@ -58,6 +62,7 @@ std::vector<prometheus::MetricFamily> ShmMetrics::Collect() const {
       };
       bytes.counter(with("pool_in"), static_cast<double>(c.pool_bytes_in));
       bytes.counter(with("pool_out"), static_cast<double>(c.pool_bytes_out));
+      in_place.counter(at, static_cast<double>(c.pool_bytes_in_place));
       bytes.counter(with("passthrough"), static_cast<double>(c.passthrough_bytes));
       bytes.counter(with("inline"), static_cast<double>(c.inline_bytes));
       ready.gauge(at, c.pool_ready ? 1 : 0);
@@ -70,8 +75,8 @@ std::vector<prometheus::MetricFamily> ShmMetrics::Collect() const {
     }
   }
   std::vector<prometheus::MetricFamily> out;
-  for (FamilyBuilder* f : {&regions, &bytes, &size, &in_use, &ready, &refused, &refusals, &full,
-                           &retries}) {
+  for (FamilyBuilder* f : {&regions, &bytes, &in_place, &size, &in_use, &ready, &refused, &refusals,
+                           &full, &retries}) {
     out.push_back(f->take());
   }
   return out;

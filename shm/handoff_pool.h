@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -92,6 +93,16 @@ class HandoffPool : public std::enable_shared_from_this<HandoffPool> {
   int device() const { return options_.device; }         // cuda
   const uint8_t* cudaHandle() const;                     // cuda: kCudaIpcHandleBytes; else nullptr
   uint8_t* hostData() const { return data_; }            // system; nullptr for cuda
+  // The offset of `bytes` when they lie wholly inside a system pool's memory (a request
+  // body read straight into a slot), else nullopt. The caller keeps their slot allocated.
+  std::optional<uint64_t> offsetOf(std::span<const uint8_t> bytes) const {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(bytes.data());
+    const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
+    if (data_ == nullptr || bytes.empty() || at < base) return std::nullopt;
+    const uint64_t offset = at - base;
+    if (offset > options_.byte_size || bytes.size() > options_.byte_size - offset) return std::nullopt;
+    return offset;
+  }
 
   uint64_t bytesInUse() const;
   uint64_t slotsInUse() const;

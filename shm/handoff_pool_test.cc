@@ -178,6 +178,22 @@ TEST(HandoffPool, SlotsStartOn64ByteBoundariesAndCoverTheRequest) {
   EXPECT_EQ(pool->bytesInUse(), 0u);
 }
 
+TEST(HandoffPool, OffsetOfFindsBytesWhollyInsideThePoolOnly) {
+  std::shared_ptr<HandoffPool> pool = systemPool(4096);
+  ASSERT_NE(pool, nullptr);
+  uint8_t* base = pool->hostData();
+  EXPECT_EQ(pool->offsetOf({base, 4096}), std::optional<uint64_t>(0));
+  EXPECT_EQ(pool->offsetOf({base + 100, 50}), std::optional<uint64_t>(100));
+  EXPECT_EQ(pool->offsetOf({base + 4095, 1}), std::optional<uint64_t>(4095));
+  EXPECT_EQ(pool->offsetOf({base + 4000, 97}), std::nullopt) << "runs past the end";
+  EXPECT_EQ(pool->offsetOf({base + 4096, 1}), std::nullopt);
+  EXPECT_EQ(pool->offsetOf({base + 10, 0}), std::nullopt) << "nothing to hand over";
+  uint8_t outside[16] = {};
+  EXPECT_EQ(pool->offsetOf({outside, sizeof(outside)}), std::nullopt);
+  // Wrapping arithmetic never makes bytes below the pool look inside it.
+  EXPECT_EQ(pool->offsetOf({base - 1, 2}), std::nullopt);
+}
+
 TEST(HandoffPool, ExhaustionGivesNullptr) {
   std::shared_ptr<HandoffPool> pool = systemPool(256);
   ASSERT_NE(pool, nullptr);

@@ -5,6 +5,7 @@
 #include "codecs/text.h"
 #include "gateway/error_mapping.h"
 #include "gateway/frontends/http_routes.h"
+#include "gateway/handoff_request.h"
 #include "gateway/upstream/admin_transcode.h"
 #include "gateway/upstream/model_rename.h"
 #include "gateway/upstream/upstream_status.h"
@@ -95,8 +96,32 @@ std::optional<HttpResponse> HttpFrontend::admitHeaders(http::HttpRequest& reques
       authenticate(request, match.endpoint, session);
   if (!admitted.ok()) return refusalOf(admitted.status());
   // For handle(): the route, matched once, and who the credentials proved.
-  request.gate_state = std::make_shared<const Route>(Route{std::move(match), std::move(*admitted)});
+  auto route = std::make_shared<const Route>(Route{std::move(match), std::move(*admitted)});
+  if (route->match.endpoint == HttpEndpoint::kModelInfer) placeBody(request, *route);
+  request.gate_state = std::move(route);
   return std::nullopt;
+}
+
+void HttpFrontend::placeBody(http::HttpRequest& request, const Route& route) const {
+  // Smaller bodies are never worth a routing decision here: no handoff takes them
+  // (handoff.min_bytes is at least this in any useful configuration, and a smaller one
+  // only costs those bodies a copy into the pool).
+  constexpr uint64_t kMinPlaced = 16 * 1024;
+  if (!request.content_length || *request.content_length < kMinPlaced) return;
+  const std::string* header_length = request.headers.find("Inference-Header-Content-Length");
+  if (header_length == nullptr || request.headers.find("Content-Encoding") != nullptr) return;
+  std::optional<uint64_t> header_bytes = codecs::parseUint64(codecs::trimAscii(*header_length));
+  if (!header_bytes) return;  // refused by the decoder, once read
+  HttpRequestHeaders headers(request.headers);
+  codecs::StatusOr<Decision> decision =
+      router_->decide(route.match.model, route.match.version, &headers, route.caller());
+  if (!decision.ok() || decision->upstream->protocol() == upstream::Upstream::Protocol::kBuiltin) {
+    return;
+  }
+  if (std::optional<http::BodyPlace> place =
+          handoffBodyPlace(*decision->upstream, *request.content_length, *header_bytes)) {
+    request.body_place = std::move(*place);
+  }
 }
 
 bool HttpFrontend::admit(const Exchange& exchange, Route& route) {

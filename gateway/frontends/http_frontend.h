@@ -61,7 +61,8 @@ class HttpFrontend {
   // The security stage run early, at headers-complete (http::HeadersGate): a request its
   // credentials do not admit is refused (401 / 403) before its body is read, so an
   // unauthenticated client cannot make the gateway take in a large body. An admitted
-  // request carries the decision to handle() in request.gate_state.
+  // request carries the decision to handle() in request.gate_state. A binary-tensor body
+  // for an upstream that takes the handoff is given a place in its pool (placeBody).
   std::optional<http::HttpResponse> admitHeaders(http::HttpRequest& request,
                                                  tls::ServerSession* session);
 
@@ -76,6 +77,10 @@ class HttpFrontend {
   // request and checks its API group. Answers the refusal itself (401 with
   // WWW-Authenticate, 403) and returns false.
   bool admit(const Exchange& exchange, Route& route);
+  // At headers-complete, for an infer request: a binary-tensor body whose tensors its
+  // upstream takes through the handoff pool is read straight into a pool slot
+  // (handoffBodyPlace, request.body_place), so they go by reference with no copy.
+  void placeBody(http::HttpRequest& request, const Route& route) const;
   codecs::StatusOr<std::optional<tls::Principal>> authenticate(const http::HttpRequest& request,
                                                                HttpEndpoint endpoint,
                                                                tls::ServerSession* session) const;

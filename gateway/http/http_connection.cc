@@ -115,7 +115,11 @@ void HttpConnection::onSocketEvent(evutil_socket_t, short what, void* arg) {
 void HttpConnection::onReadable() {
   std::shared_ptr<HttpConnection> self = shared_from_this();
   for (int rounds = 0; rounds < 16 && !closed_ && reading_; ++rounds) {
-    if (read_state_ == ReadState::kBody && readIntoBody(self)) continue;
+    if (read_state_ == ReadState::kBody) {
+      const DirectRead direct = readIntoBody();
+      if (direct == DirectRead::kMore) continue;
+      if (direct == DirectRead::kStopped) break;
+    }
     if (closed_) return;
     ssize_t n = readSocket(read_buffer_.data(), read_buffer_.size());
     if (n > 0) {
@@ -159,28 +163,33 @@ void HttpConnection::afterWouldBlock() {
 }
 
 // A body with a known remaining length goes from the socket straight into its storage;
-// the parser then sees it in place and onBody recognises it without copying.
-bool HttpConnection::readIntoBody(std::shared_ptr<HttpConnection>&) {
+// the parser then sees it in place and onBody recognises it without copying. A short read
+// drained the socket: the next bytes wait for the next readable event, read there too (a
+// read into the read buffer meanwhile would copy them once more).
+HttpConnection::DirectRead HttpConnection::readIntoBody() {
   // Bytes of the body still to come: the quick reader's count, or http_parser's.
   const uint64_t left = quick_body_left_ > 0          ? quick_body_left_
                         : (parser_.flags & F_CHUNKED) ? 0
                                                       : parser_.content_length;
-  if (!body_ || left < kDirectReadMin) return false;
+  if (!body_ || left < kDirectReadMin) return DirectRead::kNotTaken;
   size_t want = static_cast<size_t>(std::min<uint64_t>(left, 1 << 30));
-  uint8_t* dst = body_->bytes.get() + body_size_;
+  uint8_t* dst = body_->data + body_size_;
   ssize_t n = readSocket(dst, want);
   if (n > 0) {
     parse(reinterpret_cast<const char*>(dst), static_cast<size_t>(n));
-    return !closed_ && (static_cast<size_t>(n) == want || (tls_ && tls_->hasBufferedInput()));
+    const bool more = static_cast<size_t>(n) == want || (tls_ && tls_->hasBufferedInput());
+    return !closed_ && more ? DirectRead::kMore : DirectRead::kStopped;
   }
   if (n == 0) {
     close();
-  } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+  } else if (errno == EINTR) {
+    return DirectRead::kMore;
+  } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
     close();
   } else {
     afterWouldBlock();
   }
-  return false;
+  return DirectRead::kStopped;
 }
 
 // Answers the request being parsed with an error and closes after writing it: the

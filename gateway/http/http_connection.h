@@ -124,7 +124,8 @@ using ResponseObserver = std::function<void(HttpExchange& exchange, int status, 
 // Looks at a request once its headers are in, before any of its body is read: returns the
 // response that refuses it (the connection answers it and closes, the body unread), or
 // nothing to let the body come. May leave what it found in request.gate_state for the
-// handler. `tls`: the connection's TLS session (null: plaintext). Loop thread.
+// handler, and a place for the body in request.body_place. `tls`: the connection's TLS
+// session (null: plaintext). Loop thread.
 using HeadersGate =
     std::function<std::optional<HttpResponse>(HttpRequest& request, tls::ServerSession* tls)>;
 
@@ -155,11 +156,19 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
  private:
   friend class HttpExchange;
-  // Storage for request bodies, reused across the requests of one connection.
+  // Storage for a request body: the connection's own (`bytes`), reused across its
+  // requests, or a place the headers gate gave (BodyPlace), for one request.
   struct BodyStorage {
     std::unique_ptr<uint8_t[]> bytes;
+    std::shared_ptr<void> place_owner;  // a BodyPlace's owner
+    uint8_t* data = nullptr;
     size_t capacity = 0;
+    bool placed() const { return place_owner != nullptr; }
   };
+  // What readIntoBody() did: read into the body, and more may be waiting; stopped (the
+  // socket drained or would block, or the connection closed); or nothing, because the
+  // body is not read straight into its storage (the read buffer takes the bytes).
+  enum class DirectRead { kMore, kStopped, kNotTaken };
 
   static void onSocketEvent(evutil_socket_t fd, short what, void* arg);
   void onReadable();
@@ -170,7 +179,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // After a read that came back EAGAIN: over TLS, the session may need the socket
   // writable first.
   void afterWouldBlock();
-  bool readIntoBody(std::shared_ptr<HttpConnection>& self);
+  DirectRead readIntoBody();
   void parse(const char* data, size_t size);
   size_t quickRequest(const char* data, size_t size);
   // The steps every request goes through, whichever reader read it: a new exchange; its
@@ -217,7 +226,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // Checks the CRLF owed after a chunk's data against the bytes in [*p, end); false when a
   // byte is not the one owed.
   bool checkChunkEnd(const char*& p, const char* end);
+  // The connection's own storage with room for `size` body bytes (those read so far kept).
   bool reserveBody(uint64_t size);
+  // Whether the body of `content_length` bytes goes where the headers gate placed it.
+  bool takeBodyPlace(BodyPlace place, uint64_t content_length);
 
   EventLoop& loop_;
   int fd_;
@@ -251,6 +263,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   uint64_t chunk_left_ = 0;
   uint8_t chunk_crlf_owed_ = 0;
   std::shared_ptr<BodyStorage> body_;
+  std::shared_ptr<BodyStorage> own_body_;  // kept while body_ is a placed one
   uint64_t body_size_ = 0;
   // Whether the quick reader may read the next request: not after http_parser read one
   // that ends the connection (it reads nothing after that).

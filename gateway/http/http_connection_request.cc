@@ -16,8 +16,6 @@
 namespace infergate::gateway::http {
 namespace {
 
-// Spare bytes kept readable after every body so a JSON parser (simdjson) can run in place.
-constexpr size_t kBodyPadding = 64;
 // Room made for a request's headers up front (the vector grows past it): what the Triton
 // clients and curl send fits.
 constexpr size_t kExpectedHeaders = 16;
@@ -82,7 +80,7 @@ void HttpConnection::parse(const char* data, size_t size) {
   if (read_state_ == ReadState::kError) return;
   if (quick_body_left_ > 0) {  // the rest of a body whose head the quick reader read
     const size_t take = static_cast<size_t>(std::min<uint64_t>(size, quick_body_left_));
-    uint8_t* dst = body_->bytes.get() + body_size_;
+    uint8_t* dst = body_->data + body_size_;
     if (reinterpret_cast<const uint8_t*>(data) != dst) std::memcpy(dst, data, take);  // not read in place
     body_size_ += take;
     quick_body_left_ -= take;
@@ -206,7 +204,7 @@ size_t HttpConnection::quickRequest(const char* data, size_t size) {
   // The body's bytes in this read; the rest comes with the next reads (parse(), or
   // readIntoBody() straight into the storage).
   const size_t here = static_cast<size_t>(std::min<uint64_t>(body, size - head));
-  if (here > 0) std::memcpy(body_->bytes.get(), data + head, here);
+  if (here > 0) std::memcpy(body_->data, data + head, here);
   body_size_ = here;
   if (here < body) {
     quick_body_left_ = body - here;
@@ -357,15 +355,27 @@ int HttpConnection::onHeaderValue(http_parser* p, const char* at, size_t len) {
 }
 
 bool HttpConnection::reserveBody(uint64_t size) {
-  uint64_t need = size + kBodyPadding;
+  uint64_t need = size + kRequestBodyPadding;
+  if (body_ && body_->placed()) body_ = std::move(own_body_);  // back to the own storage
   if (!body_ || body_.use_count() > 1) body_ = std::make_shared<BodyStorage>();
   if (body_->capacity < need) {
     auto bigger = std::unique_ptr<uint8_t[]>(new (std::nothrow) uint8_t[need]);
     if (!bigger) return false;
-    if (body_size_) std::memcpy(bigger.get(), body_->bytes.get(), body_size_);
+    if (body_size_) std::memcpy(bigger.get(), body_->data, body_size_);
     body_->bytes = std::move(bigger);
+    body_->data = body_->bytes.get();
     body_->capacity = need;
   }
+  return true;
+}
+
+bool HttpConnection::takeBodyPlace(BodyPlace place, uint64_t content_length) {
+  if (place.data == nullptr || place.capacity < content_length + kRequestBodyPadding) return false;
+  if (body_ && !body_->placed()) own_body_ = std::move(body_);  // for the next requests
+  body_ = std::make_shared<BodyStorage>();
+  body_->place_owner = std::move(place.owner);
+  body_->data = place.data;
+  body_->capacity = place.capacity;
   return true;
 }
 
@@ -403,17 +413,27 @@ int HttpConnection::onHeadersComplete(http_parser* p) {
 }
 
 bool HttpConnection::admitHead(std::optional<uint64_t> content_length, bool chunked) {
+  HttpRequest& request = current_->request_;
+  request.content_length = content_length;
   if (gate_ != nullptr) {
-    if (std::optional<HttpResponse> refusal = (*gate_)(current_->request_, tls_.get())) {
+    if (std::optional<HttpResponse> refusal = (*gate_)(request, tls_.get())) {
+      request.body_place = BodyPlace();  // not held while the refusal waits to be written
       refuseRequest(std::move(*refusal));
       return false;
     }
   }
+  // Released on every way out but the one that reads the body there.
+  BodyPlace place = std::move(request.body_place);
+  request.body_place = BodyPlace();
   if (content_length && *content_length > limits_.max_body_bytes) {
     failRequest(413, codecs::strCat("request body of ", *content_length,
                                     " bytes exceeds the limit of ", limits_.max_body_bytes,
                                     " bytes"));
     return false;
+  }
+  if (content_length && takeBodyPlace(std::move(place), *content_length)) {
+    read_state_ = ReadState::kBody;
+    return true;
   }
   if (!reserveBody(std::max<uint64_t>(content_length.value_or(0), chunked ? 16 * 1024 : 0))) {
     failRequest(413, "not enough memory for the request body");
@@ -430,15 +450,15 @@ int HttpConnection::onBody(http_parser* p, const char* at, size_t len) {
                                        c->limits_.max_body_bytes, " bytes"));
     return -1;
   }
-  uint8_t* dst = c->body_->bytes.get() + c->body_size_;
+  uint8_t* dst = c->body_->data + c->body_size_;
   if (reinterpret_cast<const uint8_t*>(at) != dst) {  // not read in place
-    if (c->body_size_ + len + kBodyPadding > c->body_->capacity) {
+    if (c->body_size_ + len + kRequestBodyPadding > c->body_->capacity) {
       uint64_t grow = std::max<uint64_t>(c->body_->capacity * 2, c->body_size_ + len);
       if (!c->reserveBody(std::min<uint64_t>(grow, c->limits_.max_body_bytes))) {
         c->failRequest(413, "not enough memory for the request body");
         return -1;
       }
-      dst = c->body_->bytes.get() + c->body_size_;
+      dst = c->body_->data + c->body_size_;
     }
     std::memcpy(dst, at, len);
   }
@@ -481,8 +501,8 @@ bool HttpConnection::completeRequest(bool keep_alive) {
   std::shared_ptr<HttpExchange> exchange = std::move(current_);
   HttpRequest& request = exchange->request_;
   auto storage = body_;
-  request.body = codecs::Buffer(std::shared_ptr<const void>(storage, storage->bytes.get()),
-                                storage->bytes.get(), static_cast<size_t>(body_size_));
+  request.body = codecs::Buffer(std::shared_ptr<const void>(storage, storage->data), storage->data,
+                                static_cast<size_t>(body_size_));
   request.body_readable = storage->capacity;
   exchange->keep_alive_ = keep_alive;
   exchange->info_.start = std::chrono::steady_clock::now();

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,7 @@ namespace {
 struct Served {
   std::string written;        // what the connection wrote back
   uint64_t quick = 0;         // requests the quick reader read
+  std::vector<bool> placed;   // per request: its body was read where the gate placed it
 };
 
 // One connection on a socket pair, driven on this thread: `pieces` are written one after
@@ -33,13 +36,24 @@ struct Served {
 class Harness {
  public:
   explicit Harness(HttpLimits limits = {}) : limits_(limits) { ::signal(SIGPIPE, SIG_IGN); }
+  // The headers gate of the next connections.
+  void setGate(HeadersGate gate) { gate_ = std::move(gate); }
+  // Memory the gate gave a request's body (BodyPlace), to tell where each body was read.
+  void notePlace(const uint8_t* data, size_t capacity) { places_.emplace_back(data, capacity); }
+  // Runs at the end of serve(), while the connection is still open (or closed itself).
+  void beforeClose(std::function<void()> f) { before_close_ = std::move(f); }
 
   Served serve(const std::vector<std::string>& pieces) {
     int fds[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
     client_ = fds[0];
     later_.clear();
-    HttpHandler handler = [this](std::shared_ptr<HttpExchange> exchange) {
+    Served served;
+    HttpHandler handler = [this, &served](std::shared_ptr<HttpExchange> exchange) {
+      const uint8_t* body = exchange->request().body.data();
+      bool placed = false;
+      for (const auto& [data, capacity] : places_) placed |= body >= data && body < data + capacity;
+      served.placed.push_back(placed);
       if (exchange->request().target.starts_with("/later")) {
         later_.push_back(exchange);
       } else {
@@ -47,9 +61,9 @@ class Harness {
       }
     };
     auto connection = std::make_shared<HttpConnection>(loop_, fds[1], limits_, handler,
-                                                       [](HttpConnection*) {});
+                                                       [](HttpConnection*) {}, nullptr,
+                                                       std::string(), nullptr, &gate_);
     connection->start();
-    Served served;
     for (const std::string& piece : pieces) {
       std::string_view rest = piece;
       while (!rest.empty()) {
@@ -63,6 +77,7 @@ class Harness {
     later_.clear();
     settle(served.written);
     served.quick = connection->quickRequests();
+    if (before_close_) before_close_();
     connection->close();
     ::close(client_);
     return served;
@@ -97,6 +112,9 @@ class Harness {
   }
 
   HttpLimits limits_;
+  HeadersGate gate_;
+  std::function<void()> before_close_;
+  std::vector<std::pair<const uint8_t*, size_t>> places_;
   EventLoop loop_;
   int client_ = -1;
   std::vector<std::shared_ptr<HttpExchange>> later_;
@@ -207,6 +225,108 @@ TEST(HttpConnectionReaders, ReadNothingQuicklyAfterARequestThatEndsTheConnection
   EXPECT_EQ(served.quick, 0u);
   EXPECT_NE(served.written.find("GET /later 1.1\n"), std::string::npos);
   EXPECT_EQ(served.written.find("GET /next"), std::string::npos) << served.written;
+}
+
+// A gate that places the body of every request to /place in memory of its own, of
+// `spare` bytes beyond the body's Content-Length (kRequestBodyPadding needed), and
+// records the lengths it saw and the places it gave.
+struct PlacingGate {
+  size_t spare = kRequestBodyPadding;
+  std::vector<std::optional<uint64_t>> lengths;
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> memory;
+
+  void install(Harness& h) {
+    h.setGate([this, &h](HttpRequest& request, tls::ServerSession*) -> std::optional<HttpResponse> {
+      lengths.push_back(request.content_length);
+      if (request.target.starts_with("/place")) {
+        const size_t n = static_cast<size_t>(request.content_length.value_or(0)) + spare;
+        auto bytes = std::make_shared<std::vector<uint8_t>>(n + 1, 0xee);
+        memory.push_back(bytes);
+        h.notePlace(bytes->data(), n);
+        request.body_place = BodyPlace{bytes, bytes->data(), n};
+      }
+      if (request.target.ends_with("/refuse")) return HttpResponse::jsonError(403, "refused");
+      return std::nullopt;
+    });
+  }
+};
+
+std::string bodyOf(size_t n) {
+  std::string body(n, 'b');
+  for (size_t i = 0; i < n; i += 331) body[i] = static_cast<char>('a' + i % 26);
+  return body;
+}
+
+TEST(HttpConnectionBodyPlace, ReadsTheBodyWhereTheGatePlacedItAndTheNextOnesInItsOwn) {
+  Harness h;
+  PlacingGate gate;
+  gate.install(h);
+  const std::string big = bodyOf(100000), small = bodyOf(300);
+  const std::string stream =
+      "POST /place HTTP/1.1\r\nContent-Length: 100000\r\n\r\n" + big +
+      "POST /own HTTP/1.1\r\nContent-Length: 300\r\n\r\n" + small +
+      "POST /place HTTP/1.1\r\nContent-Length: 300\r\n\r\n" + small +
+      "POST /own HTTP/1.1\r\nContent-Length: 100000\r\n\r\n" + big;
+  // Whole (the quick reader; the big bodies straight from the socket), in pieces that cut
+  // bodies, and byte by byte (http_parser).
+  Served whole = h.whole(stream);
+  Served pieces = h.serve({stream.substr(0, 70), stream.substr(70, 50000), stream.substr(50070)});
+  Served cut = h.byteByByte(stream);
+  for (const Served* served : {&whole, &pieces, &cut}) {
+    EXPECT_EQ(served->placed, std::vector<bool>({true, false, true, false}));
+    EXPECT_EQ(served->written, whole.written);
+  }
+  EXPECT_NE(whole.written.find("POST /place 1.1\nContent-Length: 100000\n\n" + big), std::string::npos);
+  EXPECT_NE(whole.written.find("POST /own 1.1\nContent-Length: 100000\n\n" + big), std::string::npos);
+  // The gate saw each declared length before the body; the first place holds the body.
+  ASSERT_EQ(gate.lengths.size(), 12u);
+  EXPECT_EQ(gate.lengths[0], std::optional<uint64_t>(100000));
+  EXPECT_EQ(gate.lengths[1], std::optional<uint64_t>(300));
+  EXPECT_EQ(std::string(gate.memory[0]->begin(), gate.memory[0]->begin() + 100000), big);
+}
+
+TEST(HttpConnectionBodyPlace, TakesNoPlaceTooSmallNorForABodyOfUnknownLength) {
+  Harness h;
+  PlacingGate gate;
+  gate.spare = kRequestBodyPadding - 1;  // no room for the padding
+  gate.install(h);
+  const std::string big = bodyOf(50000);
+  const std::string stream = "POST /place HTTP/1.1\r\nContent-Length: 50000\r\n\r\n" + big;
+  Served whole = h.whole(stream);
+  EXPECT_EQ(whole.placed, std::vector<bool>({false}));
+  EXPECT_NE(whole.written.find(big), std::string::npos);
+
+  gate.spare = kRequestBodyPadding;
+  gate.lengths.clear();
+  Served chunked = h.whole("POST /place HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                           "5\r\nhello\r\n0\r\n\r\n");
+  EXPECT_EQ(chunked.placed, std::vector<bool>({false}));
+  EXPECT_NE(chunked.written.find("\n\nhello"), std::string::npos);
+  ASSERT_EQ(gate.lengths.size(), 1u);
+  EXPECT_EQ(gate.lengths[0], std::nullopt);
+}
+
+// A place given to a request that is then refused (by the gate itself, or over the body
+// limit) is let go at once, not held by the refused exchange.
+TEST(HttpConnectionBodyPlace, LetsThePlaceOfARefusedRequestGo) {
+  HttpLimits limits;
+  limits.max_body_bytes = 1000;
+  Harness h(limits);
+  PlacingGate gate;
+  gate.install(h);
+  // Checked while the connection that refused it still holds what it holds.
+  size_t released = 0;
+  h.beforeClose([&] {
+    ASSERT_EQ(gate.memory.size(), 1u);
+    std::weak_ptr<std::vector<uint8_t>> given = gate.memory[0];
+    gate.memory.clear();
+    released += given.expired();
+  });
+  Served over = h.whole("POST /place HTTP/1.1\r\nContent-Length: 2000\r\n\r\n");
+  EXPECT_TRUE(over.written.starts_with("HTTP/1.1 413")) << over.written;
+  Served refused = h.whole("POST /place/refuse HTTP/1.1\r\nContent-Length: 10\r\n\r\nxx");
+  EXPECT_TRUE(refused.written.starts_with("HTTP/1.1 403")) << refused.written;
+  EXPECT_EQ(released, 2u);
 }
 
 TEST(QuickHeadReader, SplitsFieldLinesAndDeclinesWhatBreaksItsRules) {

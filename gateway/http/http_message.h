@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -13,6 +14,19 @@
 #include "codecs/buffer.h"
 
 namespace infergate::gateway::http {
+
+// Spare bytes a request body's storage keeps readable after the body (JSON is parsed in
+// place, simdjson reads a little past the end).
+inline constexpr size_t kRequestBodyPadding = 64;
+
+// Memory a request's body is read into in place of the connection's own storage: owned
+// elsewhere (a handoff pool slot, whose tensors then go on by reference without a copy)
+// and kept alive by `owner` while any Buffer of the body lives.
+struct BodyPlace {
+  std::shared_ptr<void> owner;
+  uint8_t* data = nullptr;
+  size_t capacity = 0;  // room for the body and kRequestBodyPadding bytes after it
+};
 
 // Header names compare case-insensitively; values are kept as sent (trimmed).
 class HeaderList {
@@ -48,6 +62,12 @@ struct HttpRequest {
   // What the server's headers gate (HeadersGate) decided at headers-complete, handed on
   // to the handler; opaque to this layer. Null when there is no gate.
   std::shared_ptr<const void> gate_state;
+  // The body's length as its Content-Length declared it (none: chunked or no body), set
+  // before the headers gate runs.
+  std::optional<uint64_t> content_length;
+  // Where the headers gate asks the body to be read (no data: the connection's storage).
+  // Taken for a Content-Length body that fits it; handed over (emptied) either way.
+  BodyPlace body_place;
 };
 
 struct HttpResponse {

@@ -240,6 +240,7 @@ EndpointHandoff::Counters EndpointHandoff::counters() const {
   }
   c.refused = refused();
   c.pool_bytes_in = pool_bytes_in_.load(std::memory_order_relaxed);
+  c.pool_bytes_in_place = pool_bytes_in_place_.load(std::memory_order_relaxed);
   c.pool_bytes_out = pool_bytes_out_.load(std::memory_order_relaxed);
   c.passthrough_bytes = passthrough_bytes_.load(std::memory_order_relaxed);
   c.inline_bytes = inline_bytes_.load(std::memory_order_relaxed);

@@ -122,7 +122,8 @@ class EndpointHandoff {
     bool pool_ready = false;
     bool refused = false;
     // Tensor bytes of requests sent to this endpoint, by how they travelled.
-    uint64_t pool_bytes_in = 0;       // inputs copied into the pool
+    uint64_t pool_bytes_in = 0;       // inputs handed over through the pool
+    uint64_t pool_bytes_in_place = 0; // of those, read from the client straight into it (no copy)
     uint64_t pool_bytes_out = 0;      // outputs read back from the pool
     uint64_t passthrough_bytes = 0;   // client-region tensors passed by reference
     uint64_t inline_bytes = 0;        // tensors sent or answered inline
@@ -137,6 +138,7 @@ class EndpointHandoff {
 
   // Byte accounting by the requests (any thread, lock-free).
   void countPoolIn(uint64_t n) { pool_bytes_in_.fetch_add(n, std::memory_order_relaxed); }
+  void countPoolInPlace(uint64_t n) { pool_bytes_in_place_.fetch_add(n, std::memory_order_relaxed); }
   void countPoolOut(uint64_t n) { pool_bytes_out_.fetch_add(n, std::memory_order_relaxed); }
   void countPassthrough(uint64_t n) { passthrough_bytes_.fetch_add(n, std::memory_order_relaxed); }
   void countInline(uint64_t n) { inline_bytes_.fetch_add(n, std::memory_order_relaxed); }
@@ -162,8 +164,8 @@ class EndpointHandoff {
   std::shared_ptr<shm::HandoffPool> pool_;
   std::string pool_name_;
   std::atomic<bool> refused_{false};
-  std::atomic<uint64_t> pool_bytes_in_{0}, pool_bytes_out_{0}, passthrough_bytes_{0},
-      inline_bytes_{0}, pool_full_{0}, inline_retries_{0};
+  std::atomic<uint64_t> pool_bytes_in_{0}, pool_bytes_in_place_{0}, pool_bytes_out_{0},
+      passthrough_bytes_{0}, inline_bytes_{0}, pool_full_{0}, inline_retries_{0};
 
   mutable std::mutex mu_;
   State pool_state_ = State::kUnregistered;

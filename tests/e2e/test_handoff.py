@@ -266,9 +266,11 @@ class HandoffCase(unittest.TestCase):
 
 class PoolTest(HandoffCase):
 
-    def assertThroughPool(self, gw, upstream, send, values_of, requests=3):
+    def assertThroughPool(self, gw, upstream, send, values_of, requests=3, in_place=False):
         """`requests` requests of SIZE bytes: every input through the pool, every output
-        but the first (its size unknown yet) too."""
+        but the first (its size unknown yet) too. `in_place`: each input was read from the
+        client's socket straight into the pool (an HTTP binary-tensor body), else copied
+        there."""
         before = handoff(gw, upstream)
         for i in range(requests):
             values = values_of(i)
@@ -277,6 +279,7 @@ class PoolTest(HandoffCase):
         d = delta(before, after)
         self.assertTrue(after["pool_ready"], after)
         self.assertEqual(d["pool_bytes_in"], requests * SIZE, after)
+        self.assertEqual(d["pool_bytes_in_place"], requests * SIZE if in_place else 0, after)
         self.assertEqual(d["pool_bytes_out"], (requests - 1) * SIZE, after)
         self.assertEqual(d["inline_bytes"], SIZE, after)  # the first output only
         self.assertEqual((d["pool_full"], d["inline_retries"], d["passthrough_bytes"]), (0, 0, 0), after)
@@ -286,7 +289,7 @@ class PoolTest(HandoffCase):
     def test_1_http_clients_to_the_grpc_upstream(self):
         with self.subTest(client="binary"):
             self.assertThroughPool(G, "u-grpc", lambda v: http_binary_infer(G, v),
-                                   lambda i: tensor(SIZE, "<f4", 100 + i))
+                                   lambda i: tensor(SIZE, "<f4", 100 + i), in_place=True)
         with self.subTest(client="json"):
             # No output named: every output is asked for by name once they are known.
             self.assertThroughPool(G, "u-grpc", lambda v: http_json_infer(G, v),
@@ -316,12 +319,13 @@ class PoolTest(HandoffCase):
     def test_3_same_protocol_requests(self):
         # gRPC client -> gRPC upstream and HTTP binary client -> HTTP upstream: a message
         # of at least min_bytes is decoded for the handoff.
-        cases = (("u-grpc", lambda v: grpc_infer(G, v), "<f8"),
-                 ("u-http", lambda v: http_binary_infer(G, v, "http"), "<f8"),
-                 ("u-httpj", lambda v: http_json_infer(G, v, "httpj"), "<f8"))
-        for n, (upstream, send, dtype) in enumerate(cases):
+        cases = (("u-grpc", lambda v: grpc_infer(G, v), "<f8", False),
+                 ("u-http", lambda v: http_binary_infer(G, v, "http"), "<f8", True),
+                 ("u-httpj", lambda v: http_json_infer(G, v, "httpj"), "<f8", False))
+        for n, (upstream, send, dtype, in_place) in enumerate(cases):
             with self.subTest(upstream=upstream, size="big"):
-                self.assertThroughPool(G, upstream, send, lambda i: tensor(SIZE, dtype, 300 + 10 * n + i))
+                self.assertThroughPool(G, upstream, send, lambda i: tensor(SIZE, dtype, 300 + 10 * n + i),
+                                       in_place=in_place)
             with self.subTest(upstream=upstream, size="small"):
                 # Below min_bytes: passed through as it came, the handoff untouched.
                 before = handoff(G, upstream)
@@ -446,7 +450,8 @@ class PoolFullTest(HandoffCase):
         before = handoff(G_SMALL, "u-grpc")
         self.assertSame(http_binary_infer(G_SMALL, values), values)
         d = delta(before, handoff(G_SMALL, "u-grpc"))
-        self.assertEqual((d["pool_bytes_in"], d["inline_bytes"], d["pool_full"]), (SIZE, SIZE, 0))
+        self.assertEqual((d["pool_bytes_in"], d["pool_bytes_in_place"], d["inline_bytes"], d["pool_full"]),
+                         (SIZE, SIZE, SIZE, 0))
         # Now the output's slot finds no room next to the input's: inline.
         before = handoff(G_SMALL, "u-grpc")
         values = tensor(SIZE, "<f4", 501)
