@@ -680,6 +680,15 @@ def git_revision():
         return "unknown"
 
 
+def malloc_of(infergate):
+    """The malloc the gateway binary runs with, as `infergate version` says it."""
+    try:
+        out = subprocess.run([infergate, "version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("malloc:")), "unknown")
+
+
 def parse_args():
     parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a trimmed grid, under two minutes")
@@ -820,7 +829,8 @@ def main():
             "machine": f"{os.cpu_count()} vCPU {cpu_model()}",
             "load_start": " ".join(load_start), "load_end": " ".join(open("/proc/loadavg").read().split()[:3]),
             "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
-            "seconds": round(time.time() - started), "git": git_revision(), "quick": args.quick}
+            "seconds": round(time.time() - started), "git": git_revision(), "quick": args.quick,
+            "malloc": malloc_of(bench.infergate)}
     with open(os.path.join(out, "meta.json"), "w") as f:
         json.dump(meta, f, indent=2)
     report = subprocess.run([sys.executable, os.path.join(BENCH, "suite_report.py"), "summarize", out],

@@ -469,6 +469,7 @@ def meta_lines(meta):
             f"- load average: {meta.get('load_start', '?')} at the start, "
             f"{meta.get('load_end', '?')} at the end",
             f"- git: {meta.get('git', '?')}; started {meta.get('started', '?')}; took {duration}",
+            f"- infergate's malloc: {meta.get('malloc', '?')}",
             ""]
 
 

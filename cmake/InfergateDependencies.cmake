@@ -31,6 +31,25 @@ endif()
 
 find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 
+# The infergate binary's malloc: mimalloc (libmimalloc-dev) when found, glibc's otherwise
+# or when asked (-DINFERGATE_ALLOCATOR=system). Never under a sanitizer, which replaces
+# malloc itself. gateway/allocator.h says why; `infergate version` says which one runs.
+set(INFERGATE_ALLOCATOR "mimalloc" CACHE STRING "malloc of the infergate binary: mimalloc or system")
+set_property(CACHE INFERGATE_ALLOCATOR PROPERTY STRINGS mimalloc system)
+set(INFERGATE_HAVE_MIMALLOC OFF)
+if(INFERGATE_ALLOCATOR STREQUAL "mimalloc" AND NOT (INFERGATE_SANITIZE OR INFERGATE_TSAN OR INFERGATE_FUZZ))
+  find_package(mimalloc CONFIG QUIET)
+  if(mimalloc_FOUND)
+    set(INFERGATE_HAVE_MIMALLOC ON)
+    message(STATUS "infergate: mimalloc ${mimalloc_VERSION} is the binary's malloc")
+  else()
+    message(WARNING "infergate: mimalloc not found (scripts/setup installs libmimalloc-dev); "
+                    "the binary uses glibc's malloc")
+  endif()
+elseif(NOT INFERGATE_ALLOCATOR MATCHES "^(mimalloc|system)$")
+  message(FATAL_ERROR "INFERGATE_ALLOCATOR: mimalloc or system, not '${INFERGATE_ALLOCATOR}'")
+endif()
+
 # CUDA is optional: found -> the CUDA shared-memory code is built against the static
 # runtime, so one binary runs with or without a GPU.
 set(INFERGATE_HAVE_CUDA OFF)

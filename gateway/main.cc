@@ -17,6 +17,7 @@
 #include "gateway/gateway_server.h"
 #include "gateway/library_threads.h"
 #include "gateway/transcode_command.h"
+#include "gateway/allocator.h"
 #include "shm/cuda_probe.h"
 
 namespace {
@@ -109,7 +110,8 @@ int main(int argc, char** argv) {
     infergate::shm::CudaStatus cuda = infergate::shm::probeCuda();
     std::cout << "infergate " << INFERGATE_VERSION << "\n"
               << "cuda: " << (cuda.compiled_in ? "built in" : "not built in") << "; "
-              << cuda.detail << "\n";
+              << cuda.detail << "\n"
+              << "malloc: " << infergate::gateway::mallocName() << "\n";
     return 0;
   }
   std::span<const std::string_view> rest(args.begin() + 1, args.end());

@@ -2,6 +2,7 @@
 
 #include <prometheus/text_serializer.h>
 
+#include "gateway/allocator.h"
 #include "gateway/telemetry/families.h"
 
 namespace infergate::gateway {
@@ -10,11 +11,13 @@ Metrics::Metrics(bool cuda_built_in, std::shared_ptr<telemetry::RequestMetrics> 
     : registry_(std::make_shared<prometheus::Registry>()), requests_(std::move(requests)) {
   prometheus::BuildGauge()
       .Name("infergate_build_info")
-      .Help("Build information: version, git commit and whether CUDA support is built in")
+      .Help("Build information: version, git commit, whether CUDA support is built in, and "
+            "the malloc in use")
       .Register(*registry_)
       .Add({{"version", INFERGATE_VERSION_STRING},
             {"git_commit", INFERGATE_GIT_COMMIT},
-            {"cuda", cuda_built_in ? "true" : "false"}})
+            {"cuda", cuda_built_in ? "true" : "false"},
+            {"allocator", std::string(mallocName())}})
       .Set(1);
   auto& reloads = prometheus::BuildCounter()
                       .Name("infergate_config_reloads_total")

@@ -12,6 +12,7 @@ settings reach its upstream over both protocols.
 """
 import json
 import os
+import subprocess
 import tempfile
 import unittest
 
@@ -19,7 +20,7 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 import grpc_stubs
-from harness import LOOPBACK_HEAD, Gateway, Processes, wait_until
+from harness import LOOPBACK_HEAD, Gateway, Processes, binary, wait_until
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
@@ -305,6 +306,10 @@ class KnownMix(unittest.TestCase):
         build = [l for n, l, _ in self.samples if n == "infergate_build_info"]
         self.assertEqual(len(build), 1, build)
         self.assertRegex(build[0]["git_commit"], r"^([0-9a-f]{12}|unknown)$")
+        # The malloc `infergate version` names (this test build's sanitizer: "other").
+        version = subprocess.run([binary(), "version"], capture_output=True, text=True, check=True).stdout
+        self.assertIn("malloc: %s\n" % build[0]["allocator"], version)
+        self.assertIn(build[0]["allocator"], ("mimalloc", "glibc", "other"))
 
     def test_request_ids_travel_end_to_end(self):
         self.assertEqual(SENT["echoed_id"], "req-http-0")
