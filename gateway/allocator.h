@@ -1,10 +1,11 @@
 #pragma once
 
 // Which allocator serves malloc in this process. Release builds link mimalloc (when the
-// build found it; never under a sanitizer, which brings its own): it takes about 60
-// instructions less per allocation and free than glibc's, which is a tenth of a small
-// proxied request (bench/README.md, "The allocator"). Asked at run time rather than
-// taken from the build, so an LD_PRELOADed allocator is reported as what it is.
+// build found it; never under a sanitizer, which brings its own): about 100 instructions
+// less than glibc's per allocation and free, 11-15% of a small proxied request's
+// instructions (bench/README.md, "The handoff read straight into the pool, and
+// mimalloc"). Asked at run time rather than taken from the build, so an LD_PRELOADed
+// allocator is reported as what it is.
 
 #include <string_view>
 

@@ -8,7 +8,8 @@
 // close. The handler echoes each request (method, target, headers, body) so that every
 // parsed field reaches the comparison; some targets are answered later, out of order
 // (responses must still leave in request order), some are streamed, and a headers gate
-// refuses others before their body. The first input byte picks tight or default limits.
+// refuses others before their body or gives their body a place of its own. The first
+// input byte picks tight or default limits.
 
 #include <signal.h>
 #include <sys/socket.h>
@@ -91,7 +92,17 @@ struct Echo {
   }
 };
 
+// Refuses targets under /deny; gives the body of targets under /place memory of its own
+// (a BodyPlace, as the handoff does), one byte short of what it needs under /place-short
+// (never taken then). Read there or not, the answer must be the same.
 std::optional<HttpResponse> gate(HttpRequest& request, tls::ServerSession*) {
+  if (request.target.starts_with("/place") && request.content_length &&
+      *request.content_length <= (1u << 20)) {
+    const size_t need = static_cast<size_t>(*request.content_length) + kRequestBodyPadding;
+    const size_t capacity = request.target.starts_with("/place-short") ? need - 1 : need;
+    auto memory = std::make_shared<std::vector<uint8_t>>(capacity);
+    request.body_place = BodyPlace{memory, memory->data(), capacity};
+  }
   if (!request.target.starts_with("/deny")) return std::nullopt;
   return HttpResponse::jsonError(403, "denied by the gate");
 }
