@@ -127,31 +127,31 @@ codecs::Status HandoffRequest::placeInput(codecs::InferInput& input, size_t inde
     if (handoff_ != nullptr) handoff_->countInline(input.data.size());
     return absl::OkStatus();
   }
-  // Read into this pool with the body (handoffBodyPlace): it goes from where it lies.
-  // request_ keeps the body, and with it the slot, until the response is sent.
-  if (std::optional<uint64_t> offset = pool_->offsetOf(input.data.span())) {
-    handoff_->countPoolIn(input.data.size());
-    handoff_->countPoolInPlace(input.data.size());
-    input.shared_memory = codecs::SharedMemoryRef{handoff_->poolName(), *offset, input.data.size()};
-    input.data = codecs::Buffer();
-    used_references_ = true;
-    return absl::OkStatus();
-  }
-  std::shared_ptr<shm::HandoffPool::Slot> slot = pool_->allocate(input.data.size());
-  if (!slot) {  // a full pool is never an error: this tensor goes inline
-    handoff_->countPoolFull();
-    handoff_->countInline(input.data.size());
-    return absl::OkStatus();
-  }
-  if (uint8_t* at = slot->data()) {
-    std::memcpy(at, input.data.data(), input.data.size());
+  const uint64_t size = input.data.size();
+  // Read into this pool with the body (handoffBodyPlace): it goes from where it lies, and
+  // request_ keeps the body, with it the slot, until the response is sent. Else it is
+  // copied into a slot of its own.
+  std::optional<uint64_t> offset = pool_->offsetOf(input.data.span());
+  if (offset) {
+    handoff_->countPoolInPlace(size);
   } else {
-    INFERGATE_RETURN_IF_ERROR(slot->write(0, input.data.span()));
+    std::shared_ptr<shm::HandoffPool::Slot> slot = pool_->allocate(size);
+    if (!slot) {  // a full pool is never an error: this tensor goes inline
+      handoff_->countPoolFull();
+      handoff_->countInline(size);
+      return absl::OkStatus();
+    }
+    if (uint8_t* at = slot->data()) {
+      std::memcpy(at, input.data.data(), size);
+    } else {
+      INFERGATE_RETURN_IF_ERROR(slot->write(0, input.data.span()));
+    }
+    offset = slot->offset();
+    input_slots_.push_back(std::move(slot));
   }
-  handoff_->countPoolIn(input.data.size());
-  input.shared_memory = codecs::SharedMemoryRef{handoff_->poolName(), slot->offset(), input.data.size()};
+  handoff_->countPoolIn(size);
+  input.shared_memory = codecs::SharedMemoryRef{handoff_->poolName(), *offset, size};
   input.data = codecs::Buffer();
-  input_slots_.push_back(std::move(slot));
   used_references_ = true;
   return absl::OkStatus();
 }

@@ -4,6 +4,7 @@
 #include "codecs/json_value.h"
 #include "codecs/text.h"
 #include "gateway/error_mapping.h"
+#include "gateway/frontends/http_frontend_internal.h"
 #include "gateway/frontends/http_routes.h"
 #include "gateway/handoff_request.h"
 #include "gateway/upstream/admin_transcode.h"
@@ -108,10 +109,10 @@ void HttpFrontend::placeBody(http::HttpRequest& request, const Route& route) con
   // only costs those bodies a copy into the pool).
   constexpr uint64_t kMinPlaced = 16 * 1024;
   if (!request.content_length || *request.content_length < kMinPlaced) return;
-  const std::string* header_length = request.headers.find("Inference-Header-Content-Length");
-  if (header_length == nullptr || request.headers.find("Content-Encoding") != nullptr) return;
-  std::optional<uint64_t> header_bytes = codecs::parseUint64(codecs::trimAscii(*header_length));
-  if (!header_bytes) return;  // refused by the decoder, once read
+  if (request.headers.find("Content-Encoding") != nullptr) return;
+  // Absent: not a binary-tensor body. Malformed: refused by the decoder, once read.
+  codecs::StatusOr<std::optional<uint64_t>> header_bytes = headerLength(request);
+  if (!header_bytes.ok() || !*header_bytes) return;
   HttpRequestHeaders headers(request.headers);
   codecs::StatusOr<Decision> decision =
       router_->decide(route.match.model, route.match.version, &headers, route.caller());
@@ -119,7 +120,7 @@ void HttpFrontend::placeBody(http::HttpRequest& request, const Route& route) con
     return;
   }
   if (std::optional<http::BodyPlace> place =
-          handoffBodyPlace(*decision->upstream, *request.content_length, *header_bytes)) {
+          handoffBodyPlace(*decision->upstream, *request.content_length, **header_bytes)) {
     request.body_place = std::move(*place);
   }
 }

@@ -11,6 +11,10 @@
 
 namespace infergate::gateway::frontends {
 
+// The request's Inference-Header-Content-Length, parsed as Triton does (int32, >= 0):
+// nothing when absent, INVALID_ARGUMENT when it does not parse.
+codecs::StatusOr<std::optional<uint64_t>> headerLength(const http::HttpRequest& request);
+
 // An /infer body (JSON, binary extension, gzip/deflate) as an InferRequest; tensors stay
 // slices of the body. `raw_input`: the model's only input, for the raw-binary form
 // (Inference-Header-Content-Length: 0); null refuses that form (UNIMPLEMENTED), for

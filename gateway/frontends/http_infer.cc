@@ -19,9 +19,6 @@ namespace infergate::gateway::frontends {
 using http::HttpExchange;
 using http::HttpResponse;
 
-namespace {
-
-// The request's Inference-Header-Content-Length, parsed as Triton does (int32, >= 0).
 codecs::StatusOr<std::optional<uint64_t>> headerLength(const http::HttpRequest& request) {
   const std::string* value = request.headers.find("Inference-Header-Content-Length");
   if (!value) return std::optional<uint64_t>();
@@ -32,8 +29,6 @@ codecs::StatusOr<std::optional<uint64_t>> headerLength(const http::HttpRequest& 
   }
   return n;
 }
-
-}  // namespace
 
 HttpResponse inferResponse(const codecs::InferResponse& response,
                            const codecs::InferRequest& request, const http::HttpRequest& http) {
