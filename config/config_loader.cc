@@ -66,7 +66,7 @@ class Loader {
  private:
   void readListeners(const YamlValue& value);
   std::optional<ListenerConfig> readListener(const YamlValue& value, ListenerKind kind);
-  std::optional<ServerTlsConfig> readServerTls(const YamlValue& value, ListenerKind kind);
+  std::optional<ServerTlsConfig> readServerTls(const YamlValue& value, bool grpcpp);
   void readTlsVersion(const YamlValue& value, TlsVersion& out);
   void readLimits(const YamlValue& value);
   template <typename T>
@@ -147,9 +147,20 @@ std::optional<ListenerConfig> Loader::readListener(const YamlValue& value, Liste
                                          ? reader_.mapping(value, {"address", "tls", "public", "server"})
                                          : reader_.mapping(value, {"address", "tls", "public"});
   if (!map) return std::nullopt;
+  // Which server carries a gRPC listener decides what its `tls` may set.
+  bool native_grpc_server = true;
+  if (const YamlValue* v = map->find("server")) {
+    if (std::optional<std::string> server = reader_.string(*v)) {
+      if (*server == "native" || *server == "grpc++") {
+        native_grpc_server = *server == "native";
+      } else {
+        reader_.error(*v, codecs::strCat("server must be \"native\" or \"grpc++\", not \"", *server, "\""));
+      }
+    }
+  }
   // `tls` is read even when the address is wrong, so its own mistakes are reported too.
   std::optional<ServerTlsConfig> tls;
-  if (const YamlValue* v = map->find("tls")) tls = readServerTls(*v, kind);
+  if (const YamlValue* v = map->find("tls")) tls = readServerTls(*v, kind == ListenerKind::kGrpc && !native_grpc_server);
   const YamlValue* address = reader_.require(*map, "address", "e.g. \"0.0.0.0:8000\"");
   if (!address) return std::nullopt;
   std::optional<std::string> text = reader_.string(*address);
@@ -162,23 +173,15 @@ std::optional<ListenerConfig> Loader::readListener(const YamlValue& value, Liste
   ListenerConfig listener{std::move(*parsed), std::move(tls), std::nullopt, map->where};
   listener.address.where = address->where;
   if (const YamlValue* v = map->find("public")) listener.is_public = readBoolean(reader_, *v);
-  if (const YamlValue* v = map->find("server")) {
-    if (std::optional<std::string> server = reader_.string(*v)) {
-      if (*server == "native" || *server == "grpc++") {
-        listener.native_grpc_server = *server == "native";
-      } else {
-        reader_.error(*v, codecs::strCat("server must be \"native\" or \"grpc++\", not \"", *server, "\""));
-      }
-    }
-  }
+  listener.native_grpc_server = native_grpc_server;
   return listener;
 }
 
-// `listeners.http.tls` / `listeners.grpc.tls`. The gRPC listener takes the certificate
-// keys and client_auth only: grpc (1.51) has no per-server setting of the protocol
-// version, ciphers or groups (it negotiates TLS 1.2 and 1.3 with its own cipher list).
-// nullopt when the value is not a mapping (then only that is reported).
-std::optional<ServerTlsConfig> Loader::readServerTls(const YamlValue& value, ListenerKind kind) {
+// `listeners.http.tls` / `listeners.grpc.tls`. A gRPC listener on `server: grpc++` takes the
+// certificate keys and client_auth only: grpc (1.51) has no per-server setting of the
+// protocol version, ciphers or groups (it negotiates TLS 1.2 and 1.3 with its own cipher
+// list). nullopt when the value is not a mapping (then only that is reported).
+std::optional<ServerTlsConfig> Loader::readServerTls(const YamlValue& value, bool grpcpp) {
   using ClientAuth = ServerTlsConfig::ClientAuth;
   std::optional<YamlMap> map = reader_.mapping(
       value, {"cert", "key", "client_ca", "client_auth", "min_version", "ciphers",
@@ -210,13 +213,13 @@ std::optional<ServerTlsConfig> Loader::readServerTls(const YamlValue& value, Lis
                                "certificates)"));
     }
   }
-  // Written on the gRPC listener, each of these is refused and not read.
+  // Written on a gRPC listener carried by grpc++, each of these is refused and not read.
   for (std::string_view name : {"min_version", "ciphers", "ciphersuites", "groups"}) {
     const YamlValue* v = map->find(name);
-    if (v && kind == ListenerKind::kGrpc) {
-      reader_.error(*v, strCat("the gRPC listener cannot set ", name,
+    if (v && grpcpp) {
+      reader_.error(*v, strCat("the gRPC listener on server: grpc++ cannot set ", name,
                                " (grpc offers no per-server cipher, group or version "
-                               "setting); remove it"));
+                               "setting); remove it, or leave server native"));
     } else if (v && name == "min_version") {
       readTlsVersion(*v, tls.min_version);
     } else if (v) {

@@ -236,8 +236,35 @@ TEST(TlsConfig, WatchIntervalIsBetweenOneSecondAndADay) {
                 "86400000, got 86400001"});
 }
 
-TEST(TlsConfig, TheGrpcListenerRefusesVersionCipherAndGroupSettings) {
+TEST(TlsConfig, TheGrpcListenerOnGrpcppRefusesVersionCipherAndGroupSettings) {
   expectErrors(withListeners(R"(listeners:
+  grpc:
+    address: "0.0.0.0:8001"
+    server: grpc++
+    tls:
+      cert: c.pem
+      key: k.pem
+      min_version: "1.3"
+      ciphers: "ECDHE-RSA-AES128-GCM-SHA256"
+      ciphersuites: "TLS_AES_128_GCM_SHA256"
+      groups: X25519
+)"),
+               {"test.yaml:8:20: listeners.grpc.tls.min_version: the gRPC listener on server: grpc++ "
+                "cannot set min_version (grpc offers no per-server cipher, group or version setting); "
+                "remove it, or leave server native",
+                "test.yaml:9:16: listeners.grpc.tls.ciphers: the gRPC listener on server: grpc++ cannot "
+                "set ciphers (grpc offers no per-server cipher, group or version setting); remove it, "
+                "or leave server native",
+                "test.yaml:10:21: listeners.grpc.tls.ciphersuites: the gRPC listener on server: grpc++ "
+                "cannot set ciphersuites (grpc offers no per-server cipher, group or version setting); "
+                "remove it, or leave server native",
+                "test.yaml:11:15: listeners.grpc.tls.groups: the gRPC listener on server: grpc++ cannot "
+                "set groups (grpc offers no per-server cipher, group or version setting); remove it, "
+                "or leave server native"});
+}
+
+TEST(TlsConfig, TheNativeGrpcListenerTakesVersionCipherAndGroupSettings) {
+  auto r = parse(withListeners(R"(listeners:
   grpc:
     address: "0.0.0.0:8001"
     tls:
@@ -247,18 +274,15 @@ TEST(TlsConfig, TheGrpcListenerRefusesVersionCipherAndGroupSettings) {
       ciphers: "ECDHE-RSA-AES128-GCM-SHA256"
       ciphersuites: "TLS_AES_128_GCM_SHA256"
       groups: X25519
-)"),
-               {"test.yaml:7:20: listeners.grpc.tls.min_version: the gRPC listener cannot set "
-                "min_version (grpc offers no per-server cipher, group or version setting); "
-                "remove it",
-                "test.yaml:8:16: listeners.grpc.tls.ciphers: the gRPC listener cannot set "
-                "ciphers (grpc offers no per-server cipher, group or version setting); remove it",
-                "test.yaml:9:21: listeners.grpc.tls.ciphersuites: the gRPC listener cannot set "
-                "ciphersuites (grpc offers no per-server cipher, group or version setting); "
-                "remove it",
-                "test.yaml:10:15: listeners.grpc.tls.groups: the gRPC listener cannot set "
-                "groups (grpc offers no per-server cipher, group or version setting); remove "
-                "it"});
+)"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->grpc && r->grpc->tls);
+  EXPECT_TRUE(r->grpc->native_grpc_server);
+  const ServerTlsConfig& tls = *r->grpc->tls;
+  EXPECT_EQ(tls.min_version, TlsVersion::k13);
+  EXPECT_EQ(tls.ciphers, "ECDHE-RSA-AES128-GCM-SHA256");
+  EXPECT_EQ(tls.ciphersuites, "TLS_AES_128_GCM_SHA256");
+  EXPECT_EQ(tls.groups, "X25519");
 }
 
 TEST(TlsConfig, TlsMistakesAreReportedWithABadAddress) {

@@ -86,12 +86,15 @@ std::vector<std::string> restartOnlyChanges(const config::GatewayConfig& a,
   if (a.grpc && b.grpc && a.grpc->native_grpc_server != b.grpc->native_grpc_server) {
     changed.push_back("listeners.grpc.server");
   }
-  // TLS turned on or off needs new sockets; the gRPC listener's files and client checks are
+  // TLS turned on or off needs new sockets. The gateway's own servers (HTTP, and gRPC on the
+  // native engine) take new files and client checks at a reload; under grpc++ they are
   // grpc's own once it started (it watches the files themselves).
   if (a.http && b.http && a.http->tls.has_value() != b.http->tls.has_value()) {
     changed.push_back("listeners.http.tls");
   }
-  if (a.grpc && b.grpc) {
+  if (a.grpc && b.grpc && a.grpc->native_grpc_server && b.grpc->native_grpc_server) {
+    if (a.grpc->tls.has_value() != b.grpc->tls.has_value()) changed.push_back("listeners.grpc.tls");
+  } else if (a.grpc && b.grpc) {
     const auto& x = a.grpc->tls;
     const auto& y = b.grpc->tls;
     if (x.has_value() != y.has_value() ||
@@ -141,7 +144,7 @@ void logReload(const codecs::Status& status, const RouterSnapshot& now) {
 using tls::FileStamp;
 using tls::stampOf;
 
-// An HTTP listener's TLS settings as they reach the log: a certificate past its end (or
+// A listener's TLS settings as they reach the log: a certificate past its end (or
 // a rebuilt context that failed) is worth a warning.
 void logTlsContext(std::string_view listener, const tls::ServerContext& context) {
   const time_t now = ::time(nullptr);
@@ -230,8 +233,13 @@ struct GatewayServer::Impl {
   std::unique_ptr<http::HttpServer> metrics_server;
   std::unique_ptr<frontends::GrpcFrontend> grpc_frontend;
   std::shared_ptr<Security> security;
-  std::shared_ptr<tls::ServerContextSource> http_tls;  // null: plaintext
-  std::chrono::steady_clock::time_point http_tls_checked;  // control thread
+  // A listener's TLS contexts, built by the gateway (the HTTP listener's; the gRPC
+  // listener's on the native engine), and when its files were last looked at.
+  struct TlsListener {
+    std::shared_ptr<tls::ServerContextSource> source;  // null: plaintext (or grpc++'s own)
+    std::chrono::steady_clock::time_point checked;     // control thread
+  };
+  TlsListener http_tls, grpc_tls;
   std::string http_address, grpc_address, metrics_address;
   bool started = false;
 
@@ -259,9 +267,9 @@ struct GatewayServer::Impl {
     if (config.http->tls) {
       auto source = tls::ServerContextSource::create(*config.http->tls, {"http/1.1"});
       if (!source.ok()) return prefixed("listeners.http.", source.status());
-      http_tls = std::move(*source);
-      logTlsContext("http", *http_tls->current());
-      http_server->setTls(http_tls);
+      http_tls.source = std::move(*source);
+      logTlsContext("http", *http_tls.source->current());
+      http_server->setTls(http_tls.source);
     }
     INFERGATE_ASSIGN_OR_RETURN(http::BoundSockets bound,
                                http_server->listen(listenSpecOf(config.http->address)));
@@ -311,7 +319,13 @@ struct GatewayServer::Impl {
     options.security = security;
     options.engine = config.grpc->native_grpc_server ? frontends::GrpcServerEngine::kNative
                                                      : frontends::GrpcServerEngine::kGrpcpp;
-    if (config.grpc->tls) {
+    if (config.grpc->tls && options.engine == frontends::GrpcServerEngine::kNative) {
+      auto source = tls::ServerContextSource::create(*config.grpc->tls, {"h2"});
+      if (!source.ok()) return prefixed("listeners.grpc.", source.status());
+      grpc_tls.source = std::move(*source);
+      logTlsContext("grpc", *grpc_tls.source->current());
+      options.tls = grpc_tls.source;
+    } else if (config.grpc->tls) {
       auto credentials = tls::serverCredentials(*config.grpc->tls);
       if (!credentials.ok()) return prefixed("listeners.grpc.", credentials.status());
       options.credentials = std::move(*credentials);
@@ -339,17 +353,12 @@ struct GatewayServer::Impl {
                   "stays"));
       }
     }
-    // The HTTP listener's certificates are read again on every reload; a bad one refuses
-    // the reload and the running ones stay.
-    std::shared_ptr<const tls::ServerContext> next_tls;
-    if (status.ok() && http_tls) {
-      auto built = tls::ServerContext::create(*next->http->tls, http_tls->alpn());
-      if (built.ok()) {
-        next_tls = std::move(*built);
-      } else {
-        status = prefixed("listeners.http.", built.status());
-      }
-    }
+    // The listeners' certificates are read again on every reload (the gRPC listener's on
+    // the native engine; grpc++ watches its own files); a bad one refuses the reload and the
+    // running ones stay.
+    std::shared_ptr<const tls::ServerContext> next_http_tls, next_grpc_tls;
+    if (status.ok() && http_tls.source) status = rebuildTls("http", *next->http->tls, http_tls, next_http_tls);
+    if (status.ok() && grpc_tls.source) status = rebuildTls("grpc", *next->grpc->tls, grpc_tls, next_grpc_tls);
     // Key and JWKS files are read again too; one that does not load refuses the reload.
     std::shared_ptr<const Security::Prepared> next_security;
     if (status.ok()) {
@@ -365,9 +374,13 @@ struct GatewayServer::Impl {
       status = router->reload(*next, [this](const RouterSnapshot& s) { discovery->prepare(s); });
     }
     if (status.ok()) security->install(*next_security);
-    if (status.ok() && next_tls) {
-      http_tls->install(next_tls);
-      logTlsContext("http", *next_tls);
+    if (status.ok() && next_http_tls) {
+      http_tls.source->install(next_http_tls);
+      logTlsContext("http", *next_http_tls);
+    }
+    if (status.ok() && next_grpc_tls) {
+      grpc_tls.source->install(next_grpc_tls);
+      logTlsContext("grpc", *next_grpc_tls);
     }
     if (status.ok()) {
       config = std::move(*next);
@@ -389,27 +402,41 @@ struct GatewayServer::Impl {
     watchFile();
   }
 
-  // The HTTP listener's certificate files, every tls.watch_interval_ms: a change builds a
-  // new context for the connections accepted from then on; a bad file is logged once and
-  // the running context stays.
+  // A context for `listener` from the reloaded settings, into `built`; the error names the
+  // listener's key.
+  static codecs::Status rebuildTls(std::string_view listener, const config::ServerTlsConfig& settings,
+                                   const TlsListener& current, std::shared_ptr<const tls::ServerContext>& built) {
+    auto next = tls::ServerContext::create(settings, current.source->alpn());
+    if (!next.ok()) return prefixed(codecs::strCat("listeners.", listener, "."), next.status());
+    built = std::move(*next);
+    return absl::OkStatus();
+  }
+
+  // The listeners' certificate files, every tls.watch_interval_ms: a change builds a new
+  // context for the connections accepted from then on; a bad file is logged once and the
+  // running context stays.
   void watchTlsFiles() {
     std::lock_guard<std::mutex> lock(reload_mu);
-    if (!http_tls || shutting_down) return;
+    if (shutting_down) return;
+    watchTlsFilesOf("http", http_tls);
+    watchTlsFilesOf("grpc", grpc_tls);
+  }
+
+  void watchTlsFilesOf(std::string_view listener, TlsListener& tls) {
+    if (!tls.source) return;
     const auto now = std::chrono::steady_clock::now();
-    const auto every = std::chrono::milliseconds(http_tls->current()->config().watch_interval_ms);
-    if (now - http_tls_checked < every) return;
-    http_tls_checked = now;
+    const auto every = std::chrono::milliseconds(tls.source->current()->config().watch_interval_ms);
+    if (now - tls.checked < every) return;
+    tls.checked = now;
     bool changed = false;
-    codecs::Status status = http_tls->reloadIfChanged(&changed);
+    codecs::Status status = tls.source->reloadIfChanged(&changed);
     if (!changed) return;
     if (status.ok()) {
-      telemetry::logEvent(telemetry::Level::kInfo, "tls_reload",
-                          {{"listener", "http"}, {"ok", true}});
-      logTlsContext("http", *http_tls->current());
+      telemetry::logEvent(telemetry::Level::kInfo, "tls_reload", {{"listener", listener}, {"ok", true}});
+      logTlsContext(listener, *tls.source->current());
     } else {
       telemetry::logEvent(telemetry::Level::kWarning, "tls_reload",
-                          {{"listener", "http"}, {"ok", false},
-                           {"error", codecs::messageOf(status)}});
+                          {{"listener", listener}, {"ok", false}, {"error", codecs::messageOf(status)}});
     }
   }
 

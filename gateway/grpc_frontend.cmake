@@ -28,3 +28,7 @@ infergate_add_test(grpc_frontend_test
 infergate_add_test(grpc_native_server_test
   SOURCES ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_native_server_test.cc
   LIBS infergate_grpc_frontend PkgConfig::NGHTTP2)
+
+infergate_add_test(grpc_native_tls_test
+  SOURCES ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_native_tls_test.cc
+  LIBS infergate_grpc_frontend infergate_tls infergate_tls_testing)

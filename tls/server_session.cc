@@ -1,6 +1,7 @@
 #include "tls/server_session.h"
 
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <sys/socket.h>
@@ -190,6 +191,21 @@ const PeerIdentity* ServerSession::peer() {
   if (cert == nullptr || SSL_get_verify_result(ssl_) != X509_V_OK) return nullptr;
   peer_ = std::make_unique<PeerIdentity>(identityOf(cert));
   return peer_.get();
+}
+
+std::string ServerSession::peerPem() {
+  if (peer() == nullptr) return {};
+  X509* cert = SSL_get0_peer_certificate(ssl_);
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (bio == nullptr) return {};
+  std::string pem;
+  if (PEM_write_bio_X509(bio, cert) == 1) {
+    char* data = nullptr;
+    const long size = BIO_get_mem_data(bio, &data);
+    if (size > 0) pem.assign(data, static_cast<size_t>(size));
+  }
+  BIO_free(bio);
+  return pem;
 }
 
 std::string ServerSession::protocol() const {

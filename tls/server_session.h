@@ -52,6 +52,8 @@ class ServerSession {
   bool handshakeDone() const { return SSL_is_init_finished(ssl_) == 1; }
   // The verified client certificate's identity, or null (none sent, or no handshake yet).
   const PeerIdentity* peer();
+  // The same certificate as PEM; "" when peer() is null.
+  std::string peerPem();
   // What made the connection fail ("handshake: certificate verify failed ...").
   const std::string& error() const { return error_; }
   // The negotiated protocol ("TLSv1.3") and ALPN ("" when none).

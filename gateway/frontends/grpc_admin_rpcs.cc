@@ -40,14 +40,14 @@ class CountedCall {
     if (!shared.recorder || !shared.recorder->active()) return;
     recorder_ = shared.recorder;
     info_ = std::make_shared<telemetry::RequestInfo>();
-    shared.startInfo(GrpcppCallContext(*context), *info_);
+    shared.startInfo(GrpcppCallContext(*context, shared.relayed), *info_);
   }
 
   ::grpc::ServerUnaryReactor* reactor() const { return reactor_; }
   // Shared::admit for this call, its principal recorded for the access log.
   Shared::Admission admit(const Shared& shared, const ::grpc::CallbackServerContext& context,
                           std::string_view category) const {
-    return shared.admit(GrpcppCallContext(context), category, method_, info_.get());
+    return shared.admit(GrpcppCallContext(context, shared.relayed), category, method_, info_.get());
   }
   void finish(const ::grpc::Status& status) const {
     if (recorder_) recorder_->finishGrpc(*info_, status.error_code(), method_);

@@ -33,22 +33,33 @@ http::EventLoop& Shared::nextLoop() {
   return pool.loop(i % pool.size());
 }
 
-std::string GrpcppCallContext::peerCertificatePem() const {
-  // grpc verified the certificate (client_auth optional or require) and hands it over as PEM.
-  std::shared_ptr<const ::grpc::AuthContext> auth = context_.auth_context();
-  if (!auth || !auth->IsPeerAuthenticated()) return {};
-  std::vector<::grpc::string_ref> pem = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
-  if (pem.empty()) return {};
-  return std::string(pem.front().data(), pem.front().size());
+const tls::PeerIdentity* GrpcppCallContext::peerIdentity() const {
+  if (identity_read_) return identity_ ? &*identity_ : nullptr;
+  identity_read_ = true;
+  std::string_view pem;
+  std::shared_ptr<const ::grpc::AuthContext> auth;
+  if (relayed_) {
+    auto it = context_.client_metadata().find(
+        ::grpc::string_ref(kNativePeerCertificateKey.data(), kNativePeerCertificateKey.size()));
+    if (it != context_.client_metadata().end()) pem = std::string_view(it->second.data(), it->second.size());
+  } else {
+    // grpc verified the certificate (client_auth optional or require) and hands it over as PEM.
+    auth = context_.auth_context();
+    if (auth && auth->IsPeerAuthenticated()) {
+      std::vector<::grpc::string_ref> certs = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+      if (!certs.empty()) pem = std::string_view(certs.front().data(), certs.front().size());
+    }
+  }
+  if (!pem.empty()) identity_ = tls::identityOfPem(pem);
+  return identity_ ? &*identity_ : nullptr;
 }
 
 std::string GrpcppCallContext::peer() const {
-  std::string peer = context_.peer();
-  if (peer.starts_with("inproc")) {
+  if (relayed_) {
     auto it = context_.client_metadata().find(::grpc::string_ref(kNativePeerKey.data(), kNativePeerKey.size()));
     if (it != context_.client_metadata().end()) return std::string(it->second.data(), it->second.size());
   }
-  return peer;
+  return context_.peer();
 }
 
 void Shared::startInfo(const CallContext& context, telemetry::RequestInfo& info) const {
@@ -79,9 +90,7 @@ Shared::Admission Shared::admit(const CallContext& context, std::string_view cat
   presented.authorization = value("authorization");
   const Security& security = *options.security;
   if (std::string key = security.apiKeyHeader(); !key.empty()) presented.api_key = value(key);
-  std::optional<tls::PeerIdentity> peer;
-  if (std::string pem = context.peerCertificatePem(); !pem.empty()) peer = tls::identityOfPem(pem);
-  if (peer) presented.peer = &*peer;
+  presented.peer = context.peerIdentity();
   const bool write = method.ends_with("Load") || method.ends_with("Unload") || method.ends_with("Register") ||
                      method.ends_with("Unregister") || method == "TraceSetting" || method == "LogSettings";
   const std::optional<config::ApiGroup> group = config::apiGroupNamed(category);
@@ -153,7 +162,12 @@ codecs::StatusOr<std::string> GrpcFrontend::start(std::string address) {
   int selected_port = 0;
   // With the native engine, grpc++ listens on no port: the native server relays to it in
   // process.
+  if (!native_spec && o.tls && !o.credentials) {
+    return absl::InvalidArgumentError(codecs::strCat(
+        "gRPC frontend on ", address, ": TLS contexts are the native server's, and it cannot listen there"));
+  }
   if (!native_spec) builder.AddListeningPort(address, credentials, &selected_port);
+  shared_->relayed = native_spec.has_value();
   builder.RegisterService(service_.get());
   builder.RegisterService(health_service_.get());
   builder.SetMaxReceiveMessageSize(o.max_receive_message_bytes);

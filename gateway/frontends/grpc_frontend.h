@@ -2,7 +2,7 @@
 
 // The gRPC surface of Triton (PROTOCOL.md section 11): all 20 RPCs of
 // inference.GRPCInferenceService and grpc.health.v1.Health/Check, on the grpc++ callback
-// API. A plaintext listener is carried by the gateway's own HTTP/2 server unless
+// API. A listener is carried by the gateway's own HTTP/2 server, in plaintext or TLS, unless
 // GrpcServerEngine::kGrpcpp is asked (grpc_native_server.h): it serves ModelInfer itself
 // (ModelInferCall, grpc_model_infer.h) and relays the rest to this same service in process.
 //
@@ -54,16 +54,24 @@ class Server;
 class ServerCredentials;
 }  // namespace grpc
 
+namespace infergate::tls {
+class ServerContextSource;
+}  // namespace infergate::tls
+
 namespace infergate::gateway::frontends {
 
-// Which server carries the calls of a plaintext listener: the gateway's own HTTP/2 server
-// on the worker loops (grpc_native_server.h; ModelInfer served there, every other RPC
-// relayed to grpc++ in process), or grpc++ alone. A TLS listener, or a unix-abstract one,
-// is always grpc++'s.
+// Which server carries the calls: the gateway's own HTTP/2 server on the worker loops
+// (grpc_native_server.h; ModelInfer served there, every other RPC relayed to grpc++ in
+// process; TLS through GrpcFrontendOptions::tls), or grpc++ alone (TLS through
+// GrpcFrontendOptions::credentials). A unix-abstract listener is always grpc++'s.
 enum class GrpcServerEngine { kNative, kGrpcpp };
 
 struct GrpcFrontendOptions {
-  // Null: plaintext. tls/ builds TLS / mTLS credentials.
+  // TLS / mTLS. The native engine's: the listener's contexts (tls/server_context.h, ALPN
+  // "h2"), taken by each connection as it is accepted, so a certificate swapped in serves
+  // the connections from then on. grpc++'s: credentials (tls/grpc_credentials.h); when
+  // set, grpc++ carries the listener whichever engine is asked. Both null: plaintext.
+  std::shared_ptr<tls::ServerContextSource> tls;
   std::shared_ptr<grpc::ServerCredentials> credentials;
   GrpcServerEngine engine = GrpcServerEngine::kNative;
   int max_receive_message_bytes = INT_MAX;  // Triton: INT32_MAX both ways

@@ -22,14 +22,17 @@
 #include "gateway/frontends/grpc_frontend.h"
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
+#include "tls/peer_identity.h"
 
 namespace infergate::gateway::frontends::grpc_detail {
 
 using ClientMetadata = std::multimap<::grpc::string_ref, ::grpc::string_ref>;
 
-// The metadata key that carries the client's address to a call the native server relays
-// to grpc++ in process (grpc_native_server.h); a client's own is dropped.
+// The metadata keys that carry the client's address, and the client certificate its TLS
+// handshake verified (PEM), to a call the native server relays to grpc++ in process
+// (grpc_native_server.h); a client's own are dropped.
 inline constexpr std::string_view kNativePeerKey = "infergate-peer";
+inline constexpr std::string_view kNativePeerCertificateKey = "infergate-peer-certificate-bin";
 
 // What the handlers read of a call, whichever server carries it: grpc++'s
 // (GrpcppCallContext) or the gateway's own HTTP/2 server (grpc_native_server.h).
@@ -42,21 +45,28 @@ class CallContext {
   virtual std::chrono::system_clock::time_point deadline() const = 0;
   // "ipv4:127.0.0.1:5000", "ipv6:[::1]:5000", "unix:/path" (grpc's form).
   virtual std::string peer() const = 0;
-  // The client certificate the TLS handshake verified, as PEM; empty without one.
-  virtual std::string peerCertificatePem() const = 0;
+  // Who the client certificate that the TLS handshake verified names; null without one.
+  // Valid as long as the context.
+  virtual const tls::PeerIdentity* peerIdentity() const = 0;
 };
 
 class GrpcppCallContext final : public CallContext {
  public:
-  explicit GrpcppCallContext(const ::grpc::CallbackServerContext& context) : context_(context) {}
+  // `relayed`: grpc++ listens on no socket; every call came through the native server.
+  GrpcppCallContext(const ::grpc::CallbackServerContext& context, bool relayed)
+      : context_(context), relayed_(relayed) {}
   const ClientMetadata& clientMetadata() const override { return context_.client_metadata(); }
   std::chrono::system_clock::time_point deadline() const override { return context_.deadline(); }
-  // A call relayed by the native server names the client's address in kNativePeerKey.
+  // A call relayed by the native server names the client's address in kNativePeerKey, and
+  // its certificate in kNativePeerCertificateKey.
   std::string peer() const override;
-  std::string peerCertificatePem() const override;
+  const tls::PeerIdentity* peerIdentity() const override;
 
  private:
   const ::grpc::CallbackServerContext& context_;
+  const bool relayed_;
+  mutable std::optional<tls::PeerIdentity> identity_;  // read on the first ask
+  mutable bool identity_read_ = false;
 };
 
 // Everything a call needs; lives as long as the GrpcFrontend (calls hold a reference).
@@ -93,6 +103,9 @@ struct Shared {
   http::WorkerPool& pool;
   GrpcFrontendOptions options;
   std::shared_ptr<telemetry::Recorder> recorder;  // null: no request metrics, no access log
+  // grpc++ listens on no socket: the native server relays every call it carries (set by
+  // GrpcFrontend::start before any call).
+  bool relayed = false;
   codecs::ProtobufRequestDecoder decoder;
   codecs::ProtobufResponseEncoder encoder;
   std::atomic<size_t> next_loop{0};

@@ -5,6 +5,12 @@
 // generated stub, once per server engine (the test's parameter). The requests are the
 // gRPC tests' own (upstream/grpc_test_messages.h).
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -33,6 +39,32 @@ using upstream::testing::messages::repeatRequest;
 using upstream::testing::messages::simpleRequest;
 using upstream::testing::messages::sleepRequest;
 using upstream::testing::messages::valuesOf;
+
+// A plain TCP connection to the frontend's port on 127.0.0.1; -1 when refused.
+inline int connectTo(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads until the peer closes (true) or `wait` passes (false).
+inline bool closedByPeerWithin(int fd, std::chrono::milliseconds wait) {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  char buffer[4096];
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) continue;
+    if (::recv(fd, buffer, sizeof(buffer), 0) <= 0) return true;
+  }
+  return false;
+}
 
 inline bool finalFlag(const ModelInferResponse& r) {
   auto it = r.parameters().find("triton_final_response");

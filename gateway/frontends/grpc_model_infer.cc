@@ -348,7 +348,7 @@ class GrpcppModelInfer final : public ::grpc::ServerUnaryReactor, public ModelIn
  public:
   GrpcppModelInfer(std::shared_ptr<Shared> shared, ::grpc::CallbackServerContext* context, ByteBuffer* response)
       : ModelInferCall(shared, shared->nextLoop(), call_context_),
-        call_context_(*context),
+        call_context_(*context, shared->relayed),
         context_(context),
         response_(response) {}
 

@@ -45,6 +45,7 @@ class NativeModelInfer final : public ModelInferCall, public CallContext {
         stream_(&s),
         fields_(std::move(s.metadata)),
         peer_(s.connection->peer),
+        certificate_(peerCertificateOf(*s.connection)),
         deadline_(s.deadline) {
     for (const auto& [key, value] : fields_) {
       metadata_.emplace(::grpc::string_ref(key.data(), key.size()), ::grpc::string_ref(value.data(), value.size()));
@@ -57,7 +58,7 @@ class NativeModelInfer final : public ModelInferCall, public CallContext {
   const ClientMetadata& clientMetadata() const override { return metadata_; }
   std::chrono::system_clock::time_point deadline() const override { return deadline_; }
   std::string peer() const override { return peer_; }
-  std::string peerCertificatePem() const override { return {}; }  // plaintext
+  const tls::PeerIdentity* peerIdentity() const override { return certificate_ ? &certificate_->identity : nullptr; }
 
  private:
   void reply(Reply out) override {
@@ -83,6 +84,7 @@ class NativeModelInfer final : public ModelInferCall, public CallContext {
   Fields fields_;   // what metadata_ refers to
   ClientMetadata metadata_;
   std::string peer_;
+  std::shared_ptr<const PeerCertificate> certificate_;  // null: plaintext, or none sent
   std::chrono::system_clock::time_point deadline_;
 };
 
@@ -98,6 +100,9 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
     if (s.timeout) context.set_deadline(s.deadline);
     for (const auto& [key, value] : s.metadata) context.AddMetadata(key, value);
     context.AddMetadata(std::string(kNativePeerKey), s.connection->peer);
+    if (const auto& certificate = peerCertificateOf(*s.connection)) {
+      context.AddMetadata(std::string(kNativePeerCertificateKey), certificate->pem);
+    }
     call->stub_.PrepareBidiStreamingCall(&context, s.path, ::grpc::StubOptions(), call.get());
     call->AddHold();  // writes may come from the loop until writesDone()
     call->StartRead(&call->read_);

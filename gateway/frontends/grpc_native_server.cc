@@ -182,9 +182,9 @@ int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name_b
     s->timeout = parseTimeout(value);
     if (!s->timeout) s->bad_timeout = true;
   } else if (name.starts_with(':') || name.starts_with("grpc-") || name == "te" || name == "user-agent" ||
-             name == "accept-encoding" || name == kNativePeerKey) {
+             name == "accept-encoding" || name == kNativePeerKey || name == kNativePeerCertificateKey) {
     // pseudo-headers and the transport's own fields are no metadata (as grpc++ keeps them
-    // from client_metadata()); a client's own peer key is dropped
+    // from client_metadata()); a client's own peer keys are dropped
   } else if (name.ends_with("-bin")) {
     std::optional<std::string> decoded = codecs::base64Decode(value);
     s->metadata.emplace_back(std::string(name), decoded ? std::move(*decoded) : std::string(value));
@@ -390,16 +390,28 @@ ssize_t receive(Connection& c, const uint8_t* data, size_t size) {
   return feed(run, end);
 }
 
-void onReadable(evutil_socket_t, short, void* arg) {
-  auto& c = *static_cast<Connection*>(arg);
+// The socket's bytes (plaintext), or the TLS session's: as recv / writev would answer.
+ssize_t readSocket(Connection& c, uint8_t* buffer, size_t size) {
+  return c.tls ? c.tls->read(buffer, size) : ::recv(c.fd, buffer, size, 0);
+}
+
+// Reads what has arrived and feeds it to nghttp2, then writes what that produced.
+void readAndPump(Connection& c) {
   uint8_t* buffer = c.worker->read_buffer.get();
-  for (int reads = 0; reads < 16; ++reads) {
-    const ssize_t n = ::recv(c.fd, buffer, kReadBufferBytes, 0);
+  // Over TLS one read is one record (16 KiB at most): as many reads as one plaintext read.
+  const int max_reads = c.tls ? 256 : 16;
+  for (int reads = 0; reads < max_reads; ++reads) {
+    const ssize_t n = readSocket(c, buffer, kReadBufferBytes);
     if (n == 0) return closeConnection(c);  // the client closed: its calls are cancelled
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return closeConnection(c);
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return closeConnection(c);  // a TLS failure too
+      // The handshake or a key update waits to write: the writable event reads again.
+      if (c.tls && c.tls->wantsWritable() && !c.read_wants_write) {
+        c.read_wants_write = true;
+        event_add(c.writable, nullptr);
+      }
+      break;
     }
     c.in_callback = true;
     const ssize_t used = receive(c, buffer, static_cast<size_t>(n));
@@ -410,12 +422,25 @@ void onReadable(evutil_socket_t, short, void* arg) {
       c.going_away = true;
       break;
     }
-    if (static_cast<size_t>(n) < kReadBufferBytes) break;
+    // A short read drained the socket; over TLS it is one record, and more may wait
+    // decrypted inside the session.
+    if (static_cast<size_t>(n) < kReadBufferBytes && !(c.tls && c.tls->hasBufferedInput())) break;
   }
+  // Plaintext the session already holds raises no socket event: come back for it.
+  if (c.tls && !c.going_away && c.tls->hasBufferedInput()) event_active(c.readable, EV_READ, 0);
   pump(c);
 }
 
-void onWritable(evutil_socket_t, short, void* arg) { pump(*static_cast<Connection*>(arg)); }
+void onReadable(evutil_socket_t, short, void* arg) { readAndPump(*static_cast<Connection*>(arg)); }
+
+void onWritable(evutil_socket_t, short, void* arg) {
+  auto& c = *static_cast<Connection*>(arg);
+  if (c.read_wants_write) {  // the read that waited for this goes first; it pumps
+    c.read_wants_write = false;
+    return readAndPump(c);
+  }
+  pump(c);
+}
 
 // The handshake's deadline, then the idle check: a connection without calls for the idle
 // timeout (counted from its last call's end) is told to go away.
@@ -457,10 +482,11 @@ void adopt(NativeGrpcServer::Worker& w, int fd, std::string peer) {
   c->loop = w.loop;
   c->fd = fd;
   c->peer = std::move(peer);
+  const Shared& shared = *w.server->shared();
+  if (shared.options.tls) c->tls = std::make_unique<tls::ServerSession>(shared.options.tls->current(), fd);
   c->readable = event_new(w.loop->base(), fd, EV_READ | EV_PERSIST, &onReadable, c);
   c->writable = event_new(w.loop->base(), fd, EV_WRITE | EV_PERSIST, &onWritable, c);
   c->timer = evtimer_new(w.loop->base(), &onTimer, c);
-  const Shared& shared = *w.server->shared();
   const nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<uint32_t>(kWindow)},
@@ -487,6 +513,10 @@ void closeConnection(Connection& c) {
   if (c.writable != nullptr) event_free(c.writable);
   if (c.timer != nullptr) event_free(c.timer);
   if (c.session != nullptr) nghttp2_session_del(c.session);
+  if (c.tls) {
+    c.tls->shutdown();  // close_notify, best effort
+    c.tls.reset();      // before its socket
+  }
   if (c.fd >= 0) ::close(c.fd);
   NativeGrpcServer::Worker& w = *c.worker;
   w.connections.erase(&c);
@@ -494,21 +524,50 @@ void closeConnection(Connection& c) {
   w.open.fetch_sub(1);
 }
 
+// Writes what the queue holds. Over TLS, bytes the session took wait in it after the queue
+// is empty until the socket takes them. False: the connection failed.
+bool flushOutput(Connection& c) {
+  if (!c.tls) return c.out.flush(c.fd);
+  if (!c.tls->handshakeDone()) return true;  // nothing of ours goes before the handshake ends
+  if (c.out.empty()) {
+    if (!c.tls->hasBufferedOutput()) return true;
+    const ssize_t n = c.tls->writev(nullptr, 0);
+    return n >= 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+  }
+  return c.out.flushWith([&c](const iovec* iov, int count) { return c.tls->writev(iov, count); });
+}
+
 }  // namespace
+
+const std::shared_ptr<const PeerCertificate>& peerCertificateOf(Connection& c) {
+  if (!c.peer_certificate_read && c.tls && c.tls->handshakeDone()) {
+    c.peer_certificate_read = true;
+    if (const tls::PeerIdentity* identity = c.tls->peer()) {
+      c.peer_certificate = std::make_shared<const PeerCertificate>(PeerCertificate{*identity, c.tls->peerPem()});
+    }
+  }
+  return c.peer_certificate;
+}
 
 void pump(Connection& c) {
   if (c.in_callback) return;
   for (;;) {
     c.paused = false;
     if (nghttp2_session_send(c.session) != 0) return closeConnection(c);
-    if (!c.out.flush(c.fd)) return closeConnection(c);
-    if (!c.out.empty()) {
-      event_add(c.writable, nullptr);
+    if (!flushOutput(c)) return closeConnection(c);
+    if (!c.out.empty() || (c.tls && c.tls->hasBufferedOutput())) {
+      // Over TLS before the handshake is done (or when the session must read before it can
+      // write), the output waits for the client's bytes, which the readable event brings.
+      if (c.tls && (!c.tls->handshakeDone() || c.tls->wantsReadable())) {
+        if (!c.read_wants_write) event_del(c.writable);
+      } else {
+        event_add(c.writable, nullptr);
+      }
       return;
     }
     if (!c.paused || !nghttp2_session_want_write(c.session)) break;
   }
-  event_del(c.writable);
+  if (!c.read_wants_write) event_del(c.writable);
   if ((!nghttp2_session_want_read(c.session) && !nghttp2_session_want_write(c.session)) ||
       (c.going_away && c.streams.empty())) {
     return closeConnection(c);

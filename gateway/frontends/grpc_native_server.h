@@ -1,9 +1,11 @@
 #pragma once
 
-// The gRPC frontend's own HTTP/2 server (not a public header; GrpcFrontend starts it for a
-// plaintext listener unless told to use grpc++). It serves gRPC over cleartext HTTP/2
-// (prior knowledge, as every gRPC client speaks it without TLS) through nghttp2, on the
-// WorkerPool's event loops: no thread between the socket and the call.
+// The gRPC frontend's own HTTP/2 server (not a public header; GrpcFrontend starts it unless
+// told to use grpc++). It serves gRPC over HTTP/2 through nghttp2, on the WorkerPool's
+// event loops: no thread between the socket and the call. In plaintext, HTTP/2 with prior
+// knowledge (as every gRPC client speaks it without TLS); with GrpcFrontendOptions::tls,
+// every connection through a tls::ServerSession made from the context current when it was
+// accepted (ALPN h2), the handshake bounded by handshake_timeout_ms as HTTP/2's is.
 //
 //   ModelInfer        served here: the request's one message goes to a ModelInferCall on
 //                     the connection's own loop (grpc_model_infer.h), and its reply is
@@ -11,8 +13,10 @@
 //   every other RPC   relayed, message by message, to the same service on grpc++ over its
 //                     in-process channel (no socket): the 18 typed RPCs, ModelStreamInfer,
 //                     grpc.health.v1.Health/Check. The client's metadata and deadline go
-//                     along; the peer's address goes as `infergate-peer` (a client's own
-//                     is dropped), which GrpcppCallContext reads for such calls.
+//                     along; the peer's address goes as `infergate-peer`, and over TLS
+//                     the client certificate the handshake verified as
+//                     `infergate-peer-certificate-bin` (a client's own of either is
+//                     dropped), which GrpcppCallContext reads for such calls.
 //
 // Connections: one per accepted socket, on the loop whose socket accepted it (TCP: one
 // SO_REUSEPORT socket per loop; unix: one socket, connections dealt round robin). Flow

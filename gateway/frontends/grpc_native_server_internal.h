@@ -31,6 +31,8 @@
 #include "gateway/frontends/grpc_native_server.h"
 #include "gateway/http/event_loop.h"
 #include "gateway/upstream/socket_output.h"
+#include "tls/peer_identity.h"
+#include "tls/server_session.h"
 
 namespace infergate::gateway::frontends::grpc_detail {
 namespace native_server {
@@ -43,6 +45,14 @@ inline constexpr size_t kMaxReservedMessageBytes = 64 * 1024 * 1024;  // allocat
 
 struct Connection;
 struct Stream;
+
+// The client certificate a TLS connection's handshake verified: who it names (what native
+// calls are admitted by), and the certificate itself as PEM (what a relayed call carries
+// to grpc++ in kNativePeerCertificateKey).
+struct PeerCertificate {
+  tls::PeerIdentity identity;
+  std::string pem;
+};
 class NativeModelInfer;
 class RelayCall;
 
@@ -108,6 +118,12 @@ struct Connection {
   http::EventLoop* loop = nullptr;
   int fd = -1;
   std::string peer;  // grpc's form: "ipv4:127.0.0.1:5000"
+  // TLS: the session every read and write goes through (null: plaintext), and the client
+  // certificate it verified, read once the handshake is done (null: none).
+  std::unique_ptr<tls::ServerSession> tls;
+  std::shared_ptr<const PeerCertificate> peer_certificate;
+  bool peer_certificate_read = false;
+  bool read_wants_write = false;  // a TLS read waits for the socket to take a write
   event* readable = nullptr;
   event* writable = nullptr;
   event* timer = nullptr;  // the handshake's deadline, then the idle timeout
@@ -138,6 +154,9 @@ void submitReply(Stream& s);
 void replyStatus(Stream& s, const ::grpc::Status& status,
                  std::vector<std::pair<std::string, std::string>> trailing = {});
 NativeGrpcServer& serverOf(const Connection& c);
+// The client certificate of `c`'s TLS handshake; null for plaintext, before the handshake is
+// done, or when the client sent none.
+const std::shared_ptr<const PeerCertificate>& peerCertificateOf(Connection& c);
 inline const Shared& sharedOf(const Connection& c) { return *serverOf(c).shared(); }
 
 // grpc_native_calls.cc

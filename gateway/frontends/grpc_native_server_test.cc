@@ -2,10 +2,6 @@
 // sockets: its limits, clients that do not speak HTTP/2, a client that goes away, and
 // shutdown. grpc_frontend_test.cc runs every RPC against both engines.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <nghttp2/nghttp2.h>
@@ -24,33 +20,6 @@ namespace {
 using namespace testing_grpc;  // NOLINT(google-build-using-namespace)
 
 class NativeServerTest : public GrpcFrontendTest {};
-
-// A plain TCP connection to the frontend's port.
-int connectTo(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// Reads until the peer closes (true) or `wait` passes (false).
-bool closedByPeerWithin(int fd, std::chrono::milliseconds wait) {
-  const auto until = std::chrono::steady_clock::now() + wait;
-  char buffer[4096];
-  while (std::chrono::steady_clock::now() < until) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 20) <= 0) continue;
-    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
-    if (n <= 0) return true;
-  }
-  return false;
-}
 
 // A client on a raw socket, for what grpc's own clients never send: one call on stream 1,
 // and the fields of the final header block that answers it.

@@ -140,7 +140,7 @@ struct RequestTag {
 class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, ByteBuffer> {
  public:
   StreamInferReactor(std::shared_ptr<Shared> shared, ::grpc::CallbackServerContext* context)
-      : shared_(std::move(shared)), loop_(shared_->nextLoop()), context_(context), call_context_(*context) {
+      : shared_(std::move(shared)), loop_(shared_->nextLoop()), context_(context), call_context_(*context, shared_->relayed) {
     const auto& metadata = context->client_metadata();
     auto it = metadata.find("triton_grpc_error");
     strict_ =

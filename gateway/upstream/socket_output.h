@@ -52,6 +52,17 @@ class SocketOutput {
 
   // Writes what the socket takes now. False: the socket failed (errno says why).
   bool flush(int fd) {
+    return flushWith([fd](const iovec* iov, int count) {
+      msghdr msg{};
+      msg.msg_iov = const_cast<iovec*>(iov);
+      msg.msg_iovlen = static_cast<size_t>(count);
+      return ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    });
+  }
+  // The same through `write(iov, count)`, which behaves as writev on a non-blocking socket
+  // (a TLS session's writev: tls/server_session.h).
+  template <typename Write>
+  bool flushWith(Write&& write) {
     iovec iov[kMaxIovecs];
     while (!out_.empty()) {
       int n = 0;
@@ -60,10 +71,7 @@ class SocketOutput {
         iov[n].iov_base = const_cast<char*>(it->bytes() + skip);
         iov[n].iov_len = it->length() - skip;
       }
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = static_cast<size_t>(n);
-      const ssize_t sent = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+      const ssize_t sent = write(iov, n);
       if (sent < 0) {
         if (errno == EINTR) continue;
         return errno == EAGAIN || errno == EWOULDBLOCK;

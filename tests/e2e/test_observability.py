@@ -359,6 +359,13 @@ class KnownMix(unittest.TestCase):
         self.assertEqual([e["status"] for e in unrouted], ["404", "404"])
         self.assertTrue(all(e["client"].startswith("127.0.0.1:") for e in entries
                             if e["protocol"] == "http"))
+        # gRPC calls served on the loop and those relayed to grpc++ (streams, ServerLive)
+        # alike name the client's own address.
+        grpc_clients = {e["endpoint"]: e["client"] for e in entries if e["protocol"] == "grpc"}
+        self.assertIn("ServerLive", grpc_clients)
+        self.assertIn("ModelStreamInfer", grpc_clients)
+        for endpoint, client in grpc_clients.items():
+            self.assertIn("127.0.0.1:", client, endpoint)
 
 
 class RuntimeLogSettings(unittest.TestCase):

@@ -81,9 +81,11 @@ def cpu_seconds(g):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_gateway(name, auth, pki=None):
+def start_gateway(name, auth, pki=None, grpc_server="native"):
     pki = pki or PKI
-    return P.start(name, Gateway.from_template(TEMPLATE, cert=pki.cert("server"),
+    template = TEMPLATE.replace("watch_interval_ms: 1000 }\n  metrics",
+                                "watch_interval_ms: 1000 }\n    server: %s\n  metrics" % grpc_server)
+    return P.start(name, Gateway.from_template(template, cert=pki.cert("server"),
                                                key=pki.key("server"), ca=pki.ca, auth=auth))
 
 
@@ -257,6 +259,26 @@ class RequiredClientCertificates(unittest.TestCase):
         self.assertEqual(status, 200, body)
 
 
+class GrpcppEngine(unittest.TestCase):
+    """`server: grpc++` keeps TLS on the gRPC listener through grpc's own credentials."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.g = start_gateway("C", "require", grpc_server="grpc++")
+
+    @classmethod
+    def tearDownClass(cls):
+        P.stop(cls.g)
+
+    def test_grpc_serves_and_refuses_as_the_native_server_does(self):
+        good = (PKI.cert("client"), PKI.key("client"))
+        self.assertEqual(grpc_outcome(self.g, cert=good), "ok")
+        self.assertEqual(grpc_outcome(self.g), grpc.StatusCode.UNAVAILABLE)
+        other = (OTHER.cert("client"), OTHER.key("client"))
+        self.assertEqual(grpc_outcome(self.g, cert=other), grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(grpc_outcome(self.g, cert=good), "ok")
+
+
 class CertificateRenewal(unittest.TestCase):
     """Renewal on disk: new connections get the new certificate, old ones carry on, no
     request fails meanwhile; a broken file is reported and changes nothing."""
@@ -324,16 +346,22 @@ class CertificateRenewal(unittest.TestCase):
         config_path = os.path.join(self.g.dir.name, "infergate.yaml")
         with open(config_path) as f:
             text = f.read()
-        with open(config_path, "w") as f:  # the HTTP listener's (the first) only
-            f.write(text.replace(self.pki.cert("server"), self.pki.dir + "/missing.pem", 1))
-        status, _, body = self.g.request("POST", "/admin/reload", b"", listener="metrics")
-        self.assertEqual(status, 400, body)
-        self.assertIn("listeners.http.tls.cert: " + self.pki.dir + "/missing.pem",
-                      json.loads(body)["error"])
-        self.assertEqual(https_outcome(self.g, ca=self.pki.ca), "ok")
+        missing = self.pki.dir + "/missing.pem"
+        cert = self.pki.cert("server")
+        for listener, nth in (("http", 1), ("grpc", 2)):  # the listeners' certificates, in order
+            at = -1
+            for _ in range(nth):
+                at = text.index(cert, at + 1)
+            with open(config_path, "w") as f:
+                f.write(text[:at] + missing + text[at + len(cert):])
+            status, _, body = self.g.request("POST", "/admin/reload", b"", listener="metrics")
+            self.assertEqual(status, 400, body)
+            self.assertIn("listeners.%s.tls.cert: %s" % (listener, missing), json.loads(body)["error"])
+            self.assertEqual(https_outcome(self.g, ca=self.pki.ca), "ok")
+            self.assertEqual(grpc_outcome(self.g, ca=self.pki.ca), "ok")
 
     def test_grpc_picks_up_a_certificate_from_a_new_ca(self):
-        # Clients that trust only the new CA succeed once grpc has read the new files.
+        # Clients that trust only the new CA succeed once the gateway has read the new files.
         newer = Pki("renewal CA")
         try:
             with open(newer.ca) as f:
