@@ -3,6 +3,7 @@
 // ModelInferCall, every other method relayed to grpc++'s in-process channel (RelayCall),
 // and the replies handed to the stream.
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -114,6 +115,7 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
   void write(codecs::MovableByteBuffer message) {
     std::lock_guard<std::mutex> lock(mu_);
     if (half_closed_ || dropped_) return;
+    backlog_.fetch_add(message.get().Length(), std::memory_order_relaxed);
     if (writing_) {
       queued_.push_back(std::move(message));
       return;
@@ -135,6 +137,10 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
   // Loop thread: the stream is gone; the call is cancelled unless grpc++ ended it.
   void detach() {
     stream_ = nullptr;
+    if (read_paused_) {
+      read_paused_ = false;
+      RemoveHold();  // the paused read's: no more reads
+    }
     context_.TryCancel();
     std::lock_guard<std::mutex> lock(mu_);
     dropped_ = true;
@@ -143,6 +149,17 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
   }
 
   void cancel() { context_.TryCancel(); }
+
+  // Any thread: written and not yet taken by grpc++ reaches kRelayBacklogBytes.
+  bool backlogged() const { return backlog_.load(std::memory_order_relaxed) >= kRelayBacklogBytes; }
+
+  // Loop thread: the client took enough of the replies for the next to be read.
+  void replyDrained(const Stream& s) {
+    if (!read_paused_ || s.unpromised >= kRelayReplyBacklogBytes) return;
+    read_paused_ = false;
+    StartRead(&read_);
+    RemoveHold();  // the read's own
+  }
 
  private:
   explicit RelayCall(Stream& s)
@@ -163,10 +180,29 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
     RemoveHold();
   }
 
+  // Messages grpc++ will never take (the call ended): out of the backlog. mu_ held.
+  void dropQueuedLocked() {
+    size_t dropped = 0;
+    for (codecs::MovableByteBuffer& m : queued_) dropped += m.get().Length();
+    queued_.clear();
+    leaveBacklog(dropped);
+  }
+
+  // `bytes` left the backlog; the stream's held window goes back once it is under the limit.
+  void leaveBacklog(size_t bytes) {
+    if (bytes == 0) return;
+    const size_t before = backlog_.fetch_sub(bytes, std::memory_order_relaxed);
+    if (before < kRelayBacklogBytes || before - bytes >= kRelayBacklogBytes) return;
+    loop_.post([self = self_] {  // before OnDone: self_ is set
+      if (self->stream_ != nullptr && !self->backlogged()) releaseHeld(*self->stream_);
+    });
+  }
+
   // grpc's threads from here on.
   void OnWriteDone(bool ok) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!ok || dropped_) queued_.clear();
+    leaveBacklog(current_.get().Length());
+    if (!ok || dropped_) dropQueuedLocked();
     if (!queued_.empty()) {
       current_ = std::move(queued_.front());
       queued_.pop_front();
@@ -183,7 +219,7 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
       // back): what the client still writes goes nowhere.
       std::lock_guard<std::mutex> lock(mu_);
       dropped_ = true;
-      if (!writing_) queued_.clear();
+      if (!writing_) dropQueuedLocked();
       releaseHoldLocked();
       return;
     }
@@ -192,16 +228,30 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
       initial_read_ = true;
       initial = fieldsOf(context_.GetServerInitialMetadata());
     }
+    // The next read is started on the loop, once the client has room for this reply. A
+    // hold keeps the call (and OnDone) until then: a read may only start on a live call.
+    AddHold();
     loop_.post([self = self_, message = codecs::MovableByteBuffer(std::move(read_)),
                 initial = std::move(initial)]() mutable {
-      if (self->stream_ == nullptr || self->stream_->finished) return;
-      Stream& s = *self->stream_;
-      if (!s.headers_sent && !initial.empty()) s.initial_metadata = std::move(initial);
-      queueMessage(s, message);
-      submitReply(s);
+      self->read_ = ByteBuffer();
+      self->replied(std::move(message), std::move(initial));
     });
-    read_ = ByteBuffer();
+  }
+
+  // Loop thread: a reply read from grpc++ (under the hold OnReadDone added).
+  void replied(codecs::MovableByteBuffer message, Fields initial) {
+    if (stream_ == nullptr || stream_->finished) return RemoveHold();  // cancelled: no more reads
+    Stream& s = *stream_;
+    if (!s.headers_sent && !initial.empty()) s.initial_metadata = std::move(initial);
+    queueMessage(s, message);
+    submitReply(s);  // may end the stream (detach: stream_ null)
+    if (stream_ == nullptr) return RemoveHold();
+    if (stream_->unpromised >= kRelayReplyBacklogBytes) {
+      read_paused_ = true;  // replyDrained() reads on, or detach() lets the hold go
+      return;
+    }
     StartRead(&read_);
+    RemoveHold();
   }
 
   void OnDone(const ::grpc::Status& status) override {
@@ -226,6 +276,8 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
   std::mutex mu_;
   codecs::MovableByteBuffer current_;
   std::deque<codecs::MovableByteBuffer> queued_;
+  std::atomic<size_t> backlog_{0};  // bytes write() took that grpc++ has not (current_ and queued_)
+  bool read_paused_ = false;        // loop: no read of grpc++'s replies until replyDrained()
   bool writing_ = false;
   bool half_closed_ = false;  // the client ended its side
   bool dropped_ = false;      // the stream is gone, or grpc++ ended the call
@@ -335,6 +387,11 @@ void receiveData(Stream& s, const uint8_t* data, size_t size) {
                                              codecs::strCat("Received message larger than max (", s.message_size,
                                                             " vs. ", limit, ")")));
       }
+      // ModelInfer's one message is reassembled whole whatever the window: one larger than
+      // the stream's window gets kWindow at once instead of WINDOW_UPDATEs on the way.
+      if (!s.relay && s.message_size + 5 > static_cast<size_t>(kStreamWindow)) {
+        nghttp2_session_set_local_window_size(s.connection->session, NGHTTP2_FLAG_NONE, s.id, kWindow);
+      }
       s.parts = codecs::BufferChain();
       s.chunk = codecs::BufferPool::shared().allocate(std::min(s.message_size, kMaxReservedMessageBytes));
       s.chunk_have = 0;
@@ -380,6 +437,10 @@ void endRequest(Stream& s) {
   s.unary_request.reset();
   call->start(std::move(request));
 }
+
+bool relayBacklogged(const Stream& s) { return s.relay && s.relay->backlogged(); }
+
+void replyDrained(Stream& s) { s.relay->replyDrained(s); }
 
 void detachCall(Stream& s, bool cancelled) {
   if (s.infer != nullptr) {

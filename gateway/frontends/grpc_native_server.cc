@@ -106,6 +106,7 @@ ssize_t onReadReply(nghttp2_session* session, int32_t stream_id, uint8_t*, size_
   auto& s = *static_cast<Stream*>(source->ptr);
   const size_t n = std::min(length, s.unpromised);
   s.unpromised -= n;
+  if (n > 0 && s.relay) replyDrained(s);
   *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
   if (s.unpromised == 0 && s.finished) {
     *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
@@ -227,9 +228,19 @@ int onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
   }
 }
 
-int onDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t length, void* user) {
+// Windows are given back by hand (no automatic WINDOW_UPDATE): the connection's at once,
+// the stream's at once unless its relay is backlogged (then when it is not: releaseHeld).
+int onDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id, const uint8_t* data, size_t length,
+                void* user) {
   auto& c = *static_cast<Connection*>(user);
   if (Stream* s = streamOf(c, stream_id); s != nullptr) receiveData(*s, data, length);
+  if (nghttp2_session_consume_connection(session, length) != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
+  if (Stream* s = streamOf(c, stream_id); s != nullptr && !s->finished && relayBacklogged(*s)) {
+    s->held += length;
+    return 0;
+  }
+  // A stream nghttp2 still knows (closed ones are no error).
+  (void)nghttp2_session_consume_stream(session, stream_id, length);
   return 0;
 }
 
@@ -319,6 +330,17 @@ nghttp2_session_callbacks* serverCallbacks() {
     return cb;
   }();
   return callbacks;
+}
+
+// The windows are the server's to give back (onDataChunk, releaseHeld).
+nghttp2_option* serverOptions() {
+  static nghttp2_option* options = [] {
+    nghttp2_option* o = nullptr;
+    if (nghttp2_option_new(&o) != 0) return o;
+    nghttp2_option_set_no_auto_window_update(o, 1);
+    return o;
+  }();
+  return options;
 }
 
 // ---- socket and timer events ----
@@ -489,12 +511,12 @@ void adopt(NativeGrpcServer::Worker& w, int fd, std::string peer) {
   c->timer = evtimer_new(w.loop->base(), &onTimer, c);
   const nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams},
-      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<uint32_t>(kWindow)},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<uint32_t>(kStreamWindow)},
   };
   w.connections.insert(c);
   w.open.fetch_add(1);
   if (c->readable == nullptr || c->writable == nullptr || c->timer == nullptr || serverCallbacks() == nullptr ||
-      nghttp2_session_server_new(&c->session, serverCallbacks(), c) != 0 ||
+      serverOptions() == nullptr || nghttp2_session_server_new2(&c->session, serverCallbacks(), c, serverOptions()) != 0 ||
       nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, std::size(settings)) != 0 ||
       nghttp2_session_set_local_window_size(c->session, NGHTTP2_FLAG_NONE, 0, kWindow) != 0) {
     return closeConnection(*c);
@@ -723,6 +745,15 @@ void NativeGrpcServer::awaitRelays() {
 namespace native_server {
 
 NativeGrpcServer& serverOf(const Connection& c) { return *c.worker->server; }
+
+void releaseHeld(Stream& s) {
+  if (s.held == 0) return;
+  Connection& c = *s.connection;
+  const size_t held = s.held;
+  s.held = 0;
+  if (nghttp2_session_consume_stream(c.session, s.id, held) != 0) return closeConnection(c);
+  pump(c);
+}
 
 }  // namespace native_server
 

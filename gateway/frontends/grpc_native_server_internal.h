@@ -39,7 +39,19 @@ namespace native_server {
 
 inline constexpr size_t kReadBufferBytes = 256 * 1024;
 inline constexpr size_t kMaxQueuedBytes = 4 * 1024 * 1024;  // unwritten bytes before pausing
+// Flow control. The connection's window is HTTP/2's largest, given back as the bytes
+// arrive. A stream starts with kStreamWindow, given back as the bytes arrive too, except:
+// a ModelInfer message larger than that (reassembled whole anyway, up to
+// max_receive_message_bytes) has its stream's window raised to kWindow when its length
+// prefix arrives; and a relayed stream (grpc++) whose relay holds kRelayBacklogBytes that
+// grpc++ has not taken keeps its bytes back until it has, so the client stops sending on
+// that stream alone.
 inline constexpr int32_t kWindow = INT32_MAX;
+inline constexpr int32_t kStreamWindow = 8 * 1024 * 1024;
+inline constexpr size_t kRelayBacklogBytes = 8 * 1024 * 1024;
+// A relayed stream's replies not yet framed for the client, past which the relay stops
+// reading grpc++'s next one until the client takes them.
+inline constexpr size_t kRelayReplyBacklogBytes = 4 * 1024 * 1024;
 inline constexpr uint32_t kMaxConcurrentStreams = 4096;
 inline constexpr size_t kMaxReservedMessageBytes = 64 * 1024 * 1024;  // allocated before it arrives
 
@@ -85,6 +97,7 @@ struct Stream {
   int messages = 0;
   std::optional<codecs::MovableByteBuffer> unary_request;  // ModelInfer: its one message, until END_STREAM
   bool request_ended = false;
+  size_t held = 0;  // received bytes whose stream window is kept back (the relay's backlog)
 
   // The call serving it (one of them, or none once answered).
   NativeModelInfer* infer = nullptr;  // holds the call's engine reference until the stream ends
@@ -154,6 +167,9 @@ void submitReply(Stream& s);
 void replyStatus(Stream& s, const ::grpc::Status& status,
                  std::vector<std::pair<std::string, std::string>> trailing = {});
 NativeGrpcServer& serverOf(const Connection& c);
+// Gives the stream's held bytes back to its window (the relay's backlog went under the
+// limit) and writes the WINDOW_UPDATE. Outside nghttp2's callbacks.
+void releaseHeld(Stream& s);
 // The client certificate of `c`'s TLS handshake; null for plaintext, before the handshake is
 // done, or when the client sent none.
 const std::shared_ptr<const PeerCertificate>& peerCertificateOf(Connection& c);
@@ -168,6 +184,11 @@ void receiveData(Stream& s, const uint8_t* data, size_t size);
 void endRequest(Stream& s);
 // The stream is closing (answered, reset, or the connection went): the call lets go of it.
 void detachCall(Stream& s, bool cancelled);
+// Whether the stream's relay holds kRelayBacklogBytes or more that grpc++ has not taken.
+bool relayBacklogged(const Stream& s);
+// Of the stream's reply, `unpromised` fell: a relay that stopped reading grpc++'s replies
+// reads on once it is under kRelayReplyBacklogBytes.
+void replyDrained(Stream& s);
 // The deadline passed.
 void expireCall(Stream& s);
 

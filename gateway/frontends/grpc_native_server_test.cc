@@ -6,6 +6,7 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include <atomic>
 #include <future>
 #include <map>
 #include <set>
@@ -315,6 +316,72 @@ TEST_P(NativeServerTest, ManyCallsOnOneConnectionInterleave) {
       EXPECT_EQ(valuesOf<int32_t>(*outputBytes(responses[i], "OUTPUT0"))[0], 20 + i);
     }
   }
+}
+
+TEST_P(NativeServerTest, AStreamFloodingRequestsIsHeldBackByItsWindow) {
+  // grpc++ takes one request at a time and each sleeps 3 s: what the client writes past
+  // the relay's backlog and the stream's window waits in the client, not in the gateway.
+  stopServer();
+  GrpcFrontendOptions options;
+  options.max_stream_requests_in_flight = 1;
+  startServer(2, options);
+  constexpr int kMessages = 200;  // 256 KiB each: 50 MiB in all
+  ::grpc::ClientContext ctx;
+  auto stream = stub_->ModelStreamInfer(&ctx);
+  std::atomic<int> written{0};
+  std::thread writer([&] {
+    for (int i = 0; i < kMessages; ++i) {
+      ModelInferRequest request = sleepRequest(3000, std::string(256 * 1024, static_cast<char>('a' + i % 26)));
+      if (!stream->Write(request)) return;
+      written.fetch_add(1);
+    }
+  });
+  std::this_thread::sleep_for(1500ms);
+  const int taken = written.load();
+  ctx.TryCancel();
+  writer.join();
+  // The relay's backlog (8 MiB) and the stream's window (8 MiB), plus what the sockets and
+  // grpc's client buffer: about 80 messages. Without the window held back, all of them.
+  EXPECT_GT(taken, 8) << taken;
+  EXPECT_LT(taken, 140) << taken;
+  ModelStreamInferResponse r;
+  while (stream->Read(&r)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), ::grpc::StatusCode::CANCELLED);
+  ModelInferResponse response;
+  EXPECT_TRUE(infer(simpleRequest(), &response).ok());
+}
+
+TEST_P(NativeServerTest, RepliesAClientLeavesUnreadPauseTheRelayAndArriveWholeLater) {
+  // 24 replies of 1 MiB on one stream that the client reads only after a pause: the relay
+  // stops reading grpc++'s replies past its backlog (4 MiB), then reads on as the client
+  // takes them; every reply arrives, whole and in order.
+  constexpr int kRequests = 24;
+  constexpr int64_t kElements = 256 * 1024;
+  ::grpc::ClientContext ctx;
+  auto stream = stub_->ModelStreamInfer(&ctx);
+  std::vector<ModelInferRequest> requests;
+  for (int i = 0; i < kRequests; ++i) {
+    std::vector<float> values(kElements, static_cast<float>(i) + 0.5f);
+    ModelInferRequest request;
+    request.set_model_name("identity_fp32");
+    request.set_id(std::to_string(i));
+    addInput(request, "INPUT0", "FP32", {1, kElements}, bytesOf(values));
+    ASSERT_TRUE(stream->Write(request));
+    requests.push_back(std::move(request));
+  }
+  ASSERT_TRUE(stream->WritesDone());
+  std::this_thread::sleep_for(1s);
+  ModelStreamInferResponse r;
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(stream->Read(&r)) << i;
+    ASSERT_TRUE(r.error_message().empty()) << r.error_message();
+    EXPECT_EQ(r.infer_response().id(), std::to_string(i));
+    ASSERT_EQ(r.infer_response().raw_output_contents_size(), 1);
+    EXPECT_TRUE(r.infer_response().raw_output_contents(0) == requests[i].raw_input_contents(0)) << i;
+  }
+  EXPECT_FALSE(stream->Read(&r));
+  EXPECT_TRUE(stream->Finish().ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Native, NativeServerTest, ::testing::Values(GrpcServerEngine::kNative), engineName);
