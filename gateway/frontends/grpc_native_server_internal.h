@@ -42,12 +42,17 @@ inline constexpr size_t kMaxQueuedBytes = 4 * 1024 * 1024;  // unwritten bytes b
 // Flow control. The connection's window is HTTP/2's largest, given back as the bytes
 // arrive. A stream starts with kStreamWindow, given back as the bytes arrive too, except:
 // a ModelInfer message larger than that (reassembled whole anyway, up to
-// max_receive_message_bytes) has its stream's window raised to kWindow when its length
-// prefix arrives; and a relayed stream (grpc++) whose relay holds kRelayBacklogBytes that
+// max_receive_message_bytes) has its stream's window raised to kRaisedStreamWindow when
+// its length prefix arrives; and a relayed stream (grpc++) whose relay holds kRelayBacklogBytes that
 // grpc++ has not taken keeps its bytes back until it has, so the client stops sending on
 // that stream alone.
 inline constexpr int32_t kWindow = INT32_MAX;
 inline constexpr int32_t kStreamWindow = 8 * 1024 * 1024;
+// A large ModelInfer message's stream window. Not kWindow: its stream may have opened
+// before the client acknowledged kStreamWindow as the initial window, and the change of
+// initial window then added to a window already raised would pass HTTP/2's largest (a
+// FLOW_CONTROL_ERROR on either side).
+inline constexpr int32_t kRaisedStreamWindow = kWindow - kStreamWindow;
 inline constexpr size_t kRelayBacklogBytes = 8 * 1024 * 1024;
 // A relayed stream's replies not yet framed for the client, past which the relay stops
 // reading grpc++'s next one until the client takes them.
@@ -131,6 +136,7 @@ struct Connection {
   http::EventLoop* loop = nullptr;
   int fd = -1;
   std::string peer;  // grpc's form: "ipv4:127.0.0.1:5000"
+  std::string client;  // its entry in the server's ConnectionCaps ("": none)
   // TLS: the session every read and write goes through (null: plaintext), and the client
   // certificate it verified, read once the handshake is done (null: none).
   std::unique_ptr<tls::ServerSession> tls;
