@@ -240,6 +240,8 @@ struct GatewayServer::Impl {
     std::chrono::steady_clock::time_point checked;     // control thread
   };
   TlsListener http_tls, grpc_tls;
+  // The native gRPC server's connection counts, once it listens (scrapes read it).
+  std::atomic<const http::ConnectionCaps*> grpc_connections{nullptr};
   std::string http_address, grpc_address, metrics_address;
   bool started = false;
 
@@ -316,6 +318,8 @@ struct GatewayServer::Impl {
     options.handshake_timeout_ms = static_cast<int>(config.limits.header_timeout_ms);
     options.max_metadata_bytes = static_cast<int>(config.limits.max_header_bytes);
     options.idle_timeout_ms = static_cast<int>(config.limits.idle_timeout_ms);
+    options.max_connections = config.limits.max_connections;
+    options.max_connections_per_client = config.limits.max_connections_per_client;
     options.security = security;
     options.engine = config.grpc->native_grpc_server ? frontends::GrpcServerEngine::kNative
                                                      : frontends::GrpcServerEngine::kGrpcpp;
@@ -333,6 +337,7 @@ struct GatewayServer::Impl {
     grpc_frontend = std::make_unique<frontends::GrpcFrontend>(router, settings, ServerInfo{},
                                                               health, *pool, options, recorder);
     INFERGATE_ASSIGN_OR_RETURN(grpc_address, grpc_frontend->start(config::formatAddress(config.grpc->address)));
+    grpc_connections.store(grpc_frontend->connections(), std::memory_order_release);
     return absl::OkStatus();
   }
 
@@ -534,6 +539,15 @@ codecs::Status GatewayServer::start() {
       stats.open = server->connectionCount();
       stats.refused_over_total = server->refusedOverTotal();
       stats.refused_over_per_client = server->refusedOverClient();
+    }
+    return stats;
+  });
+  s.metrics->setGrpcConnectionStats([&s] {
+    Metrics::ConnectionStats stats;
+    if (const http::ConnectionCaps* caps = s.grpc_connections.load(std::memory_order_acquire)) {
+      stats.open = caps->open();
+      stats.refused_over_total = caps->refusedOverTotal();
+      stats.refused_over_per_client = caps->refusedOverClient();
     }
     return stats;
   });

@@ -2,6 +2,7 @@
 
 #include <prometheus/text_serializer.h>
 
+#include "codecs/status.h"
 #include "gateway/allocator.h"
 #include "gateway/telemetry/families.h"
 
@@ -30,20 +31,25 @@ Metrics::Metrics(bool cuda_built_in, std::shared_ptr<telemetry::RequestMetrics> 
 std::string Metrics::serialize() const {
   prometheus::TextSerializer serializer;
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
-  telemetry::FamilyBuilder connections("infergate_http_open_connections",
-                                       "Client HTTP connections open now",
-                                       prometheus::MetricType::Gauge);
-  telemetry::FamilyBuilder refused(
-      "infergate_http_connections_refused_total",
-      "Client HTTP connections closed at accept, by the limit they were over",
-      prometheus::MetricType::Counter);
-  const ConnectionStats stats = connection_stats_ ? connection_stats_() : ConnectionStats{};
-  connections.gauge({}, static_cast<double>(stats.open));
-  refused.counter({{"limit", "max_connections"}}, static_cast<double>(stats.refused_over_total));
-  refused.counter({{"limit", "max_connections_per_client"}},
-                  static_cast<double>(stats.refused_over_per_client));
-  families.push_back(connections.take());
-  families.push_back(refused.take());
+  auto addConnections = [&families](const char* listener, const char* what,
+                                     const std::function<ConnectionStats()>& read) {
+    telemetry::FamilyBuilder connections(codecs::strCat("infergate_", listener, "_open_connections"),
+                                         codecs::strCat("Client ", what, " connections open now"),
+                                         prometheus::MetricType::Gauge);
+    telemetry::FamilyBuilder refused(
+        codecs::strCat("infergate_", listener, "_connections_refused_total"),
+        codecs::strCat("Client ", what, " connections closed at accept, by the limit they were over"),
+        prometheus::MetricType::Counter);
+    const ConnectionStats stats = read ? read() : ConnectionStats{};
+    connections.gauge({}, static_cast<double>(stats.open));
+    refused.counter({{"limit", "max_connections"}}, static_cast<double>(stats.refused_over_total));
+    refused.counter({{"limit", "max_connections_per_client"}},
+                    static_cast<double>(stats.refused_over_per_client));
+    families.push_back(connections.take());
+    families.push_back(refused.take());
+  };
+  addConnections("http", "HTTP", connection_stats_);
+  addConnections("grpc", "gRPC", grpc_connection_stats_);
   if (requests_) {
     for (prometheus::MetricFamily& f : requests_->Collect()) families.push_back(std::move(f));
   }

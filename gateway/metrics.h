@@ -4,7 +4,8 @@
 // (the metrics listener) in the Prometheus text format:
 //
 //   here                 infergate_build_info{version, git_commit, cuda},
-//                        infergate_http_open_connections,
+//                        infergate_{http,grpc}_open_connections,
+//                        infergate_{http,grpc}_connections_refused_total{limit},
 //                        infergate_config_reloads_total{result}  (prometheus-cpp objects:
 //                        none is touched per request)
 //   telemetry/request_metrics.h   per request and per API call, lock-free on the
@@ -35,7 +36,7 @@ class Metrics {
   // `requests` null: no per-request metrics.
   Metrics(bool cuda_built_in, std::shared_ptr<telemetry::RequestMetrics> requests);
 
-  // The HTTP listener's connections, as read at each scrape.
+  // A listener's connections, as read at each scrape.
   struct ConnectionStats {
     size_t open = 0;
     uint64_t refused_over_total = 0;       // limits.max_connections
@@ -45,6 +46,10 @@ class Metrics {
   // `stats` at each scrape. Set before the metrics listener starts.
   void setConnectionStats(std::function<ConnectionStats()> stats) {
     connection_stats_ = std::move(stats);
+  }
+  // The same for the gRPC listener (infergate_grpc_...): the native server's.
+  void setGrpcConnectionStats(std::function<ConnectionStats()> stats) {
+    grpc_connection_stats_ = std::move(stats);
   }
   void reloaded(bool ok) { (ok ? reload_ok_ : reload_failed_)->Increment(); }
 
@@ -63,6 +68,7 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<telemetry::RequestMetrics> requests_;
   std::function<ConnectionStats()> connection_stats_;
+  std::function<ConnectionStats()> grpc_connection_stats_;
   prometheus::Counter* reload_ok_;
   prometheus::Counter* reload_failed_;
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;

@@ -224,6 +224,10 @@ codecs::StatusOr<std::string> GrpcFrontend::start(std::string address) {
   return boundAddress(address, port_);
 }
 
+const http::ConnectionCaps* GrpcFrontend::connections() const {
+  return native_ ? &native_->caps() : nullptr;
+}
+
 void GrpcFrontend::shutdown(std::chrono::milliseconds grace) {
   if (!started_ || stopped_) return;
   stopped_ = true;

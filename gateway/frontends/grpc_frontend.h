@@ -42,6 +42,7 @@
 
 #include "codecs/limits.h"
 #include "codecs/status.h"
+#include "gateway/http/connection_caps.h"
 #include "gateway/http/worker_pool.h"
 #include "gateway/server_info.h"
 #include "gateway/settings_store.h"
@@ -91,6 +92,11 @@ struct GrpcFrontendOptions {
   int handshake_timeout_ms = 10000;
   int max_metadata_bytes = 65536;
   int idle_timeout_ms = 300000;
+  // The native server's connection caps (limits.max_connections, max_connections_per_client,
+  // http/connection_caps.h): past either, an accepted connection is closed at once. grpc++
+  // has no hook at accept and applies neither.
+  size_t max_connections = SIZE_MAX;
+  size_t max_connections_per_client = SIZE_MAX;
   // A stream stops reading while this many of its requests are in flight.
   size_t max_stream_requests_in_flight = 1024;
   // Triton's --grpc-restricted-protocol: category ("health", "metadata", "inference",
@@ -129,6 +135,10 @@ class GrpcFrontend {
   // Stops accepting calls, lets calls in flight finish for `grace`, then cancels the rest
   // and waits until every reactor is done. Idempotent.
   void shutdown(std::chrono::milliseconds grace);
+
+  // The native server's connections: open now, and closed at accept by each cap. Null
+  // under grpc++ (or before start()). Any thread.
+  const http::ConnectionCaps* connections() const;
 
  private:
   std::shared_ptr<grpc_detail::Shared> shared_;

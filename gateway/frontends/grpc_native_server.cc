@@ -486,17 +486,24 @@ void onAccept(evutil_socket_t listen_fd, short, void* arg) {
     socklen_t length = sizeof(peer);
     const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, or a transient error (EMFILE...): the next event retries
+    // Over a cap: refused at once rather than starving the connections open.
+    std::string client;
+    if (!w.server->caps().admit(peer.ss_family == AF_UNIX ? nullptr : &peer, &client)) {
+      ::close(fd);
+      continue;
+    }
     if (peer.ss_family != AF_UNIX) {
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
-    w.server->dealConnection(w, fd, peerOf(peer));
+    w.server->dealConnection(w, fd, peerOf(peer), std::move(client));
   }
 }
 
-void adopt(NativeGrpcServer::Worker& w, int fd, std::string peer) {
+void adopt(NativeGrpcServer::Worker& w, int fd, std::string peer, std::string client) {
   if (w.stopping) {
     ::close(fd);
+    w.server->caps().release(client);
     return;
   }
   auto* c = new Connection();
@@ -504,6 +511,7 @@ void adopt(NativeGrpcServer::Worker& w, int fd, std::string peer) {
   c->loop = w.loop;
   c->fd = fd;
   c->peer = std::move(peer);
+  c->client = std::move(client);
   const Shared& shared = *w.server->shared();
   if (shared.options.tls) c->tls = std::make_unique<tls::ServerSession>(shared.options.tls->current(), fd);
   c->readable = event_new(w.loop->base(), fd, EV_READ | EV_PERSIST, &onReadable, c);
@@ -541,6 +549,7 @@ void closeConnection(Connection& c) {
   }
   if (c.fd >= 0) ::close(c.fd);
   NativeGrpcServer::Worker& w = *c.worker;
+  w.server->caps().release(c.client);
   w.connections.erase(&c);
   delete &c;
   w.open.fetch_sub(1);
@@ -654,7 +663,9 @@ Stream::~Stream() {
 }  // namespace native_server
 
 NativeGrpcServer::NativeGrpcServer(std::shared_ptr<Shared> shared, std::shared_ptr<::grpc::Channel> fallback)
-    : shared_(std::move(shared)), fallback_(std::move(fallback)) {}
+    : shared_(std::move(shared)),
+      fallback_(std::move(fallback)),
+      caps_(shared_->options.max_connections, shared_->options.max_connections_per_client) {}
 
 NativeGrpcServer::~NativeGrpcServer() { shutdown(std::chrono::milliseconds(0)); }
 
@@ -697,13 +708,15 @@ codecs::StatusOr<std::string> NativeGrpcServer::start(const http::ListenSpec& sp
   return bound.address;
 }
 
-void NativeGrpcServer::dealConnection(Worker& from, int fd, std::string peer) {
+void NativeGrpcServer::dealConnection(Worker& from, int fd, std::string peer, std::string client) {
   // TCP: the kernel spread the connections over the loops' sockets; unix: one socket, so
   // they are dealt round robin.
-  if (!deal_) return native_server::adopt(from, fd, std::move(peer));
+  if (!deal_) return native_server::adopt(from, fd, std::move(peer), std::move(client));
   Worker& to = *workers_[next_worker_.fetch_add(1, std::memory_order_relaxed) % workers_.size()];
-  if (&to == &from) return native_server::adopt(from, fd, std::move(peer));
-  to.loop->post([&to, fd, peer = std::move(peer)]() mutable { native_server::adopt(to, fd, std::move(peer)); });
+  if (&to == &from) return native_server::adopt(from, fd, std::move(peer), std::move(client));
+  to.loop->post([&to, fd, peer = std::move(peer), client = std::move(client)]() mutable {
+    native_server::adopt(to, fd, std::move(peer), std::move(client));
+  });
 }
 
 void NativeGrpcServer::shutdown(std::chrono::milliseconds grace) {

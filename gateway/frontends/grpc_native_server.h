@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "codecs/status.h"
+#include "gateway/http/connection_caps.h"
 #include "gateway/http/listen_socket.h"
 
 namespace infergate::gateway::frontends::grpc_detail {
@@ -77,9 +78,12 @@ class NativeGrpcServer {
   // client side outlives the server. The loops must run.
   void awaitRelays();
   std::atomic<size_t>& liveRelays() { return live_relays_; }
-  // A connection `from` accepted: served there, or on the next loop when one socket
-  // accepts for all (unix). `from`'s loop.
-  void dealConnection(Worker& from, int fd, std::string peer);
+  // What limits connections at accept (GrpcFrontendOptions::max_connections...).
+  http::ConnectionCaps& caps() { return caps_; }
+  const http::ConnectionCaps& caps() const { return caps_; }
+  // A connection `from` accepted (and caps() admitted, as `client`): served there, or on
+  // the next loop when one socket accepts for all (unix). `from`'s loop.
+  void dealConnection(Worker& from, int fd, std::string peer, std::string client);
 
  private:
   std::shared_ptr<Shared> shared_;
@@ -87,6 +91,7 @@ class NativeGrpcServer {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<size_t> next_worker_{0};
   std::atomic<size_t> live_relays_{0};
+  http::ConnectionCaps caps_;
   int port_ = 0;
   bool deal_ = false;
   bool started_ = false;

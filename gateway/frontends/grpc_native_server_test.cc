@@ -384,6 +384,41 @@ TEST_P(NativeServerTest, RepliesAClientLeavesUnreadPauseTheRelayAndArriveWholeLa
   EXPECT_TRUE(stream->Finish().ok());
 }
 
+// True once `done()` holds, within 5 s.
+template <typename Done>
+bool within5s(Done done) {
+  for (int i = 0; i < 500 && !done(); ++i) std::this_thread::sleep_for(10ms);
+  return done();
+}
+
+TEST_P(NativeServerTest, ConnectionsPastTheCapsAreClosedAtAcceptAndCounted) {
+  for (bool per_client : {false, true}) {
+    SCOPED_TRACE(per_client ? "max_connections_per_client" : "max_connections");
+    stopServer();
+    GrpcFrontendOptions options;
+    (per_client ? options.max_connections_per_client : options.max_connections) = 2;
+    startServer(1, options);
+    const http::ConnectionCaps& caps = *frontend_->connections();
+    std::vector<int> open;
+    for (int i = 0; i < 2; ++i) open.push_back(connectTo(frontend_->port()));
+    ASSERT_TRUE(within5s([&] { return caps.open() == 2; }));
+    const int over = connectTo(frontend_->port());
+    ASSERT_GE(over, 0);
+    EXPECT_TRUE(closedByPeerWithin(over, 5s));
+    ::close(over);
+    EXPECT_EQ(per_client ? caps.refusedOverClient() : caps.refusedOverTotal(), 1u);
+    EXPECT_EQ(per_client ? caps.refusedOverTotal() : caps.refusedOverClient(), 0u);
+    // Closing one makes room again: the stub's own connection is served.
+    ::close(open.back());
+    open.pop_back();
+    ASSERT_TRUE(within5s([&] { return caps.open() == 1; }));
+    ModelInferResponse response;
+    EXPECT_TRUE(infer(simpleRequest(), &response).ok());
+    EXPECT_EQ(caps.open(), 2u);
+    for (int fd : open) ::close(fd);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Native, NativeServerTest, ::testing::Values(GrpcServerEngine::kNative), engineName);
 
 }  // namespace

@@ -19,7 +19,7 @@ constexpr int kAcceptsPerWake = 64;
 
 HttpServer::HttpServer(WorkerPool& pool, HttpLimits limits, size_t max_connections,
                        HttpHandler handler)
-    : pool_(pool), limits_(limits), max_connections_(max_connections), handler_(std::move(handler)) {
+    : pool_(pool), limits_(limits), caps_(max_connections), handler_(std::move(handler)) {
   for (size_t i = 0; i < pool_.size(); ++i) {
     auto worker = std::make_unique<Worker>();
     worker->loop = &pool_.loop(i);
@@ -73,37 +73,6 @@ void HttpServer::onAccept(evutil_socket_t, short, void* arg) {
   acceptor->server->accept(*acceptor);
 }
 
-namespace {
-
-// The client's address as bytes, the key of the per-client count: 4 for IPv4 (also when
-// it arrives IPv4-mapped on an IPv6 socket), 16 for IPv6.
-std::string clientKey(const sockaddr_storage& peer) {
-  if (peer.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
-    return std::string(reinterpret_cast<const char*>(&in->sin_addr), 4);
-  }
-  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&peer);
-  const auto* bytes = reinterpret_cast<const char*>(&in6->sin6_addr);
-  if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) return std::string(bytes + 12, 4);
-  return std::string(bytes, 16);
-}
-
-}  // namespace
-
-bool HttpServer::admitClient(const std::string& client) {
-  std::lock_guard<std::mutex> lock(clients_mu_);
-  size_t& open = clients_[client];  // the cap is at least 1: a new entry is counted at once
-  if (open >= max_per_client_) return false;
-  ++open;
-  return true;
-}
-
-void HttpServer::releaseClient(const std::string& client) {
-  std::lock_guard<std::mutex> lock(clients_mu_);
-  auto it = clients_.find(client);
-  if (it != clients_.end() && --it->second == 0) clients_.erase(it);
-}
-
 void HttpServer::accept(Acceptor& acceptor) {
   Worker& worker = *acceptor.worker;
   for (int i = 0; i < kAcceptsPerWake; ++i) {
@@ -117,35 +86,22 @@ void HttpServer::accept(Acceptor& acceptor) {
       return;
     }
     // Over a cap: refuse rather than starve the connections we have.
-    // Counted before the close: a client that sees its connection closed and then reads
-    // the metrics finds the refusal there.
-    if (connections_.load() >= max_connections_) {
-      ++refused_total_;
+    std::string client;  // empty: not counted per client
+    if (!caps_.admit(acceptor.is_unix ? nullptr : &peer, &client)) {
       ::close(fd);
       continue;
-    }
-    std::string client;  // empty: not counted per client
-    if (!acceptor.is_unix && max_per_client_ != SIZE_MAX) {
-      client = clientKey(peer);
-      if (!admitClient(client)) {
-        ++refused_client_;
-        ::close(fd);
-        continue;
-      }
     }
     if (!acceptor.is_unix) {
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
-    ++connections_;
     auto connection = std::make_shared<HttpConnection>(
         *worker.loop, fd, limits_, handler_,
         [this, &worker, client = std::move(client)](HttpConnection* c) {
           // Deferred: the connection may be deep in its own call stack right now.
           worker.loop->post([this, &worker, c, client] {
             if (!worker.connections.erase(c)) return;
-            --connections_;
-            if (!client.empty()) releaseClient(client);
+            caps_.release(client);
           });
         },
         &observer_, acceptor.is_unix ? std::string("unix") : socketAddressText(peer),
@@ -178,7 +134,7 @@ void HttpServer::shutdown(std::chrono::milliseconds grace) {
   if (!started_) return;
   stopAccepting();
   auto deadline = std::chrono::steady_clock::now() + grace;
-  while (connections_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+  while (caps_.open() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   runOnEveryLoop([](Worker& w) {

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gateway/http/connection_caps.h"
 #include "gateway/http/http_connection.h"
 #include "gateway/http/listen_socket.h"
 #include "gateway/http/worker_pool.h"
@@ -40,7 +41,7 @@ class HttpServer {
   // IPv4-mapped address counted as the IPv4 one); Unix-socket clients are not counted.
   // Past the cap, or past max_connections, an accepted connection is closed at once.
   // Set before start().
-  void setMaxConnectionsPerClient(size_t cap) { max_per_client_ = cap; }
+  void setMaxConnectionsPerClient(size_t cap) { caps_.setMaxPerClient(cap); }
   // Starts accepting on every loop. The pool may already be running.
   void start();
   // Stops accepting, lets connections finish the requests they have (closing each when
@@ -51,10 +52,10 @@ class HttpServer {
   // has. Idempotent; shutdown() then waits for them.
   void stopAccepting();
 
-  size_t connectionCount() const { return connections_.load(); }
+  size_t connectionCount() const { return caps_.open(); }
   // Connections closed at accept: over max_connections, over the per-client cap.
-  uint64_t refusedOverTotal() const { return refused_total_.load(); }
-  uint64_t refusedOverClient() const { return refused_client_.load(); }
+  uint64_t refusedOverTotal() const { return caps_.refusedOverTotal(); }
+  uint64_t refusedOverClient() const { return caps_.refusedOverClient(); }
 
  private:
   struct Worker;
@@ -74,26 +75,16 @@ class HttpServer {
   static void onAccept(evutil_socket_t fd, short, void* arg);
   void accept(Acceptor& acceptor);
   void runOnEveryLoop(const std::function<void(Worker&)>& fn);
-  // Counts one more connection from `client` (its address bytes) unless it has the cap
-  // already; release() undoes one. Any loop thread.
-  bool admitClient(const std::string& client);
-  void releaseClient(const std::string& client);
 
   WorkerPool& pool_;
   HttpLimits limits_;
-  size_t max_connections_;
-  size_t max_per_client_ = SIZE_MAX;
+  ConnectionCaps caps_;
   HttpHandler handler_;
   ResponseObserver observer_;
   HeadersGate gate_;
   std::shared_ptr<tls::ServerContextSource> tls_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<int> listen_fds_;
-  std::atomic<size_t> connections_{0};
-  std::atomic<uint64_t> refused_total_{0};
-  std::atomic<uint64_t> refused_client_{0};
-  std::mutex clients_mu_;
-  std::unordered_map<std::string, size_t> clients_;  // address bytes -> open connections
   bool started_ = false;
 };
 

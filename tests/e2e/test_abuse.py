@@ -234,6 +234,37 @@ class PerClientCap(Base):
         self.assertTrue(wait_until(lambda: metric(self.g, "infergate_http_open_connections") <= 1))
         self.assertServes(self.g)
 
+    def test_grpc_connections_past_the_cap_are_closed_too(self):
+        preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\0\0\0\4\0\0\0\0\0"  # + empty SETTINGS
+
+        def open_h2():
+            """A connection that spoke HTTP/2; the server's first bytes, b"" when it closed."""
+            s = socket.create_connection(("127.0.0.1", self.g.port("grpc")), timeout=10)
+            try:
+                s.sendall(preface)
+                return s, s.recv(4096)
+            except (ConnectionResetError, BrokenPipeError):
+                return s, b""
+        held = []
+        try:
+            for _ in range(20):  # each answered with the server's SETTINGS: accepted
+                s, first = open_h2()
+                held.append(s)
+                self.assertNotEqual(first, b"")
+            extra, first = open_h2()
+            extra.close()
+            self.assertEqual(first, b"", "the 21st gRPC connection was served")
+            self.assertGreaterEqual(metric(self.g, "infergate_grpc_connections_refused_total",
+                                          {"limit": "max_connections_per_client"}), 1)
+            self.assertEqual(metric(self.g, "infergate_grpc_open_connections"), 20)
+        finally:
+            for s in held:
+                s.close()
+        self.assertTrue(wait_until(lambda: metric(self.g, "infergate_grpc_open_connections") == 0))
+        stub = grpc_stubs.stub_of(self.g)
+        code, _ = grpc_stubs.grpc_outcome(lambda: stub.ModelInfer(grpc_stubs.simple_infer_request()))
+        self.assertEqual(code, "ok")
+
 
 class Bodies(Base):
     def test_a_gzip_bomb_is_refused_at_the_limit_without_inflating_it(self):
