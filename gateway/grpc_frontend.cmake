@@ -23,7 +23,7 @@ infergate_add_test(grpc_frontend_test
   SOURCES
     ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_frontend_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/settings_store_test.cc
-  LIBS infergate_grpc_frontend)
+  LIBS infergate_grpc_frontend infergate_upstream_test_servers_grpc)
 
 infergate_add_test(grpc_native_server_test
   SOURCES ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_native_server_test.cc

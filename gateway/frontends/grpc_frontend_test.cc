@@ -8,13 +8,18 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <future>
 #include <numeric>
 #include <thread>
 
+#include "codecs/status.h"
+#include "config/config_loader.h"
 #include "gateway/frontends/grpc_frontend_test_fixture.h"
+#include "gateway/upstream/fleet.h"
+#include "gateway/upstream/upstream_test_servers.h"
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
 
@@ -504,6 +509,100 @@ TEST_P(GrpcFrontendTest, StreamPausesReadingAtItsInFlightCap) {
   }
   EXPECT_FALSE(stream->Read(&r));
   EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_P(GrpcFrontendTest, StreamRequestsOnAnUpstreamLegCountTowardTheInFlightCap) {
+  // Requests relayed on a stream to a gRPC upstream wait for their answers like those
+  // served here: with a cap of 4, the upstream never has more than 4 of the stream's
+  // 200 ms sleeps at once, and every answer comes back in order.
+  upstream::testing::GrpcTestUpstream up;
+  stopServer();
+  pool_ = std::make_unique<http::WorkerPool>(2);
+  pool_->start();
+  auto config = config::parseConfig(codecs::strCat(R"(listeners: { grpc: { address: "127.0.0.1:0" } }
+upstreams: [{ name: up, protocol: grpc, endpoints: ["127.0.0.1:)", up.port(), R"("] }]
+routes: [{ match: { model: "*" }, upstream: up }]
+)"),
+                                    "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto router = Router::create(*config, *pool_);
+  ASSERT_TRUE(router.ok()) << router.status();
+  router_ = std::move(*router);
+  repository_ = builtin::ModelRepository::createDemo();
+  settings_ = std::make_shared<SettingsStore>(repositoryModelCheck(repository_));
+  health_ = std::make_shared<ServerHealth>();
+  GrpcFrontendOptions options;
+  options.engine = GetParam();
+  options.max_stream_requests_in_flight = 4;
+  frontend_ = std::make_unique<GrpcFrontend>(router_, settings_, ServerInfo{}, health_, *pool_, options);
+  auto bound = frontend_->start("127.0.0.1:0");
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  channel_ = ::grpc::CreateChannel(*bound, ::grpc::InsecureChannelCredentials());
+  stub_ = inference::GRPCInferenceService::NewStub(channel_);
+
+  constexpr int kRequests = 24;
+  ::grpc::ClientContext ctx;
+  auto stream = stub_->ModelStreamInfer(&ctx);
+  for (int i = 0; i < kRequests; ++i) ASSERT_TRUE(stream->Write(sleepRequest(200, std::to_string(i))));
+  ASSERT_TRUE(stream->WritesDone());
+  // Before the second round of four can have ended (at 400 ms): at most the first round
+  // and whatever of the second ended early. Without the cap all 24 end at about 200 ms.
+  std::this_thread::sleep_for(300ms);
+  EXPECT_LE(up.inferences("sleep"), 8u);
+  ModelStreamInferResponse r;
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(stream->Read(&r)) << i;
+    EXPECT_TRUE(r.error_message().empty()) << r.error_message();
+    EXPECT_EQ(r.infer_response().id(), std::to_string(i));
+  }
+  EXPECT_FALSE(stream->Read(&r));
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(up.inferences("sleep"), static_cast<uint64_t>(kRequests));
+  // As the gateway stops: the upstream clients let go of the loops before they go.
+  stub_.reset();
+  channel_.reset();
+  frontend_->shutdown(100ms);
+  frontend_.reset();
+  router_->shutdown();
+  pool_->stop();
+  router_->abandonHttp();
+  router_.reset();
+  upstream::Housekeeper::instance().drain();
+}
+
+TEST_P(GrpcFrontendTest, AStreamWhoseAnswersAreNotReadStopsTakingRequests) {
+  // 64 requests of 1 MiB, each answered with 1 MiB, from a client that never reads: once
+  // about 4 MiB of answers wait, the stream reads no more requests, and the client's
+  // writes wait in its own transport. Without that, all 64 run and their answers pile up.
+  constexpr int kRequests = 64;
+  constexpr int64_t kElements = 256 * 1024;
+  ::grpc::ClientContext ctx;
+  auto stream = stub_->ModelStreamInfer(&ctx);
+  std::atomic<int> written{0};
+  std::thread writer([&] {
+    std::vector<float> values(kElements, 1.5f);
+    ModelInferRequest request;
+    request.set_model_name("identity_fp32");
+    addInput(request, "INPUT0", "FP32", {1, kElements}, bytesOf(values));
+    for (int i = 0; i < kRequests; ++i) {
+      if (!stream->Write(request)) return;
+      written.fetch_add(1);
+    }
+  });
+  std::this_thread::sleep_for(1500ms);
+  auto stats = repository_->statisticsProto("identity_fp32", "");
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  const uint64_t ran = stats->model_stats_size() > 0 ? stats->model_stats(0).inference_count() : 0;
+  EXPECT_GT(ran, 0u);
+  EXPECT_LT(ran, 48u) << written.load() << " written";
+  ctx.TryCancel();
+  writer.join();
+  ModelStreamInferResponse r;
+  while (stream->Read(&r)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), ::grpc::StatusCode::CANCELLED);
+  ModelInferResponse response;
+  EXPECT_TRUE(infer(simpleRequest(), &response).ok());
 }
 
 TEST_P(GrpcFrontendTest, StreamWithTritonGrpcErrorEndsOnTheFirstError) {

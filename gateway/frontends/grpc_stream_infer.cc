@@ -184,6 +184,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       writing_ = false;
       if (!ok) abandon();  // the client is gone
       pump();
+      maybeRead();  // reading may have waited for the client to take its answers
     });
   }
 
@@ -343,6 +344,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
         if (oldest.info) oldest.info->callStats()->upstream = telemetry::Clock::now() - oldest.written;
         closeRequest(oldest.info, answer.error ? kInBandErrorCode : ::grpc::StatusCode::OK);
         it->second.outstanding.pop_front();
+        --leg_in_flight_;
       }
     }
     if (renaming) {
@@ -353,7 +355,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
         if (renamed.ok()) message = codecs::toByteBuffer(*renamed);
       }
     }
-    out_.push_back(Outgoing{std::move(message), std::nullopt});
+    queueOut(Outgoing{std::move(message), std::nullopt});
     pump();
   }
 
@@ -365,6 +367,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     UpstreamLeg leg = std::move(it->second);
     legs_.erase(it);
     const size_t unanswered = leg.outstanding.size();
+    leg_in_flight_ -= unanswered;
     for (LegRequest& request : leg.outstanding) {
       request.lease.finish(upstream::outcomeOfGrpc(status.error_code()));
       // Ended without its answer: an error even when the leg itself ended OK.
@@ -376,13 +379,13 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
           upstream::toUpstreamStatus(status, leg.decision.upstream->name(), leg.endpoint->key());
       if (strict_) {
         terminal_queued_ = true;
-        out_.push_back(Outgoing{ByteBuffer(), publicGrpcStatus(error, leg.decision)});
+        queueOut(Outgoing{ByteBuffer(), publicGrpcStatus(error, leg.decision)});
       } else {
         // One in-band error per request the leg took and never finished answering.
         codecs::InferResponse response;
         auto chain = shared_->encoder.encodeStream(&response, codecs::messageOf(error));
         for (size_t i = 0; chain.ok() && i < unanswered; ++i) {
-          out_.push_back(Outgoing{codecs::toByteBuffer(*chain), std::nullopt});
+          queueOut(Outgoing{codecs::toByteBuffer(*chain), std::nullopt});
         }
       }
     }
@@ -502,6 +505,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
           call.attempts = 1;
         }
         leg.outstanding.push_back(LegRequest{std::move(*lease), in.info, telemetry::Clock::now()});
+        ++leg_in_flight_;
         leg.stream->write(std::move(in.raw));
         maybeRead();
         return;
@@ -585,11 +589,11 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       if (item) slot.items.push_back(std::move(*item));
       slot.done = slot.done || emission.final;
       while (!ordered_.empty() && ordered_.front().done) {
-        for (Outgoing& o : ordered_.front().items) out_.push_back(std::move(o));
+        for (Outgoing& o : ordered_.front().items) queueOut(std::move(o));
         ordered_.pop_front();
       }
     } else if (item) {
-      out_.push_back(std::move(*item));
+      queueOut(std::move(*item));
     }
     pump();
     maybeRead();
@@ -634,6 +638,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       if (out_.front().terminal) return finish(*out_.front().terminal);
       write_buf_ = std::move(out_.front().message);
       out_.pop_front();
+      unsent_bytes_ -= write_buf_.Length();
       writing_ = true;
       StartWrite(&write_buf_);
       return;
@@ -644,9 +649,20 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     }
   }
 
+  // A message for the client, behind the others.
+  void queueOut(Outgoing o) {
+    unsent_bytes_ += o.message.Length();
+    out_.push_back(std::move(o));
+  }
+
+  // The next request is read while the stream's requests in flight (answered here or on a
+  // leg) are under the cap, and what waits for the client is under kMaxUnsentBytes: a
+  // client that writes faster than its requests are served, or reads slower than they are
+  // answered, waits in its own transport.
   void maybeRead() {
     if (reading_ || half_closed_ || finish_called_ || abandoned_ || terminal_queued_) return;
-    if (in_flight_ >= shared_->options.max_stream_requests_in_flight) return;
+    if (in_flight_ + leg_in_flight_ >= shared_->options.max_stream_requests_in_flight) return;
+    if (unsent_bytes_ >= kMaxUnsentBytes) return;
     reading_ = true;
     StartRead(&read_buf_);
   }
@@ -692,6 +708,8 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
 
   static constexpr const char* kStreamMethod = "/inference.GRPCInferenceService/ModelStreamInfer";
   static constexpr std::string_view kMethod = "ModelStreamInfer";  // telemetry's name
+  // Answers waiting for the client past which no new request is read (maybeRead).
+  static constexpr size_t kMaxUnsentBytes = 4 * 1024 * 1024;
   // A leg's in-band error carries a message and no code: counted as UNKNOWN.
   static constexpr int kInBandErrorCode = ::grpc::StatusCode::UNKNOWN;
 
@@ -718,6 +736,8 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   bool terminal_queued_ = false;
   bool finish_called_ = false;
   size_t in_flight_ = 0;  // requests not yet complete
+  size_t leg_in_flight_ = 0;  // requests written to a leg whose final answer has not come
+  size_t unsent_bytes_ = 0;   // of the messages in out_
   uint64_t next_slot_ = 0;
   std::deque<Slot> ordered_;  // non-decoupled requests not yet flushed, in request order
   std::deque<Outgoing> out_;  // ready to write, in order
