@@ -24,6 +24,8 @@
 #include <future>
 #include <thread>
 
+#include <absl/container/inlined_vector.h>
+
 #include "codecs/base64.h"
 #include "codecs/grpc_message_text.h"
 #include "codecs/text.h"
@@ -233,9 +235,11 @@ int onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
 int onDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id, const uint8_t* data, size_t length,
                 void* user) {
   auto& c = *static_cast<Connection*>(user);
-  if (Stream* s = streamOf(c, stream_id); s != nullptr) receiveData(*s, data, length);
+  // receiveData() cannot end the stream here (nothing is sent inside nghttp2's callbacks).
+  Stream* s = streamOf(c, stream_id);
+  if (s != nullptr) receiveData(*s, data, length);
   if (nghttp2_session_consume_connection(session, length) != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
-  if (Stream* s = streamOf(c, stream_id); s != nullptr && !s->finished && relayBacklogged(*s)) {
+  if (s != nullptr && !s->finished && relayBacklogged(*s)) {
     s->held += length;
     return 0;
   }
@@ -614,22 +618,21 @@ void submitReply(Stream& s) {
   Connection& c = *s.connection;
   if (!s.headers_sent) {
     s.headers_sent = true;
-    std::vector<std::pair<std::string, std::string>> fields = {{":status", "200"},
-                                                               {"content-type", "application/grpc"}};
-    for (auto& [key, value] : s.initial_metadata) {
-      fields.emplace_back(key, key.ends_with("-bin") ? codecs::base64Encode(value) : std::move(value));
-    }
     const bool trailers_only = s.finished && s.out.empty();
-    if (trailers_only) {
-      for (auto& field : s.trailers) fields.push_back(std::move(field));
+    // The fields point into the stream's own strings (nghttp2 copies them before returning).
+    absl::InlinedVector<nghttp2_nv, 8> nva;
+    nva.push_back(upstream::http2Field(":status", "200"));
+    nva.push_back(upstream::http2Field("content-type", "application/grpc"));
+    for (auto& [key, value] : s.initial_metadata) {
+      if (key.ends_with("-bin")) value = codecs::base64Encode(value);
+      nva.push_back(upstream::http2Field(key, value));
     }
-    std::vector<nghttp2_nv> nva;
-    nva.reserve(fields.size());
-    for (auto& [key, value] : fields) nva.push_back(upstream::http2Field(key, value));
+    if (trailers_only) {
+      for (auto& [key, value] : s.trailers) nva.push_back(upstream::http2Field(key, value));
+    }
     nghttp2_data_provider provider{};
     provider.source.ptr = &s;
     provider.read_callback = &onReadReply;
-    // nghttp2 copies the fields before returning.
     nghttp2_submit_response(c.session, s.id, nva.data(), nva.size(), trailers_only ? nullptr : &provider);
   } else if (s.deferred) {
     s.deferred = false;
