@@ -47,8 +47,17 @@ ServerSession::~ServerSession() {
   if (ssl_) SSL_free(ssl_);
 }
 
-ssize_t ServerSession::failure(int rc, const char* during) {
+ssize_t ServerSession::failure(int rc, const char* during, bool writing) {
   const int code = SSL_get_error(ssl_, rc);
+  // A write never answers 0: the peer gone (its close_notify, a reset, a closed socket) is
+  // an error there, or its caller would take 0 for "nothing written yet" and try again.
+  if (writing && (code == SSL_ERROR_ZERO_RETURN || code == SSL_ERROR_SYSCALL)) {
+    want_ = Want::kNone;
+    const int saved = errno != 0 ? errno : EPIPE;
+    error_ = codecs::strCat(during, ": ", drainErrors(std::strerror(saved)));
+    errno = saved;
+    return -1;
+  }
   switch (code) {
     case SSL_ERROR_WANT_READ:
       want_ = Want::kRead;
@@ -99,7 +108,7 @@ ssize_t ServerSession::read(void* buffer, size_t size) {
     want_ = Want::kNone;
     return static_cast<ssize_t>(got);
   }
-  return failure(0, handshaking ? "handshake" : "read");
+  return failure(0, handshaking ? "handshake" : "read", false);
 }
 
 ssize_t ServerSession::flushStaged() {
@@ -108,7 +117,7 @@ ssize_t ServerSession::flushStaged() {
     errno = 0;
     size_t n = 0;
     int rc = SSL_write_ex(ssl_, staged_.data() + staged_sent_, staged_.size() - staged_sent_, &n);
-    if (rc != 1) return failure(0, handshakeDone() ? "write" : "handshake");
+    if (rc != 1) return failure(0, handshakeDone() ? "write" : "handshake", true);
     staged_sent_ += n;
   }
   staged_.clear();
@@ -155,7 +164,7 @@ ssize_t ServerSession::writev(const iovec* iov, int count) {
       errno = 0;
       size_t n = 0;
       if (SSL_write_ex(ssl_, data + done, len - done, &n) != 1) {
-        ssize_t r = failure(0, handshakeDone() ? "write" : "handshake");
+        ssize_t r = failure(0, handshakeDone() ? "write" : "handshake", true);
         return taken > 0 && errno == EAGAIN ? static_cast<ssize_t>(taken) : r;
       }
       done += n;

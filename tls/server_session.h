@@ -62,8 +62,9 @@ class ServerSession {
 
  private:
   enum class Want { kNone, kRead, kWrite };
-  // The result of an SSL_read/SSL_write that returned `rc` <= 0, as read() returns it.
-  ssize_t failure(int rc, const char* during);
+  // The result of an SSL_read/SSL_write that returned `rc` <= 0, as read() or writev()
+  // returns it (`writing`: never 0).
+  ssize_t failure(int rc, const char* during, bool writing);
   ssize_t flushStaged();
 
   std::shared_ptr<const ServerContext> context_;

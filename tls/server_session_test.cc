@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -69,7 +70,7 @@ class Pair {
     SSL_free(client_);
     SSL_CTX_free(ctx_);
     server_.reset();
-    close(client_fd_);
+    if (client_fd_ >= 0) close(client_fd_);
     close(server_fd_);
   }
 
@@ -139,6 +140,12 @@ class Pair {
     return got;
   }
 
+  // The client's end closed (as a client that went away).
+  void closeClient() {
+    ::close(client_fd_);
+    client_fd_ = -1;
+  }
+
   std::string clientAlpn() const {
     const unsigned char* data = nullptr;
     unsigned int len = 0;
@@ -192,6 +199,31 @@ TEST_F(TlsTest, DataCrossesBothWaysAndALargeWriteGoesOutPiecewise) {
   EXPECT_EQ(got.size(), 1 + big.size() + 5 + 19);
   EXPECT_EQ(got, segments[0] + segments[1] + big + segments[4]);
   EXPECT_FALSE(pair.server().hasBufferedOutput());
+}
+
+TEST_F(TlsTest, WritesToAClientThatWentAwayFailInsteadOfReportingNothingWritten) {
+  // OpenSSL writes with write(): a closed peer raises SIGPIPE, which the gateway ignores.
+  ::signal(SIGPIPE, SIG_IGN);
+  Pair pair(context(serverConfig(pki_)), {pki_.caCert(), "", "", {}, 0});
+  ASSERT_EQ(pair.clientToServer("hello"), "hello");
+  pair.closeClient();
+  // Small segments (gathered into one staged record) and a large one, again and again:
+  // every call must end, and the first that sees the closed peer fails; none answers 0.
+  const std::string small(1000, 's'), large(256 * 1024, 'L');
+  std::vector<iovec> iov;
+  for (int i = 0; i < 40; ++i) iov.push_back({const_cast<char*>(small.data()), small.size()});
+  iov.push_back({const_cast<char*>(large.data()), large.size()});
+  bool failed = false;
+  for (int call = 0; call < 100 && !failed; ++call) {
+    const ssize_t n = pair.server().writev(iov.data(), static_cast<int>(iov.size()));
+    ASSERT_NE(n, 0) << "call " << call;
+    if (n < 0) {
+      failed = errno != EAGAIN;
+      EXPECT_TRUE(failed || pair.server().hasBufferedOutput() || call < 99) << pair.server().error();
+    }
+  }
+  EXPECT_TRUE(failed) << "the writes never failed";
+  EXPECT_NE(pair.server().error().find("write"), std::string::npos) << pair.server().error();
 }
 
 TEST_F(TlsTest, RequiredClientCertificateIsVerifiedAndNamed) {
