@@ -97,9 +97,10 @@ struct GrpcFrontendOptions {
   // has no hook at accept and applies neither.
   size_t max_connections = SIZE_MAX;
   size_t max_connections_per_client = SIZE_MAX;
-  // A stream stops reading while this many of its requests are in flight (served here or
-  // relayed on a stream to a gRPC upstream), and while 4 MiB of its answers wait for the
-  // client to take them.
+  // A stream stops reading while this many of its requests are in flight in the gateway
+  // (answered or not, in order behind an earlier one), while 4 MiB of its answers wait for
+  // the client to take them, and while 4 MiB of its requests wait for a gRPC upstream's
+  // stream to take them.
   size_t max_stream_requests_in_flight = 1024;
   // Triton's --grpc-restricted-protocol: category ("health", "metadata", "inference",
   // "shared-memory", "model-config", "model-repository", "statistics", "trace",

@@ -3,10 +3,11 @@
 // shutdown. A stream's calls are in grpc_native_calls.cc.
 //
 // Output: nghttp2 serializes frames; HEADERS and control frames are copied into the
-// connection's queue (upstream/socket_output.h, as the native gRPC client's), DATA frames go as their 9-byte header plus references into the
-// reply's slices (NGHTTP2_DATA_FLAG_NO_COPY); one sendmsg writes the queue. Past
-// kMaxQueuedBytes unwritten, the send callback answers WOULDBLOCK and the writable event
-// resumes.
+// connection's queue (upstream/socket_output.h, as the native gRPC client's), DATA frames
+// go as their 9-byte header plus references into the reply's slices
+// (NGHTTP2_DATA_FLAG_NO_COPY); one sendmsg writes the queue (over TLS, the session's
+// writev, which encrypts the small pieces as one record). Past kMaxQueuedBytes unwritten,
+// the send callback answers WOULDBLOCK and the writable event resumes.
 
 #include "gateway/frontends/grpc_native_server.h"
 
@@ -446,6 +447,7 @@ void readAndPump(Connection& c) {
       // Not HTTP/2 (a bad preface), or a broken frame: nghttp2 queued a GOAWAY when it could.
       nghttp2_session_terminate_session(c.session, NGHTTP2_PROTOCOL_ERROR);
       c.going_away = true;
+      c.terminated = true;
       break;
     }
     // A short read drained the socket; over TLS it is one record, and more may wait
@@ -453,7 +455,7 @@ void readAndPump(Connection& c) {
     if (static_cast<size_t>(n) < kReadBufferBytes && !(c.tls && c.tls->hasBufferedInput())) break;
   }
   // Plaintext the session already holds raises no socket event: come back for it.
-  if (c.tls && !c.going_away && c.tls->hasBufferedInput()) event_active(c.readable, EV_READ, 0);
+  if (c.tls && !c.terminated && c.tls->hasBufferedInput()) event_active(c.readable, EV_READ, 0);
   pump(c);
 }
 
@@ -594,6 +596,8 @@ void pump(Connection& c) {
       // Over TLS before the handshake is done (or when the session must read before it can
       // write), the output waits for the client's bytes, which the readable event brings.
       if (c.tls && (!c.tls->handshakeDone() || c.tls->wantsReadable())) {
+        // One told to go away (shutdown) before its handshake ended has nothing to finish.
+        if (c.going_away && c.streams.empty() && !c.tls->handshakeDone()) return closeConnection(c);
         if (!c.read_wants_write) event_del(c.writable);
       } else {
         event_add(c.writable, nullptr);

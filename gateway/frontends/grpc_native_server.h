@@ -19,21 +19,25 @@
 //                     dropped), which GrpcppCallContext reads for such calls.
 //
 // Connections: one per accepted socket, on the loop whose socket accepted it (TCP: one
-// SO_REUSEPORT socket per loop; unix: one socket, connections dealt round robin). A
-// message is reassembled into one buffer of its size (gzip / deflate requests inflated),
-// at most max_receive_message_bytes (RESOURCE_EXHAUSTED past it).
-//
-// Flow control bounds what a relayed stream (ModelStreamInfer above all) holds in the
-// gateway, both ways: the connection's window is HTTP/2's largest, a stream's 8 MiB (a
-// ModelInfer message larger than that gets the largest as its length arrives); a relayed
-// stream whose messages grpc++ has not taken reach 8 MiB gets no more window until it
-// has, so a client writing faster than its calls are served waits in its own transport;
-// and a relay stops reading grpc++'s replies while 4 MiB of them wait for a client that
-// does not read (grpc_native_server_internal.h, kStreamWindow and what follows). grpc-timeout is enforced (DEADLINE_EXCEEDED, the call
-// cancelled). A connection that does not send HTTP/2's preface and SETTINGS within
+// SO_REUSEPORT socket per loop; unix: one socket, connections dealt round robin), within
+// the caps (GrpcFrontendOptions::max_connections, max_connections_per_client: closed at
+// accept past either). A message is reassembled into one buffer of its size (gzip /
+// deflate requests inflated), at most max_receive_message_bytes (RESOURCE_EXHAUSTED past
+// it). grpc-timeout is enforced (DEADLINE_EXCEEDED, the call cancelled). A connection that
+// does not finish its TLS handshake and send HTTP/2's preface and SETTINGS within
 // handshake_timeout_ms, or has no call for idle_timeout_ms, is closed (GOAWAY first when
 // it spoke HTTP/2); one whose metadata passes max_metadata_bytes has that call refused
 // (RESOURCE_EXHAUSTED).
+//
+// Flow control bounds what a relayed stream (ModelStreamInfer above all) holds in the
+// gateway, both ways: the connection's window is HTTP/2's largest, a stream's 8 MiB (a
+// ModelInfer message larger than that gets nearly the largest as its length arrives). A
+// relayed stream whose complete messages not yet taken by grpc++ reach 8 MiB gets no more
+// window until they are taken, so a client writing faster than its calls are served waits
+// in its own transport (besides those, one message being reassembled, up to
+// max_receive_message_bytes); and a relay stops reading grpc++'s replies while 4 MiB of
+// them wait for a client that does not read (grpc_native_server_internal.h, kStreamWindow
+// and what follows).
 //
 // Threads: the constructor, start(), port() and shutdown() from one owning thread; all
 // else on the loops. The pool must run from start() until shutdown() has returned.

@@ -151,6 +151,7 @@ struct Connection {
   bool spoke_http2 = false;   // the client's SETTINGS arrived
   bool in_callback = false;   // inside nghttp2_session_mem_recv: no send from here
   bool going_away = false;    // GOAWAY sent: closes once its streams are done
+  bool terminated = false;    // ... for a protocol error: nothing more is read
   bool paused = false;
   FrameFilter filter;
   int32_t decoding_stream = 0;     // the stream whose header block is being read

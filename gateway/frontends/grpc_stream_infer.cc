@@ -312,6 +312,9 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
         onUpstreamMessage(key, std::move(message));
       });
     };
+    callbacks.on_written = [this] {
+      loop_.post([this] { maybeRead(); });  // reading may have waited for the leg's upstream
+    };
     callbacks.on_done = [this, key](::grpc::Status status) {
       loop_.post([this, key, status = std::move(status)] {
         onUpstreamDone(key, status);
@@ -344,7 +347,6 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
         if (oldest.info) oldest.info->callStats()->upstream = telemetry::Clock::now() - oldest.written;
         closeRequest(oldest.info, answer.error ? kInBandErrorCode : ::grpc::StatusCode::OK);
         it->second.outstanding.pop_front();
-        --leg_in_flight_;
       }
     }
     if (renaming) {
@@ -367,7 +369,6 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     UpstreamLeg leg = std::move(it->second);
     legs_.erase(it);
     const size_t unanswered = leg.outstanding.size();
-    leg_in_flight_ -= unanswered;
     for (LegRequest& request : leg.outstanding) {
       request.lease.finish(upstream::outcomeOfGrpc(status.error_code()));
       // Ended without its answer: an error even when the leg itself ended OK.
@@ -505,7 +506,6 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
           call.attempts = 1;
         }
         leg.outstanding.push_back(LegRequest{std::move(*lease), in.info, telemetry::Clock::now()});
-        ++leg_in_flight_;
         leg.stream->write(std::move(in.raw));
         maybeRead();
         return;
@@ -586,10 +586,13 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     if (emission.final && in_flight_ > 0) --in_flight_;
     if (tag.slot) {
       Slot& slot = ordered_[*tag.slot - ordered_.front().seq];
-      if (item) slot.items.push_back(std::move(*item));
+      if (item) {
+        unsent_bytes_ += item->message.Length();  // counted from here: it waits for the client too
+        slot.items.push_back(std::move(*item));
+      }
       slot.done = slot.done || emission.final;
       while (!ordered_.empty() && ordered_.front().done) {
-        for (Outgoing& o : ordered_.front().items) queueOut(std::move(o));
+        for (Outgoing& o : ordered_.front().items) out_.push_back(std::move(o));  // counted already
         ordered_.pop_front();
       }
     } else if (item) {
@@ -655,14 +658,19 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     out_.push_back(std::move(o));
   }
 
-  // The next request is read while the stream's requests in flight (answered here or on a
-  // leg) are under the cap, and what waits for the client is under kMaxUnsentBytes: a
-  // client that writes faster than its requests are served, or reads slower than they are
-  // answered, waits in its own transport.
+  // The next request is read while the stream's requests in flight here (or answered and
+  // waiting in order behind an earlier one) are under the cap, while what waits for the
+  // client is under kMaxUnsentBytes, and while no leg holds kMaxUnsentBytes that its
+  // upstream has not taken: a client that writes faster than its requests are served, or
+  // reads slower than they are answered, waits in its own transport. (A leg's requests are
+  // not counted one by one: a decoupled model may end one without any answer.)
   void maybeRead() {
     if (reading_ || half_closed_ || finish_called_ || abandoned_ || terminal_queued_) return;
-    if (in_flight_ + leg_in_flight_ >= shared_->options.max_stream_requests_in_flight) return;
+    if (std::max(in_flight_, ordered_.size()) >= shared_->options.max_stream_requests_in_flight) return;
     if (unsent_bytes_ >= kMaxUnsentBytes) return;
+    for (const auto& [key, leg] : legs_) {
+      if (leg.stream->unwrittenBytes() >= kMaxUnsentBytes) return;  // on_written reads on
+    }
     reading_ = true;
     StartRead(&read_buf_);
   }
@@ -686,6 +694,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     cancelled_->store(true);
     cancelUpstreams();
     out_.clear();
+    unsent_bytes_ = 0;
     ordered_.clear();
   }
 
@@ -694,6 +703,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     cancelled_->store(true);  // stops the runners still playing
     cancelUpstreams();
     out_.clear();
+    unsent_bytes_ = 0;
     ordered_.clear();
     closeAll(status.ok() ? ::grpc::StatusCode::CANCELLED : status.error_code());
     if (shared_->recorder) shared_->recorder->grpcCall(kMethod, status.error_code(), start_);
@@ -708,7 +718,8 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
 
   static constexpr const char* kStreamMethod = "/inference.GRPCInferenceService/ModelStreamInfer";
   static constexpr std::string_view kMethod = "ModelStreamInfer";  // telemetry's name
-  // Answers waiting for the client past which no new request is read (maybeRead).
+  // Answers waiting for the client (or a leg's messages for its upstream) past which no
+  // new request is read (maybeRead).
   static constexpr size_t kMaxUnsentBytes = 4 * 1024 * 1024;
   // A leg's in-band error carries a message and no code: counted as UNKNOWN.
   static constexpr int kInBandErrorCode = ::grpc::StatusCode::UNKNOWN;
@@ -736,7 +747,6 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   bool terminal_queued_ = false;
   bool finish_called_ = false;
   size_t in_flight_ = 0;  // requests not yet complete
-  size_t leg_in_flight_ = 0;  // requests written to a leg whose final answer has not come
   size_t unsent_bytes_ = 0;   // of the messages in out_
   uint64_t next_slot_ = 0;
   std::deque<Slot> ordered_;  // non-decoupled requests not yet flushed, in request order

@@ -334,13 +334,14 @@ class StreamHandle final : public GrpcStream {
   void write(grpc::ByteBuffer message) override;
   void writesDone() override;
   void cancel() override;
+  size_t unwrittenBytes() const override;
   void detach() {
     std::lock_guard<std::mutex> lock(mu_);
     call_ = nullptr;
   }
 
  private:
-  std::mutex mu_;  // held across the forwarded call: the reactor cannot go meanwhile
+  mutable std::mutex mu_;  // held across the forwarded call: the reactor cannot go meanwhile
   StreamCall* call_;
 };
 
@@ -372,14 +373,21 @@ class StreamCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (writer_closed_ || half_close_asked_ || read_ended_) return;  // nothing would read it
+      unwritten_ += message.Length();
       if (writing_) {
         queue_.push_back(sendable(std::move(message)));
         return;
       }
       writing_ = true;
+      write_len_ = message.Length();
       write_buf_ = sendable(std::move(message));
     }
     StartWrite(&write_buf_);
+  }
+
+  size_t unwrittenBytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return unwritten_;
   }
 
   void writesDone() {
@@ -407,7 +415,7 @@ class StreamCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::
     {
       std::lock_guard<std::mutex> lock(mu_);
       read_ended_ = true;
-      queue_.clear();
+      dropQueueLocked();
       release = closeWriterLocked();
     }
     if (release) RemoveHold();
@@ -418,11 +426,14 @@ class StreamCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::
     bool release = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      unwritten_ -= std::min(unwritten_, write_len_);
+      write_len_ = 0;
       if (!ok || read_ended_) {
-        queue_.clear();
+        dropQueueLocked();
         writing_ = false;
         release = closeWriterLocked();
       } else if (!queue_.empty()) {
+        write_len_ = queue_.front().Length();
         write_buf_ = std::move(queue_.front());
         queue_.pop_front();
         next = kWrite;
@@ -435,6 +446,7 @@ class StreamCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::
     // A reaction: these may follow without the hold, which is still held anyway.
     if (next == kWrite) StartWrite(&write_buf_);
     if (next == kHalfClose) StartWritesDone();
+    if (callbacks_.on_written) callbacks_.on_written();
     if (release) RemoveHold();
   }
 
@@ -459,6 +471,12 @@ class StreamCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::
   }
 
  private:
+  // The queued messages will never be written (the call is over). mu_ held.
+  void dropQueueLocked() {
+    for (const grpc::ByteBuffer& m : queue_) unwritten_ -= std::min(unwritten_, m.Length());
+    queue_.clear();
+  }
+
   // True once: the writer is idle for good, and the hold is to be removed.
   bool closeWriterLocked() {
     if (writer_closed_ || writing_) return false;
@@ -482,6 +500,8 @@ class StreamCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::
   bool half_close_asked_ = false;  // writesDone() was called
   bool read_ended_ = false;        // the call is over
   bool writer_closed_ = false;     // the hold is gone: no Start* any more
+  size_t write_len_ = 0;           // write_buf_'s bytes while it is being written
+  size_t unwritten_ = 0;           // those and queue_'s
 };
 
 void StreamHandle::write(grpc::ByteBuffer message) {
@@ -497,6 +517,11 @@ void StreamHandle::writesDone() {
 void StreamHandle::cancel() {
   std::lock_guard<std::mutex> lock(mu_);
   if (call_ != nullptr) call_->cancel();
+}
+
+size_t StreamHandle::unwrittenBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return call_ != nullptr ? call_->unwrittenBytes() : 0;
 }
 
 }  // namespace

@@ -73,16 +73,20 @@ class GrpcCallHandle {
 
 // A bidi stream in flight. write() queues (one message on the wire at a time, in order);
 // writesDone() half-closes after the queued messages; cancel() ends it (on_done follows
-// with CANCELLED). All three from any thread.
+// with CANCELLED). All from any thread.
 class GrpcStream : public GrpcCallHandle {
  public:
   virtual void write(grpc::ByteBuffer message) = 0;
   virtual void writesDone() = 0;
+  // Bytes write() took that grpc has not yet taken (the upstream's flow control holds
+  // them): what a caller bounds before writing more.
+  virtual size_t unwrittenBytes() const = 0;
 };
 
 struct GrpcStreamCallbacks {
   std::function<void(grpc::ByteBuffer message)> on_message;  // each message read
   std::function<void(grpc::Status status)> on_done;          // once, last
+  std::function<void()> on_written;  // a message left the queue (optional; grpc's thread)
 };
 
 class GrpcUpstreamClient {
