@@ -98,7 +98,8 @@ struct GrpcFrontendOptions {
   size_t max_connections = SIZE_MAX;
   size_t max_connections_per_client = SIZE_MAX;
   // A stream stops reading while this many of its requests are in flight in the gateway
-  // (answered or not, in order behind an earlier one), while 4 MiB of its answers wait for
+  // (answered or not, in order behind an earlier one) or while those in flight come to
+  // 64 MiB (one is always let in), while 4 MiB of its answers wait for
   // the client to take them, and while 4 MiB of its requests wait for a gRPC upstream's
   // stream to take them.
   size_t max_stream_requests_in_flight = 1024;

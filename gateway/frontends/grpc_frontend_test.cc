@@ -576,6 +576,35 @@ routes: [{ match: { model: "*" }, upstream: up }]
   upstream::Housekeeper::instance().drain();
 }
 
+TEST_P(GrpcFrontendTest, AStreamsRequestsInFlightAreBoundedInBytes) {
+  // 200 requests of 1 MiB that each sleep 3 s: far under the count cap (1,024), but once
+  // 64 MiB are in flight the stream reads no more, and the client's writes wait in its own
+  // transport. Without the bound all 200 (200 MiB) are taken and held.
+  constexpr int kMessages = 200;
+  ::grpc::ClientContext ctx;
+  auto stream = stub_->ModelStreamInfer(&ctx);
+  std::atomic<int> written{0};
+  std::thread writer([&] {
+    for (int i = 0; i < kMessages; ++i) {
+      if (!stream->Write(sleepRequest(3000, std::string(1024 * 1024, static_cast<char>('a' + i % 26))))) return;
+      written.fetch_add(1);
+    }
+  });
+  std::this_thread::sleep_for(2s);
+  const int taken = written.load();
+  ctx.TryCancel();
+  writer.join();
+  // 64 in flight, plus what the windows and sockets between hold.
+  EXPECT_GT(taken, 32);
+  EXPECT_LT(taken, 150) << taken;
+  ModelStreamInferResponse r;
+  while (stream->Read(&r)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), ::grpc::StatusCode::CANCELLED);
+  ModelInferResponse response;
+  EXPECT_TRUE(infer(simpleRequest(), &response).ok());
+}
+
 TEST_P(GrpcFrontendTest, AStreamWhoseAnswersAreNotReadStopsTakingRequests) {
   // 64 requests of 1 MiB, each answered with 1 MiB, from a client that never reads: once
   // about 4 MiB of answers wait, the stream reads no more requests, and the client's

@@ -125,6 +125,7 @@ struct Incoming {
   ByteBuffer raw;                    // a stream leg's: the message to send as is
   bool leg = false;                  // goes on the stream to a gRPC upstream
   InfoPtr info;
+  size_t bytes = 0;                  // the message's, as it came
 };
 
 // What an in-band error names: Triton copies these from the request.
@@ -135,6 +136,7 @@ struct RequestTag {
   // done); null when the request names none.
   std::shared_ptr<const ShmBinding> shm;
   InfoPtr info;
+  size_t bytes = 0;  // the request message's: counted in flight until its final answer
 };
 
 class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, ByteBuffer> {
@@ -208,7 +210,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   // grpc thread: route each message on its peeked model; decode it unless it goes to a
   // gRPC upstream, which gets the bytes as they came.
   Incoming route(const ByteBuffer& message) {
-    Incoming in{codecs::InferRequest(), {}, std::nullopt, {}, false, nullptr};
+    Incoming in{codecs::InferRequest(), {}, std::nullopt, {}, false, nullptr, message.Length()};
     if (recorder_) {
       in.info = std::make_shared<telemetry::RequestInfo>(per_request_);
       in.info->start = telemetry::Clock::now();
@@ -517,6 +519,8 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     ++in_flight_;
     RequestTag tag;
     tag.info = in.info;
+    tag.bytes = in.bytes;
+    in_flight_bytes_ += tag.bytes;
     bool decoupled = false;
     builtin::ModelRepository* repository =
         in.decision ? in.decision->upstream->repository().get() : nullptr;
@@ -583,7 +587,10 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
                                    : grpcStatusFor(emission.response.status()).error_code());
       }
     }
-    if (emission.final && in_flight_ > 0) --in_flight_;
+    if (emission.final && in_flight_ > 0) {
+      --in_flight_;
+      in_flight_bytes_ -= std::min(in_flight_bytes_, tag.bytes);
+    }
     if (tag.slot) {
       Slot& slot = ordered_[*tag.slot - ordered_.front().seq];
       if (item) {
@@ -659,7 +666,8 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   }
 
   // The next request is read while the stream's requests in flight here (or answered and
-  // waiting in order behind an earlier one) are under the cap, while what waits for the
+  // waiting in order behind an earlier one) are under the cap in number and under
+  // kMaxInFlightBytes in size, while what waits for the
   // client is under kMaxUnsentBytes, and while no leg holds kMaxUnsentBytes that its
   // upstream has not taken: a client that writes faster than its requests are served, or
   // reads slower than they are answered, waits in its own transport. (A leg's requests are
@@ -667,6 +675,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   void maybeRead() {
     if (reading_ || half_closed_ || finish_called_ || abandoned_ || terminal_queued_) return;
     if (std::max(in_flight_, ordered_.size()) >= shared_->options.max_stream_requests_in_flight) return;
+    if (in_flight_ > 0 && in_flight_bytes_ >= kMaxInFlightBytes) return;
     if (unsent_bytes_ >= kMaxUnsentBytes) return;
     for (const auto& [key, leg] : legs_) {
       if (leg.stream->unwrittenBytes() >= kMaxUnsentBytes) return;  // on_written reads on
@@ -718,6 +727,9 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
 
   static constexpr const char* kStreamMethod = "/inference.GRPCInferenceService/ModelStreamInfer";
   static constexpr std::string_view kMethod = "ModelStreamInfer";  // telemetry's name
+  // Requests in flight (their messages' bytes as they came) past which no new one is read,
+  // unless none is in flight (maybeRead).
+  static constexpr size_t kMaxInFlightBytes = 64 * 1024 * 1024;
   // Answers waiting for the client (or a leg's messages for its upstream) past which no
   // new request is read (maybeRead).
   static constexpr size_t kMaxUnsentBytes = 4 * 1024 * 1024;
@@ -747,6 +759,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   bool terminal_queued_ = false;
   bool finish_called_ = false;
   size_t in_flight_ = 0;  // requests not yet complete
+  size_t in_flight_bytes_ = 0;  // their messages' bytes
   size_t unsent_bytes_ = 0;   // of the messages in out_
   uint64_t next_slot_ = 0;
   std::deque<Slot> ordered_;  // non-decoupled requests not yet flushed, in request order
