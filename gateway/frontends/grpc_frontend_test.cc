@@ -542,28 +542,11 @@ routes: [{ match: { model: "*" }, upstream: up }]
   channel_ = ::grpc::CreateChannel(*bound, ::grpc::InsecureChannelCredentials());
   stub_ = inference::GRPCInferenceService::NewStub(channel_);
 
-  constexpr int kMessages = 200;  // 256 KiB each
-  auto ctx = std::make_unique<::grpc::ClientContext>();
-  auto stream = stub_->ModelStreamInfer(ctx.get());
-  std::atomic<int> written{0};
-  std::thread writer([&] {
-    for (int i = 0; i < kMessages; ++i) {
-      if (!stream->Write(sleepRequest(3000, std::string(256 * 1024, static_cast<char>('a' + i % 26))))) return;
-      written.fetch_add(1);
-    }
+  const int taken = floodStream(*stub_, 200, 1500ms, [](int i) {  // 256 KiB each
+    return sleepRequest(3000, std::string(256 * 1024, static_cast<char>('a' + i % 26)));
   });
-  std::this_thread::sleep_for(1500ms);
-  const int taken = written.load();
-  ctx->TryCancel();
-  writer.join();
   EXPECT_GT(taken, 2);
   EXPECT_LT(taken, 160) << taken;
-  ModelStreamInferResponse r;
-  while (stream->Read(&r)) {
-  }
-  EXPECT_EQ(stream->Finish().error_code(), ::grpc::StatusCode::CANCELLED);
-  stream.reset();
-  ctx.reset();
   // As the gateway stops: the upstream clients let go of the loops before they go.
   stub_.reset();
   channel_.reset();
@@ -580,27 +563,12 @@ TEST_P(GrpcFrontendTest, AStreamsRequestsInFlightAreBoundedInBytes) {
   // 200 requests of 1 MiB that each sleep 3 s: far under the count cap (1,024), but once
   // 64 MiB are in flight the stream reads no more, and the client's writes wait in its own
   // transport. Without the bound all 200 (200 MiB) are taken and held.
-  constexpr int kMessages = 200;
-  ::grpc::ClientContext ctx;
-  auto stream = stub_->ModelStreamInfer(&ctx);
-  std::atomic<int> written{0};
-  std::thread writer([&] {
-    for (int i = 0; i < kMessages; ++i) {
-      if (!stream->Write(sleepRequest(3000, std::string(1024 * 1024, static_cast<char>('a' + i % 26))))) return;
-      written.fetch_add(1);
-    }
+  const int taken = floodStream(*stub_, 200, 2s, [](int i) {
+    return sleepRequest(3000, std::string(1024 * 1024, static_cast<char>('a' + i % 26)));
   });
-  std::this_thread::sleep_for(2s);
-  const int taken = written.load();
-  ctx.TryCancel();
-  writer.join();
   // 64 in flight, plus what the windows and sockets between hold.
   EXPECT_GT(taken, 32);
   EXPECT_LT(taken, 150) << taken;
-  ModelStreamInferResponse r;
-  while (stream->Read(&r)) {
-  }
-  EXPECT_EQ(stream->Finish().error_code(), ::grpc::StatusCode::CANCELLED);
   ModelInferResponse response;
   EXPECT_TRUE(infer(simpleRequest(), &response).ok());
 }

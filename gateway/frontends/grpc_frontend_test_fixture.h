@@ -14,11 +14,14 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gateway/frontends/grpc_frontend.h"
@@ -64,6 +67,32 @@ inline bool closedByPeerWithin(int fd, std::chrono::milliseconds wait) {
     if (::recv(fd, buffer, sizeof(buffer), 0) <= 0) return true;
   }
   return false;
+}
+
+// Opens a ModelStreamInfer stream on `stub` and writes `count` requests made by
+// `make(i)` from a thread; after `wait`, cancels it. Returns how many writes the stream had
+// taken by then (what flow control let through), after checking that it ended CANCELLED.
+template <typename Make>
+int floodStream(inference::GRPCInferenceService::Stub& stub, int count, std::chrono::milliseconds wait,
+                Make make) {
+  ::grpc::ClientContext ctx;
+  auto stream = stub.ModelStreamInfer(&ctx);
+  std::atomic<int> written{0};
+  std::thread writer([&] {
+    for (int i = 0; i < count; ++i) {
+      if (!stream->Write(make(i))) return;
+      written.fetch_add(1);
+    }
+  });
+  std::this_thread::sleep_for(wait);
+  const int taken = written.load();
+  ctx.TryCancel();
+  writer.join();
+  ModelStreamInferResponse r;
+  while (stream->Read(&r)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), ::grpc::StatusCode::CANCELLED);
+  return taken;
 }
 
 inline bool finalFlag(const ModelInferResponse& r) {
