@@ -43,9 +43,9 @@ inline constexpr size_t kMaxQueuedBytes = 4 * 1024 * 1024;  // unwritten bytes b
 // arrive. A stream starts with kStreamWindow, given back as the bytes arrive too, except:
 // a ModelInfer message larger than that (reassembled whole anyway, up to
 // max_receive_message_bytes) has its stream's window raised to kRaisedStreamWindow when
-// its length prefix arrives; and a relayed stream (grpc++) whose relay holds kRelayBacklogBytes that
-// grpc++ has not taken keeps its bytes back until it has, so the client stops sending on
-// that stream alone.
+// its length prefix arrives; and a relayed stream (grpc++) whose relay holds
+// kRelayBacklogBytes that grpc++ has not taken keeps its bytes back until it has, so the
+// client stops sending on that stream alone.
 inline constexpr int32_t kWindow = INT32_MAX;
 inline constexpr int32_t kStreamWindow = 8 * 1024 * 1024;
 // A large ModelInfer message's stream window. Not kWindow: its stream may have opened
@@ -62,6 +62,8 @@ inline constexpr size_t kMaxReservedMessageBytes = 64 * 1024 * 1024;  // allocat
 
 struct Connection;
 struct Stream;
+class NativeModelInfer;
+class RelayCall;
 
 // The client certificate a TLS connection's handshake verified: who it names (what native
 // calls are admitted by), and the certificate itself as PEM (what a relayed call carries
@@ -70,8 +72,6 @@ struct PeerCertificate {
   tls::PeerIdentity identity;
   std::string pem;
 };
-class NativeModelInfer;
-class RelayCall;
 
 struct Stream {
   Connection* connection = nullptr;

@@ -18,6 +18,7 @@
 // its read to its final answer (an error, a leg failing, the stream ending: CANCELLED);
 // the stream itself is one gRPC API call, counted when it finishes.
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <optional>
@@ -315,7 +316,8 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       });
     };
     callbacks.on_written = [this] {
-      loop_.post([this] { maybeRead(); });  // reading may have waited for the leg's upstream
+      // Only when reading waits for a leg's upstream: no task per message otherwise.
+      if (waiting_on_leg_.exchange(false)) loop_.post([this] { maybeRead(); });
     };
     callbacks.on_done = [this, key](::grpc::Status status) {
       loop_.post([this, key, status = std::move(status)] {
@@ -677,9 +679,12 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     if (std::max(in_flight_, ordered_.size()) >= shared_->options.max_stream_requests_in_flight) return;
     if (in_flight_ > 0 && in_flight_bytes_ >= kMaxInFlightBytes) return;
     if (unsent_bytes_ >= kMaxUnsentBytes) return;
+    // Flagged before the check: a write done between the two then sees the flag.
+    waiting_on_leg_.store(true);
     for (const auto& [key, leg] : legs_) {
       if (leg.stream->unwrittenBytes() >= kMaxUnsentBytes) return;  // on_written reads on
     }
+    waiting_on_leg_.store(false);
     reading_ = true;
     StartRead(&read_buf_);
   }
@@ -761,6 +766,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   size_t in_flight_ = 0;  // requests not yet complete
   size_t in_flight_bytes_ = 0;  // their messages' bytes
   size_t unsent_bytes_ = 0;   // of the messages in out_
+  std::atomic<bool> waiting_on_leg_{false};  // maybeRead stopped for a leg's backlog (any thread)
   uint64_t next_slot_ = 0;
   std::deque<Slot> ordered_;  // non-decoupled requests not yet flushed, in request order
   std::deque<Outgoing> out_;  // ready to write, in order
