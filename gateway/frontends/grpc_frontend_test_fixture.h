@@ -37,6 +37,7 @@ using inference::ModelStreamInferResponse;
 
 using upstream::testing::messages::addInput;
 using upstream::testing::messages::bytesOf;
+using upstream::testing::messages::identityRequest;
 using upstream::testing::messages::outputBytes;
 using upstream::testing::messages::repeatRequest;
 using upstream::testing::messages::simpleRequest;
@@ -67,6 +68,12 @@ inline bool closedByPeerWithin(int fd, std::chrono::milliseconds wait) {
     if (::recv(fd, buffer, sizeof(buffer), 0) <= 0) return true;
   }
   return false;
+}
+
+// The flooding tests' message: a 3 s sleep whose id pads it to about `bytes` (a letter
+// that changes with `i`).
+inline ModelInferRequest paddedSleepRequest(int i, size_t bytes) {
+  return sleepRequest(3000, std::string(bytes, static_cast<char>('a' + i % 26)));
 }
 
 // Opens a ModelStreamInfer stream on `stub` and writes `count` requests made by

@@ -325,9 +325,8 @@ TEST_P(NativeServerTest, AStreamFloodingRequestsIsHeldBackByItsWindow) {
   GrpcFrontendOptions options;
   options.max_stream_requests_in_flight = 1;
   startServer(2, options);
-  const int taken = floodStream(*stub_, 200, 1500ms, [](int i) {  // 256 KiB each: 50 MiB in all
-    return sleepRequest(3000, std::string(256 * 1024, static_cast<char>('a' + i % 26)));
-  });
+  // 256 KiB each: 50 MiB in all.
+  const int taken = floodStream(*stub_, 200, 1500ms, [](int i) { return paddedSleepRequest(i, 256 * 1024); });
   // The relay's backlog (8 MiB) and the stream's window (8 MiB), plus what the sockets and
   // grpc's client buffer: about 80 messages. Without the window held back, all of them.
   EXPECT_GT(taken, 8) << taken;
@@ -346,13 +345,8 @@ TEST_P(NativeServerTest, RepliesAClientLeavesUnreadPauseTheRelayAndArriveWholeLa
   auto stream = stub_->ModelStreamInfer(&ctx);
   std::vector<ModelInferRequest> requests;
   for (int i = 0; i < kRequests; ++i) {
-    std::vector<float> values(kElements, static_cast<float>(i) + 0.5f);
-    ModelInferRequest request;
-    request.set_model_name("identity_fp32");
-    request.set_id(std::to_string(i));
-    addInput(request, "INPUT0", "FP32", {1, kElements}, bytesOf(values));
-    ASSERT_TRUE(stream->Write(request));
-    requests.push_back(std::move(request));
+    requests.push_back(identityRequest(std::vector<float>(kElements, static_cast<float>(i) + 0.5f), std::to_string(i)));
+    ASSERT_TRUE(stream->Write(requests.back()));
   }
   ASSERT_TRUE(stream->WritesDone());
   std::this_thread::sleep_for(1s);

@@ -87,12 +87,18 @@ class NativeTlsTest : public GrpcFrontendTest {
     return ::grpc::CreateCustomChannel(address_, ::grpc::SslCredentials(o), args);
   }
 
-  static ::grpc::Status inferOn(const std::shared_ptr<::grpc::Channel>& channel,
-                                const std::vector<std::pair<std::string, std::string>>& metadata = {}) {
-    auto stub = inference::GRPCInferenceService::NewStub(channel);
-    ::grpc::ClientContext ctx;
+  using Metadata = std::vector<std::pair<std::string, std::string>>;
+
+  // A call's context: a 20 s deadline and `metadata`.
+  static void prepare(::grpc::ClientContext& ctx, const Metadata& metadata) {
     ctx.set_deadline(std::chrono::system_clock::now() + 20s);
     for (const auto& [k, v] : metadata) ctx.AddMetadata(k, v);
+  }
+
+  static ::grpc::Status inferOn(const std::shared_ptr<::grpc::Channel>& channel, const Metadata& metadata = {}) {
+    auto stub = inference::GRPCInferenceService::NewStub(channel);
+    ::grpc::ClientContext ctx;
+    prepare(ctx, metadata);
     ModelInferResponse response;
     ::grpc::Status s = stub->ModelInfer(&ctx, simpleRequest("tls"), &response);
     if (s.ok() && valuesOf<int32_t>(*outputBytes(response, "OUTPUT0"))[3] != 4) {
@@ -101,12 +107,10 @@ class NativeTlsTest : public GrpcFrontendTest {
     return s;
   }
 
-  static ::grpc::Status indexOn(const std::shared_ptr<::grpc::Channel>& channel,
-                                const std::vector<std::pair<std::string, std::string>>& metadata = {}) {
+  static ::grpc::Status indexOn(const std::shared_ptr<::grpc::Channel>& channel, const Metadata& metadata = {}) {
     auto stub = inference::GRPCInferenceService::NewStub(channel);
     ::grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
-    for (const auto& [k, v] : metadata) ctx.AddMetadata(k, v);
+    prepare(ctx, metadata);
     inference::RepositoryIndexResponse index;
     ::grpc::Status s = stub->RepositoryIndex(&ctx, {}, &index);
     if (s.ok() && index.models_size() == 0) return ::grpc::Status(::grpc::StatusCode::INTERNAL, "test: no models");
@@ -150,9 +154,7 @@ TEST_P(NativeTlsTest, SixteenMebibytesEachWayGoThroughTheSession) {
   constexpr int64_t kElements = 4 << 20;
   std::vector<float> values(kElements);
   for (int64_t i = 0; i < kElements; ++i) values[i] = static_cast<float>(i % 1000003) * 0.25f;
-  ModelInferRequest request;
-  request.set_model_name("identity_fp32");
-  addInput(request, "INPUT0", "FP32", {1, kElements}, bytesOf(values));
+  const ModelInferRequest request = identityRequest(values);
   for (int round = 0; round < 2; ++round) {
     ModelInferResponse response;
     ::grpc::Status s = infer(request, &response);
@@ -196,7 +198,7 @@ auth:
   }
   // The certificate a relayed call carries to grpc++ is the handshake's, never the client's
   // own metadata of that name.
-  const std::vector<std::pair<std::string, std::string>> forged = {
+  const Metadata forged = {
       {"infergate-peer-certificate-bin", readFile(pki_.cert("ops"))}};
   const auto anonymous = secureChannel();
   EXPECT_EQ(inferOn(anonymous, forged).error_code(), ::grpc::StatusCode::UNAUTHENTICATED);

@@ -72,6 +72,15 @@ inline inference::ModelInferRequest sleepRequest(int32_t ms, const std::string& 
   return r;
 }
 
+// identity_fp32 over `values`, shape [1, N]: answered with the same bytes.
+inline inference::ModelInferRequest identityRequest(const std::vector<float>& values, const std::string& id = "") {
+  inference::ModelInferRequest r;
+  r.set_model_name("identity_fp32");
+  r.set_id(id);
+  addInput(r, "INPUT0", "FP32", {1, static_cast<int64_t>(values.size())}, bytesOf(values));
+  return r;
+}
+
 // repeat_int32 (decoupled): one response per element of IN, then, with `empty_final`, an
 // empty final one.
 inline inference::ModelInferRequest repeatRequest(std::vector<int32_t> values, bool empty_final = true) {
