@@ -1,8 +1,9 @@
 #pragma once
 
-// Unary gRPC calls toward plaintext upstream endpoints on one worker's own libevent loop:
-// HTTP/2 (h2c, prior knowledge) through nghttp2, on non-blocking sockets, with no thread
-// between the worker and the socket.
+// Unary gRPC calls toward upstream endpoints on one worker's own libevent loop: HTTP/2
+// through nghttp2, on non-blocking sockets, in plaintext (h2c, prior knowledge) or TLS
+// (options.tls: tls::ClientSession, ALPN h2), with no thread between the worker and the
+// socket.
 //
 // Why it exists. grpc++'s callback API completes a call on one of grpc's threads, which
 // then posts to the worker: two thread wake-ups per call, and more once those threads went
@@ -11,9 +12,9 @@
 // for the HTTP hop driven by the loop). Fleet calls that name a worker's client
 // (GrpcCallOptions::on_loop) use it: every call of the HTTP frontend, and the gRPC
 // frontend's ModelInfer (posted once to the reactor's loop). The grpc++ client
-// (grpc_client.h) keeps TLS, host names, streams, the other RPCs and health probes.
+// (grpc_client.h) keeps host names, streams, the other RPCs and health probes.
 //
-//   serves(endpoint)     a plaintext IPv4/IPv6 literal or unix: path
+//   serves(endpoint)     an IPv4/IPv6 literal or unix: path
 //   unary(...)           one call; `done` runs once, on the loop thread, never inside
 //                        unary(); after cancel() it still runs, with CANCELLED
 //
@@ -21,8 +22,9 @@
 // the gateway's status directly (what toUpstreamStatus would make, naming the upstream and
 // endpoint; the upstream's own grpc-status and message pass through unchanged):
 //
-//   UNAVAILABLE, markNotSent   cannot connect (refused, timed out), or the upstream refused
-//                              the stream unread (REFUSED_STREAM, a GOAWAY before it)
+//   UNAVAILABLE, markNotSent   cannot connect (refused, timed out), the TLS handshake
+//                              failed or did not finish (its reason named), or the upstream
+//                              refused the stream unread (REFUSED_STREAM, a GOAWAY before it)
 //   UNAVAILABLE                the connection closed or reset before the answer; the
 //                              upstream reset the stream, or cancelled the call
 //   DEADLINE_EXCEEDED          options.deadline passed (sent upstream as grpc-timeout too)
@@ -38,8 +40,13 @@
 // ends, and the next call opens a fresh one. A call whose connection dies before any byte
 // of it reached the socket is sent once more on a new connection.
 //
+// TLS: the connection's first bytes start the handshake; what nghttp2 queued meanwhile
+// waits for the upstream's answer (the read pumps again), not for a writable socket. A
+// new connection to an endpoint resumes the session of the one before.
+//
 // Zero copy: the request's slices are handed to the socket as they are (DATA frames are
-// written as a 9-byte header plus references into the slices, NGHTTP2_DATA_FLAG_NO_COPY);
+// written as a 9-byte header plus references into the slices, NGHTTP2_DATA_FLAG_NO_COPY;
+// under TLS they are encrypted from where they lie);
 // the answer is received into one buffer of the message's size, which the ByteBuffer
 // given to `done` references.
 //
@@ -63,6 +70,7 @@
 #include "config/config.h"
 #include "gateway/http/event_loop.h"
 #include "gateway/upstream/grpc_client.h"
+#include "tls/client_session.h"
 
 namespace infergate::gateway::upstream {
 
@@ -78,6 +86,8 @@ struct GrpcLoopClientOptions {
   // than 5 minutes after the last as a strike.
   std::chrono::milliseconds keepalive_time{360000};
   std::chrono::milliseconds keepalive_timeout{20000};
+  // TLS toward the upstream (its `tls` settings, ALPN "h2"); null: plaintext (h2c).
+  std::shared_ptr<const tls::ClientContext> tls;
 };
 
 class GrpcLoopClient {

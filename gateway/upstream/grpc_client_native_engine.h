@@ -25,6 +25,7 @@
 #include "gateway/http/event_loop.h"
 #include "gateway/upstream/grpc_client_native.h"
 #include "gateway/upstream/socket_output.h"
+#include "tls/client_session.h"
 
 namespace infergate::gateway::upstream {
 namespace native_grpc_detail {
@@ -127,6 +128,10 @@ class GrpcLoopClient::Engine {
     nghttp2_session* session = nullptr;
     std::unordered_map<int32_t, std::shared_ptr<Call>> streams;
     SocketOutput out;
+    // TLS (options.tls): what reads and writes go through; null for plaintext.
+    std::unique_ptr<tls::ClientSession> tls;
+    bool tls_checked = false;       // the handshake's ALPN was checked
+    bool read_wants_write = false;  // a TLS read waits for the socket to take bytes
   };
 
   struct Ending {
@@ -151,6 +156,15 @@ class GrpcLoopClient::Engine {
   bool connected(Connection& c);  // false: `c` failed (gone)
   bool pump(Connection& c);  // lets nghttp2 serialize, then writes; false: `c` failed (gone)
   bool flush(Connection& c);  // false: the connection failed (dropped)
+  // Whether bytes wait to be written (queued, or taken by the TLS session).
+  static bool hasOutput(const Connection& c) {
+    return !c.out.empty() || (c.tls != nullptr && c.tls->hasBufferedOutput());
+  }
+  // Once the TLS handshake is done: whether the upstream agreed on HTTP/2. False: `c`
+  // failed (gone).
+  bool checkHandshake(Connection& c);
+  // Reads what the socket (and the TLS session) holds into nghttp2. False: `c` failed.
+  bool readInput(Connection& c);
   enum class Failure { kConnect, kClosed, kBroken };
   // Ends (or resends) every call on `c` and drops it; `why` is named per call.
   void fail(Connection& c, std::string_view why, Failure kind);

@@ -64,8 +64,10 @@ codecs::StatusOr<GrpcLoopClient::Engine::Connection*> GrpcLoopClient::Engine::op
   c.fd = fd;
   c.readable = event_new(loop_.base(), fd, EV_READ | EV_PERSIST, &Engine::onReadable, &c);
   c.writable = event_new(loop_.base(), fd, EV_WRITE | EV_PERSIST, &Engine::onWritable, &c);
+  if (options_.tls != nullptr) c.tls = std::make_unique<tls::ClientSession>(options_.tls, fd, call.address);
   connections_.emplace(&c, std::move(owned));
-  if (c.readable == nullptr || c.writable == nullptr || !startSession(c)) {
+  if (c.readable == nullptr || c.writable == nullptr || !startSession(c) ||
+      (c.tls != nullptr && !c.tls->error().empty())) {
     drop(c);
     return codecs::withOrigin(codecs::internalError("upstream '", options_.upstream_name, "' (", call.endpoint,
                                                     "): cannot set up a connection"),
@@ -136,8 +138,14 @@ bool GrpcLoopClient::Engine::pump(Connection& c) {
       return false;
     }
     if (!flush(c)) return false;
-    if (!c.out.empty()) {
-      event_add(c.writable, nullptr);
+    if (hasOutput(c)) {
+      // A TLS handshake that waits for the upstream's answer: the read brings it and
+      // pumps again (a writable socket would only spin).
+      if (c.tls != nullptr && c.tls->wantsReadable()) {
+        event_del(c.writable);
+      } else {
+        event_add(c.writable, nullptr);
+      }
       return true;
     }
     // Paused by the queue's cap (even before queueing anything, when the queue was full on
@@ -151,8 +159,33 @@ bool GrpcLoopClient::Engine::pump(Connection& c) {
 }
 
 bool GrpcLoopClient::Engine::flush(Connection& c) {
-  if (c.out.flush(c.fd)) return true;
-  fail(c, strCat("the connection failed: ", std::strerror(errno)), Failure::kClosed);
+  if (c.tls == nullptr) {
+    if (c.out.flush(c.fd)) return true;
+    fail(c, strCat("the connection failed: ", std::strerror(errno)), Failure::kClosed);
+    return false;
+  }
+  tls::ClientSession& session = *c.tls;
+  bool ok = c.out.flushWith([&session](const iovec* iov, int count) { return session.writev(iov, count); });
+  // Bytes the session took stay staged until the socket takes them.
+  if (ok && c.out.empty() && session.hasBufferedOutput() && session.writev(nullptr, 0) < 0) {
+    ok = errno == EAGAIN;
+  }
+  if (ok) return checkHandshake(c);
+  if (!session.handshakeDone()) {
+    fail(c, strCat("the TLS handshake failed: ", session.error()), Failure::kConnect);
+  } else {
+    fail(c, strCat("the connection failed: ", session.error().empty() ? std::strerror(errno) : session.error()),
+         Failure::kClosed);
+  }
+  return false;
+}
+
+bool GrpcLoopClient::Engine::checkHandshake(Connection& c) {
+  if (c.tls == nullptr || c.tls_checked || !c.tls->handshakeDone()) return true;
+  c.tls_checked = true;
+  const std::string alpn = c.tls->alpn();
+  if (alpn.empty() || alpn == "h2") return true;  // no ALPN at all: HTTP/2 is tried
+  fail(c, strCat("the upstream's TLS agreed on '", alpn, "', not HTTP/2 ('h2')"), Failure::kConnect);
   return false;
 }
 
@@ -208,6 +241,8 @@ void GrpcLoopClient::Engine::drop(Connection& c) {
   if (c.connect_timer != nullptr) event_free(c.connect_timer);
   if (c.keepalive_timer != nullptr) event_free(c.keepalive_timer);
   if (c.session != nullptr) nghttp2_session_del(c.session);
+  if (c.tls != nullptr) c.tls->shutdown();
+  c.tls.reset();
   if (c.fd >= 0) ::close(c.fd);
   auto it = by_key_.find(c.key);
   if (it != by_key_.end() && it->second == &c) by_key_.erase(it);
@@ -380,26 +415,56 @@ int GrpcLoopClient::Engine::onStreamClose(nghttp2_session*, int32_t stream_id, u
 void GrpcLoopClient::Engine::onReadable(evutil_socket_t, short, void* arg) {
   auto& c = *static_cast<Connection*>(arg);
   Engine& e = *c.engine;
-  for (int reads = 0; reads < 16; ++reads) {
-    const ssize_t n = ::recv(c.fd, e.read_buffer_.get(), kReadBufferBytes, 0);
-    if (n > 0) {
-      const ssize_t used = nghttp2_session_mem_recv(c.session, e.read_buffer_.get(), static_cast<size_t>(n));
-      if (used < 0) {
-        e.fail(c, nghttp2_strerror(static_cast<int>(used)), Failure::kBroken);
-        return e.deliver();
-      }
-      if (static_cast<size_t>(n) < kReadBufferBytes) break;
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    if (n < 0 && errno == EINTR) continue;
-    const std::string why = n == 0 ? std::string("the connection closed before the answer")
-                                   : strCat("the connection failed: ", std::strerror(errno));
-    e.fail(c, why, Failure::kClosed);
-    return e.deliver();
-  }
+  if (!e.readInput(c)) return e.deliver();
   if (e.pump(c)) e.maybeClose(c);  // WINDOW_UPDATE, SETTINGS ACK, RST_STREAM
   e.deliver();
+}
+
+bool GrpcLoopClient::Engine::readInput(Connection& c) {
+  // Up to 4 MiB per event, then the loop's other events get their turn: plaintext in
+  // reads of the whole buffer, TLS a record (16 KiB at most) per read.
+  size_t taken = 0;
+  while (taken < 16 * kReadBufferBytes) {
+    ssize_t n;
+    if (c.tls != nullptr) {
+      c.read_wants_write = false;
+      n = c.tls->read(read_buffer_.get(), kReadBufferBytes);
+    } else {
+      n = ::recv(c.fd, read_buffer_.get(), kReadBufferBytes, 0);
+    }
+    if (n > 0) {
+      taken += static_cast<size_t>(n);
+      const ssize_t used = nghttp2_session_mem_recv(c.session, read_buffer_.get(), static_cast<size_t>(n));
+      if (used < 0) {
+        fail(c, nghttp2_strerror(static_cast<int>(used)), Failure::kBroken);
+        return false;
+      }
+      if (c.tls == nullptr && static_cast<size_t>(n) < kReadBufferBytes) break;
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (c.tls != nullptr && c.tls->wantsWritable()) {
+        c.read_wants_write = true;  // onWritable reads again
+        event_add(c.writable, nullptr);
+      }
+      break;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (c.tls != nullptr && n < 0 && !c.tls->handshakeDone()) {
+      fail(c, strCat("the TLS handshake failed: ", c.tls->error()), Failure::kConnect);
+      return false;
+    }
+    const std::string why =
+        n == 0 ? std::string("the connection closed before the answer")
+               : strCat("the connection failed: ",
+                        c.tls != nullptr && !c.tls->error().empty() ? c.tls->error() : std::strerror(errno));
+    fail(c, why, Failure::kClosed);
+    return false;
+  }
+  // Whole records read ahead wait in the session, where the socket's readiness does not
+  // tell of them: this event runs again.
+  if (c.tls != nullptr && c.tls->hasBufferedInput()) event_active(c.readable, EV_READ, 0);
+  return checkHandshake(c);
 }
 
 void GrpcLoopClient::Engine::onWritable(evutil_socket_t, short, void* arg) {
@@ -415,9 +480,10 @@ void GrpcLoopClient::Engine::onWritable(evutil_socket_t, short, void* arg) {
       return e.deliver();
     }
     if (e.connected(c)) e.maybeClose(c);
-  } else if (e.pump(c)) {
-    e.maybeClose(c);
+    return e.deliver();
   }
+  if (c.read_wants_write && !e.readInput(c)) return e.deliver();
+  if (e.pump(c)) e.maybeClose(c);
   e.deliver();
 }
 
@@ -426,8 +492,11 @@ void GrpcLoopClient::Engine::onConnectTimeout(evutil_socket_t, short, void* arg)
   Engine& e = *c.engine;
   e.fail(c,
          c.connecting ? strCat("cannot connect within ", e.options_.connect_timeout.count(), " ms")
-                      : strCat("no HTTP/2 SETTINGS from the upstream within ",
-                               e.options_.connect_timeout.count(), " ms of connecting"),
+         : c.tls != nullptr && !c.tls->handshakeDone()
+             ? strCat("the TLS handshake did not finish within ", e.options_.connect_timeout.count(),
+                      " ms of connecting")
+             : strCat("no HTTP/2 SETTINGS from the upstream within ", e.options_.connect_timeout.count(),
+                      " ms of connecting"),
          Failure::kConnect);
   e.deliver();
 }

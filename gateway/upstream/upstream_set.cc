@@ -128,9 +128,18 @@ codecs::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::build(
         if (c.protocol == Upstream::Protocol::kGrpc) {
           if (same) {
             u->grpc_loop_ = before->grpc_loop_;
-          } else if (!u->tls_) {
+          } else {
             GrpcLoopClientOptions options;
             options.upstream_name = c.name;
+            if (u->tls_) {
+              codecs::StatusOr<std::shared_ptr<const tls::ClientContext>> context =
+                  tls::ClientContext::create(u->tls_, {"h2"});
+              if (!context.ok()) {
+                return codecs::invalidArgument(config::formatLocation(c.tls->where), ": upstream '", c.name,
+                                               "': ", codecs::messageOf(context.status()));
+              }
+              options.tls = *std::move(context);
+            }
             for (const config::HeaderValue& h : c.headers) options.headers.emplace_back(h.name, h.value);
             options.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
             for (size_t i = 0; i < pool.size(); ++i) {

@@ -55,7 +55,7 @@ class Upstream {
   const std::shared_ptr<UpstreamFleet>& fleet() const { return fleet_; }
   // kHttp only: the client of `loop` (a worker loop of the pool the set was built with).
   const std::shared_ptr<HttpUpstreamClient>& http(http::EventLoop& loop) const;
-  // kGrpc without `tls`: the worker's own client of `loop` (grpc_client_native.h), for
+  // kGrpc: the worker's own client of `loop` (grpc_client_native.h; TLS too), for
   // requests that arrived on that loop; null for any other upstream or thread's loop.
   std::shared_ptr<GrpcLoopClient> grpcOnLoop(http::EventLoop& loop) const;
   // kGrpc / kHttp with `tls`: its files as read when the set was built (null: plaintext).
