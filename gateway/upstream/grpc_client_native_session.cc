@@ -61,6 +61,10 @@ codecs::StatusOr<GrpcLoopClient::Engine::Connection*> GrpcLoopClient::Engine::op
   c.engine = this;
   c.key = call.key;
   c.authority = std::move(address.authority);
+  // As grpc's target name override: the name the certificate holds is the call's authority.
+  if (options_.tls != nullptr && !options_.tls->settings().config.server_name.empty()) {
+    c.authority = options_.tls->settings().config.server_name;
+  }
   c.fd = fd;
   c.readable = event_new(loop_.base(), fd, EV_READ | EV_PERSIST, &Engine::onReadable, &c);
   c.writable = event_new(loop_.base(), fd, EV_WRITE | EV_PERSIST, &Engine::onWritable, &c);
