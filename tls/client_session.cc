@@ -70,7 +70,9 @@ codecs::StatusOr<std::shared_ptr<const ClientContext>> ClientContext::create(
     return absl::InvalidArgumentError(strCat("upstream TLS: ", what, ": ", drainErrors("refused by OpenSSL")));
   };
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+  // An upstream that closes without close_notify ends the stream (a read answers 0) as
+  // over plaintext: HTTP's framing says whether the answer was whole.
+  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                             SSL_MODE_RELEASE_BUFFERS);
   SSL_CTX_set_read_ahead(ctx, 1);
@@ -152,8 +154,9 @@ SSL_SESSION* ClientContext::ticketFor(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = tickets_.find(key);
   if (it == tickets_.end() || SSL_SESSION_is_resumable(it->second) != 1) return nullptr;
-  SSL_SESSION_up_ref(it->second);
-  return it->second;
+  // A copy again: the connection that resumes it writes into its session (a resumed
+  // TLS 1.3 session is marked spent when a new ticket comes), on its own loop's thread.
+  return SSL_SESSION_dup(it->second);
 }
 
 ClientSession::ClientSession(std::shared_ptr<const ClientContext> context, int fd,

@@ -56,7 +56,7 @@ class ClientContext {
   friend class ClientSession;
   ClientContext(SSL_CTX* ctx, std::shared_ptr<const ClientTls> tls) : ctx_(ctx), tls_(std::move(tls)) {}
   static int onNewSession(SSL* ssl, SSL_SESSION* session);
-  // A reference to the ticket kept for `key` (the caller frees it), or null.
+  // A copy of the session kept for `key` (the caller frees it), or null.
   SSL_SESSION* ticketFor(const std::string& key) const;
 
   SSL_CTX* ctx_;

@@ -176,6 +176,18 @@ TEST_F(ClientSessionTest, ServerNameIsSentAndVerifiedInsteadOfTheAddress) {
   tls->config.server_name = "upstream.internal";
   Connection c(clientContext(tls), serverContext(), tcpEndpoint("10.0.0.9"));
   EXPECT_TRUE(c.exchange("ping", "pong")) << c.client().error();
+  EXPECT_EQ(c.server().serverName(), "upstream.internal");
+}
+
+TEST_F(ClientSessionTest, AHostNameIsSentAsSniAndAnIpAddressIsNot) {
+  auto tls = clientTls();
+  tls->config.insecure_skip_verify = true;  // the names are the point here, not the checks
+  Connection named(clientContext(tls), serverContext(), tcpEndpoint("upstream.internal"));
+  ASSERT_TRUE(named.exchange("ping", "pong")) << named.client().error();
+  EXPECT_EQ(named.server().serverName(), "upstream.internal");
+  Connection addressed(clientContext(tls), serverContext(), tcpEndpoint("127.0.0.1"));
+  ASSERT_TRUE(addressed.exchange("ping", "pong")) << addressed.client().error();
+  EXPECT_EQ(addressed.server().serverName(), "");
 }
 
 TEST_F(ClientSessionTest, ANameTheCertificateDoesNotHoldFailsTheHandshakeSayingSo) {
@@ -214,6 +226,8 @@ TEST_F(ClientSessionTest, ClientCertificateIsPresentedToAServerThatRequiresOne) 
   auto without = clientTls();
   Connection refused(clientContext(without), serverContext(ClientAuth::kRequire), tcpEndpoint("127.0.0.1"));
   EXPECT_FALSE(refused.exchange("ping", "pong"));
+  EXPECT_NE(refused.server().error().find("peer did not return a certificate"), std::string::npos)
+      << refused.server().error();
 
   auto with = clientTls();
   with->config.cert = pki_.cert("client");

@@ -95,7 +95,7 @@ ssize_t Session::failure(const char* during, bool writing) {
       error_ = codecs::strCat(during, ": ", drainErrors(errno ? std::strerror(errno) : "I/O error"));
       errno = EIO;
       return -1;
-    default:
+    default: {
       want_ = Want::kNone;
       // OpenSSL recognises an HTTP request line in the first bytes of a server's connection.
       if (SSL_is_server(ssl_) == 1 && ERR_GET_REASON(ERR_peek_error()) == SSL_R_HTTP_REQUEST) {
@@ -103,14 +103,16 @@ ssize_t Session::failure(const char* during, bool writing) {
         // Best effort, one non-blocking try: the connection is closed right after.
         (void)::send(SSL_get_fd(ssl_), answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       }
+      const bool verify_failed = ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_CERTIFICATE_VERIFY_FAILED;
       error_ = codecs::strCat(during, ": ", drainErrors("TLS failure"));
       // What the certificate check said ("hostname mismatch"), which the error queue
       // only calls "certificate verify failed".
-      if (const long verify = SSL_get_verify_result(ssl_); verify != X509_V_OK) {
+      if (const long verify = SSL_get_verify_result(ssl_); verify_failed && verify != X509_V_OK) {
         error_ = codecs::strCat(error_, " (", X509_verify_cert_error_string(verify), mismatchedName(ssl_, verify), ")");
       }
       errno = EPROTO;
       return -1;
+    }
   }
 }
 
@@ -202,7 +204,9 @@ bool Session::hasBufferedInput() const {
   // Read-ahead bytes not yet decrypted: after a read that wanted more they are only part of
   // a record, and the socket tells when the rest arrives (calling this true then would
   // spin the loop until it does).
-  return want_ != Want::kRead && SSL_has_pending(ssl_) == 1;
+  // Nor while the session waits to write (a read that must answer first): reading again
+  // before the socket takes those bytes gets nowhere.
+  return want_ == Want::kNone && SSL_has_pending(ssl_) == 1;
 }
 
 void Session::shutdown() {
@@ -214,6 +218,12 @@ void Session::shutdown() {
 
 std::string Session::protocol() const {
   return ssl_ != nullptr ? SSL_get_version(ssl_) : "";
+}
+
+std::string Session::serverName() const {
+  if (ssl_ == nullptr) return {};
+  const char* name = SSL_get_servername(ssl_, TLSEXT_NAMETYPE_host_name);
+  return name != nullptr ? name : "";
 }
 
 std::string Session::alpn() const {

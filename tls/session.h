@@ -52,6 +52,8 @@ class Session {
   // The negotiated protocol ("TLSv1.3") and ALPN ("" when none).
   std::string protocol() const;
   std::string alpn() const;
+  // The host name the client sent (SNI); "" when none.
+  std::string serverName() const;
   // Whether the handshake resumed an earlier session (no certificate exchanged).
   bool resumed() const { return ssl_ != nullptr && SSL_session_reused(ssl_) == 1; }
 

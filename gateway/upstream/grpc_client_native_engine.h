@@ -130,7 +130,9 @@ class GrpcLoopClient::Engine {
     SocketOutput out;
     // TLS (options.tls): what reads and writes go through; null for plaintext.
     std::unique_ptr<tls::ClientSession> tls;
-    bool tls_checked = false;       // the handshake's ALPN was checked
+    // The handshake completed once (latched: OpenSSL reports a session that failed later
+    // as not finished again), and its ALPN was checked.
+    bool tls_established = false;
     bool read_wants_write = false;  // a TLS read waits for the socket to take bytes
   };
 
@@ -160,9 +162,11 @@ class GrpcLoopClient::Engine {
   static bool hasOutput(const Connection& c) {
     return !c.out.empty() || (c.tls != nullptr && c.tls->hasBufferedOutput());
   }
-  // Once the TLS handshake is done: whether the upstream agreed on HTTP/2. False: `c`
-  // failed (gone).
+  // Latches the TLS handshake's end and checks that the upstream agreed on HTTP/2. False:
+  // `c` failed (gone).
   bool checkHandshake(Connection& c);
+  // Whether `c` is still opening: TCP, TLS, no SETTINGS seen yet.
+  static bool handshaking(const Connection& c) { return c.tls != nullptr && !c.tls_established; }
   // Reads what the socket (and the TLS session) holds into nghttp2. False: `c` failed.
   bool readInput(Connection& c);
   enum class Failure { kConnect, kClosed, kBroken };

@@ -145,7 +145,7 @@ bool GrpcLoopClient::Engine::pump(Connection& c) {
     if (hasOutput(c)) {
       // A TLS handshake that waits for the upstream's answer: the read brings it and
       // pumps again (a writable socket would only spin).
-      if (c.tls != nullptr && c.tls->wantsReadable()) {
+      if (c.tls != nullptr && c.tls->wantsReadable() && !c.read_wants_write) {
         event_del(c.writable);
       } else {
         event_add(c.writable, nullptr);
@@ -158,7 +158,7 @@ bool GrpcLoopClient::Engine::pump(Connection& c) {
     // read brings, and the read pumps again).
     if (!c.paused || !nghttp2_session_want_write(c.session)) break;
   }
-  event_del(c.writable);
+  if (!c.read_wants_write) event_del(c.writable);
   return true;
 }
 
@@ -175,7 +175,7 @@ bool GrpcLoopClient::Engine::flush(Connection& c) {
     ok = errno == EAGAIN;
   }
   if (ok) return checkHandshake(c);
-  if (!session.handshakeDone()) {
+  if (handshaking(c)) {
     fail(c, strCat("the TLS handshake failed: ", session.error()), Failure::kConnect);
   } else {
     fail(c, strCat("the connection failed: ", session.error().empty() ? std::strerror(errno) : session.error()),
@@ -185,8 +185,8 @@ bool GrpcLoopClient::Engine::flush(Connection& c) {
 }
 
 bool GrpcLoopClient::Engine::checkHandshake(Connection& c) {
-  if (c.tls == nullptr || c.tls_checked || !c.tls->handshakeDone()) return true;
-  c.tls_checked = true;
+  if (c.tls == nullptr || c.tls_established || !c.tls->handshakeDone()) return true;
+  c.tls_established = true;
   const std::string alpn = c.tls->alpn();
   if (alpn.empty() || alpn == "h2") return true;  // no ALPN at all: HTTP/2 is tried
   fail(c, strCat("the upstream's TLS agreed on '", alpn, "', not HTTP/2 ('h2')"), Failure::kConnect);
@@ -198,7 +198,8 @@ void GrpcLoopClient::Engine::fail(Connection& c, std::string_view why_text, Fail
   const bool connect_failed = kind == Failure::kConnect;
   std::unordered_map<int32_t, std::shared_ptr<Call>> streams = std::move(c.streams);
   c.streams.clear();
-  const uint64_t written = c.out.written();
+  // Bytes a TLS session took before its handshake ended reached no upstream.
+  const uint64_t written = handshaking(c) ? 0 : c.out.written();
   drop(c);
   std::vector<Connection*> resent_on;
   for (auto& [id, call] : streams) {
@@ -454,8 +455,10 @@ bool GrpcLoopClient::Engine::readInput(Connection& c) {
       break;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (c.tls != nullptr && n < 0 && !c.tls->handshakeDone()) {
-      fail(c, strCat("the TLS handshake failed: ", c.tls->error()), Failure::kConnect);
+    if (n <= 0 && handshaking(c) && !c.tls->handshakeDone()) {
+      // A close or a reset during the handshake reads as the end of the stream.
+      fail(c, strCat("the TLS handshake failed: ", n < 0 ? c.tls->error() : "the upstream closed the connection"),
+           Failure::kConnect);
       return false;
     }
     const std::string why =
@@ -496,7 +499,7 @@ void GrpcLoopClient::Engine::onConnectTimeout(evutil_socket_t, short, void* arg)
   Engine& e = *c.engine;
   e.fail(c,
          c.connecting ? strCat("cannot connect within ", e.options_.connect_timeout.count(), " ms")
-         : c.tls != nullptr && !c.tls->handshakeDone()
+         : handshaking(c)
              ? strCat("the TLS handshake did not finish within ", e.options_.connect_timeout.count(),
                       " ms of connecting")
              : strCat("no HTTP/2 SETTINGS from the upstream within ", e.options_.connect_timeout.count(),

@@ -5,7 +5,9 @@
 // made at test time (tls/testing/test_certs.h). The handshake's outcome is what is
 // checked, the same for both clients: verified by CA and name, server_name, mTLS,
 // insecure_skip_verify, unix sockets; then what only one of them does (a client whose
-// files no longer load; the native client's timeouts, plaintext peers and session reuse).
+// files no longer load; the native client's failed and unanswered handshakes, which reach
+// no upstream, an upstream gone mid-call, a plaintext upstream). Session resumption is
+// tls/client_session_test.cc's.
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -14,7 +16,9 @@
 
 #include <csignal>
 
+#include <functional>
 #include <future>
+#include <thread>
 
 #include "codecs/grpc_byte_buffer.h"
 #include "gateway/frontends/grpc_frontend.h"
@@ -22,6 +26,7 @@
 #include "gateway/upstream/grpc_client.h"
 #include "gateway/upstream/grpc_client_native.h"
 #include "gateway/upstream/grpc_test_messages.h"
+#include "gateway/upstream/upstream_status.h"
 #include "gateway/upstream/upstream_test_servers.h"
 #include "grpc_service.grpc.pb.h"
 #include "tls/client_session.h"
@@ -69,11 +74,15 @@ class NativeTlsClient {
     loop_.run([&] { client_.reset(); });
   }
 
-  // One call of `method` to `endpoint`; its status and answer.
-  std::pair<grpc::Status, grpc::ByteBuffer> call(const config::ListenAddress& endpoint, std::string_view method,
-                                                 const grpc::ByteBuffer& request) {
+  struct Answer {
+    grpc::Status status;
+    grpc::ByteBuffer message;
+    bool not_sent = false;  // markNotSent: the fleet may send it to another endpoint
+  };
+  // One call of `method` to `endpoint`; `started` runs on the test's thread once it is.
+  Answer call(const config::ListenAddress& endpoint, std::string_view method, const grpc::ByteBuffer& request,
+              const std::function<void()>& started = {}) {
     if (client_ == nullptr) return {grpc::Status(grpc::StatusCode::INTERNAL, "test: no client"), {}};
-    using Answer = std::pair<grpc::Status, grpc::ByteBuffer>;
     auto promise = std::make_shared<std::promise<Answer>>();
     auto answer = promise->get_future();
     GrpcCallOptions options;
@@ -81,9 +90,10 @@ class NativeTlsClient {
     loop_.run([&] {
       client_->unary(endpoint, method, request, options,
                      [promise](codecs::Status status, codecs::MovableByteBuffer message) {
-                       promise->set_value(Answer{asGrpc(status), std::move(message)});
+                       promise->set_value(Answer{asGrpc(status), std::move(message), wasNotSent(status)});
                      });
     });
+    if (started) started();
     if (answer.wait_for(kWait) != std::future_status::ready) {
       return {grpc::Status(grpc::StatusCode::INTERNAL, "test: no answer within 30 s"), {}};
     }
@@ -156,7 +166,7 @@ class GrpcClientTlsTest : public ::testing::Test {
   static grpc::Status ready(const config::UpstreamConfig& c, Engine engine = Engine::kGrpcpp) {
     if (engine == Engine::kNative) {
       NativeTlsClient client(c);
-      return client.call(c.endpoints[0], kServerReady, testing::serialized(inference::ServerReadyRequest())).first;
+      return client.call(c.endpoints[0], kServerReady, testing::serialized(inference::ServerReadyRequest())).status;
     }
     GrpcUpstreamClient client(c);
     auto promise = std::make_shared<std::promise<grpc::Status>>();
@@ -280,13 +290,17 @@ TEST_F(GrpcClientTlsTest, NativeSaysWhyTheHandshakeFailed) {
   t.server_name = "elsewhere.internal";
   const config::UpstreamConfig c = upstreamWith(t);
   NativeTlsClient client(c);
-  auto [status, answer] = client.call(c.endpoints[0], kServerReady, testing::serialized(inference::ServerReadyRequest()));
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_NE(status.error_message().find("is unavailable: the TLS handshake failed: handshake: "),
+  const auto a = client.call(c.endpoints[0], kServerReady, testing::serialized(inference::ServerReadyRequest()));
+  EXPECT_EQ(a.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(a.status.error_message().find("is unavailable: the TLS handshake failed: handshake: "),
             std::string::npos)
-      << status.error_message();
-  EXPECT_NE(status.error_message().find("certificate verify failed (hostname mismatch: the certificate is not for elsewhere.internal)"), std::string::npos)
-      << status.error_message();
+      << a.status.error_message();
+  EXPECT_NE(a.status.error_message().find(
+                "certificate verify failed (hostname mismatch: the certificate is not for elsewhere.internal)"),
+            std::string::npos)
+      << a.status.error_message();
+  // The request went no further than the session: another endpoint may take it.
+  EXPECT_TRUE(a.not_sent);
 }
 
 TEST_F(GrpcClientTlsTest, NativeCarriesSixteenMebibytesEachWayToTheNativeServer) {
@@ -307,9 +321,9 @@ TEST_F(GrpcClientTlsTest, NativeCarriesSixteenMebibytesEachWayToTheNativeServer)
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 1000003) * 0.25f;
   const inference::ModelInferRequest request = testing::messages::identityRequest(values);
   for (int round = 0; round < 2; ++round) {  // the second on the same connection
-    auto [status, answer] = client.call(c.endpoints[0], kModelInfer, testing::serialized(request));
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    const auto response = testing::messages::parsed<inference::ModelInferResponse>(answer);
+    const auto a = client.call(c.endpoints[0], kModelInfer, testing::serialized(request));
+    ASSERT_TRUE(a.status.ok()) << a.status.error_message();
+    const auto response = testing::messages::parsed<inference::ModelInferResponse>(a.message);
     ASSERT_EQ(response.raw_output_contents_size(), 1);
     EXPECT_TRUE(response.raw_output_contents(0) == request.raw_input_contents(0));
   }
@@ -322,20 +336,39 @@ TEST_F(GrpcClientTlsTest, NativeBoundsAHandshakeThePeerNeverAnswers) {
   c.endpoints = {testing::messages::tcp(listener.port())};
   c.tls = trusting();
   NativeTlsClient client(c, std::chrono::milliseconds(200));
-  auto [status, answer] = client.call(c.endpoints[0], kServerReady, testing::serialized(inference::ServerReadyRequest()));
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_TRUE(status.error_message().ends_with("the TLS handshake did not finish within 200 ms of connecting"))
-      << status.error_message();
+  const auto a = client.call(c.endpoints[0], kServerReady, testing::serialized(inference::ServerReadyRequest()));
+  EXPECT_EQ(a.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(a.status.error_message().ends_with("the TLS handshake did not finish within 200 ms of connecting"))
+      << a.status.error_message();
+  EXPECT_TRUE(a.not_sent);
 }
 
 TEST_F(GrpcClientTlsTest, NativeNeverFallsBackToPlaintextWithAPlaintextUpstream) {
   upstream_ = std::make_unique<GrpcTestUpstream>();  // h2c only
   const config::UpstreamConfig c = upstreamWith(trusting());
   NativeTlsClient client(c);
-  auto [status, answer] = client.call(c.endpoints[0], kModelInfer, testing::serialized(testing::messages::simpleRequest()));
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_NE(status.error_message().find("the TLS handshake failed"), std::string::npos) << status.error_message();
+  const auto a = client.call(c.endpoints[0], kModelInfer, testing::serialized(testing::messages::simpleRequest()));
+  EXPECT_EQ(a.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(a.status.error_message().find("the TLS handshake failed"), std::string::npos) << a.status.error_message();
+  EXPECT_TRUE(a.not_sent);
   EXPECT_EQ(upstream_->inferences("simple"), 0u);  // nothing went through in plaintext
+}
+
+TEST_F(GrpcClientTlsTest, NativeTellsAnUpstreamGoneMidCallFromAFailedHandshake) {
+  serve();
+  const config::UpstreamConfig c = upstreamWith(trusting());
+  NativeTlsClient client(c);
+  ASSERT_TRUE(client.call(c.endpoints[0], kServerReady, testing::serialized(inference::ServerReadyRequest()))
+                  .status.ok());
+  // On the established connection: a call the upstream takes, then the upstream goes.
+  const auto a = client.call(c.endpoints[0], kModelInfer, testing::serialized(testing::messages::sleepRequest(3000)),
+                             [&] {
+                               std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                               upstream_.reset();
+                             });
+  EXPECT_EQ(a.status.error_code(), grpc::StatusCode::UNAVAILABLE) << a.status.error_message();
+  EXPECT_EQ(a.status.error_message().find("handshake"), std::string::npos) << a.status.error_message();
+  EXPECT_FALSE(a.not_sent);  // the upstream had it
 }
 
 }  // namespace
