@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# What TLS toward a gRPC upstream costs the gateway, and what its own client saves over
-# grpc++'s (bench/README.md, "TLS toward upstreams"), in one command.
+# What TLS toward an upstream costs the gateway, and what its own clients save over
+# grpc++'s and libcurl's (bench/README.md, "TLS toward upstreams"), in one command.
 #
 # Makes a self-signed certificate (openssl) and starts, on loopback: U_plain and U_tls,
-# infergate serving the builtin `simple` model (2 workers), U_tls with TLS on its gRPC
-# listener (the gateway's own HTTP/2 server); G, infergate (2 workers) with three gRPC
-# upstreams chosen by a request header:
-#   plain    127.0.0.1:<U_plain>, plaintext: the gateway's own client (h2c)
-#   native   127.0.0.1:<U_tls>, tls: { ca }: the gateway's own client over TLS
-#   grpcpp   localhost:<U_tls>, tls: { ca }: a host-name endpoint, which grpc++ carries
+# infergate serving the builtin `simple` model (2 workers), U_tls with TLS on both
+# listeners; G, infergate (2 workers) with six upstreams chosen by a request header:
+#   plain         gRPC, 127.0.0.1:<U_plain>, plaintext: the gateway's own client (h2c)
+#   native        gRPC, 127.0.0.1:<U_tls>, tls: { ca }: the gateway's own client over TLS
+#   grpcpp        gRPC, localhost:<U_tls>, tls: { ca }: a host name, which grpc++ carries
+#   http_plain    HTTP, 127.0.0.1:<U_plain>: the gateway's own HTTP/1.1 client
+#   http_native   HTTP, 127.0.0.1:<U_tls>, tls: { ca }: the same over TLS
+#   http_libcurl  HTTP, localhost:<U_tls>, tls: { ca }: a host name, which libcurl carries
 # One client (bench/loadgen) sends the `simple` JSON request over HTTP to G at 64 and 1
 # requests in flight, the three cases interleaved in rounds (the order rotating). Each run
 # records throughput, p50 and G's CPU time per request (/proc/PID/stat).
 # Writes bench/results/<date>/upstream_tls.csv and upstream_tls.md: per case the medians
-# over rounds, and native / plain, grpcpp / plain, native / grpcpp computed pair by pair
+# over rounds, and TLS / plaintext and own client / library client computed pair by pair
 # within a round. No target: the security issue's TLS target is the listeners'
 # (tls_cost.sh). Exit status 2 on a setup error.
 #
@@ -63,7 +65,7 @@ cleanup() {
   if [[ $status -ne 0 ]]; then
     echo "upstream_tls.sh: failed ($status); logs kept in $SCRATCH" >&2
   else
-    rm -rf "$SCRATCH"
+    [[ -n ${KEEP_SCRATCH:-} ]] || rm -rf "$SCRATCH"
   fi
 }
 trap cleanup EXIT
@@ -74,11 +76,12 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
   -subj "/CN=localhost" -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
   -keyout "$SCRATCH/server.key" -out "$SCRATCH/server.pem" 2>/dev/null
 
-# $1 name, $2 the gRPC listener's extra keys, $3 upstreams and routes. Sets STARTED_PID.
+# $1 name, $2 the gRPC listener's extra keys, $3 upstreams and routes, $4 the HTTP
+# listener's extra keys. Sets STARTED_PID.
 start() {
   cat >"$SCRATCH/$1.yaml" <<EOF
 listeners:
-  http:    { address: "127.0.0.1:0" }
+  http:    { address: "127.0.0.1:0" ${4:-} }
   grpc:    { address: "127.0.0.1:0" $2 }
   metrics: { address: "127.0.0.1:0" }
 workers: 2
@@ -101,29 +104,38 @@ port_of() {  # $1 name, $2 listener
 BUILTIN='upstreams: [{ name: demo, protocol: builtin }]
 routes: [{ match: { model: "*" }, upstream: demo }]'
 start U_plain "" "$BUILTIN"
-start U_tls ", tls: { cert: \"$SCRATCH/server.pem\", key: \"$SCRATCH/server.key\" }" "$BUILTIN"
+TLS_KEYS=", tls: { cert: \"$SCRATCH/server.pem\", key: \"$SCRATCH/server.key\" }"
+start U_tls "$TLS_KEYS" "$BUILTIN" "$TLS_KEYS"
 CA="ca: \"$SCRATCH/server.pem\""
 start G "" "upstreams:
   - { name: plain, protocol: grpc, endpoints: [\"127.0.0.1:$(port_of U_plain grpc)\"] }
   - { name: native, protocol: grpc, endpoints: [\"127.0.0.1:$(port_of U_tls grpc)\"], tls: { $CA } }
   - { name: grpcpp, protocol: grpc, endpoints: [\"localhost:$(port_of U_tls grpc)\"], tls: { $CA } }
+  - { name: http_plain, protocol: http, endpoints: [\"127.0.0.1:$(port_of U_plain http)\"] }
+  - { name: http_native, protocol: http, endpoints: [\"127.0.0.1:$(port_of U_tls http)\"], tls: { $CA } }
+  - { name: http_libcurl, protocol: http, endpoints: [\"localhost:$(port_of U_tls http)\"], tls: { $CA } }
 routes:
   - { match: { model: \"*\", headers: { x-bench-path: plain } }, upstream: plain }
   - { match: { model: \"*\", headers: { x-bench-path: native } }, upstream: native }
-  - { match: { model: \"*\", headers: { x-bench-path: grpcpp } }, upstream: grpcpp }"
+  - { match: { model: \"*\", headers: { x-bench-path: grpcpp } }, upstream: grpcpp }
+  - { match: { model: \"*\", headers: { x-bench-path: http_plain } }, upstream: http_plain }
+  - { match: { model: \"*\", headers: { x-bench-path: http_native } }, upstream: http_native }
+  - { match: { model: \"*\", headers: { x-bench-path: http_libcurl } }, upstream: http_libcurl }"
 G_PID=$STARTED_PID
 G_URL="http://127.0.0.1:$(port_of G http)"
 
 "$LOADGEN" "$G_URL" --model simple --dump-request "$SCRATCH/simple.json"
 # Every path answers, and the same bytes.
-for path in plain native grpcpp; do
+PATHS=(plain native grpcpp http_plain http_native http_libcurl)
+for path in "${PATHS[@]}"; do
   curl -sf -X POST -H "x-bench-path: $path" --data-binary "@$SCRATCH/simple.json" \
     "$G_URL/v2/models/simple/infer" >"$SCRATCH/answer_$path.json" ||
     { echo "upstream_tls.sh: the $path path does not answer" >&2; cat "$SCRATCH/G.err" >&2; exit 2; }
 done
-cmp -s "$SCRATCH/answer_plain.json" "$SCRATCH/answer_native.json" &&
-  cmp -s "$SCRATCH/answer_plain.json" "$SCRATCH/answer_grpcpp.json" ||
-  { echo "upstream_tls.sh: the paths answer differently" >&2; exit 2; }
+for path in "${PATHS[@]}"; do
+  cmp -s "$SCRATCH/answer_plain.json" "$SCRATCH/answer_$path.json" ||
+    { echo "upstream_tls.sh: the $path path answers differently" >&2; exit 2; }
+done
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
@@ -144,7 +156,6 @@ print(",".join(str(x) for x in [sys.argv[2], sys.argv[3], sys.argv[4], r["rps"],
       r["p99_us"], r["errors"], round(cpu_us, 2)]))' "$json" "$1" "$2" "$3" "$ticks" >>"$CSV"
 }
 
-PATHS=(plain native grpcpp)
 echo "$ROUNDS rounds x 2 concurrencies x ${#PATHS[@]} paths, ${WARMUP}+${DURATION} s each" >&2
 for round in $(seq "$ROUNDS"); do
   for conc in 64 1; do
@@ -158,17 +169,19 @@ python3 - "$CSV" "$OUT/upstream_tls.md" "$ROUNDS" "$DURATION" <<'EOF'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 med = statistics.median
-lines = ["# TLS toward a gRPC upstream: the gateway's own client and grpc++'s", "",
+lines = ["# TLS toward an upstream: the gateway's own clients and the libraries'", "",
          "`bench/upstream_tls.sh`: %s rounds of %s s runs, HTTP JSON `simple` requests to G, "
-         "transcoded to gRPC; medians over rounds, ratios pair by pair within a round "
-         "(min-max). CPU: G's user+sys time per request." % (sys.argv[3], sys.argv[4]), "",
+         "transcoded to gRPC or passed through to HTTP; medians over rounds, ratios pair by pair "
+         "within a round (min-max). CPU: G's user+sys time per request." % (sys.argv[3], sys.argv[4]), "",
          "| c | path | req/s | p50 us | p99 us | G CPU us/req | errors |", "|---|---|---|---|---|---|---|"]
 by = {}
 for r in rows:
     by.setdefault((int(r["concurrency"]), r["path"]), []).append(r)
-names = {"plain": "plaintext (own client)", "native": "TLS, own client", "grpcpp": "TLS, grpc++"}
+names = {"plain": "gRPC, plaintext (own client)", "native": "gRPC, TLS, own client",
+         "grpcpp": "gRPC, TLS, grpc++", "http_plain": "HTTP, plaintext (own client)",
+         "http_native": "HTTP, TLS, own client", "http_libcurl": "HTTP, TLS, libcurl"}
 for c in (64, 1):
-    for p in ("plain", "native", "grpcpp"):
+    for p in names:
         sel = by.get((c, p), [])
         if not sel:
             continue
@@ -187,7 +200,9 @@ def ratio(c, a, b, key):
             vals.append(float(x[0][key]) / float(y[0][key]))
     return "%.2f (%.2f-%.2f)" % (med(vals), min(vals), max(vals)) if vals else "-"
 for c in (64, 1):
-    for a, b in (("native", "plain"), ("grpcpp", "plain"), ("native", "grpcpp")):
+    for a, b in (("native", "plain"), ("grpcpp", "plain"), ("native", "grpcpp"),
+                 ("http_native", "http_plain"), ("http_libcurl", "http_plain"),
+                 ("http_native", "http_libcurl")):
         lines.append("| %d | %s / %s | %s | %s | %s |" % (c, a, b, ratio(c, a, b, "rps"),
                      ratio(c, a, b, "p50_us"), ratio(c, a, b, "gateway_cpu_us")))
 errors = sum(int(r["errors"]) for r in rows)

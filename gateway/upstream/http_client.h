@@ -5,10 +5,12 @@
 // connections alive and reuses them (up to `max_connections` per endpoint). Two engines
 // behind the one interface, chosen per endpoint:
 //
-//   native   plaintext to an IP literal or a unix: path (http_client_native.h): the
-//            gateway's own HTTP/1.1 on non-blocking sockets, for the per-request cost
-//   libcurl  TLS, and endpoints named by host name (its resolver runs off the loop):
-//            libcurl's multi interface (CURLMOPT_SOCKETFUNCTION / TIMERFUNCTION)
+//   native   an IP literal or a unix: path (http_client_native.h), plaintext or TLS
+//            (tls::ClientSession): the gateway's own HTTP/1.1 on non-blocking sockets,
+//            for the per-request cost
+//   libcurl  endpoints named by host name (its resolver runs off the loop), and TLS
+//            without a context: libcurl's multi interface (CURLMOPT_SOCKETFUNCTION /
+//            TIMERFUNCTION)
 //
 // Both meet everything below, message texts included; the client tests run against both.
 //
@@ -28,7 +30,10 @@
 // TLS (options.tls): https to every endpoint, unix: ones included; the certificate's chain
 // and name are verified (server_name, or the endpoint's host) unless told otherwise;
 // TLS 1.2 at least; keep-alive connections are reused as over plaintext, and a new
-// connection resumes an earlier one's TLS session (http_client_tls.h).
+// connection resumes an earlier one's TLS session (http_client_tls.h for libcurl,
+// tls/client_session.h for the native engine). A TLS failure's text differs by engine:
+// libcurl's "the upstream's TLS certificate was not accepted (SSL: ...)", the native
+// "the TLS handshake failed: handshake: ...certificate verify failed (...)".
 //
 // Errors (on_complete's status, naming the upstream and endpoint):
 //   UNAVAILABLE        connection refused / reset / closed before a full response,
@@ -62,6 +67,7 @@
 #include "config/config.h"
 #include "gateway/http/event_loop.h"
 #include "gateway/http/http_message.h"
+#include "tls/client_session.h"
 
 namespace infergate::gateway::upstream {
 
@@ -108,11 +114,14 @@ struct HttpClientTls {
   std::string cert_pem;  // client certificate chain (mTLS); "" = none
   std::string key_pem;   // its key
   bool verify = true;    // false only for insecure_skip_verify: no chain, no name check
+  // The same settings as an OpenSSL context (ALPN http/1.1), for the native engine; null:
+  // libcurl carries every TLS endpoint.
+  std::shared_ptr<const tls::ClientContext> context;
 };
 
 // Which engine serves an endpoint (see the top of this file).
 enum class HttpClientEngine {
-  kAuto,     // native where it can, libcurl for TLS and host names
+  kAuto,     // native where it can, libcurl for host names (and TLS without a context)
   kLibcurl,  // libcurl for every endpoint (the fallback, and how its tests reach it)
 };
 

@@ -1,4 +1,4 @@
-// NativeHttpClient: HTTP/1.1 to plaintext endpoints on one libevent loop.
+// NativeHttpClient: HTTP/1.1 to IP and unix endpoints, plaintext or TLS, on one libevent loop.
 //
 //   send() --> Call --> Pool (one per endpoint)
 //                         idle connection?  --> attach: write the request
@@ -146,7 +146,14 @@ NativeHttpClient::Engine::Pool* NativeHttpClient::Engine::poolFor(
   }
   auto pool = std::make_unique<Pool>();
   pool->key = key;
+  pool->endpoint = endpoint;
   pool->address = std::move(*address);
+  if (options_.tls && !options_.tls->server_name.empty()) {
+    // As libcurl's https://SERVER_NAME:PORT: the name the certificate holds is the Host.
+    pool->address.authority = endpoint.kind == config::ListenAddress::Kind::kUnix
+                                  ? options_.tls->server_name
+                                  : strCat(options_.tls->server_name, ":", endpoint.port);
+  }
   return pools_.emplace(std::move(key), std::move(pool)).first->second.get();
 }
 
@@ -222,15 +229,24 @@ void NativeHttpClient::Engine::open(Pool& pool, std::shared_ptr<Call> call) {
   c.fd = fd;
   c.readable = event_new(loop_.base(), fd, EV_READ | EV_PERSIST, &Engine::onReadable, &c);
   c.writable = event_new(loop_.base(), fd, EV_WRITE | EV_PERSIST, &Engine::onWritable, &c);
+  if (options_.tls && options_.tls->context) {
+    c.tls = std::make_unique<tls::ClientSession>(options_.tls->context, fd, pool.endpoint);
+  }
   connections_.emplace(&c, std::move(owned));
   ++pool.open;
   c.call = call;
   call->connection = &c;
-  if (c.readable == nullptr || c.writable == nullptr) {
+  if (c.readable == nullptr || c.writable == nullptr || (c.tls != nullptr && !c.tls->error().empty())) {
     dropConnection(c);
     finish(*call, codecs::withOrigin(codecs::internalError(prefix(*call), "cannot watch a socket"),
                                      codecs::ErrorOrigin::kInternal));
     return;
+  }
+  // Bounds the connect and, under TLS, the handshake too (established() ends it).
+  c.connect_timer = evtimer_new(loop_.base(), &Engine::onConnectTimeout, &c);
+  if (c.connect_timer != nullptr) {
+    timeval tv = toTimeval(options_.connect_timeout);
+    evtimer_add(c.connect_timer, &tv);
   }
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&pool.address.storage), pool.address.length) == 0) {
     connected(c);
@@ -244,17 +260,12 @@ void NativeHttpClient::Engine::open(Pool& pool, std::shared_ptr<Call> call) {
   }
   c.connecting = true;
   event_add(c.writable, nullptr);
-  c.connect_timer = evtimer_new(loop_.base(), &Engine::onConnectTimeout, &c);
-  if (c.connect_timer != nullptr) {
-    timeval tv = toTimeval(options_.connect_timeout);
-    evtimer_add(c.connect_timer, &tv);
-  }
 }
 
 void NativeHttpClient::Engine::connected(Connection& c) {
   c.connecting = false;
   event_del(c.writable);
-  if (c.connect_timer != nullptr) {
+  if (c.tls == nullptr && c.connect_timer != nullptr) {
     event_free(c.connect_timer);
     c.connect_timer = nullptr;
   }
@@ -298,23 +309,74 @@ void NativeHttpClient::Engine::writeSome(Connection& c) {
         skip = 0;
       }
     }
-    msghdr message{};
-    message.msg_iov = iov;
-    message.msg_iovlen = static_cast<size_t>(count);
-    ssize_t n = ::sendmsg(c.fd, &message, MSG_NOSIGNAL);
+    ssize_t n;
+    if (c.tls != nullptr) {
+      n = c.tls->writev(iov, count);
+    } else {
+      msghdr message{};
+      message.msg_iov = iov;
+      message.msg_iovlen = static_cast<size_t>(count);
+      n = ::sendmsg(c.fd, &message, MSG_NOSIGNAL);
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        event_add(c.writable, nullptr);
-        return;
-      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (c.tls != nullptr && !c.established) return handshakeFailed(c, c.tls->error());
       broken(c, errno, /*sending=*/true);
       return;
     }
     call.sent += static_cast<size_t>(n);
-    call.body_taken = true;
+    // Bytes a TLS session took before its handshake ended reached no upstream.
+    if (c.tls == nullptr || c.established || c.tls->handshakeDone()) call.body_taken = true;
   }
-  event_del(c.writable);
+  bool pending = call.sent < total;
+  if (c.tls != nullptr) {
+    if (!pending && c.tls->hasBufferedOutput() && c.tls->writev(nullptr, 0) < 0 && errno != EAGAIN) {
+      if (!c.established) return handshakeFailed(c, c.tls->error());
+      return broken(c, errno, /*sending=*/true);
+    }
+    pending = pending || c.tls->hasBufferedOutput();
+    if (tlsState(c) == TlsState::kFailed) return;  // `c` is gone
+    if (c.tls->wantsReadable() && !c.read_wants_write) {
+      // A handshake waiting for the upstream's answer: the readable event brings it, and
+      // readSome() writes on (a writable socket would only spin).
+      event_del(c.writable);
+      return;
+    }
+  }
+  if (pending || c.read_wants_write) {
+    event_add(c.writable, nullptr);
+  } else {
+    event_del(c.writable);
+  }
+}
+
+NativeHttpClient::Engine::TlsState NativeHttpClient::Engine::tlsState(Connection& c) {
+  if (c.tls == nullptr || c.established) return TlsState::kEstablished;
+  if (!c.tls->handshakeDone()) return TlsState::kHandshaking;
+  c.established = true;
+  if (c.connect_timer != nullptr) {
+    event_free(c.connect_timer);
+    c.connect_timer = nullptr;
+  }
+  const std::string alpn = c.tls->alpn();
+  if (!alpn.empty() && alpn != "http/1.1") {
+    handshakeFailed(c, strCat("the upstream agreed on '", alpn, "', not HTTP/1.1"));
+    return TlsState::kFailed;
+  }
+  return TlsState::kEstablished;
+}
+
+void NativeHttpClient::Engine::handshakeFailed(Connection& c, std::string_view why_text) {
+  const std::string why(why_text);  // it may be the session's own error, gone with `c`
+  std::shared_ptr<Call> call = c.call;
+  Pool& pool = *c.pool;
+  dropConnection(c);
+  if (call != nullptr) {
+    finish(*call, markNotSent(upstreamError(absl::UnavailableError(
+                      strCat(prefix(*call), "the TLS handshake failed: ", why)))));
+  }
+  serveWaiting(pool);
 }
 
 void NativeHttpClient::Engine::cancel(Call& call) {
@@ -359,6 +421,8 @@ void NativeHttpClient::Engine::dropConnection(Connection& c) {
   if (c.readable != nullptr) event_free(c.readable);
   if (c.writable != nullptr) event_free(c.writable);
   if (c.connect_timer != nullptr) event_free(c.connect_timer);
+  if (c.tls != nullptr && c.established) c.tls->shutdown();  // close_notify, best effort
+  c.tls.reset();
   ::close(c.fd);
   connections_.erase(&c);  // `c` is gone
 }
@@ -395,8 +459,10 @@ void NativeHttpClient::Engine::onReadable(evutil_socket_t, short, void* arg) {
 void NativeHttpClient::Engine::onWritable(evutil_socket_t, short, void* arg) {
   auto& c = *static_cast<Connection*>(arg);
   Engine* self = c.engine;
-  if (!c.connecting) {
-    self->writeSome(c);
+  if (c.read_wants_write) {
+    self->readSome(c);  // it writes on when it can
+  } else if (!c.connecting) {
+    if (c.call != nullptr) self->writeSome(c);
   } else {
     int err = 0;
     socklen_t length = sizeof(err);
@@ -419,8 +485,12 @@ void NativeHttpClient::Engine::onConnectTimeout(evutil_socket_t, short, void* ar
   Engine* self = c.engine;
   std::shared_ptr<Call> call = c.call;
   Pool& pool = *c.pool;
+  const bool handshaking = !c.connecting;  // connected: TLS has not finished
   self->dropConnection(c);
-  self->finish(*call, self->connectTimeout(*call));
+  self->finish(*call, handshaking ? markNotSent(upstreamError(absl::UnavailableError(strCat(
+                                        self->prefix(*call), "the TLS handshake did not finish within ",
+                                        self->options_.connect_timeout.count(), " ms of connecting"))))
+                                  : self->connectTimeout(*call));
   self->serveWaiting(pool);
   self->deliverNews();
 }
@@ -479,7 +549,7 @@ NativeHttpClient::~NativeHttpClient() = default;
 
 bool NativeHttpClient::serves(const config::ListenAddress& endpoint,
                               const HttpClientOptions& options) {
-  if (options.tls || options.engine == HttpClientEngine::kLibcurl) return false;
+  if ((options.tls && !options.tls->context) || options.engine == HttpClientEngine::kLibcurl) return false;
   return http_client_detail::isLiteralEndpoint(endpoint);
 }
 

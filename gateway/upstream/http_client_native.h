@@ -1,8 +1,9 @@
 #pragma once
 
-// The engine HttpUpstreamClient (http_client.h) uses for plaintext endpoints it can reach
-// without a resolver: an IPv4 or IPv6 literal, or a unix: path. HTTP/1.1 over non-blocking
-// sockets driven by the worker's libevent loop, written for the one job the gateway gives
+// The engine HttpUpstreamClient (http_client.h) uses for endpoints it can reach without a
+// resolver: an IPv4 or IPv6 literal, or a unix: path; in plaintext, or TLS when the options
+// carry a tls::ClientContext. HTTP/1.1 over non-blocking sockets driven by the worker's
+// libevent loop, written for the one job the gateway gives
 // it -- many small exchanges on kept-alive connections -- where libcurl's general machinery
 // (URL parsing, option handling, its own header formatting and callbacks) cost more than
 // half of the gateway's instructions per forwarded request (bench/README.md).
@@ -21,6 +22,12 @@
 //   resending    a request whose reused connection turns out dead (closed or reset before
 //                any byte of an answer) is sent once more on a fresh connection, as
 //                libcurl does; it is then never marked not-sent
+//   TLS          a tls::ClientSession per connection (SNI, the name or IP checked, ALPN
+//                http/1.1, the endpoint's last session resumed); the connect timeout
+//                bounds the handshake too; a failed or unanswered handshake fails the
+//                call as not sent ("the TLS handshake failed: ...", its reason named); the
+//                request waits in the session until the handshake ends; an idle
+//                connection that receives a record without data (a session ticket) stays
 //
 // Threads: loop thread only, like HttpUpstreamClient.
 
@@ -39,7 +46,8 @@ class NativeHttpClient {
   NativeHttpClient(const NativeHttpClient&) = delete;
   NativeHttpClient& operator=(const NativeHttpClient&) = delete;
 
-  // Whether this engine serves `endpoint` (a plaintext IP literal or unix: path).
+  // Whether this engine serves `endpoint` (an IP literal or unix: path; TLS only with
+  // options.tls->context).
   static bool serves(const config::ListenAddress& endpoint, const HttpClientOptions& options);
 
   std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,

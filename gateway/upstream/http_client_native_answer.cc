@@ -32,11 +32,15 @@ using native_detail::kReadBufferBytes;
 using native_detail::upstreamError;
 
 // Whether the socket holds no byte yet unread (and has not ended).
-bool nothingUnread(int fd) {
+bool socketDrained(int fd) {
   char probe;
   ssize_t n = ::recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
+
+// Reads per readable event under TLS (a record, at most 16 KiB, per read), so that one
+// connection's large answer leaves the loop's other events their turn.
+constexpr int kMaxTlsReads = 256;
 
 std::string_view trimValue(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -48,31 +52,55 @@ std::string_view trimValue(std::string_view s) {
 
 // ---- the answer ----
 
+bool NativeHttpClient::Engine::nothingUnread(Connection& c) {
+  if (c.tls == nullptr) return socketDrained(c.fd);
+  if (!c.tls->hasBufferedInput() && socketDrained(c.fd)) return true;
+  // A record waits: one that carries no data (a session ticket, a key update) is taken
+  // here and leaves the connection reusable; data, an alert or the end does not.
+  char probe;
+  return c.tls->read(&probe, 1) < 0 && errno == EAGAIN && !c.tls->wantsWritable();
+}
+
 void NativeHttpClient::Engine::readSome(Connection& c) {
   if (c.call == nullptr) {
     // Idle: nothing was asked on it, so whatever came (bytes, the end) answers nothing and
-    // the connection must not carry the next request.
+    // the connection must not carry the next request. Under TLS a record without data
+    // (a ticket, a key update) is taken and the connection stays.
+    if (c.tls != nullptr && nothingUnread(c)) return;
     Pool& pool = *c.pool;
     dropConnection(c);
     serveWaiting(pool);
     return;
   }
   std::shared_ptr<Call> call = c.call;
-  for (;;) {
+  c.read_wants_write = false;
+  for (int reads = 0;; ++reads) {
+    if (c.tls != nullptr && reads == kMaxTlsReads) {
+      if (c.tls->hasBufferedInput()) event_active(c.readable, EV_READ, 0);  // the rest next
+      break;
+    }
     char* into = read_buffer_.get();
     size_t room = kReadBufferBytes;
     if (call->direct) {
       into = reinterpret_cast<char*>(call->body.data()) + call->body_used;
       room = static_cast<size_t>(*call->content_length) - call->body_used;
     }
-    ssize_t n = ::recv(c.fd, into, room, 0);
+    ssize_t n = c.tls != nullptr ? c.tls->read(into, room) : ::recv(c.fd, into, room, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (c.tls != nullptr && c.tls->wantsWritable()) {
+          c.read_wants_write = true;  // onWritable reads again
+          event_add(c.writable, nullptr);
+        }
+        break;
+      }
+      if (c.tls != nullptr && !c.established) return handshakeFailed(c, c.tls->error());
       broken(c, errno, /*sending=*/false);
       return;
     }
     if (n == 0) {
+      if (c.tls != nullptr && !c.established) return handshakeFailed(c, "the upstream closed the connection");
       // The end of the stream: it completes a body that runs to the end of the connection.
       if (call->answer_started && !call->direct) {
         http_parser_execute(&c.parser, &parserSettings(), nullptr, 0);
@@ -99,11 +127,17 @@ void NativeHttpClient::Engine::readSome(Connection& c) {
     if (call->message_complete) {
       // A read short of its room emptied the socket: nothing follows the answer, so the
       // connection needs no probe before it carries the next request. A sized body read
-      // to its end (direct) says nothing of what may follow it.
-      completed(c, /*drained=*/!call->direct && static_cast<size_t>(n) < room);
+      // to its end (direct) says nothing of what may follow it, nor does a TLS record.
+      completed(c, /*drained=*/c.tls == nullptr && !call->direct && static_cast<size_t>(n) < room);
       return;
     }
-    if (static_cast<size_t>(n) < room) break;  // drained for now
+    // Drained for now (under TLS a read brings one record: on until the session says so).
+    if (c.tls == nullptr && static_cast<size_t>(n) < room) break;
+  }
+  // A TLS handshake ends in a read: what waits to be written (the request) goes now.
+  if (c.tls != nullptr && c.call != nullptr && !c.read_wants_write) {
+    if (tlsState(c) == TlsState::kFailed) return;
+    writeSome(c);
   }
 }
 
@@ -232,7 +266,7 @@ void NativeHttpClient::Engine::completed(Connection& c, bool drained) {
   call->connection = nullptr;
   Pool& pool = *c.pool;
   const size_t total = call->head.size() + (call->sends_body ? call->request->body.size() : 0);
-  if (call->keep_alive && call->sent == total && (drained || nothingUnread(c.fd))) {
+  if (call->keep_alive && call->sent == total && (drained || nothingUnread(c))) {
     c.reused = true;
     pool.idle.push_back(&c);  // `readable` stays armed: it is the idle watch
   } else {
@@ -248,6 +282,8 @@ void NativeHttpClient::Engine::completed(Connection& c, bool drained) {
 void NativeHttpClient::Engine::broken(Connection& c, int err, bool sending) {
   std::shared_ptr<Call> call = c.call;
   Pool& pool = *c.pool;
+  // A TLS failure's own words say more than its errno (EPROTO, EIO).
+  const std::string tls_error = c.tls != nullptr && err != 0 ? c.tls->error() : std::string();
   // A kept-alive connection the upstream closed (or reset) before any byte of an answer:
   // the request goes again, once, on a fresh connection, as libcurl does.
   const bool resend = c.reused && !call->answer_started && !call->resent;
@@ -266,7 +302,8 @@ void NativeHttpClient::Engine::broken(Connection& c, int err, bool sending) {
       what = err == 0 ? "connection closed before the whole response arrived"
                       : "connection broken while receiving the response";
     }
-    std::string detail = err == 0 ? std::string() : strCat(" (", std::strerror(err), ")");
+    std::string detail = err == 0 ? std::string()
+                         : strCat(" (", tls_error.empty() ? std::strerror(err) : tls_error.c_str(), ")");
     finish(*call, upstreamError(absl::UnavailableError(strCat(prefix(*call), what, detail))));
   }
   serveWaiting(pool);

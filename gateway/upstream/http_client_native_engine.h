@@ -26,6 +26,7 @@
 #include "gateway/upstream/http_client.h"
 #include "gateway/upstream/http_client_common.h"
 #include "gateway/upstream/http_client_native.h"
+#include "tls/client_session.h"
 
 namespace infergate::gateway::upstream {
 namespace native_detail {
@@ -115,10 +116,17 @@ class NativeHttpClient::Engine {
     bool reused = false;  // carried a whole exchange already
     std::shared_ptr<Call> call;
     http_parser parser;
+    // TLS (options.tls with a context): what reads and writes go through; null for
+    // plaintext. `established` latches the handshake's end (OpenSSL reports a session that
+    // failed later as unfinished again); the connect timer runs until then.
+    std::unique_ptr<tls::ClientSession> tls;
+    bool established = false;
+    bool read_wants_write = false;  // a TLS read waits for the socket to take bytes
   };
 
   struct Pool {
     std::string key;
+    config::ListenAddress endpoint;
     http_client_detail::SocketAddress address;  // its authority is the Host header
     size_t open = 0;   // connecting, busy or idle
     std::vector<Connection*> idle;
@@ -135,6 +143,15 @@ class NativeHttpClient::Engine {
   void attach(Connection& c, std::shared_ptr<Call> call);
   void connected(Connection& c);
   void writeSome(Connection& c);
+  // TLS: latches the handshake's end (stops the connect timer) and checks its ALPN.
+  // kFailed: the connection failed (gone). Plaintext: kEstablished.
+  enum class TlsState { kEstablished, kHandshaking, kFailed };
+  TlsState tlsState(Connection& c);
+  // The TLS handshake failed (`why`): the call was never sent.
+  void handshakeFailed(Connection& c, std::string_view why);
+  // Whether nothing of the upstream's waits unread on `c` (socket or TLS session); a TLS
+  // record that carries no data (a ticket, a key update) is taken and is not a byte.
+  bool nothingUnread(Connection& c);
   void cancel(Call& call);
 
   // -- the answer --

@@ -3,7 +3,8 @@
 // (tls/testing/test_certs.h): verification by CA and name, server_name, mTLS,
 // insecure_skip_verify, keep-alive reuse of TLS connections, and sessions offered again by
 // new connections. The server's SSL_CTX counts the handshakes it ran and the sessions
-// offered to it.
+// offered to it. Every test runs against both engines: libcurl (options.tls without a
+// context) and the native one (with the tls::ClientContext UpstreamSet makes).
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "gateway/upstream/http_client.h"
 #include "gateway/upstream/upstream_status.h"
 #include "gateway/upstream/upstream_test_servers.h"
+#include "tls/client_session.h"
 #include "tls/server_context.h"
 #include "tls/testing/test_certs.h"
 
@@ -46,7 +48,9 @@ std::string readAll(const std::string& path) {
   return bytes;
 }
 
-class HttpClientTlsTest : public ::testing::Test {
+enum class Engine { kLibcurl, kNative };
+
+class HttpClientTlsTest : public ::testing::TestWithParam<Engine> {
  protected:
   void SetUp() override {
     // As main() does: a peer that aborts a handshake must not kill the process when the
@@ -117,7 +121,24 @@ class HttpClientTlsTest : public ::testing::Test {
 
   void useTls(HttpClientTls tls) {
     client_thread_.run([this] { client_.reset(); });
+    if (GetParam() == Engine::kNative) {  // as UpstreamSet makes it from the upstream's tls
+      auto settings = std::make_shared<tls::ClientTls>();
+      settings->config.server_name = tls.server_name;
+      settings->config.insecure_skip_verify = !tls.verify;
+      settings->ca_pem = tls.ca_pem;
+      settings->cert_pem = tls.cert_pem;
+      settings->key_pem = tls.key_pem;
+      auto context = tls::ClientContext::create(settings, {"http/1.1"});
+      ASSERT_TRUE(context.ok()) << context.status();
+      tls.context = *context;
+    }
     options_.tls = std::move(tls);
+  }
+
+  // What each engine says of a certificate it refused.
+  static std::string refusalText() {
+    return GetParam() == Engine::kNative ? "the TLS handshake failed: handshake: "
+                                         : "the upstream's TLS certificate was not accepted";
   }
 
   HttpUpstreamClient& client() {
@@ -174,7 +195,12 @@ class HttpClientTlsTest : public ::testing::Test {
   std::vector<std::shared_ptr<HttpExchange>> held_;  // the upstream's loop only
 };
 
-TEST_F(HttpClientTlsTest, VerifiesTheUpstreamByCaAndAddress) {
+INSTANTIATE_TEST_SUITE_P(Engines, HttpClientTlsTest, ::testing::Values(Engine::kLibcurl, Engine::kNative),
+                         [](const ::testing::TestParamInfo<Engine>& info) {
+                           return info.param == Engine::kLibcurl ? "Libcurl" : "Native";
+                         });
+
+TEST_P(HttpClientTlsTest, VerifiesTheUpstreamByCaAndAddress) {
   serve();
   useTls(trusting());
   auto r = fetch("over tls");
@@ -184,7 +210,7 @@ TEST_F(HttpClientTlsTest, VerifiesTheUpstreamByCaAndAddress) {
   EXPECT_EQ(*r->headers.find("X-Seen-Host"), endpoint_.text);
 }
 
-TEST_F(HttpClientTlsTest, ServerNameIsSentAndVerifiedWhileTheConnectionGoesToTheEndpoint) {
+TEST_P(HttpClientTlsTest, ServerNameIsSentAndVerifiedWhileTheConnectionGoesToTheEndpoint) {
   serve();
   HttpClientTls t = trusting();
   t.server_name = "upstream.internal";  // resolves nowhere: CONNECT_TO takes it there
@@ -196,7 +222,7 @@ TEST_F(HttpClientTlsTest, ServerNameIsSentAndVerifiedWhileTheConnectionGoesToThe
             "upstream.internal:" + std::to_string(endpoint_.port));
 }
 
-TEST_F(HttpClientTlsTest, ServerNameNotInTheCertificateIsRefusedBeforeSending) {
+TEST_P(HttpClientTlsTest, ServerNameNotInTheCertificateIsRefusedBeforeSending) {
   serve();
   HttpClientTls t = trusting();
   t.server_name = "elsewhere.internal";
@@ -204,15 +230,19 @@ TEST_F(HttpClientTlsTest, ServerNameNotInTheCertificateIsRefusedBeforeSending) {
   auto r = fetch("x");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
-  EXPECT_NE(r.status().message().find("upstream 'secure' (" + endpoint_.text +
-                                      "): the upstream's TLS certificate was not accepted"),
+  EXPECT_NE(r.status().message().find("upstream 'secure' (" + endpoint_.text + "): " + refusalText()),
             std::string::npos)
       << r.status();
+  if (GetParam() == Engine::kNative) {
+    EXPECT_NE(r.status().message().find("(hostname mismatch: the certificate is not for elsewhere.internal)"),
+              std::string::npos)
+        << r.status();
+  }
   EXPECT_TRUE(wasNotSent(r.status()));
   EXPECT_EQ(codecs::originOf(r.status()), codecs::ErrorOrigin::kUpstream);
 }
 
-TEST_F(HttpClientTlsTest, AnotherCaIsRefused) {
+TEST_P(HttpClientTlsTest, AnotherCaIsRefused) {
   serve();
   tls::testing::TestPki other("another CA");
   HttpClientTls t;
@@ -224,7 +254,7 @@ TEST_F(HttpClientTlsTest, AnotherCaIsRefused) {
   EXPECT_TRUE(wasNotSent(r.status()));
 }
 
-TEST_F(HttpClientTlsTest, NoCaMeansTheSystemStoreWhichKnowsNotTheTestCa) {
+TEST_P(HttpClientTlsTest, NoCaMeansTheSystemStoreWhichKnowsNotTheTestCa) {
   serve();
   useTls(HttpClientTls{});
   auto r = fetch("x");
@@ -232,7 +262,7 @@ TEST_F(HttpClientTlsTest, NoCaMeansTheSystemStoreWhichKnowsNotTheTestCa) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
 }
 
-TEST_F(HttpClientTlsTest, InsecureSkipVerifyAcceptsAnUnverifiableUpstream) {
+TEST_P(HttpClientTlsTest, InsecureSkipVerifyAcceptsAnUnverifiableUpstream) {
   serve();
   HttpClientTls t;
   t.verify = false;
@@ -243,7 +273,7 @@ TEST_F(HttpClientTlsTest, InsecureSkipVerifyAcceptsAnUnverifiableUpstream) {
   EXPECT_EQ(r->body.view(), "unchecked");
 }
 
-TEST_F(HttpClientTlsTest, RequiredClientCertificateIsPresentedWhenGiven) {
+TEST_P(HttpClientTlsTest, RequiredClientCertificateIsPresentedWhenGiven) {
   serve(ClientAuth::kRequire);
   useTls(trusting());
   auto refused = fetch("no certificate");
@@ -259,7 +289,7 @@ TEST_F(HttpClientTlsTest, RequiredClientCertificateIsPresentedWhenGiven) {
   EXPECT_EQ(r->body.view(), "with certificate");
 }
 
-TEST_F(HttpClientTlsTest, UnixSocketEndpointSpeaksTlsToo) {
+TEST_P(HttpClientTlsTest, UnixSocketEndpointSpeaksTlsToo) {
   serve();
   useTls(trusting());  // verified as "localhost"
   auto r = fetch("over a socket", &unix_endpoint_);
@@ -273,7 +303,7 @@ TEST_F(HttpClientTlsTest, UnixSocketEndpointSpeaksTlsToo) {
   EXPECT_EQ(*r->headers.find("X-Seen-Host"), "upstream.internal");
 }
 
-TEST_F(HttpClientTlsTest, ServerNameReachesAnIpv6Endpoint) {
+TEST_P(HttpClientTlsTest, ServerNameReachesAnIpv6Endpoint) {
   serve();  // for its context; the upstream here is one of its own on ::1
   HttpTestUpstream v6([](std::shared_ptr<HttpExchange> e) {
     HttpResponse r;
@@ -295,7 +325,7 @@ TEST_F(HttpClientTlsTest, ServerNameReachesAnIpv6Endpoint) {
   EXPECT_EQ(r->body.view(), "over v6");
 }
 
-TEST_F(HttpClientTlsTest, SequentialRequestsReuseOneTlsConnection) {
+TEST_P(HttpClientTlsTest, SequentialRequestsReuseOneTlsConnection) {
   serve();
   HttpClientTls t = trusting();
   t.server_name = "upstream.internal";
@@ -308,7 +338,7 @@ TEST_F(HttpClientTlsTest, SequentialRequestsReuseOneTlsConnection) {
   EXPECT_EQ(handshakes(), 1);
 }
 
-TEST_F(HttpClientTlsTest, ANewHandleOffersTheSessionAnotherHandleGot) {
+TEST_P(HttpClientTlsTest, ANewHandleOffersTheSessionAnotherHandleGot) {
   serve();
   countOffers();
   useTls(trusting());
@@ -337,6 +367,60 @@ TEST_F(HttpClientTlsTest, ANewHandleOffersTheSessionAnotherHandleGot) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(handshakes(), 2);
   EXPECT_EQ(offers_.load(), 1);
+}
+
+TEST_P(HttpClientTlsTest, LargeBodiesGoBothWaysIntact) {
+  // 8 MiB each way: about 500 records, writes the socket takes in part, an answer read
+  // straight into its buffer over many readable events.
+  serve();
+  useTls(trusting());
+  std::string body(8 << 20, '\0');
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>((i * 7919) >> 3);
+  for (int round = 0; round < 2; ++round) {  // the second on the kept connection
+    auto r = fetch(body);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->body.size(), body.size());
+    EXPECT_TRUE(r->body.view() == body);
+  }
+  EXPECT_EQ(handshakes(), 1);
+}
+
+// What only the native engine says: its own words for handshakes that do not end well.
+class HttpClientTlsNativeTest : public HttpClientTlsTest {};
+INSTANTIATE_TEST_SUITE_P(Native, HttpClientTlsNativeTest, ::testing::Values(Engine::kNative),
+                         [](const ::testing::TestParamInfo<Engine>&) { return "Native"; });
+
+TEST_P(HttpClientTlsNativeTest, AHandshakeThePeerNeverAnswersIsBoundedAndNothingWasSent) {
+  testing::IdleListener listener;  // takes the connection, never speaks
+  options_.connect_timeout = std::chrono::milliseconds(200);
+  useTls(trusting());
+  config::ListenAddress endpoint = *config::parseListenAddress("127.0.0.1:" + std::to_string(listener.port()));
+  auto r = fetch("x", &endpoint);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_TRUE(std::string(r.status().message()).ends_with("the TLS handshake did not finish within 200 ms of connecting"))
+      << r.status();
+  EXPECT_TRUE(wasNotSent(r.status()));
+}
+
+TEST_P(HttpClientTlsNativeTest, APlaintextUpstreamFailsTheHandshakeAndGetsNoRequest) {
+  std::atomic<int> requests{0};
+  HttpTestUpstream plain([&requests](std::shared_ptr<HttpExchange> e) {
+    ++requests;
+    e->respond(HttpResponse{});
+  });
+  auto bound = plain.listenOnLoopback();
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  plain.start();
+  config::ListenAddress endpoint = *config::parseListenAddress(bound->address);
+  useTls(trusting());
+  auto r = fetch("x", &endpoint);
+  client_thread_.run([this] { client_.reset(); });
+  plain.stop();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("the TLS handshake failed"), std::string::npos) << r.status();
+  EXPECT_TRUE(wasNotSent(r.status()));
+  EXPECT_EQ(requests.load(), 0);
 }
 
 }  // namespace

@@ -28,7 +28,20 @@ bool sameTransport(const Upstream& a, const config::UpstreamConfig& b, const tls
          sameHeaders(c.headers, b.headers) && sameTls(a.clientTls().get(), b_tls);
 }
 
-HttpClientOptions httpClientOptions(const config::UpstreamConfig& c, const tls::ClientTls* loaded) {
+// The upstream's TLS as the native clients' context (`alpn`: what the client offers).
+codecs::StatusOr<std::shared_ptr<const tls::ClientContext>> clientContext(
+    const config::UpstreamConfig& c, std::shared_ptr<const tls::ClientTls> loaded, const char* alpn) {
+  codecs::StatusOr<std::shared_ptr<const tls::ClientContext>> context =
+      tls::ClientContext::create(std::move(loaded), {alpn});
+  if (!context.ok()) {
+    return codecs::invalidArgument(config::formatLocation(c.tls->where), ": upstream '", c.name, "': ",
+                                   codecs::messageOf(context.status()));
+  }
+  return context;
+}
+
+codecs::StatusOr<HttpClientOptions> httpClientOptions(const config::UpstreamConfig& c,
+                                                      const std::shared_ptr<const tls::ClientTls>& loaded) {
   HttpClientOptions options;
   options.upstream_name = c.name;
   options.max_connections_per_endpoint = c.max_connections;
@@ -40,6 +53,7 @@ HttpClientOptions httpClientOptions(const config::UpstreamConfig& c, const tls::
     options.tls->cert_pem = loaded->cert_pem;
     options.tls->key_pem = loaded->key_pem;
     options.tls->verify = !loaded->config.insecure_skip_verify;
+    INFERGATE_ASSIGN_OR_RETURN(options.tls->context, clientContext(c, loaded, "http/1.1"));
   }
   return options;
 }
@@ -132,13 +146,7 @@ codecs::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::build(
             GrpcLoopClientOptions options;
             options.upstream_name = c.name;
             if (u->tls_) {
-              codecs::StatusOr<std::shared_ptr<const tls::ClientContext>> context =
-                  tls::ClientContext::create(u->tls_, {"h2"});
-              if (!context.ok()) {
-                return codecs::invalidArgument(config::formatLocation(c.tls->where), ": upstream '", c.name,
-                                               "': ", codecs::messageOf(context.status()));
-              }
-              options.tls = *std::move(context);
+              INFERGATE_ASSIGN_OR_RETURN(options.tls, clientContext(c, u->tls_, "h2"));
             }
             for (const config::HeaderValue& h : c.headers) options.headers.emplace_back(h.name, h.value);
             options.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
@@ -152,7 +160,7 @@ codecs::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::build(
           u->http_ = before->http_;
           break;
         }
-        const HttpClientOptions options = httpClientOptions(c, u->tls_.get());
+        INFERGATE_ASSIGN_OR_RETURN(const HttpClientOptions options, httpClientOptions(c, u->tls_));
         for (size_t i = 0; i < pool.size(); ++i) {
           http::EventLoop& loop = pool.loop(i);
           u->http_.emplace_back(&loop, onItsLoop(loop, new HttpUpstreamClient(loop, options)));
