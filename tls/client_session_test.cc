@@ -6,7 +6,9 @@
 
 #include "tls/client_session.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -46,10 +48,15 @@ config::ListenAddress tcpEndpoint(const std::string& host) {
 // other.
 class Connection {
  public:
+  // `tcp`: a loopback TCP connection instead of a socketpair (a reset exists only there).
   Connection(std::shared_ptr<const ClientContext> client, std::shared_ptr<const ServerContext> server,
-             const config::ListenAddress& endpoint) {
+             const config::ListenAddress& endpoint, bool tcp = false) {
     int fds[2];
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    if (tcp) {
+      tcpPair(fds);
+    } else {
+      EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    }
     for (int fd : fds) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     client_fd_ = fds[0];
     server_fd_ = fds[1];
@@ -60,11 +67,32 @@ class Connection {
     client_.reset();
     server_.reset();
     close(client_fd_);
-    close(server_fd_);
+    if (server_fd_ >= 0) close(server_fd_);
   }
 
   ClientSession& client() { return *client_; }
   ServerSession& server() { return *server_; }
+
+  // The server's end goes: with a reset (SO_LINGER 0), or a bare close (no close_notify).
+  void dropServer(bool reset) {
+    if (reset) {
+      linger l{1, 0};
+      setsockopt(server_fd_, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    }
+    server_.reset();
+    close(server_fd_);
+    server_fd_ = -1;
+  }
+  // What the client's next read answers once the peer is gone (EAGAIN waited out).
+  ssize_t readAfterPeerWent() {
+    char buffer[256];
+    for (int i = 0; i < 1000; ++i) {
+      const ssize_t n = client_->read(buffer, sizeof(buffer));
+      if (n >= 0 || errno != EAGAIN) return n;
+      usleep(1000);
+    }
+    return -2;
+  }
 
   // The client writes `request`, the server answers `answer`, each read at the other end
   // (the handshake runs inside). False when either end failed (their error() says why).
@@ -83,7 +111,8 @@ class Connection {
     Session& to = &from == client_.get() ? static_cast<Session&>(*server_) : *client_;
     size_t sent = 0;
     char buffer[65536];
-    for (int round = 0; round < 1000 && got.size() < data.size(); ++round) {
+    for (int round = 0; round < 2000 && got.size() < data.size(); ++round) {
+      if (round > 0) usleep(100);  // over TCP, bytes take a moment to cross
       iovec iov{const_cast<char*>(data.data()) + sent, data.size() - sent};
       ssize_t n = from.writev(&iov, sent < data.size() ? 1 : 0);
       if (n < 0 && errno != EAGAIN) return false;
@@ -97,6 +126,21 @@ class Connection {
       }
     }
     return got.size() == data.size();
+  }
+
+  static void tcpPair(int fds[2]) {
+    const int listener = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(listener, 1), 0);
+    EXPECT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+    EXPECT_EQ(connect(fds[0], reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    fds[1] = accept(listener, nullptr, nullptr);
+    close(listener);
   }
 
   int client_fd_ = -1, server_fd_ = -1;
@@ -237,6 +281,22 @@ TEST_F(ClientSessionTest, ClientCertificateIsPresentedToAServerThatRequiresOne) 
   Connection accepted(clientContext(with), serverContext(ClientAuth::kRequire), tcpEndpoint("127.0.0.1"));
   ASSERT_TRUE(accepted.exchange("ping", "pong")) << accepted.client().error() << " / " << accepted.server().error();
   ASSERT_NE(accepted.server().peer(), nullptr);
+}
+
+TEST_F(ClientSessionTest, APeerThatClosesEndsTheStreamAndOneThatResetsIsAnError) {
+  // An HTTP body that runs to the connection's close is whole only if the close was one:
+  // a bare close (no close_notify, as many servers end) reads as the end, a reset does not.
+  auto client = clientContext(clientTls());
+  Connection closed(client, serverContext(), tcpEndpoint("127.0.0.1"), /*tcp=*/true);
+  ASSERT_TRUE(closed.exchange("ping", "pong")) << closed.client().error();
+  closed.dropServer(/*reset=*/false);
+  EXPECT_EQ(closed.readAfterPeerWent(), 0) << closed.client().error();
+
+  Connection reset(client, serverContext(), tcpEndpoint("127.0.0.1"), /*tcp=*/true);
+  ASSERT_TRUE(reset.exchange("ping", "pong")) << reset.client().error();
+  reset.dropServer(/*reset=*/true);
+  EXPECT_EQ(reset.readAfterPeerWent(), -1);
+  EXPECT_NE(reset.client().error().find("Connection reset by peer"), std::string::npos) << reset.client().error();
 }
 
 TEST_F(ClientSessionTest, AKeyThatIsNotTheCertificatesIsRefusedWhenTheContextIsMade) {

@@ -87,9 +87,11 @@ ssize_t Session::failure(const char* during, bool writing) {
       return 0;
     case SSL_ERROR_SYSCALL:
       want_ = Want::kNone;
-      if (ERR_peek_error() == 0) {
+      if (ERR_peek_error() == 0 && (errno == 0 || SSL_is_server(ssl_) == 1)) {
         // EOF without close_notify. Common and harmless for a client that is done (the
-        // HTTP framing says where messages end): a plain close.
+        // HTTP framing says where messages end): a plain close. A server takes a reset so
+        // too; a client (whose context reads a bare EOF as the end already) must tell a
+        // reset from the end of a body that runs to the connection's close.
         return 0;
       }
       error_ = codecs::strCat(during, ": ", drainErrors(errno ? std::strerror(errno) : "I/O error"));

@@ -237,9 +237,11 @@ void NativeHttpClient::Engine::open(Pool& pool, std::shared_ptr<Call> call) {
   c.call = call;
   call->connection = &c;
   if (c.readable == nullptr || c.writable == nullptr || (c.tls != nullptr && !c.tls->error().empty())) {
+    const std::string what = c.tls != nullptr && !c.tls->error().empty()
+                                 ? strCat("cannot set up TLS: ", c.tls->error())
+                                 : std::string("cannot watch a socket");
     dropConnection(c);
-    finish(*call, codecs::withOrigin(codecs::internalError(prefix(*call), "cannot watch a socket"),
-                                     codecs::ErrorOrigin::kInternal));
+    finish(*call, codecs::withOrigin(codecs::internalError(prefix(*call), what), codecs::ErrorOrigin::kInternal));
     return;
   }
   // Bounds the connect and, under TLS, the handshake too (established() ends it).
@@ -326,8 +328,9 @@ void NativeHttpClient::Engine::writeSome(Connection& c) {
       return;
     }
     call.sent += static_cast<size_t>(n);
+    if (c.tls != nullptr && !c.established && tlsState(c) == TlsState::kFailed) return;  // `c` is gone
     // Bytes a TLS session took before its handshake ended reached no upstream.
-    if (c.tls == nullptr || c.established || c.tls->handshakeDone()) call.body_taken = true;
+    if (c.tls == nullptr || c.established) call.body_taken = true;
   }
   bool pending = call.sent < total;
   if (c.tls != nullptr) {
@@ -337,6 +340,7 @@ void NativeHttpClient::Engine::writeSome(Connection& c) {
     }
     pending = pending || c.tls->hasBufferedOutput();
     if (tlsState(c) == TlsState::kFailed) return;  // `c` is gone
+    if (c.established && call.sent > 0) call.body_taken = true;  // staged bytes go now
     if (c.tls->wantsReadable() && !c.read_wants_write) {
       // A handshake waiting for the upstream's answer: the readable event brings it, and
       // readSome() writes on (a writable socket would only spin).
@@ -373,8 +377,9 @@ void NativeHttpClient::Engine::handshakeFailed(Connection& c, std::string_view w
   Pool& pool = *c.pool;
   dropConnection(c);
   if (call != nullptr) {
-    finish(*call, markNotSent(upstreamError(absl::UnavailableError(
-                      strCat(prefix(*call), "the TLS handshake failed: ", why)))));
+    Status s = upstreamError(absl::UnavailableError(strCat(prefix(*call), "the TLS handshake failed: ", why)));
+    // Not sent on this connection; a resend's request went out on the one before.
+    finish(*call, call->body_taken ? s : markNotSent(std::move(s)));
   }
   serveWaiting(pool);
 }
@@ -462,7 +467,11 @@ void NativeHttpClient::Engine::onWritable(evutil_socket_t, short, void* arg) {
   if (c.read_wants_write) {
     self->readSome(c);  // it writes on when it can
   } else if (!c.connecting) {
-    if (c.call != nullptr) self->writeSome(c);
+    if (c.call != nullptr) {
+      self->writeSome(c);
+    } else {
+      event_del(c.writable);  // idle: nothing to write
+    }
   } else {
     int err = 0;
     socklen_t length = sizeof(err);
@@ -487,10 +496,13 @@ void NativeHttpClient::Engine::onConnectTimeout(evutil_socket_t, short, void* ar
   Pool& pool = *c.pool;
   const bool handshaking = !c.connecting;  // connected: TLS has not finished
   self->dropConnection(c);
-  self->finish(*call, handshaking ? markNotSent(upstreamError(absl::UnavailableError(strCat(
-                                        self->prefix(*call), "the TLS handshake did not finish within ",
-                                        self->options_.connect_timeout.count(), " ms of connecting"))))
-                                  : self->connectTimeout(*call));
+  if (call != nullptr && handshaking) {
+    Status s = upstreamError(absl::UnavailableError(strCat(self->prefix(*call), "the TLS handshake did not finish within ",
+                                                           self->options_.connect_timeout.count(), " ms of connecting")));
+    self->finish(*call, call->body_taken ? s : markNotSent(std::move(s)));
+  } else if (call != nullptr) {
+    self->finish(*call, self->connectTimeout(*call));
+  }
   self->serveWaiting(pool);
   self->deliverNews();
 }

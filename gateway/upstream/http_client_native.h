@@ -25,7 +25,10 @@
 //   TLS          a tls::ClientSession per connection (SNI, the name or IP checked, ALPN
 //                http/1.1, the endpoint's last session resumed); the connect timeout
 //                bounds the handshake too; a failed or unanswered handshake fails the
-//                call as not sent ("the TLS handshake failed: ...", its reason named); the
+//                call as not sent ("the TLS handshake failed: ...", its reason named),
+//                unless a connection before carried it (a resend); an upstream that
+//                refuses the client's certificate after the client's side of the TLS 1.3
+//                handshake ended fails it as a broken connection, the alert named; the
 //                request waits in the session until the handshake ends; an idle
 //                connection that receives a record without data (a session ticket) stays
 //

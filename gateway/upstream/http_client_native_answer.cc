@@ -99,6 +99,9 @@ void NativeHttpClient::Engine::readSome(Connection& c) {
       broken(c, errno, /*sending=*/false);
       return;
     }
+    // The read that ends the handshake latches it before its bytes count: an upstream may
+    // send its answer in the same flight.
+    if (n > 0 && c.tls != nullptr && !c.established && tlsState(c) == TlsState::kFailed) return;
     if (n == 0) {
       if (c.tls != nullptr && !c.established) return handshakeFailed(c, "the upstream closed the connection");
       // The end of the stream: it completes a body that runs to the end of the connection.
@@ -266,8 +269,12 @@ void NativeHttpClient::Engine::completed(Connection& c, bool drained) {
   call->connection = nullptr;
   Pool& pool = *c.pool;
   const size_t total = call->head.size() + (call->sends_body ? call->request->body.size() : 0);
-  if (call->keep_alive && call->sent == total && (drained || nothingUnread(c))) {
+  // Under TLS `sent` counts bytes the session took: all of them must have left too.
+  const bool all_sent = call->sent == total && (c.tls == nullptr || !c.tls->hasBufferedOutput());
+  if (call->keep_alive && all_sent && (drained || nothingUnread(c))) {
     c.reused = true;
+    c.read_wants_write = false;
+    event_del(c.writable);  // nothing to write while idle (a TLS round may have armed it)
     pool.idle.push_back(&c);  // `readable` stays armed: it is the idle watch
   } else {
     // An answer before the whole request went, an upstream that closes, or bytes beyond the

