@@ -242,6 +242,7 @@ struct GatewayServer::Impl {
   TlsListener http_tls, grpc_tls;
   // The native gRPC server's connection counts, once it listens (scrapes read it).
   std::atomic<const http::ConnectionCaps*> grpc_connections{nullptr};
+  std::atomic<const frontends::GrpcFrontend*> grpc_frontend_view{nullptr};  // for the metrics
   std::string http_address, grpc_address, metrics_address;
   bool started = false;
 
@@ -338,6 +339,7 @@ struct GatewayServer::Impl {
                                                               health, *pool, options, recorder);
     INFERGATE_ASSIGN_OR_RETURN(grpc_address, grpc_frontend->start(config::formatAddress(config.grpc->address)));
     grpc_connections.store(grpc_frontend->connections(), std::memory_order_release);
+    grpc_frontend_view.store(grpc_frontend.get(), std::memory_order_release);
     return absl::OkStatus();
   }
 
@@ -550,6 +552,10 @@ codecs::Status GatewayServer::start() {
       stats.refused_over_per_client = caps->refusedOverClient();
     }
     return stats;
+  });
+  s.metrics->setGrpcStreamAnswerBytes([&s]() -> uint64_t {
+    const frontends::GrpcFrontend* frontend = s.grpc_frontend_view.load(std::memory_order_acquire);
+    return frontend != nullptr ? frontend->streamAnswerBytes() : 0;
   });
   if (s.config.metrics) INFERGATE_RETURN_IF_ERROR(s.startMetrics());
   s.pool->start();

@@ -50,6 +50,11 @@ std::string Metrics::serialize() const {
   };
   addConnections("http", "HTTP", connection_stats_);
   addConnections("grpc", "gRPC", grpc_connection_stats_);
+  telemetry::FamilyBuilder answers("infergate_grpc_stream_answer_bytes",
+                                   "Bytes of ModelStreamInfer answers waiting in the gateway for their clients",
+                                   prometheus::MetricType::Gauge);
+  answers.gauge({}, static_cast<double>(stream_answer_bytes_ ? stream_answer_bytes_() : 0));
+  families.push_back(answers.take());
   if (requests_) {
     for (prometheus::MetricFamily& f : requests_->Collect()) families.push_back(std::move(f));
   }

@@ -51,6 +51,9 @@ class Metrics {
   void setGrpcConnectionStats(std::function<ConnectionStats()> stats) {
     grpc_connection_stats_ = std::move(stats);
   }
+  // infergate_grpc_stream_answer_bytes reads `bytes` at each scrape: ModelStreamInfer
+  // answers waiting in the gateway for their clients. Set before the metrics listener starts.
+  void setGrpcStreamAnswerBytes(std::function<uint64_t()> bytes) { stream_answer_bytes_ = std::move(bytes); }
   void reloaded(bool ok) { (ok ? reload_ok_ : reload_failed_)->Increment(); }
 
   telemetry::RequestMetrics* requests() const { return requests_.get(); }
@@ -68,6 +71,7 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<telemetry::RequestMetrics> requests_;
   std::function<ConnectionStats()> connection_stats_;
+  std::function<uint64_t()> stream_answer_bytes_;
   std::function<ConnectionStats()> grpc_connection_stats_;
   prometheus::Counter* reload_ok_;
   prometheus::Counter* reload_failed_;

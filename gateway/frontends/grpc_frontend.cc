@@ -228,6 +228,10 @@ const http::ConnectionCaps* GrpcFrontend::connections() const {
   return native_ ? &native_->caps() : nullptr;
 }
 
+uint64_t GrpcFrontend::streamAnswerBytes() const {
+  return static_cast<uint64_t>(std::max<int64_t>(0, shared_->stream_answer_bytes.load(std::memory_order_relaxed)));
+}
+
 void GrpcFrontend::shutdown(std::chrono::milliseconds grace) {
   if (!started_ || stopped_) return;
   stopped_ = true;

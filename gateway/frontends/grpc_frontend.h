@@ -143,6 +143,9 @@ class GrpcFrontend {
   // The native server's connections: open now, and closed at accept by each cap. Null
   // under grpc++ (or before start()). Any thread.
   const http::ConnectionCaps* connections() const;
+  // Bytes of ModelStreamInfer answers waiting in the gateway for their clients, all
+  // streams together (each stream stops reading its upstream legs past 4 MiB). Any thread.
+  uint64_t streamAnswerBytes() const;
 
  private:
   std::shared_ptr<grpc_detail::Shared> shared_;

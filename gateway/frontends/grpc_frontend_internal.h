@@ -109,6 +109,8 @@ struct Shared {
   codecs::ProtobufRequestDecoder decoder;
   codecs::ProtobufResponseEncoder encoder;
   std::atomic<size_t> next_loop{0};
+  // Answers of ModelStreamInfer streams waiting for their clients, in bytes, all streams.
+  std::atomic<int64_t> stream_answer_bytes{0};
 };
 
 // gRPC metadata as routing::RequestHeaders (keys are lowercase on the wire).

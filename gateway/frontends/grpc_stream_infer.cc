@@ -273,7 +273,16 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   // (their callbacks name it). Loop thread.
   void hold() { ++refs_; }
   void release() {
-    if (--refs_ == 0) delete this;
+    if (--refs_ != 0) return;
+    changeUnsent(-static_cast<int64_t>(unsent_bytes_));  // what never reached the client
+    delete this;
+  }
+
+  // Answers waiting for this stream's client change by `delta` bytes; the frontend's total
+  // (GrpcFrontend::streamAnswerBytes) with them.
+  void changeUnsent(int64_t delta) {
+    unsent_bytes_ = static_cast<size_t>(static_cast<int64_t>(unsent_bytes_) + delta);
+    shared_->stream_answer_bytes.fetch_add(delta, std::memory_order_relaxed);
   }
 
   // One stream per gRPC upstream endpoint, opened by the first request placed there,
@@ -328,6 +337,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     hold();
     auto& leg = legs_[key];
     leg.stream = endpoint->grpc()->stream(kStreamMethod, std::move(options), std::move(callbacks));
+    if (legs_paused_) leg.stream->setReadPaused(true);
     leg.endpoint = endpoint;
     leg.decision = d;
     return leg;
@@ -363,6 +373,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     }
     queueOut(Outgoing{std::move(message), std::nullopt});
     pump();
+    pauseLegsWhileUnread();
   }
 
   // An upstream stream ended: after the client's half-close that is its normal end; any
@@ -596,7 +607,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     if (tag.slot) {
       Slot& slot = ordered_[*tag.slot - ordered_.front().seq];
       if (item) {
-        unsent_bytes_ += item->message.Length();  // counted from here: it waits for the client too
+        changeUnsent(static_cast<int64_t>(item->message.Length()));  // counted from here: it waits for the client too
         slot.items.push_back(std::move(*item));
       }
       slot.done = slot.done || emission.final;
@@ -650,9 +661,10 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       if (out_.front().terminal) return finish(*out_.front().terminal);
       write_buf_ = std::move(out_.front().message);
       out_.pop_front();
-      unsent_bytes_ -= write_buf_.Length();
+      changeUnsent(-static_cast<int64_t>(write_buf_.Length()));
       writing_ = true;
       StartWrite(&write_buf_);
+      pauseLegsWhileUnread();
       return;
     }
     if (abandoned_) return finish(::grpc::Status(::grpc::StatusCode::CANCELLED, "cancelled"));
@@ -661,9 +673,20 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     }
   }
 
+  // The legs' answers (a decoupled model may send any number for one request) stop being
+  // read while kMaxUnsentBytes wait for the client, and go on once half of that is
+  // written: a client that does not read leaves them in grpc's transport and the upstream,
+  // not in the gateway.
+  void pauseLegsWhileUnread() {
+    const bool pause = legs_paused_ ? unsent_bytes_ >= kMaxUnsentBytes / 2 : unsent_bytes_ >= kMaxUnsentBytes;
+    if (pause == legs_paused_ || finish_called_) return;
+    legs_paused_ = pause;
+    for (auto& [key, leg] : legs_) leg.stream->setReadPaused(pause);
+  }
+
   // A message for the client, behind the others.
   void queueOut(Outgoing o) {
-    unsent_bytes_ += o.message.Length();
+    changeUnsent(static_cast<int64_t>(o.message.Length()));
     out_.push_back(std::move(o));
   }
 
@@ -708,7 +731,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     cancelled_->store(true);
     cancelUpstreams();
     out_.clear();
-    unsent_bytes_ = 0;
+    changeUnsent(-static_cast<int64_t>(unsent_bytes_));
     ordered_.clear();
   }
 
@@ -717,7 +740,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     cancelled_->store(true);  // stops the runners still playing
     cancelUpstreams();
     out_.clear();
-    unsent_bytes_ = 0;
+    changeUnsent(-static_cast<int64_t>(unsent_bytes_));
     ordered_.clear();
     closeAll(status.ok() ? ::grpc::StatusCode::CANCELLED : status.error_code());
     if (shared_->recorder) shared_->recorder->grpcCall(kMethod, status.error_code(), start_);
@@ -767,6 +790,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   size_t in_flight_bytes_ = 0;  // their messages' bytes
   size_t unsent_bytes_ = 0;   // of the messages in out_
   std::atomic<bool> waiting_on_leg_{false};  // maybeRead stopped for a leg's backlog (any thread)
+  bool legs_paused_ = false;                 // pauseLegsWhileUnread
   uint64_t next_slot_ = 0;
   std::deque<Slot> ordered_;  // non-decoupled requests not yet flushed, in request order
   std::deque<Outgoing> out_;  // ready to write, in order

@@ -335,6 +335,7 @@ class StreamHandle final : public GrpcStream {
   void writesDone() override;
   void cancel() override;
   size_t unwrittenBytes() const override;
+  void setReadPaused(bool paused) override;
   void detach() {
     std::lock_guard<std::mutex> lock(mu_);
     call_ = nullptr;
@@ -401,12 +402,40 @@ class StreamCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::
     StartWritesDone();
   }
 
-  void cancel() { context_.TryCancel(); }
+  void cancel() {
+    context_.TryCancel();
+    setReadPaused(false);  // a stalled read must run to let the call end
+  }
+
+  // A read stalled by the pause holds the call (AddHold in OnReadDone) until it starts.
+  void setReadPaused(bool paused) {
+    bool start = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      read_paused_ = paused;
+      if (!paused && read_stalled_) {
+        read_stalled_ = false;
+        start = true;
+      }
+    }
+    if (start) {
+      StartRead(&read_buf_);
+      RemoveHold();
+    }
+  }
 
   void OnReadDone(bool ok) override {
     if (ok) {
       if (callbacks_.on_message) callbacks_.on_message(std::move(read_buf_));
       read_buf_ = grpc::ByteBuffer();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (read_paused_) {
+          read_stalled_ = true;
+          AddHold();  // inside a reaction: the call cannot be done yet
+          return;
+        }
+      }
       StartRead(&read_buf_);
       return;
     }
@@ -500,6 +529,8 @@ class StreamCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::
   bool half_close_asked_ = false;  // writesDone() was called
   bool read_ended_ = false;        // the call is over
   bool writer_closed_ = false;     // the hold is gone: no Start* any more
+  bool read_paused_ = false;       // setReadPaused(true): no next read
+  bool read_stalled_ = false;      // a read is owed (and a hold held) until resumed
   size_t write_len_ = 0;           // write_buf_'s bytes while it is being written
   size_t unwritten_ = 0;           // those and queue_'s
 };
@@ -517,6 +548,11 @@ void StreamHandle::writesDone() {
 void StreamHandle::cancel() {
   std::lock_guard<std::mutex> lock(mu_);
   if (call_ != nullptr) call_->cancel();
+}
+
+void StreamHandle::setReadPaused(bool paused) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (call_ != nullptr) call_->setReadPaused(paused);
 }
 
 size_t StreamHandle::unwrittenBytes() const {

@@ -81,6 +81,10 @@ class GrpcStream : public GrpcCallHandle {
   // Bytes write() took that grpc has not yet taken (the upstream's flow control holds
   // them): what a caller bounds before writing more.
   virtual size_t unwrittenBytes() const = 0;
+  // While paused, no message is read after the one in progress: the upstream's answers
+  // wait in grpc's transport and, past its window, in the upstream. Any thread; cancel()
+  // resumes (the call must be able to end).
+  virtual void setReadPaused(bool paused) = 0;
 };
 
 struct GrpcStreamCallbacks {

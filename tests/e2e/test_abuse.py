@@ -266,6 +266,35 @@ class PerClientCap(Base):
         self.assertEqual(code, "ok")
 
 
+class Streams(Base):
+    def test_answers_a_stream_client_has_not_read_are_bounded_and_shown(self):
+        # 24 requests of 1 MiB, each answered with 1 MiB, from a client that reads nothing at
+        # first: the answers wait in the gateway up to its bound (4 MiB, then it takes no
+        # more requests), shown by infergate_grpc_stream_answer_bytes; then all arrive.
+        pb = grpc_stubs.load()[0]
+        stub = grpc_stubs.stub_of(GW)
+        elements = 256 * 1024
+        payload = b"\0\0\xc0\x3f" * elements  # 1.5f
+
+        def requests():
+            for i in range(24):
+                r = pb.ModelInferRequest(model_name="identity_fp32", id=str(i))
+                r.inputs.add(name="INPUT0", datatype="FP32", shape=[1, elements])
+                r.raw_input_contents.append(payload)
+                yield r
+        answers = stub.ModelStreamInfer(requests())
+        try:
+            waiting = lambda: metric(GW, "infergate_grpc_stream_answer_bytes")  # noqa: E731
+            self.assertTrue(wait_until(lambda: waiting() >= 1 << 20), waiting())
+            self.assertLess(waiting(), 16 << 20)
+            ids = [a.infer_response.id for a in answers]
+        finally:
+            answers.cancel()
+        self.assertEqual(ids, [str(i) for i in range(24)])
+        self.assertTrue(wait_until(lambda: waiting() == 0), waiting())
+        self.assertServes()
+
+
 class Bodies(Base):
     def test_a_gzip_bomb_is_refused_at_the_limit_without_inflating_it(self):
         # 512 MiB of JSON whitespace in ~0.5 MiB of gzip; the limit is 1 MiB inflated.
