@@ -274,15 +274,17 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   void hold() { ++refs_; }
   void release() {
     if (--refs_ != 0) return;
-    changeUnsent(-static_cast<int64_t>(unsent_bytes_));  // what never reached the client
+    // What never reached the client (normally nothing: finish or abandon cleared it).
+    shared_->stream_answer_bytes.fetch_sub(static_cast<int64_t>(unsent_bytes_), std::memory_order_relaxed);
     delete this;
   }
 
   // Answers waiting for this stream's client change by `delta` bytes; the frontend's total
-  // (GrpcFrontend::streamAnswerBytes) with them.
+  // (GrpcFrontend::streamAnswerBytes) with them, and the legs' pause.
   void changeUnsent(int64_t delta) {
     unsent_bytes_ = static_cast<size_t>(static_cast<int64_t>(unsent_bytes_) + delta);
     shared_->stream_answer_bytes.fetch_add(delta, std::memory_order_relaxed);
+    if (!finish_called_ && !abandoned_) pauseLegsWhileUnread();
   }
 
   // One stream per gRPC upstream endpoint, opened by the first request placed there,
@@ -373,7 +375,6 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     }
     queueOut(Outgoing{std::move(message), std::nullopt});
     pump();
-    pauseLegsWhileUnread();
   }
 
   // An upstream stream ended: after the client's half-close that is its normal end; any
@@ -664,7 +665,6 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       changeUnsent(-static_cast<int64_t>(write_buf_.Length()));
       writing_ = true;
       StartWrite(&write_buf_);
-      pauseLegsWhileUnread();
       return;
     }
     if (abandoned_) return finish(::grpc::Status(::grpc::StatusCode::CANCELLED, "cancelled"));

@@ -403,6 +403,10 @@ class StreamCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::
   }
 
   void cancel() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancelled_ = true;  // no pause from now on: the call must be able to end
+    }
     context_.TryCancel();
     setReadPaused(false);  // a stalled read must run to let the call end
   }
@@ -412,8 +416,8 @@ class StreamCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::
     bool start = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      read_paused_ = paused;
-      if (!paused && read_stalled_) {
+      read_paused_ = paused && !cancelled_;
+      if (!read_paused_ && read_stalled_) {
         read_stalled_ = false;
         start = true;
       }
@@ -531,6 +535,7 @@ class StreamCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::
   bool writer_closed_ = false;     // the hold is gone: no Start* any more
   bool read_paused_ = false;       // setReadPaused(true): no next read
   bool read_stalled_ = false;      // a read is owed (and a hold held) until resumed
+  bool cancelled_ = false;         // cancel() was called: never paused again
   size_t write_len_ = 0;           // write_buf_'s bytes while it is being written
   size_t unwritten_ = 0;           // those and queue_'s
 };

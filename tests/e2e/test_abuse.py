@@ -269,8 +269,9 @@ class PerClientCap(Base):
 class Streams(Base):
     def test_answers_a_stream_client_has_not_read_are_bounded_and_shown(self):
         # 24 requests of 1 MiB, each answered with 1 MiB, from a client that reads nothing at
-        # first: the answers wait in the gateway up to its bound (4 MiB, then it takes no
-        # more requests), shown by infergate_grpc_stream_answer_bytes; then all arrive.
+        # first: the answers that wait in the gateway (up to its bound: 4 MiB, then it takes
+        # no more requests) show in infergate_grpc_stream_answer_bytes, which returns to 0
+        # once the client has read them all.
         pb = grpc_stubs.load()[0]
         stub = grpc_stubs.stub_of(GW)
         elements = 256 * 1024
