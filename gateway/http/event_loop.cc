@@ -43,7 +43,7 @@ EventLoop::~EventLoop() {
 }
 
 void EventLoop::run() {
-  owner_ = std::this_thread::get_id();
+  owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY);
   drain();  // tasks posted while stopping still run, so nothing waits forever on them
 }
@@ -70,7 +70,10 @@ void EventLoop::post(std::function<void()> fn) {
   }
 }
 
-bool EventLoop::inLoopThread() const { return std::this_thread::get_id() == owner_; }
+bool EventLoop::inLoopThread() const {
+  // Relaxed: only the loop's own thread can find its id there, and it stored it itself.
+  return std::this_thread::get_id() == owner_.load(std::memory_order_relaxed);
+}
 
 void EventLoop::onWake(evutil_socket_t fd, short, void* arg) {
   uint64_t count;

@@ -7,6 +7,7 @@
 #include <event2/event.h>
 #include <sys/time.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -55,7 +56,9 @@ class EventLoop {
   event* self_post_event_ = nullptr;
   std::mutex mutex_;
   std::vector<std::function<void()>> tasks_;
-  std::thread::id owner_;
+  // Set by run() while other threads may already post (a pool's loops start serving as
+  // their threads come up): atomic, so that inLoopThread() reads it whole.
+  std::atomic<std::thread::id> owner_;
 };
 
 // A duration as libevent's timeout (a negative one as zero).
