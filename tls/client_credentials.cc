@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "tls/pem_memory.h"
 #include "tls/server_context.h"
 
 namespace infergate::tls {
@@ -46,25 +47,11 @@ codecs::StatusOr<std::string> readFile(const Reporter& report, std::string_view 
   return bytes;
 }
 
-struct BioDeleter {
-  void operator()(BIO* bio) const { BIO_free(bio); }
-};
-struct X509Deleter {
-  void operator()(X509* cert) const { X509_free(cert); }
-};
-struct KeyDeleter {
-  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
-};
-using BioPtr = std::unique_ptr<BIO, BioDeleter>;
-using X509Ptr = std::unique_ptr<X509, X509Deleter>;
-using KeyPtr = std::unique_ptr<EVP_PKEY, KeyDeleter>;
-
-BioPtr memoryBio(const std::string& bytes) {
-  return BioPtr(BIO_new_mem_buf(bytes.data(), static_cast<int>(bytes.size())));
-}
-
-// Never asks for a passphrase: OpenSSL's default callback would prompt on the terminal.
-int noPassphrase(char*, int, int, void*) { return -1; }
+using pem::BioPtr;
+using pem::KeyPtr;
+using pem::memoryBio;
+using pem::noPassphrase;
+using pem::X509Ptr;
 
 // Reads every PEM certificate of `bytes`, keeping the first in `*first` when asked. The
 // end of the input ends the loop; anything else that stops it is an error.

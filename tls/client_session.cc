@@ -7,6 +7,7 @@
 
 #include <functional>
 
+#include "tls/pem_memory.h"
 #include "tls/server_context.h"
 
 namespace infergate::tls {
@@ -14,16 +15,10 @@ namespace {
 
 using codecs::strCat;
 
-struct BioDeleter {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-using BioPtr = std::unique_ptr<BIO, BioDeleter>;
-
-BioPtr memoryBio(const std::string& bytes) {
-  return BioPtr(BIO_new_mem_buf(bytes.data(), static_cast<int>(bytes.size())));
-}
-
-int noPassphrase(char*, int, int, void*) { return -1; }
+using pem::BioPtr;
+using pem::KeyPtr;
+using pem::memoryBio;
+using pem::noPassphrase;
 
 // The endpoints whose last session a context keeps.
 constexpr size_t kMaxTickets = 1024;
@@ -98,10 +93,10 @@ codecs::StatusOr<std::shared_ptr<const ClientContext>> ClientContext::create(
       return SSL_CTX_add1_chain_cert(ctx, cert) == 1;
     }));
     BioPtr bio = memoryBio(tls->key_pem);
-    EVP_PKEY* key = bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, noPassphrase, nullptr) : nullptr;
-    const bool used = key != nullptr && SSL_CTX_use_PrivateKey(ctx, key) == 1;
-    EVP_PKEY_free(key);
-    if (!used || SSL_CTX_check_private_key(ctx) != 1) return refuse("the client key");
+    KeyPtr key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, noPassphrase, nullptr) : nullptr);
+    if (!key || SSL_CTX_use_PrivateKey(ctx, key.get()) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
+      return refuse("the client key");
+    }
   }
   if (!alpn.empty()) {
     std::string wire;

@@ -376,11 +376,7 @@ void NativeHttpClient::Engine::handshakeFailed(Connection& c, std::string_view w
   std::shared_ptr<Call> call = c.call;
   Pool& pool = *c.pool;
   dropConnection(c);
-  if (call != nullptr) {
-    Status s = upstreamError(absl::UnavailableError(strCat(prefix(*call), "the TLS handshake failed: ", why)));
-    // Not sent on this connection; a resend's request went out on the one before.
-    finish(*call, call->body_taken ? s : markNotSent(std::move(s)));
-  }
+  if (call != nullptr) finish(*call, openingFailed(*call, strCat("the TLS handshake failed: ", why)));
   serveWaiting(pool);
 }
 
@@ -438,18 +434,21 @@ void NativeHttpClient::Engine::dropDeadline(Call& call) {
   call.deadline = nullptr;
 }
 
-Status NativeHttpClient::Engine::connectError(const Call& call, int err) const {
-  Status s = upstreamError(absl::UnavailableError(
-      strCat(prefix(call), err == ECONNREFUSED ? "connection refused" : "cannot connect", " (",
-             std::strerror(err), ")")));
+Status NativeHttpClient::Engine::openingFailed(const Call& call, std::string_view what) const {
+  Status s = upstreamError(absl::UnavailableError(strCat(prefix(call), what)));
   // Never sent only when no byte ever reached a socket (a resend's connect may fail too).
   return call.body_taken ? s : markNotSent(std::move(s));
 }
 
-Status NativeHttpClient::Engine::connectTimeout(const Call& call) const {
-  Status s = upstreamError(absl::UnavailableError(
-      strCat(prefix(call), "cannot connect within ", options_.connect_timeout.count(), " ms")));
-  return call.body_taken ? s : markNotSent(std::move(s));
+Status NativeHttpClient::Engine::connectError(const Call& call, int err) const {
+  return openingFailed(call, strCat(err == ECONNREFUSED ? "connection refused" : "cannot connect", " (",
+                                    std::strerror(err), ")"));
+}
+
+Status NativeHttpClient::Engine::connectTimeout(const Call& call, bool handshaking) const {
+  return openingFailed(call, handshaking ? strCat("the TLS handshake did not finish within ",
+                                                  options_.connect_timeout.count(), " ms of connecting")
+                                         : strCat("cannot connect within ", options_.connect_timeout.count(), " ms"));
 }
 
 // ---- libevent entry points ----
@@ -496,13 +495,7 @@ void NativeHttpClient::Engine::onConnectTimeout(evutil_socket_t, short, void* ar
   Pool& pool = *c.pool;
   const bool handshaking = !c.connecting;  // connected: TLS has not finished
   self->dropConnection(c);
-  if (call != nullptr && handshaking) {
-    Status s = upstreamError(absl::UnavailableError(strCat(self->prefix(*call), "the TLS handshake did not finish within ",
-                                                           self->options_.connect_timeout.count(), " ms of connecting")));
-    self->finish(*call, call->body_taken ? s : markNotSent(std::move(s)));
-  } else if (call != nullptr) {
-    self->finish(*call, self->connectTimeout(*call));
-  }
+  if (call != nullptr) self->finish(*call, self->connectTimeout(*call, handshaking));
   self->serveWaiting(pool);
   self->deliverNews();
 }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -173,8 +174,12 @@ class NativeHttpClient::Engine {
   void finish(Call& call, codecs::Status outcome);
   void dropConnection(Connection& c);
   void dropDeadline(Call& call);
+  // UNAVAILABLE "<prefix>: `what`", not sent unless a byte of the request reached a socket
+  // (a resend's did, on the connection before).
+  codecs::Status openingFailed(const Call& call, std::string_view what) const;
   codecs::Status connectError(const Call& call, int err) const;
-  codecs::Status connectTimeout(const Call& call) const;
+  // `handshaking`: connected, TLS not finished.
+  codecs::Status connectTimeout(const Call& call, bool handshaking) const;
   std::string prefix(const Call& call) const { return http_client_detail::callPrefix(options_.upstream_name, call.endpoint); }
 
   // -- delivery --
