@@ -22,6 +22,7 @@ target_link_libraries(infergate_grpc_frontend PRIVATE PkgConfig::NGHTTP2)
 infergate_add_test(grpc_frontend_test
   SOURCES
     ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_frontend_test.cc
+    ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_frontend_leg_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/settings_store_test.cc
   LIBS infergate_grpc_frontend infergate_upstream_test_servers_grpc)
 

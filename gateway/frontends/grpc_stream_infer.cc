@@ -283,8 +283,9 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   // (GrpcFrontend::streamAnswerBytes) with them, and the legs' pause.
   void changeUnsent(int64_t delta) {
     unsent_bytes_ = static_cast<size_t>(static_cast<int64_t>(unsent_bytes_) + delta);
+    answers_pending_.fetch_add(delta);
     shared_->stream_answer_bytes.fetch_add(delta, std::memory_order_relaxed);
-    if (!finish_called_ && !abandoned_) pauseLegsWhileUnread();
+    resumeLegsOnceDrained();
   }
 
   // One stream per gRPC upstream endpoint, opened by the first request placed there,
@@ -322,10 +323,18 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     }
     upstream::GrpcStreamCallbacks callbacks;
     callbacks.on_message = [this, key](ByteBuffer message) {
-      loop_.post([this, key, message = std::move(message)]() mutable {
+      // Counted before it is posted: the stall it may cause is undone by the loop, which
+      // looks after this message's task at the latest (changeUnsent).
+      const auto bytes = static_cast<int64_t>(message.Length());
+      if (answers_pending_.fetch_add(bytes) + bytes >= static_cast<int64_t>(kMaxUnsentBytes)) {
+        legs_stalled_.store(true);
+      }
+      loop_.post([this, key, bytes, message = std::move(message)]() mutable {
+        answers_pending_.fetch_sub(bytes);
         onUpstreamMessage(key, std::move(message));
       });
     };
+    callbacks.keep_reading = [this] { return !legs_stalled_.load(); };
     callbacks.on_written = [this] {
       // Only when reading waits for a leg's upstream: no task per message otherwise.
       if (waiting_on_leg_.exchange(false)) loop_.post([this] { maybeRead(); });
@@ -339,7 +348,6 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     hold();
     auto& leg = legs_[key];
     leg.stream = endpoint->grpc()->stream(kStreamMethod, std::move(options), std::move(callbacks));
-    if (legs_paused_) leg.stream->setReadPaused(true);
     leg.endpoint = endpoint;
     leg.decision = d;
     return leg;
@@ -674,14 +682,13 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   }
 
   // The legs' answers (a decoupled model may send any number for one request) stop being
-  // read while kMaxUnsentBytes wait for the client, and go on once half of that is
-  // written: a client that does not read leaves them in grpc's transport and the upstream,
-  // not in the gateway.
-  void pauseLegsWhileUnread() {
-    const bool pause = legs_paused_ ? unsent_bytes_ >= kMaxUnsentBytes / 2 : unsent_bytes_ >= kMaxUnsentBytes;
-    if (pause == legs_paused_ || finish_called_) return;
-    legs_paused_ = pause;
-    for (auto& [key, leg] : legs_) leg.stream->setReadPaused(pause);
+  // read, on grpc's thread as they arrive (keep_reading), once kMaxUnsentBytes wait for the
+  // client or for the loop; they go on once half of that is written: a client that does
+  // not read leaves them in grpc's transport and the upstream, not in the gateway.
+  void resumeLegsOnceDrained() {
+    if (unsent_bytes_ >= kMaxUnsentBytes / 2 || finish_called_ || abandoned_) return;
+    if (!legs_stalled_.load() || !legs_stalled_.exchange(false)) return;
+    for (auto& [key, leg] : legs_) leg.stream->setReadPaused(false);
   }
 
   // A message for the client, behind the others.
@@ -790,7 +797,11 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   size_t in_flight_bytes_ = 0;  // their messages' bytes
   size_t unsent_bytes_ = 0;   // of the messages in out_
   std::atomic<bool> waiting_on_leg_{false};  // maybeRead stopped for a leg's backlog (any thread)
-  bool legs_paused_ = false;                 // pauseLegsWhileUnread
+  // Leg answers posted to the loop and answers waiting for the client, in bytes (grpc's
+  // threads add, the loop moves and takes away), and whether the legs stop reading for
+  // them (resumeLegsOnceDrained).
+  std::atomic<int64_t> answers_pending_{0};
+  std::atomic<bool> legs_stalled_{false};
   uint64_t next_slot_ = 0;
   std::deque<Slot> ordered_;  // non-decoupled requests not yet flushed, in request order
   std::deque<Outgoing> out_;  // ready to write, in order

@@ -432,9 +432,10 @@ class StreamCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::
     if (ok) {
       if (callbacks_.on_message) callbacks_.on_message(std::move(read_buf_));
       read_buf_ = grpc::ByteBuffer();
+      const bool keep = !callbacks_.keep_reading || callbacks_.keep_reading();
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (read_paused_) {
+        if (read_paused_ || (!keep && !cancelled_)) {
           read_stalled_ = true;
           AddHold();  // inside a reaction: the call cannot be done yet
           return;

@@ -91,6 +91,11 @@ struct GrpcStreamCallbacks {
   std::function<void(grpc::ByteBuffer message)> on_message;  // each message read
   std::function<void(grpc::Status status)> on_done;          // once, last
   std::function<void()> on_written;  // a message left the queue (optional; grpc's thread)
+  // Asked on grpc's thread after each on_message (optional): false stalls the next read,
+  // as setReadPaused(true) does, until setReadPaused(false). Deciding where the message
+  // arrives stops the reads at once; a pause decided on another thread comes after
+  // whatever grpc's thread read meanwhile.
+  std::function<bool()> keep_reading;
 };
 
 class GrpcUpstreamClient {
