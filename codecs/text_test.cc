@@ -27,5 +27,40 @@ TEST(Text, EqualsIgnoreCaseFoldsLettersOnlyAtEveryPosition) {
   EXPECT_TRUE(equalsIgnoreCase("", ""));
 }
 
+// Every pair of bytes at every position of names shorter than, as long as and longer than
+// a word (the last word overlapping the one before): the word-at-a-time fold must agree
+// with folding letters one byte at a time, bytes >= 0x80 and controls included.
+TEST(Text, EqualsIgnoreCaseAgreesWithTheByteFoldForEveryByte) {
+  for (size_t size : {1u, 7u, 8u, 9u, 12u, 16u, 17u}) {
+    for (size_t at = 0; at < size; ++at) {
+      std::string a(size, 'k'), b(size, 'K');
+      for (int x = 0; x < 256; ++x) {
+        for (int y = 0; y < 256; ++y) {
+          a[at] = static_cast<char>(x);
+          b[at] = static_cast<char>(y);
+          const bool expected = asciiLower(static_cast<char>(x)) == asciiLower(static_cast<char>(y));
+          if (equalsIgnoreCase(a, b) != expected) {
+            ADD_FAILURE() << "size " << size << " at " << at << ": " << x << " vs " << y;
+            return;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Text, AsciiLowerWordLowersCapitalsOnly) {
+  for (int c = 0; c < 256; ++c) {
+    uint64_t word = 0;
+    for (int i = 0; i < 8; ++i) word |= static_cast<uint64_t>((c + i * 37) & 0xFF) << (8 * i);
+    const uint64_t lowered = asciiLowerWord(word);
+    for (int i = 0; i < 8; ++i) {
+      const char in = static_cast<char>((word >> (8 * i)) & 0xFF);
+      const char out = static_cast<char>((lowered >> (8 * i)) & 0xFF);
+      ASSERT_EQ(out, asciiLower(in)) << "byte " << (static_cast<int>(in) & 0xFF) << " lane " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace infergate::codecs

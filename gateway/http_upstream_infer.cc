@@ -45,7 +45,7 @@ codecs::StatusOr<codecs::InferResponse> httpUpstreamInferAnswer(
   if (!r.ok()) return r.status();
   if (r->status != 200) return httpErrorAnswer(r->status, r->body.view(), upstream_name);
   std::optional<uint64_t> header_length;
-  if (const std::string* ihcl = r->headers.find("Inference-Header-Content-Length")) {
+  if (const std::string_view* ihcl = r->headers.find("Inference-Header-Content-Length")) {
     header_length = codecs::parseUint64(codecs::trimAscii(*ihcl));
     if (!header_length) {
       return upstreamGarbage(upstream_name, "response", codecs::invalidArgument(

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
 #include <random>
 
@@ -162,8 +163,20 @@ HeaderPairs Router::forwardedHeaders(const http::HeaderList& headers) const {
   const config::ForwardConfig& forward = held->config->forward;
   HeaderPairs out;
   out.reserve(headers.size() + 8);  // room for what the caller adds (body headers, trace)
+  // The first letters the list's names start with: most of a request's fields (Host,
+  // Content-Type, ...) start with none of them and are passed over before being lowercased.
+  // An entry "*" (or an empty one) may match any name.
+  std::array<bool, 256> starts{};
+  bool any_start = false;
+  for (const std::string& f : forward.headers) {
+    if (f.empty() || f.front() == '*') any_start = true;
+    else starts[static_cast<unsigned char>(f.front())] = true;
+  }
   std::string n;
   for (const auto& [name, value] : headers) {
+    if (name.empty() || (!any_start && !starts[static_cast<unsigned char>(codecs::asciiLower(name.front()))])) {
+      continue;
+    }
     lowercaseInto(name, n);
     if (forwards(forward, n)) out.emplace_back(n, value);
   }
@@ -260,9 +273,9 @@ telemetry::SeriesKey seriesKeyOf(telemetry::Protocol protocol, const Decision& d
 }
 
 void readTraceHeaders(const http::HeaderList& headers, telemetry::RequestInfo& info) {
-  if (const std::string* id = headers.find("x-request-id")) info.request_id = *id;
-  if (const std::string* tp = headers.find("traceparent")) {
-    const std::string* ts = headers.find("tracestate");
+  if (const std::string_view* id = headers.find("x-request-id")) info.request_id = *id;
+  if (const std::string_view* tp = headers.find("traceparent")) {
+    const std::string_view* ts = headers.find("tracestate");
     info.trace = telemetry::parseTraceContext(*tp, ts ? std::string_view(*ts) : std::string_view());
   }
 }

@@ -90,7 +90,7 @@ class HttpRequestHeaders final : public routing::RequestHeaders {
  public:
   explicit HttpRequestHeaders(const http::HeaderList& headers) : headers_(headers) {}
   std::optional<std::string_view> find(std::string_view name) const override {
-    const std::string* v = headers_.find(name);
+    const std::string_view* v = headers_.find(name);
     return v ? std::optional<std::string_view>(*v) : std::nullopt;
   }
 

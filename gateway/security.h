@@ -22,6 +22,8 @@
 #include <optional>
 #include <string_view>
 
+#include "absl/functional/function_ref.h"
+
 #include "codecs/status.h"
 #include "config/config.h"
 #include "gateway/rate_limiter.h"
@@ -47,8 +49,13 @@ class Security {
   codecs::StatusOr<std::optional<tls::Principal>> admit(const tls::PresentedCredentials& presented,
                                                         config::ApiGroup group, bool write,
                                                         tls::Listener listener) const;
-  // The header (gRPC: metadata key) carrying a bare API key; "" = none.
-  std::string apiKeyHeader() const { return authenticator()->config().api_key_header; }
+  // The same with the credentials read from the request's headers (gRPC: metadata):
+  // `header(name)` gives a value ("" = absent), asked only when credentials are configured
+  // (without, nothing presented is looked at).
+  using HeaderLookup = absl::FunctionRef<std::string_view(std::string_view name)>;
+  codecs::StatusOr<std::optional<tls::Principal>> admit(HeaderLookup header, const tls::PeerIdentity* peer,
+                                                        config::ApiGroup group, bool write,
+                                                        tls::Listener listener) const;
   codecs::Status rateLimit(const Caller& caller, std::string_view model) const;
 
   // A reload in two steps, so that nothing changes unless the whole reload succeeds:

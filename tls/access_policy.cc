@@ -57,13 +57,13 @@ codecs::Status authorizeRule(const config::AccessRule& rule, std::string_view wh
 
 codecs::Status authorizeGroup(const config::AuthConfig& auth, const AccessRequest& request,
                               const Principal* principal) {
-  const std::string what = strCat("API group '", config::apiGroupName(request.group), "'");
+  auto what = [&request] { return strCat("API group '", config::apiGroupName(request.group), "'"); };
   if (const std::optional<config::AccessRule>& rule = auth.rule(request.group)) {
-    return authorizeRule(*rule, what, request.listener, principal);
+    return authorizeRule(*rule, what(), request.listener, principal);
   }
   if (request.public_listener && privateByDefault(request)) {
     return absl::PermissionDeniedError(
-        strCat(what, request.write && request.group == ApiGroup::kModelRepository ? " (load, unload)" : "",
+        strCat(what(), request.write && request.group == ApiGroup::kModelRepository ? " (load, unload)" : "",
                " is not served on a public listener unless auth.api_groups allows it"));
   }
   return absl::OkStatus();

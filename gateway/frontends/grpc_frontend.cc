@@ -86,16 +86,12 @@ Shared::Admission Shared::admit(const CallContext& context, std::string_view cat
               std::nullopt};
     }
   }
-  tls::PresentedCredentials presented;
-  presented.authorization = value("authorization");
-  const Security& security = *options.security;
-  if (std::string key = security.apiKeyHeader(); !key.empty()) presented.api_key = value(key);
-  presented.peer = context.peerIdentity();
   const bool write = method.ends_with("Load") || method.ends_with("Unload") || method.ends_with("Register") ||
                      method.ends_with("Unregister") || method == "TraceSetting" || method == "LogSettings";
   const std::optional<config::ApiGroup> group = config::apiGroupNamed(category);
   codecs::StatusOr<std::optional<tls::Principal>> admitted =
-      security.admit(presented, group.value_or(config::ApiGroup::kInference), write, tls::Listener::kGrpc);
+      options.security->admit(value, context.peerIdentity(), group.value_or(config::ApiGroup::kInference), write,
+                              tls::Listener::kGrpc);
   if (!admitted.ok()) return {grpcStatusFor(admitted.status()), std::nullopt};
   if (info != nullptr && *admitted) info->principal = (*admitted)->name;
   return {::grpc::Status::OK, std::move(*admitted)};

@@ -65,6 +65,12 @@ struct Names {
         upstream_model(d.upstream_model),
         client_version(d.versionShown()),
         rewrites(d.rewrites()) {}
+  // For relayAnswer() and publicStatus() alone, which read the names only when the route
+  // rewrites: none are copied otherwise.
+  static Names forRelay(const Decision& d) { return d.rewrites() ? Names(d) : Names(); }
+
+ private:
+  Names() = default;
 };
 
 std::string publicMessage(std::string_view message, const Names& n) {
@@ -94,7 +100,7 @@ std::optional<BodyHeader> jsonHeaderOf(const http::HttpRequest& req,
   BodyHeader h;
   h.body = req.body;
   h.readable = std::max(req.body_readable, h.body.size());
-  if (const std::string* encoding = req.headers.find("Content-Encoding")) {
+  if (const std::string_view* encoding = req.headers.find("Content-Encoding")) {
     auto parsed = codecs::parseContentEncoding(*encoding);
     if (!parsed.ok()) return std::nullopt;
     if (*parsed != codecs::ContentEncoding::kIdentity) {
@@ -106,7 +112,7 @@ std::optional<BodyHeader> jsonHeaderOf(const http::HttpRequest& req,
     }
   }
   h.text = h.body.view();
-  if (const std::string* length = req.headers.find("Inference-Header-Content-Length")) {
+  if (const std::string_view* length = req.headers.find("Inference-Header-Content-Length")) {
     uint64_t n = 0;
     auto [end, ec] = std::from_chars(length->data(), length->data() + length->size(), n);
     if (ec != std::errc() || end != length->data() + length->size() || n > h.text.size()) {
@@ -168,7 +174,7 @@ upstream::HttpUpstreamRequest passthroughRequest(const Router& router, const htt
   out.target = std::move(target);
   out.headers = router.forwardedHeaders(req.headers);
   for (std::string_view name : kBodyHeaders) {
-    if (const std::string* v = req.headers.find(name)) out.headers.emplace_back(name, *v);
+    if (const std::string_view* v = req.headers.find(name)) out.headers.emplace_back(name, *v);
   }
   out.body = codecs::BufferChain(req.body);
   out.timeout = timeout;
@@ -181,7 +187,7 @@ codecs::StatusOr<HttpResponse> renameInferAnswer(upstream::HttpUpstreamResponse&
                                                  const Names& n) {
   codecs::Buffer body = r.body;
   bool inflated = false;
-  if (const std::string* ce = r.headers.find("Content-Encoding")) {
+  if (const std::string_view* ce = r.headers.find("Content-Encoding")) {
     INFERGATE_ASSIGN_OR_RETURN(codecs::ContentEncoding encoding, codecs::parseContentEncoding(*ce));
     if (encoding != codecs::ContentEncoding::kIdentity) {
       INFERGATE_ASSIGN_OR_RETURN(body, codecs::decompress(encoding, codecs::BufferChain(body),
@@ -190,7 +196,7 @@ codecs::StatusOr<HttpResponse> renameInferAnswer(upstream::HttpUpstreamResponse&
     }
   }
   size_t json_size = body.size();
-  const std::string* ihcl = r.headers.find("Inference-Header-Content-Length");
+  const std::string_view* ihcl = r.headers.find("Inference-Header-Content-Length");
   if (ihcl) {
     std::optional<uint64_t> n = codecs::parseUint64(codecs::trimAscii(*ihcl));
     if (!n || *n > body.size()) {
@@ -211,7 +217,7 @@ codecs::StatusOr<HttpResponse> renameInferAnswer(upstream::HttpUpstreamResponse&
   for (std::string_view name : kAnswerHeaders) {
     if (inflated && name == "Content-Encoding") continue;
     if (name == "Inference-Header-Content-Length") continue;
-    if (const std::string* v = r.headers.find(name)) out.header(std::string(name), *v);
+    if (const std::string_view* v = r.headers.find(name)) out.header(std::string(name), std::string(*v));
   }
   if (ihcl) out.header("Inference-Header-Content-Length", std::to_string(json->size()));
   out.body.append(codecs::Buffer::fromString(std::move(*json)));
@@ -226,7 +232,7 @@ HttpResponse relayAnswer(upstream::HttpUpstreamResponse r, HttpEndpoint endpoint
     out.status = r.status;
     out.headers.reserve(std::size(kAnswerHeaders) + 1);  // and x-request-id
     for (std::string_view name : kAnswerHeaders) {
-      if (const std::string* v = r.headers.find(name)) out.header(std::string(name), *v);
+      if (const std::string_view* v = r.headers.find(name)) out.header(std::string(name), std::string(*v));
     }
     out.body.append(r.body);
     return out;
@@ -236,7 +242,7 @@ HttpResponse relayAnswer(upstream::HttpUpstreamResponse r, HttpEndpoint endpoint
     auto message = codecs::decodeJsonError(r.body.view());
     if (!message.ok()) return asSent();
     HttpResponse out = HttpResponse::jsonError(r.status, publicMessage(*message, n));
-    if (const std::string* v = r.headers.find("Retry-After")) out.header("Retry-After", *v);
+    if (const std::string_view* v = r.headers.find("Retry-After")) out.header("Retry-After", std::string(*v));
     return out;
   }
   codecs::Status failed;
@@ -359,7 +365,7 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
       passthroughRequest(*router_, req, std::move(target), d.timeout);
   stampTraceHeaders(out.headers, exchange->info());
   upstream::HttpUpstreamCallbacks callbacks;
-  Names names(d);
+  Names names = Names::forRelay(d);
   if (m.endpoint == HttpEndpoint::kModelGenerateStream) {
     // Server-sent events go out as they arrive; an error answer (not 200) is relayed whole.
     auto streaming = std::make_shared<bool>(false);
@@ -367,7 +373,7 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
       if (status != 200 || exchange->responded()) return;
       HttpResponse head;
       head.status = status;
-      if (const std::string* v = headers.find("Content-Type")) head.header("Content-Type", *v);
+      if (const std::string_view* v = headers.find("Content-Type")) head.header("Content-Type", std::string(*v));
       exchange->beginStream(std::move(head));
       *streaming = true;
     };
@@ -379,7 +385,7 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
         held->append(std::move(piece));
       }
     };
-    callbacks.on_complete = [exchange, streaming, held, names](
+    callbacks.on_complete = [exchange, streaming, held, names = std::move(names)](
                                 codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
       exchange->setCancelHandler(nullptr);
       if (*streaming) {
@@ -396,7 +402,7 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
       exchange->respond(relayAnswer(std::move(*r), HttpEndpoint::kModelGenerateStream, names));
     };
   } else {
-    callbacks.on_complete = [exchange, names, endpoint = m.endpoint](
+    callbacks.on_complete = [exchange, names = std::move(names), endpoint = m.endpoint](
                                 codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
       exchange->setCancelHandler(nullptr);
       if (!r.ok()) return exchange->respond(errorResponse(publicStatus(r.status(), names)));

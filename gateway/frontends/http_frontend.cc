@@ -148,17 +148,14 @@ codecs::StatusOr<std::optional<tls::Principal>> HttpFrontend::authenticate(
       e == HttpEndpoint::kCudaShmRegister || e == HttpEndpoint::kCudaShmUnregister ||
       ((e == HttpEndpoint::kTraceSetting || e == HttpEndpoint::kModelTraceSetting ||
         e == HttpEndpoint::kLogging) && request.method != "GET");
-  tls::PresentedCredentials presented;
-  if (const std::string* v = request.headers.find("authorization")) presented.authorization = *v;
-  const Security& security = *options_.security;
-  if (std::string header = security.apiKeyHeader(); !header.empty()) {
-    if (const std::string* v = request.headers.find(header)) presented.api_key = *v;
-  }
-  if (session != nullptr) presented.peer = session->peer();
+  auto header = [&request](std::string_view name) -> std::string_view {
+    const std::string_view* v = request.headers.find(name);
+    return v != nullptr ? std::string_view(*v) : std::string_view();
+  };
   // Every endpoint past the 404 check has a group.
   const std::optional<config::ApiGroup> group = config::apiGroupNamed(endpointCategory(e));
-  return security.admit(presented, group.value_or(config::ApiGroup::kInference), write,
-                        tls::Listener::kHttp);
+  return options_.security->admit(header, session != nullptr ? session->peer() : nullptr,
+                                  group.value_or(config::ApiGroup::kInference), write, tls::Listener::kHttp);
 }
 
 // The gateway's own endpoints here; the rest go to an upstream (routed) or to all of them.

@@ -222,7 +222,7 @@ void HttpFrontend::generate(const Exchange& exchange, const Route&, const Decisi
   auto model = repo.find(d.upstream_model, d.upstream_version);
   if (!model.ok()) return exchange->respond(errorResponse(model.status()));
   const builtin::ModelSpec& spec = (*model)->spec();
-  if (const std::string* ce = http.headers.find("Content-Encoding")) {
+  if (const std::string_view* ce = http.headers.find("Content-Encoding")) {
     if (!codecs::equalsIgnoreCase(codecs::trimAscii(*ce), "identity")) {
       return exchange->respond(HttpResponse::jsonError(
           400, "the generate endpoints do not accept a compressed body (Content-Encoding)"));

@@ -20,7 +20,7 @@ using http::HttpExchange;
 using http::HttpResponse;
 
 codecs::StatusOr<std::optional<uint64_t>> headerLength(const http::HttpRequest& request) {
-  const std::string* value = request.headers.find("Inference-Header-Content-Length");
+  const std::string_view* value = request.headers.find("Inference-Header-Content-Length");
   if (!value) return std::optional<uint64_t>();
   std::optional<uint64_t> n = codecs::parseUint64(codecs::trimAscii(*value));
   if (!n || *n > 0x7fffffffULL) {
@@ -40,7 +40,7 @@ HttpResponse inferResponse(const codecs::InferResponse& response,
     r.header("Inference-Header-Content-Length", std::to_string(*body->header_length));
   }
   codecs::ContentEncoding encoding = codecs::ContentEncoding::kIdentity;
-  if (const std::string* accept = http.headers.find("Accept-Encoding")) {
+  if (const std::string_view* accept = http.headers.find("Accept-Encoding")) {
     encoding = codecs::negotiateAcceptEncoding(*accept);
   }
   if (encoding != codecs::ContentEncoding::kIdentity) {
@@ -60,7 +60,7 @@ codecs::StatusOr<codecs::InferRequest> decodeHttpInfer(
     const codecs::BinaryTensorDecoder::RawInputSpec* raw_input) {
   codecs::Buffer body = http.body;
   size_t readable = http.body_readable;
-  if (const std::string* ce = http.headers.find("Content-Encoding")) {
+  if (const std::string_view* ce = http.headers.find("Content-Encoding")) {
     INFERGATE_ASSIGN_OR_RETURN(codecs::ContentEncoding encoding, codecs::parseContentEncoding(*ce));
     if (encoding != codecs::ContentEncoding::kIdentity) {
       INFERGATE_ASSIGN_OR_RETURN(body, codecs::decompress(encoding, codecs::BufferChain(body),
@@ -84,7 +84,7 @@ codecs::StatusOr<codecs::InferRequest> decodeHttpInfer(
 HttpResponse decodeErrorResponse(const http::HttpRequest& http, const codecs::Status& status) {
   HttpResponse r = errorResponse(status);
   // An unsupported Content-Encoding (415-like, UNIMPLEMENTED) says what is supported.
-  const std::string* ce = http.headers.find("Content-Encoding");
+  const std::string_view* ce = http.headers.find("Content-Encoding");
   if (ce && !codecs::parseContentEncoding(*ce).ok()) r.header("Accept-Encoding", "gzip, deflate");
   return r;
 }
@@ -99,7 +99,7 @@ void HttpFrontend::infer(const Exchange& exchange, const Route& route, const Dec
     return exchange->respond(errorResponse(builtin::decoupledUnaryError(spec, builtin::UnaryPath::kHttp)));
   }
   std::optional<codecs::BinaryTensorDecoder::RawInputSpec> raw;
-  if (const std::string* ihcl = http.headers.find("Inference-Header-Content-Length");
+  if (const std::string_view* ihcl = http.headers.find("Inference-Header-Content-Length");
       ihcl && codecs::trimAscii(*ihcl) == "0") {
     if (spec.inputs.size() != 1) {
       return exchange->respond(HttpResponse::jsonError(

@@ -195,10 +195,10 @@ size_t HttpConnection::quickRequest(const char* data, size_t size) {
   request.method = method;
   request.target = target;
   request.http_minor = 1;
-  request.headers.reserve(count);
-  for (size_t i = 0; i < count; ++i) {
-    request.headers.add(std::string(fields[i].first), std::string(fields[i].second));
-  }
+  size_t field_bytes = 0;
+  for (size_t i = 0; i < count; ++i) field_bytes += fields[i].first.size() + fields[i].second.size();
+  request.headers.reserve(count, field_bytes);
+  for (size_t i = 0; i < count; ++i) request.headers.add(fields[i].first, fields[i].second);
   if (!admitHead(length, /*chunked=*/false)) return 0;
   ++quick_requests_;
   // The body's bytes in this read; the rest comes with the next reads (parse(), or
@@ -293,8 +293,7 @@ std::optional<std::pair<int, std::string>> framingRefusal(const http_parser& p,
 
 void HttpConnection::finishHeaderLine() {
   if (!in_header_value_) return;
-  current_->request_.headers.add(std::move(header_field_),
-                                 std::string(codecs::trimAscii(header_value_)));
+  current_->request_.headers.add(header_field_, codecs::trimAscii(header_value_));
   header_field_.clear();
   header_value_.clear();
   in_header_value_ = false;
@@ -402,7 +401,7 @@ int HttpConnection::onHeadersComplete(http_parser* p) {
   }
   c->armTimer();
   // 100-continue: only here, the quick reader leaves a request with Expect to http_parser.
-  const std::string* expect = request.headers.find("Expect");
+  const std::string_view* expect = request.headers.find("Expect");
   if (expect && codecs::equalsIgnoreCase(codecs::trimAscii(*expect), "100-continue") &&
       (has_length ? p->content_length > 0 : true) && c->pending_.empty() && c->out_.empty()) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";

@@ -1,13 +1,55 @@
 #include "gateway/http/http_message.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "codecs/json_response_encoder.h"
 #include "codecs/text.h"
 
 namespace infergate::gateway::http {
 
-const std::string* HeaderList::find(std::string_view name) const {
-  for (const auto& [k, v] : entries_) {
-    if (codecs::equalsIgnoreCase(k, name)) return &v;
+namespace {
+
+// The smallest block a list allocates: a typical head's names and values fit one.
+constexpr size_t kMinBlock = 512;
+
+}  // namespace
+
+HeaderList& HeaderList::operator=(const HeaderList& other) {
+  if (this == &other) return *this;
+  entries_.clear();
+  blocks_.clear();
+  size_t bytes = 0;
+  for (const auto& [k, v] : other.entries_) bytes += k.size() + v.size();
+  reserve(other.entries_.size(), bytes);
+  for (const auto& [k, v] : other.entries_) add(k, v);
+  return *this;
+}
+
+void HeaderList::newBlock(size_t size) {
+  blocks_.push_back(std::make_unique_for_overwrite<char[]>(size));
+  last_size_ = size;
+  last_used_ = 0;
+}
+
+void HeaderList::reserve(size_t count, size_t bytes) {
+  entries_.reserve(count);
+  if (bytes > room()) newBlock(bytes);
+}
+
+void HeaderList::add(std::string_view name, std::string_view value) {
+  const size_t size = name.size() + value.size();
+  if (size > room()) newBlock(std::max(kMinBlock, size));
+  char* at = blocks_.empty() ? nullptr : blocks_.back().get() + last_used_;
+  if (!name.empty()) std::memcpy(at, name.data(), name.size());
+  if (!value.empty()) std::memcpy(at + name.size(), value.data(), value.size());
+  last_used_ += size;
+  entries_.emplace_back(std::string_view(at, name.size()), std::string_view(at + name.size(), value.size()));
+}
+
+const std::string_view* HeaderList::find(std::string_view name) const {
+  for (const Entry& entry : entries_) {
+    if (codecs::equalsIgnoreCase(entry.first, name)) return &entry.second;
   }
   return nullptr;
 }

@@ -28,21 +28,41 @@ struct BodyPlace {
   size_t capacity = 0;  // room for the body and kRequestBodyPadding bytes after it
 };
 
-// Header names compare case-insensitively; values are kept as sent (trimmed).
+// Header names compare case-insensitively; values are kept as sent (trimmed). Names and
+// values are views into the list's own storage: blocks that never move (a moved list keeps
+// them), so a view stays valid while the list lives. A parser that knows the head's size
+// reserves it once: one allocation for every name and value.
 class HeaderList {
  public:
-  void add(std::string name, std::string value) {
-    entries_.emplace_back(std::move(name), std::move(value));
-  }
-  void reserve(size_t count) { entries_.reserve(count); }
+  using Entry = std::pair<std::string_view, std::string_view>;
+
+  HeaderList() = default;
+  HeaderList(const HeaderList& other) { *this = other; }
+  HeaderList& operator=(const HeaderList& other);
+  // A moved-from list is empty (its blocks went with the views), and may be added to.
+  HeaderList(HeaderList&& other) noexcept = default;
+  HeaderList& operator=(HeaderList&& other) noexcept = default;
+
+  // Copies `name` and `value` into the list.
+  void add(std::string_view name, std::string_view value);
+  // Room for `count` entries and `bytes` of names and values.
+  void reserve(size_t count, size_t bytes = 0);
   // The first value of `name`, or nullptr.
-  const std::string* find(std::string_view name) const;
+  const std::string_view* find(std::string_view name) const;
   size_t size() const { return entries_.size(); }
   auto begin() const { return entries_.begin(); }
   auto end() const { return entries_.end(); }
 
  private:
-  std::vector<std::pair<std::string, std::string>> entries_;
+  size_t room() const { return blocks_.empty() ? 0 : last_size_ - last_used_; }
+  void newBlock(size_t size);
+
+  std::vector<Entry> entries_;
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  // The last block's size and bytes taken; read only while there is a block (a moved-from
+  // list has none, whatever these say).
+  size_t last_size_ = 0;
+  size_t last_used_ = 0;
 };
 
 struct HttpRequest {

@@ -201,6 +201,9 @@ std::atomic<uint64_t> next_instance{1};
 struct RequestMetrics::Cache {
   uint64_t owner = 0;
   std::unordered_map<OwnedKey, RequestSeries*, KeyHash, KeyEq> series;
+  // The entry the last lookup found (a node of `series`: stable until it is cleared):
+  // asked first, since one loop mostly serves one model after another of the same.
+  const std::pair<const OwnedKey, RequestSeries*>* last = nullptr;
   std::map<std::pair<int, const char*>, ApiSeries*> api;
 };
 
@@ -214,6 +217,7 @@ RequestMetrics::Cache& RequestMetrics::cache() const {
   thread_local Cache c;
   if (c.owner != id_) {  // another instance used this thread last (tests build several)
     c.series.clear();
+    c.last = nullptr;
     c.api.clear();
     c.owner = id_;
   }
@@ -222,12 +226,18 @@ RequestMetrics::Cache& RequestMetrics::cache() const {
 
 RequestSeries* RequestMetrics::series(const SeriesKey& key) {
   Cache& c = cache();
-  if (auto it = c.series.find(key); it != c.series.end()) return it->second;
+  if (c.last != nullptr && KeyEq()(c.last->first, key)) return c.last->second;
+  if (auto it = c.series.find(key); it != c.series.end()) {
+    c.last = &*it;
+    return it->second;
+  }
   RequestSeries* found = lookupShared(key);
-  c.series.emplace(OwnedKey{key.protocol, key.upstream_protocol, std::string(key.model),
-                            std::string(key.version), std::string(key.route),
-                            std::string(key.upstream)},
-                   found);
+  c.last = &*c.series
+                .emplace(OwnedKey{key.protocol, key.upstream_protocol, std::string(key.model),
+                                  std::string(key.version), std::string(key.route),
+                                  std::string(key.upstream)},
+                         found)
+                .first;
   return found;
 }
 

@@ -72,12 +72,37 @@ std::string unsendableTargetMessage(std::string_view prefix, std::string_view ta
                         "controls and space)");
 }
 
+namespace {
+
+// "a.b.c.d" in plain decimal (no leading zeros, each at most 255): the form nearly every
+// endpoint is written in, read without inet_pton (asked for every request). False says
+// only "not this form".
+bool plainDottedQuad(std::string_view s) {
+  int parts = 0;
+  size_t i = 0;
+  while (parts < 4) {
+    size_t start = i;
+    unsigned value = 0;
+    while (i < s.size() && i - start < 3 && s[i] >= '0' && s[i] <= '9') value = value * 10 + (s[i++] - '0');
+    const size_t digits = i - start;
+    if (digits == 0 || value > 255 || (digits > 1 && s[start] == '0')) return false;
+    if (++parts < 4) {
+      if (i >= s.size() || s[i] != '.') return false;
+      ++i;
+    }
+  }
+  return i == s.size();
+}
+
+}  // namespace
+
 bool isLiteralEndpoint(const config::ListenAddress& endpoint) {
   if (endpoint.kind == config::ListenAddress::Kind::kUnix) return true;
+  if (endpoint.kind != config::ListenAddress::Kind::kTcp) return false;
+  if (plainDottedQuad(endpoint.host)) return true;
   in6_addr any;
-  return endpoint.kind == config::ListenAddress::Kind::kTcp &&
-         (inet_pton(AF_INET, endpoint.host.c_str(), &any) == 1 ||
-          inet_pton(AF_INET6, endpoint.host.c_str(), &any) == 1);
+  return inet_pton(AF_INET, endpoint.host.c_str(), &any) == 1 ||
+         inet_pton(AF_INET6, endpoint.host.c_str(), &any) == 1;
 }
 
 codecs::StatusOr<SocketAddress> literalSocketAddress(const config::ListenAddress& endpoint,

@@ -60,7 +60,7 @@ size_t CurlMultiClient::onHeader(char* data, size_t size, size_t count, void* us
     if (call.status >= 200) {
       call.head_complete = true;
       for (auto& [name, value] : call.raw_headers) {
-        call.headers.add(std::move(name), std::move(value));
+        call.headers.add(name, value);
       }
       call.raw_headers.clear();
       if (call.streaming && call.owner != nullptr) call.owner->markNews(call);

@@ -121,7 +121,7 @@ TEST_P(HttpClientFaultTest, QueuedRequestStillTimesOut) {
 std::string outcomeOf(const StatusOr<HttpUpstreamResponse>& r) {
   if (!r.ok()) return "error " + std::string(absl::StatusCodeToString(r.status().code()));
   std::string out = std::to_string(r->status);
-  for (const auto& [name, value] : r->headers) out += "|" + name + "=" + value;
+  for (const auto& [name, value] : r->headers) out.append("|").append(name).append("=").append(value);
   return out + "|" + std::string(r->body.view());
 }
 

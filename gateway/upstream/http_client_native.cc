@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -131,13 +132,24 @@ std::shared_ptr<HttpCallHandle> NativeHttpClient::Engine::send(
   return call;
 }
 
+namespace {
+
+bool samePlace(const config::ListenAddress& a, const config::ListenAddress& b) {
+  return a.kind == b.kind && a.port == b.port && a.host == b.host && a.path == b.path;
+}
+
+}  // namespace
+
 NativeHttpClient::Engine::Pool* NativeHttpClient::Engine::poolFor(
     const config::ListenAddress& endpoint, Status* error) {
+  // Most loops send to one endpoint after another of the same few: the last one found is
+  // asked first, before a key is built and hashed.
+  if (last_pool_ != nullptr && samePlace(last_pool_->endpoint, endpoint)) return last_pool_;
   std::string key = endpoint.kind == config::ListenAddress::Kind::kUnix
                         ? strCat("unix:", endpoint.path)
                         : strCat(endpoint.host, "|", endpoint.port);
   auto it = pools_.find(key);
-  if (it != pools_.end()) return it->second.get();
+  if (it != pools_.end()) return last_pool_ = it->second.get();
   codecs::StatusOr<http_client_detail::SocketAddress> address =
       http_client_detail::literalSocketAddress(endpoint, options_.upstream_name);
   if (!address.ok()) {
@@ -154,24 +166,35 @@ NativeHttpClient::Engine::Pool* NativeHttpClient::Engine::poolFor(
                                   ? options_.tls->server_name
                                   : strCat(options_.tls->server_name, ":", endpoint.port);
   }
-  return pools_.emplace(std::move(key), std::move(pool)).first->second.get();
+  return last_pool_ = pools_.emplace(std::move(key), std::move(pool)).first->second.get();
 }
 
 void NativeHttpClient::Engine::buildHead(Call& call, const Pool& pool) const {
+  using namespace std::string_view_literals;
   const HttpUpstreamRequest& r = *call.request;
-  std::string& head = call.head;
-  head.reserve(128 + r.target.size() + r.headers.size() * 48);
-  head.append(r.method).append(" ").append(r.target).append(" HTTP/1.1\r\n");
+  char length[24];
+  const size_t length_size =
+      call.sends_body ? static_cast<size_t>(
+                            std::to_chars(length, length + sizeof(length), r.body.size()).ptr - length)
+                      : 0;
+  // Sized first (headers that are then dropped included), so the head is one allocation.
   bool has_host = false;
-  for (const auto& [name, value] : r.headers) has_host = has_host || equalsIgnoreCase(name, "host");
-  if (!has_host) head.append("Host: ").append(pool.address.authority).append("\r\n");
+  size_t size = r.method.size() + r.target.size() + 64 + pool.address.authority.size() + length_size;
+  for (const auto& [name, value] : r.headers) {
+    has_host = has_host || equalsIgnoreCase(name, "host"sv);
+    size += name.size() + value.size() + 4;
+  }
+  std::string& head = call.head;
+  head.reserve(size);
+  head.append(r.method).append(" "sv).append(r.target).append(" HTTP/1.1\r\n"sv);
+  if (!has_host) head.append("Host: "sv).append(pool.address.authority).append("\r\n"sv);
   for (const auto& [name, value] : r.headers) {
     // Unsendable headers are dropped: none can come from a parsed client request.
     if (!forwardableHeader(name, value)) continue;
-    head.append(name).append(": ").append(value).append("\r\n");
+    head.append(name).append(": "sv).append(value).append("\r\n"sv);
   }
-  if (call.sends_body) head.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
-  head.append("\r\n");
+  if (call.sends_body) head.append("Content-Length: "sv).append(length, length_size).append("\r\n"sv);
+  head.append("\r\n"sv);
 }
 
 void NativeHttpClient::Engine::dispatch(std::shared_ptr<Call> call) {
@@ -205,7 +228,10 @@ void NativeHttpClient::Engine::serveWaiting(Pool& pool) {
 void NativeHttpClient::Engine::sweepPools() {
   for (const std::string& key : maybe_empty_) {
     auto it = pools_.find(key);
-    if (it != pools_.end() && it->second->open == 0 && it->second->waiting.empty()) pools_.erase(it);
+    if (it != pools_.end() && it->second->open == 0 && it->second->waiting.empty()) {
+      if (last_pool_ == it->second.get()) last_pool_ = nullptr;
+      pools_.erase(it);
+    }
   }
   maybe_empty_.clear();
 }

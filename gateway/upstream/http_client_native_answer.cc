@@ -233,7 +233,7 @@ size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t 
         return 0;  // a list of options: http_parser's to read
       }
     }
-    headers.add(std::string(name), std::string(value));
+    headers.add(name, value);
   }
   if (!length || *length > kMaxReservedBodyBytes) return 0;
   if (*length > 0) {
@@ -387,11 +387,7 @@ int NativeHttpClient::Engine::onHeadersComplete(http_parser* p) {
   if (call.status < 200) return 1;
   call.head_complete = true;
   call.headers.reserve(call.raw_headers.size());
-  for (auto& [name, value] : call.raw_headers) {
-    std::string_view trimmed = trimValue(value);
-    call.headers.add(std::move(name), trimmed.size() == value.size() ? std::move(value)
-                                                                     : std::string(trimmed));
-  }
+  for (auto& [name, value] : call.raw_headers) call.headers.add(name, trimValue(value));
   call.raw_headers.clear();
   if ((p->flags & F_CHUNKED) == 0 && p->content_length != ULLONG_MAX) {
     call.content_length = p->content_length;

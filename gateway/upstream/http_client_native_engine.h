@@ -205,6 +205,7 @@ class NativeHttpClient::Engine {
   HttpClientOptions options_;
   std::unique_ptr<char[]> read_buffer_;
   std::unordered_map<std::string, std::unique_ptr<Pool>> pools_;
+  Pool* last_pool_ = nullptr;  // the last one poolFor() found (null once swept)
   std::vector<std::string> maybe_empty_;  // pools to look at in sweepPools()
   std::unordered_map<Connection*, std::unique_ptr<Connection>> connections_;
   std::unordered_map<Call*, std::shared_ptr<Call>> calls_;  // not yet delivered whole

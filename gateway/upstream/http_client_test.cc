@@ -7,7 +7,10 @@
 // Nothing sleeps: where an order must be shown (a streamed piece before the end), the
 // server's next step is triggered by what the client saw.
 
+#include <arpa/inet.h>
+
 #include "gateway/upstream/http_client_test_fixture.h"
+#include "gateway/upstream/http_client_common.h"
 
 namespace infergate::gateway::upstream::testing {
 namespace {
@@ -207,6 +210,27 @@ TEST_P(HttpClientTest, Ipv6Endpoint) {
   EXPECT_EQ(r->body.view(), R"({"v6":true})");
 }
 
+// Two endpoints asked in turn on one loop: each request reaches its own (the native engine
+// remembers the last endpoint's connections; a stale memory would send to the other).
+TEST_P(HttpClientTest, EndpointsAskedInTurnEachGetTheirOwn) {
+  HttpTestUpstream other([](std::shared_ptr<HttpExchange> e) {
+    e->respond(HttpResponse::json(200, R"({"who":"other"})"));
+  });
+  auto bound = other.listenOnLoopback();
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  other.start();
+  const config::ListenAddress other_endpoint = address(bound->address);
+  for (int i = 0; i < 6; ++i) {
+    const bool to_other = i % 3 == 1;
+    const config::ListenAddress* to = to_other ? &other_endpoint : i % 3 == 2 ? &unix_endpoint_ : nullptr;
+    auto r = fetch(post("/echo", "turn " + std::to_string(i)), to);
+    ASSERT_TRUE(r.ok()) << i << ": " << r.status();
+    EXPECT_EQ(r->body.view(), to_other ? R"({"who":"other"})" : "turn " + std::to_string(i)) << i;
+  }
+  client_thread_.run([this] { client_.reset(); });
+  other.stop();
+}
+
 TEST_P(HttpClientTest, UnsendableTargetIsTheRequestsFault) {
   const size_t before = seenCount();
   for (std::string target : {std::string("/v2/models/a b/infer"), std::string("/echo\r\nX-Evil: 1"),
@@ -375,8 +399,8 @@ TEST_P(HttpClientTest, StreamingDeliversHeadThenPiecesBeforeTheEnd) {
   client_thread_.run([&] {
     HttpUpstreamCallbacks callbacks;
     callbacks.on_head = [&](int status, const http::HeaderList& headers) {
-      const std::string* type = headers.find("Content-Type");
-      events.push_back("head " + std::to_string(status) + " " + (type ? *type : ""));
+      const std::string_view* type = headers.find("Content-Type");
+      events.push_back("head " + std::to_string(status) + " " + std::string(type ? *type : ""));
     };
     callbacks.on_data = [&](Buffer piece) {
       events.push_back("data");
@@ -440,6 +464,32 @@ TEST_P(HttpClientTest, InterimResponsesAreSkipped) {
   EXPECT_EQ(r->headers.find("X-Interim"), nullptr);
   ASSERT_NE(r->headers.find("X-Final"), nullptr);
   EXPECT_EQ(r->headers.size(), 2u);
+}
+
+// Whether the native engines take an endpoint: a quick reading of plain dotted quads, and
+// inet_pton for everything else. Both must agree with inet_pton on every host.
+TEST(LiteralEndpointTest, AgreesWithInetPton) {
+  for (const char* host : {"127.0.0.1", "0.0.0.0", "255.255.255.255", "10.1.20.255", "1.2.3",
+                           "1.2.3.4.", "1.2.3.4.5", "256.1.1.1", "1.2.3.1000", "01.2.3.4",
+                           "1.2.3.04", "1..3.4", ".1.2.3", "1.2.3.4a", "a.b.c.d", "", "::1",
+                           "fe80::1", "::ffff:127.0.0.1", "localhost", "upstream.internal",
+                           "1.2.3.-4", "1.2.3. 4"}) {
+    config::ListenAddress a;
+    a.kind = config::ListenAddress::Kind::kTcp;
+    a.host = host;
+    a.port = 8000;
+    in6_addr any;
+    const bool literal = inet_pton(AF_INET, host, &any) == 1 || inet_pton(AF_INET6, host, &any) == 1;
+    EXPECT_EQ(http_client_detail::isLiteralEndpoint(a), literal) << "'" << host << "'";
+  }
+  config::ListenAddress unix_socket;
+  unix_socket.kind = config::ListenAddress::Kind::kUnix;
+  unix_socket.path = "/tmp/u.sock";
+  EXPECT_TRUE(http_client_detail::isLiteralEndpoint(unix_socket));
+  config::ListenAddress dns;
+  dns.kind = config::ListenAddress::Kind::kDns;
+  dns.host = "127.0.0.1";
+  EXPECT_FALSE(http_client_detail::isLiteralEndpoint(dns));
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, HttpClientTest,

@@ -95,8 +95,8 @@ class HttpClientTlsTest : public ::testing::TestWithParam<Engine> {
         return;
       }
       HttpResponse r;
-      const std::string* host = e->request().headers.find("Host");
-      r.header("X-Seen-Host", host ? *host : "");
+      const std::string_view* host = e->request().headers.find("Host");
+      r.header("X-Seen-Host", std::string(host ? *host : ""));
       r.body.append(e->request().body);
       e->respond(std::move(r));
     });

@@ -54,7 +54,7 @@ struct Outcome {
 
 std::string headersText(int status, const http::HeaderList& headers) {
   std::string out = std::to_string(status) + "\n";
-  for (const auto& [name, value] : headers) out += name + ": " + value + "\n";
+  for (const auto& [name, value] : headers) out.append(name).append(": ").append(value).append("\n");
   return out;
 }
 
