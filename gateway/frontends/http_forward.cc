@@ -230,10 +230,8 @@ HttpResponse relayAnswer(upstream::HttpUpstreamResponse r, HttpEndpoint endpoint
   auto asSent = [&] {
     HttpResponse out;
     out.status = r.status;
-    out.headers.reserve(std::size(kAnswerHeaders) + 1);  // and x-request-id
-    for (std::string_view name : kAnswerHeaders) {
-      if (const std::string_view* v = r.headers.find(name)) out.header(std::string(name), std::string(*v));
-    }
+    out.relayed = std::move(r.headers);  // those of kAnswerHeaders go out, as they came
+    out.relayed_names = kAnswerHeaders;
     out.body.append(r.body);
     return out;
   };

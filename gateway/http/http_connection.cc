@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -285,28 +286,45 @@ std::string HttpConnection::responseHead(const HttpExchange& exchange, const Htt
                                          bool keep_alive, bool chunked) const {
   size_t size = 96;  // the status line, Content-Length or Transfer-Encoding, Connection
   for (const auto& [name, value] : response.headers) size += name.size() + value.size() + 4;
+  for (const auto& [name, value] : response.relayed) size += name.size() + value.size() + 4;
   const std::string& request_id = exchange.info_.request_id;
   size += request_id.size() + 16;  // x-request-id: ...
+  using namespace std::string_view_literals;
+  char number[24];
+  auto decimal = [&number](uint64_t n) {
+    return std::string_view(number, static_cast<size_t>(std::to_chars(number, number + sizeof(number), n).ptr - number));
+  };
   std::string head;
   head.reserve(size);
-  head.append("HTTP/1.1 ").append(std::to_string(response.status)).append(" ")
-      .append(reasonPhrase(response.status)).append("\r\n");
+  head.append("HTTP/1.1 "sv).append(decimal(static_cast<uint64_t>(response.status))).append(" "sv)
+      .append(reasonPhrase(response.status)).append("\r\n"sv);
   for (const auto& [name, value] : response.headers) {
-    head.append(name).append(": ").append(value).append("\r\n");
+    head.append(name).append(": "sv).append(value).append("\r\n"sv);
+  }
+  const size_t relayable = std::min<size_t>(response.relayed_names.size(), 32);
+  uint32_t relayed = 0;  // bit i: relayed_names[i] went out
+  for (const auto& [name, value] : response.relayed) {
+    for (size_t i = 0; i < relayable; ++i) {
+      if ((relayed >> i & 1u) == 0 && codecs::equalsIgnoreCase(name, response.relayed_names[i])) {
+        relayed |= 1u << i;
+        head.append(name).append(": "sv).append(value).append("\r\n"sv);
+        break;
+      }
+    }
   }
   // Written here, not added to the response's headers: no copy of it per request.
-  if (!request_id.empty()) head.append("x-request-id: ").append(request_id).append("\r\n");
+  if (!request_id.empty()) head.append("x-request-id: "sv).append(request_id).append("\r\n"sv);
   if (chunked) {
-    head.append("Transfer-Encoding: chunked\r\n");
+    head.append("Transfer-Encoding: chunked\r\n"sv);
   } else {
-    head.append("Content-Length: ").append(std::to_string(response.body.size())).append("\r\n");
+    head.append("Content-Length: "sv).append(decimal(response.body.size())).append("\r\n"sv);
   }
   if (!keep_alive) {
-    head.append("Connection: close\r\n");
+    head.append("Connection: close\r\n"sv);
   } else if (exchange.request_.http_minor == 0) {
-    head.append("Connection: keep-alive\r\n");
+    head.append("Connection: keep-alive\r\n"sv);
   }
-  head.append("\r\n");
+  head.append("\r\n"sv);
   return head;
 }
 

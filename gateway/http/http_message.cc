@@ -18,7 +18,8 @@ constexpr size_t kMinBlock = 512;
 HeaderList& HeaderList::operator=(const HeaderList& other) {
   if (this == &other) return *this;
   entries_.clear();
-  blocks_.clear();
+  first_.reset();
+  more_.clear();
   size_t bytes = 0;
   for (const auto& [k, v] : other.entries_) bytes += k.size() + v.size();
   reserve(other.entries_.size(), bytes);
@@ -27,7 +28,11 @@ HeaderList& HeaderList::operator=(const HeaderList& other) {
 }
 
 void HeaderList::newBlock(size_t size) {
-  blocks_.push_back(std::make_unique_for_overwrite<char[]>(size));
+  if (first_ == nullptr) {
+    first_ = std::make_unique_for_overwrite<char[]>(size);
+  } else {
+    more_.push_back(std::make_unique_for_overwrite<char[]>(size));
+  }
   last_size_ = size;
   last_used_ = 0;
 }
@@ -40,7 +45,7 @@ void HeaderList::reserve(size_t count, size_t bytes) {
 void HeaderList::add(std::string_view name, std::string_view value) {
   const size_t size = name.size() + value.size();
   if (size > room()) newBlock(std::max(kMinBlock, size));
-  char* at = blocks_.empty() ? nullptr : blocks_.back().get() + last_used_;
+  char* at = first_ == nullptr ? nullptr : lastBlock() + last_used_;
   if (!name.empty()) std::memcpy(at, name.data(), name.size());
   if (!value.empty()) std::memcpy(at + name.size(), value.data(), value.size());
   last_used_ += size;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -54,11 +55,14 @@ class HeaderList {
   auto end() const { return entries_.end(); }
 
  private:
-  size_t room() const { return blocks_.empty() ? 0 : last_size_ - last_used_; }
+  size_t room() const { return first_ == nullptr ? 0 : last_size_ - last_used_; }
+  char* lastBlock() const { return more_.empty() ? first_.get() : more_.back().get(); }
   void newBlock(size_t size);
 
   std::vector<Entry> entries_;
-  std::vector<std::unique_ptr<char[]>> blocks_;
+  // The first block, and any after it (a head that outgrew its first: rare).
+  std::unique_ptr<char[]> first_;
+  std::vector<std::unique_ptr<char[]>> more_;
   // The last block's size and bytes taken; read only while there is a block (a moved-from
   // list has none, whatever these say).
   size_t last_size_ = 0;
@@ -95,6 +99,11 @@ struct HttpResponse {
   // Content-Length and Connection are written by the connection layer; everything else
   // (Content-Type, Inference-Header-Content-Length, ...) is the handler's.
   std::vector<std::pair<std::string, std::string>> headers;
+  // Another message's fields relayed as they came, without a copy of each: those of
+  // `relayed` named in `relayed_names` (case-insensitive; the first of each name), written
+  // after `headers`. The names are a static list (at most 32).
+  HeaderList relayed;
+  std::span<const std::string_view> relayed_names;
   codecs::BufferChain body;
 
   HttpResponse& header(std::string name, std::string value) {

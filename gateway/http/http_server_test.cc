@@ -161,6 +161,20 @@ class HttpServerTest : public ::testing::Test {
       });
       return;
     }
+    if (target == "/relay") {
+      // An upstream's answer relayed: only the listed names, the first of each, as they came.
+      static constexpr std::string_view kNames[] = {"Content-Type", "Retry-After", "X-Listed"};
+      HttpResponse relayed;
+      relayed.header("X-Own", "mine");
+      relayed.relayed.add("content-type", "application/octet-stream");
+      relayed.relayed.add("X-Unlisted", "dropped");
+      relayed.relayed.add("X-LISTED", "first");
+      relayed.relayed.add("x-listed", "second");
+      relayed.relayed.add("Content-Length", "999");  // never: the connection writes its own
+      relayed.relayed_names = kNames;
+      relayed.body.append(codecs::Buffer::copyOf("relayed"));
+      return e->respond(std::move(relayed));
+    }
     HttpResponse r;
     r.header("X-Method", req.method).header("X-Target", target);
     r.header("X-Readable", std::to_string(req.body_readable >= req.body.size() + 64));
@@ -199,6 +213,23 @@ TEST_F(HttpServerTest, AnswersKeepAliveRequestsOnOneConnection) {
     EXPECT_TRUE(r.has("X-Readable: 1\r\n"));  // padding for in-place JSON parsing
     EXPECT_FALSE(r.has("Connection: close"));
   }
+}
+
+TEST_F(HttpServerTest, WritesRelayedFieldsOfTheListOnceEach) {
+  startServer();
+  RawClient c(port_);
+  ASSERT_TRUE(c.connected());
+  c.send("GET /relay HTTP/1.1\r\nHost: h\r\n\r\n");
+  auto r = c.read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "relayed");
+  EXPECT_TRUE(r.has("X-Own: mine\r\n"));
+  EXPECT_TRUE(r.has("\r\ncontent-type: application/octet-stream\r\n"));
+  EXPECT_TRUE(r.has("\r\nX-LISTED: first\r\n"));
+  EXPECT_FALSE(r.has("second"));
+  EXPECT_FALSE(r.has("X-Unlisted"));
+  EXPECT_FALSE(r.has("999"));
+  EXPECT_TRUE(r.has("Content-Length: 7\r\n"));
 }
 
 TEST_F(HttpServerTest, AnswersPipelinedRequestsInOrderWhateverOrderTheyFinish) {

@@ -492,6 +492,53 @@ TEST(LiteralEndpointTest, AgreesWithInetPton) {
   EXPECT_FALSE(http_client_detail::isLiteralEndpoint(dns));
 }
 
+// A value goes upstream unless it holds CR, LF or NUL: read eight bytes at a time, so every
+// byte value at every position of values around a word's length must be judged as one byte
+// at a time would.
+TEST(HeaderCheckTest, ValueCheckAgreesWithTheByteRuleEverywhere) {
+  for (size_t size = 1; size <= 19; ++size) {
+    for (size_t at = 0; at < size; ++at) {
+      std::string value(size, 'v');
+      for (int c = 0; c < 256; ++c) {
+        value[at] = static_cast<char>(c);
+        const bool expected = c != '\r' && c != '\n' && c != 0;
+        ASSERT_EQ(http_client_detail::validHeaderValue(value), expected)
+            << "size " << size << " at " << at << " byte " << c;
+      }
+    }
+  }
+  EXPECT_TRUE(http_client_detail::validHeaderValue(""));
+}
+
+TEST(HeaderCheckTest, TargetCheckAgreesWithTheByteRuleEverywhere) {
+  for (size_t size = 2; size <= 19; ++size) {
+    for (size_t at = 1; at < size; ++at) {
+      std::string target(size, 'a');
+      target[0] = '/';
+      for (int c = 0; c < 256; ++c) {
+        target[at] = static_cast<char>(c);
+        const bool expected = c > 0x20 && c != 0x7f;
+        ASSERT_EQ(http_client_detail::sendableTarget(target), expected)
+            << "size " << size << " at " << at << " byte " << c;
+      }
+    }
+  }
+  EXPECT_FALSE(http_client_detail::sendableTarget(""));
+  EXPECT_FALSE(http_client_detail::sendableTarget("v2/models"));
+  EXPECT_TRUE(http_client_detail::sendableTarget("/"));
+}
+
+TEST(HeaderCheckTest, ClientOwnedHeadersInAnyCaseAndNothingElse) {
+  for (const char* name : {"Content-Length", "TRANSFER-ENCODING", "connection", "Keep-Alive",
+                           "Proxy-Connection", "Upgrade", "TE", "Trailer", "expect"}) {
+    EXPECT_TRUE(http_client_detail::isClientOwnedHeader(name)) << name;
+  }
+  for (const char* name : {"Content-Type", "Content-Lengths", "tf", "Trailers", "Expects", "Host",
+                           "Authorization", "x-connection", "upgradE-", "", "Transfer-Encodinh"}) {
+    EXPECT_FALSE(http_client_detail::isClientOwnedHeader(name)) << name;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, HttpClientTest,
                          ::testing::Values(HttpClientEngine::kAuto, HttpClientEngine::kLibcurl),
                          [](const ::testing::TestParamInfo<HttpClientEngine>& info) {
