@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+"""Where a proxy's CPU per request goes: user and system time, context switches, and the
+busy threads, for infergate and nginx side by side on the same small request.
+
+Starts the suite's processes (bench/suite.py: U serving builtin models, ig_http, ig_grpc,
+nginx), then for each round and each via runs one closed-loop `loadgen` (64 B HTTP binary
+request at the given concurrency) and reads /proc around it:
+
+  user, sys     the proxy's utime and stime per request (us)
+  vol, invol    voluntary and involuntary context switches per request, all its threads
+  threads       (--threads) each thread's CPU per request, busiest first
+
+Run from the repository root after building the release tree (bench/run builds it):
+
+  /usr/bin/python3 bench/cpu_split.py --concurrency 64 --duration 5 --rounds 3 ig_http nginx
+
+The figures are as noisy as the machine: rounds alternate the vias, and the medians are
+printed last. /proc counts in clock ticks (10 ms): keep --duration at a few seconds.
+"""
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import forwarding_report  # noqa: E402
+import suite  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def threads_of(pid):
+    """{tid name: (utime, stime, voluntary, involuntary)} for every thread of `pid`."""
+    out = {}
+    for task in glob.glob(f"/proc/{pid}/task/*"):
+        try:
+            with open(os.path.join(task, "stat")) as f:
+                text = f.read()
+            name = text[text.index("(") + 1:text.rindex(")")]
+            fields = text.rsplit(")", 1)[1].split()
+            switches = {}
+            with open(os.path.join(task, "status")) as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    if key in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"):
+                        switches[key] = int(value)
+            out[f"{os.path.basename(task)} {name}"] = (
+                int(fields[11]), int(fields[12]), switches.get("voluntary_ctxt_switches", 0),
+                switches.get("nonvoluntary_ctxt_switches", 0))
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that ended meanwhile
+    return out
+
+
+def snapshot(pids):
+    merged = {}
+    for pid in pids:
+        for key, value in threads_of(pid).items():
+            merged[f"{pid}/{key}"] = value
+    return merged
+
+
+def delta(before, after):
+    return {k: tuple(a - b for a, b in zip(v, before.get(k, (0, 0, 0, 0)))) for k, v in after.items()}
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("vias", nargs="+", choices=("ig_http", "ig_grpc", "nginx"))
+    p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", action="store_true", help="print each busy thread's share")
+    p.add_argument("--build-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                       "..", "build", "release"))
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    scratch = tempfile.mkdtemp(prefix="infergate-cpu-split.")
+    bench = suite.Bench(None, scratch, args.build_dir)
+    bench.requests = suite.Requests(scratch, forwarding_report.load_pb(scratch))
+    bench.requests.write(("json", "bin", "grpc"), 64)
+    results = {via: [] for via in args.vias}
+    try:
+        bench.start()
+        for rnd in range(args.rounds):
+            for via in args.vias:
+                http_port, grpc_port = bench.ports[via]
+                pids = bench.pids[via]()
+                command = [bench.loadgen] + bench.requests.loadgen_args("bin", 64, http_port, grpc_port) + [
+                    "--concurrency", str(args.concurrency), "--duration", str(args.duration)]
+                before = snapshot(pids)
+                run = subprocess.run(command, capture_output=True, text=True, check=True)
+                spent = delta(before, snapshot(pids))
+                report = json.loads(run.stdout)
+                n = report["requests"]
+                if n == 0 or report["errors"]:
+                    raise SystemExit(f"{via}: {n} requests, {report['errors']} errors")
+                row = {
+                    "rps": report["rps"],
+                    "user": sum(v[0] for v in spent.values()) / TICK * 1e6 / n,
+                    "sys": sum(v[1] for v in spent.values()) / TICK * 1e6 / n,
+                    "vol": sum(v[2] for v in spent.values()) / n,
+                    "invol": sum(v[3] for v in spent.values()) / n,
+                }
+                results[via].append(row)
+                print(f"round {rnd + 1} {via:8s} rps {row['rps']:8.0f}  user {row['user']:5.2f}  "
+                      f"sys {row['sys']:5.2f} us/req  switches {row['vol']:.3f} vol {row['invol']:.3f} invol /req")
+                if args.threads:
+                    busy = sorted(spent.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))
+                    for key, (u, s, _, _) in busy:
+                        if u + s > 0:
+                            print(f"    {key:40s} {(u + s) / TICK * 1e6 / n:6.2f} us/req")
+        print(f"medians over {args.rounds} round(s):")
+        for via, rows in results.items():
+            med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+            print(f"  {via:8s} rps {med['rps']:8.0f}  user {med['user']:5.2f}  sys {med['sys']:5.2f}  "
+                  f"total {med['user'] + med['sys']:5.2f} us/req  switches {med['vol'] + med['invol']:.3f} /req")
+    finally:
+        bench.stop()
+
+
+if __name__ == "__main__":
+    main()
