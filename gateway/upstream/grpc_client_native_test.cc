@@ -355,6 +355,19 @@ TEST_F(NativeGrpcClient, AnUpstreamThatRestartedIsUsedAtTheFirstCall) {
   expectSimpleAnswer(parsed<inference::ModelInferResponse>(a.message), 5);
 }
 
+// Calls to two upstreams in turn on one client: each reaches its own, over its own
+// connection, counted by each upstream.
+TEST_F(NativeGrpcClient, UpstreamsCalledInTurnEachGetTheirOwnCalls) {
+  GrpcTestUpstream a, b;
+  for (int i = 0; i < 7; ++i) {
+    Answer r = call(tcp(i % 3 == 1 ? b.port() : a.port()), serialized(simpleRequest("", i)));
+    ASSERT_TRUE(r.status.ok()) << i << ": " << r.status;
+    expectSimpleAnswer(parsed<inference::ModelInferResponse>(r.message), i);
+  }
+  EXPECT_EQ(a.inferences("simple"), 5u);
+  EXPECT_EQ(b.inferences("simple"), 2u);
+}
+
 TEST_F(NativeGrpcClient, UnixSocketEndpoint) {
   const std::string path =
       ::testing::TempDir() + "infergate_grpc_native_" + std::to_string(::getpid()) + ".sock";
