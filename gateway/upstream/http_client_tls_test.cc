@@ -7,6 +7,9 @@
 // context) and the native one (with the tls::ClientContext UpstreamSet makes).
 
 #include <gtest/gtest.h>
+#include <openssl/ssl.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +17,7 @@
 #include <filesystem>
 #include <future>
 #include <mutex>
+#include <thread>
 
 #include "config/listen_address.h"
 #include "gateway/upstream/http_client.h"
@@ -416,6 +420,109 @@ TEST_P(HttpClientTlsNativeTest, APlaintextUpstreamFailsTheHandshakeAsNotSent) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("the TLS handshake failed"), std::string::npos) << r.status();
   EXPECT_TRUE(wasNotSent(r.status()));
+}
+
+// A TLS upstream scripted step by step (blocking OpenSSL on a thread of its own): it answers
+// one request on a connection, takes the next one on the same connection and closes
+// without a word, then answers the client's fresh connection with bytes that are not TLS.
+class ScriptedTlsUpstream {
+ public:
+  ScriptedTlsUpstream(const std::string& cert, const std::string& key) : ctx_(SSL_CTX_new(TLS_server_method())) {
+    EXPECT_EQ(SSL_CTX_use_certificate_chain_file(ctx_, cert.c_str()), 1);
+    EXPECT_EQ(SSL_CTX_use_PrivateKey_file(ctx_, key.c_str(), SSL_FILETYPE_PEM), 1);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~ScriptedTlsUpstream() {
+    thread_.join();
+    SSL_CTX_free(ctx_);
+  }
+  ScriptedTlsUpstream(const ScriptedTlsUpstream&) = delete;
+  ScriptedTlsUpstream& operator=(const ScriptedTlsUpstream&) = delete;
+
+  int port() const { return listener_.port(); }
+  int requestsRead() const { return requests_.load(); }
+  bool scriptDone() const { return done_.load(); }
+
+ private:
+  // The next connection, or -1 after 10 s without one.
+  int accept() {
+    pollfd p{listener_.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 10'000) != 1) return -1;
+    return ::accept(listener_.fd(), nullptr, nullptr);
+  }
+  // Reads one request (head and Content-Length body); false at EOF or an error.
+  static bool readRequest(SSL* ssl) {
+    std::string in;
+    char chunk[4096];
+    for (;;) {
+      const size_t head_end = in.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        size_t length = 0;
+        if (size_t at = in.find("Content-Length: "); at != std::string::npos && at < head_end) {
+          length = std::stoul(in.substr(at + 16));
+        }
+        if (in.size() >= head_end + 4 + length) return true;
+      }
+      const int n = SSL_read(ssl, chunk, sizeof(chunk));
+      if (n <= 0) return false;
+      in.append(chunk, static_cast<size_t>(n));
+    }
+  }
+  void run() {
+    const int first = accept();
+    if (first < 0) return;
+    SSL* ssl = SSL_new(ctx_);
+    SSL_set_fd(ssl, first);
+    if (SSL_accept(ssl) == 1 && readRequest(ssl)) {
+      ++requests_;
+      static constexpr char kAnswer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+      SSL_write(ssl, kAnswer, sizeof(kAnswer) - 1);
+      if (readRequest(ssl)) ++requests_;  // taken on the kept-alive connection, never answered
+    }
+    SSL_free(ssl);
+    ::shutdown(first, SHUT_RDWR);
+    ::close(first);
+    const int second = accept();  // the client's resend
+    if (second >= 0) {
+      // Its ClientHello is read first, so that the close is a FIN behind the answer, never
+      // a reset that could overtake it.
+      pollfd p{second, POLLIN, 0};
+      char hello[16384];
+      if (::poll(&p, 1, 10'000) == 1) (void)!::recv(second, hello, sizeof(hello), 0);
+      static constexpr char kNotTls[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+      (void)!::write(second, kNotTls, sizeof(kNotTls) - 1);
+      ::shutdown(second, SHUT_RDWR);
+      ::close(second);
+      done_.store(true);
+    }
+  }
+
+  testing::IdleListener listener_;
+  SSL_CTX* ctx_;
+  std::atomic<int> requests_{0};
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// A kept-alive connection the upstream closes after taking the request: the request goes
+// again on a fresh connection, whose handshake then fails. That failure is not "never
+// sent": the first connection carried the request, so the fleet must not hand it to
+// another endpoint (an inference is not idempotent).
+TEST_P(HttpClientTlsNativeTest, AResendWhoseHandshakeFailsWasSent) {
+  ScriptedTlsUpstream upstream(pki_.cert("server"), pki_.key("server"));
+  useTls(trusting());
+  config::ListenAddress endpoint = *config::parseListenAddress("127.0.0.1:" + std::to_string(upstream.port()));
+  auto first = fetch("one", &endpoint);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->body.view(), "ok");
+  auto second = fetch("two", &endpoint);
+  client_thread_.run([this] { client_.reset(); });
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+  EXPECT_NE(second.status().message().find("the TLS handshake failed"), std::string::npos) << second.status();
+  EXPECT_FALSE(wasNotSent(second.status())) << second.status();
+  EXPECT_EQ(upstream.requestsRead(), 2);  // the second one reached the upstream once
+  EXPECT_TRUE(upstream.scriptDone());     // and the client came back for the resend
 }
 
 }  // namespace
