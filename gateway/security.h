@@ -23,7 +23,6 @@
 #include <string_view>
 
 #include "absl/functional/function_ref.h"
-
 #include "codecs/status.h"
 #include "config/config.h"
 #include "gateway/rate_limiter.h"
