@@ -1,6 +1,7 @@
 // The two gRPC upstream clients over TLS (config.tls), grpc++'s (GrpcUpstreamClient) and
 // the loop's own (GrpcLoopClient with a tls::ClientContext), against the project's gRPC
-// frontend serving TLS on loopback (grpc++'s server, an implementation of TLS and HTTP/2
+// frontend serving TLS on loopback (and a scripted nghttp2 upstream where the test must see
+// a call's :authority) (grpc++'s server, an implementation of TLS and HTTP/2
 // not the gateway's; the native server for large messages both ways), with certificates
 // made at test time (tls/testing/test_certs.h). The handshake's outcome is what is
 // checked, the same for both clients: verified by CA and name, server_name, mTLS,
@@ -11,13 +12,18 @@
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
+#include <poll.h>
 
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 
 #include <functional>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "codecs/grpc_byte_buffer.h"
@@ -268,6 +274,159 @@ TEST_P(GrpcClientTlsEngines, UnixSocketEndpointSpeaksTlsVerifiedAsServerName) {
   EXPECT_EQ(ready(c, GetParam()).error_code(), grpc::StatusCode::UNAVAILABLE);
   upstream_.reset();
   ::unlink(path.c_str());
+}
+
+// A TLS gRPC upstream of nghttp2 and blocking OpenSSL on a thread of its own (ALPN h2): it
+// answers the calls of one connection with an empty message and status 0, and records
+// each call's :authority. The project's servers do not show a call's :authority.
+class AuthorityRecordingUpstream {
+ public:
+  AuthorityRecordingUpstream(const std::string& cert, const std::string& key) : ctx_(SSL_CTX_new(TLS_server_method())) {
+    EXPECT_EQ(SSL_CTX_use_certificate_chain_file(ctx_, cert.c_str()), 1);
+    EXPECT_EQ(SSL_CTX_use_PrivateKey_file(ctx_, key.c_str(), SSL_FILETYPE_PEM), 1);
+    SSL_CTX_set_alpn_select_cb(
+        ctx_,
+        [](SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in, unsigned int inlen,
+           void*) {
+          static constexpr unsigned char kH2[] = {2, 'h', '2'};
+          unsigned char* selected = nullptr;
+          if (SSL_select_next_proto(&selected, outlen, kH2, sizeof(kH2), in, inlen) != OPENSSL_NPN_NEGOTIATED) {
+            return SSL_TLSEXT_ERR_ALERT_FATAL;
+          }
+          *out = selected;
+          return SSL_TLSEXT_ERR_OK;
+        },
+        nullptr);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~AuthorityRecordingUpstream() {
+    stop_.store(true);
+    thread_.join();
+    SSL_CTX_free(ctx_);
+  }
+  AuthorityRecordingUpstream(const AuthorityRecordingUpstream&) = delete;
+  AuthorityRecordingUpstream& operator=(const AuthorityRecordingUpstream&) = delete;
+
+  int port() const { return listener_.port(); }
+  std::vector<std::string> authorities() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return authorities_;
+  }
+
+ private:
+  struct Session {
+    AuthorityRecordingUpstream* self;
+    SSL* ssl;
+    nghttp2_session* h2 = nullptr;
+  };
+
+  static ssize_t onSend(nghttp2_session*, const uint8_t* data, size_t length, int, void* user) {
+    const int n = SSL_write(static_cast<Session*>(user)->ssl, data, static_cast<int>(length));
+    return n > 0 ? n : NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+  static int onHeader(nghttp2_session*, const nghttp2_frame*, const uint8_t* name, size_t namelen,
+                      const uint8_t* value, size_t valuelen, uint8_t, void* user) {
+    if (std::string_view(reinterpret_cast<const char*>(name), namelen) == ":authority") {
+      auto* self = static_cast<Session*>(user)->self;
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->authorities_.emplace_back(reinterpret_cast<const char*>(value), valuelen);
+    }
+    return 0;
+  }
+  static ssize_t onReadAnswer(nghttp2_session* h2, int32_t stream_id, uint8_t* buf, size_t length,
+                                    uint32_t* flags, nghttp2_data_source*, void*) {
+    static constexpr uint8_t kEmptyMessage[5] = {0, 0, 0, 0, 0};  // uncompressed, length 0
+    if (length < sizeof(kEmptyMessage)) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    std::memcpy(buf, kEmptyMessage, sizeof(kEmptyMessage));
+    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    static const nghttp2_nv kTrailers[] = {
+        {const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>("grpc-status")),
+         const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>("0")), 11, 1, NGHTTP2_NV_FLAG_NONE}};
+    nghttp2_submit_trailer(h2, stream_id, kTrailers, 1);
+    return sizeof(kEmptyMessage);
+  }
+  static int onFrameRecv(nghttp2_session* h2, const nghttp2_frame* frame, void*) {
+    if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
+      static const nghttp2_nv kHead[] = {
+          {const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(":status")),
+           const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>("200")), 7, 3, NGHTTP2_NV_FLAG_NONE},
+          {const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>("content-type")),
+           const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>("application/grpc")), 12, 16, NGHTTP2_NV_FLAG_NONE}};
+      nghttp2_data_provider body{};
+      body.read_callback = &onReadAnswer;
+      nghttp2_submit_response(h2, frame->hd.stream_id, kHead, 2, &body);
+    }
+    return 0;
+  }
+
+  void run() {
+    pollfd p{listener_.fd(), POLLIN, 0};
+    while (!stop_.load()) {
+      if (::poll(&p, 1, 100) != 1) continue;
+      const int fd = ::accept(listener_.fd(), nullptr, nullptr);
+      if (fd < 0) continue;
+      serve(fd);
+      ::close(fd);
+    }
+  }
+  // One connection, until the client closes it or the upstream stops.
+  void serve(int fd) {
+    Session s{this, SSL_new(ctx_)};
+    SSL_set_fd(s.ssl, fd);
+    nghttp2_session_callbacks* callbacks = nullptr;
+    nghttp2_session_callbacks_new(&callbacks);
+    nghttp2_session_callbacks_set_send_callback(callbacks, &onSend);
+    nghttp2_session_callbacks_set_on_header_callback(callbacks, &onHeader);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, &onFrameRecv);
+    if (SSL_accept(s.ssl) == 1 && nghttp2_session_server_new(&s.h2, callbacks, &s) == 0) {
+      nghttp2_submit_settings(s.h2, NGHTTP2_FLAG_NONE, nullptr, 0);
+      pollfd in{fd, POLLIN, 0};
+      uint8_t buffer[16384];
+      while (!stop_.load() && nghttp2_session_send(s.h2) == 0) {
+        if (SSL_pending(s.ssl) == 0 && ::poll(&in, 1, 100) != 1) continue;
+        const int n = SSL_read(s.ssl, buffer, sizeof(buffer));
+        if (n <= 0 || nghttp2_session_mem_recv(s.h2, buffer, static_cast<size_t>(n)) < 0) break;
+      }
+      nghttp2_session_del(s.h2);
+    }
+    nghttp2_session_callbacks_del(callbacks);
+    SSL_free(s.ssl);
+  }
+
+  testing::IdleListener listener_;
+  SSL_CTX* ctx_;
+  mutable std::mutex mu_;
+  std::vector<std::string> authorities_;  // guarded by mu_
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// As grpc's target name override: a call to an upstream with `server_name` carries that
+// name as its :authority (a proxy in front of the upstream may route by it); without one,
+// the endpoint's host and port.
+TEST_P(GrpcClientTlsEngines, ServerNameIsTheCallsAuthority) {
+  AuthorityRecordingUpstream upstream(pki_.cert("server"), pki_.key("server"));
+  config::UpstreamConfig c;
+  c.name = "up";
+  c.protocol = config::UpstreamConfig::Protocol::kGrpc;
+  config::ListenAddress a;
+  a.kind = config::ListenAddress::Kind::kTcp;
+  a.host = "127.0.0.1";
+  a.port = static_cast<uint16_t>(upstream.port());
+  c.endpoints = {a};
+  c.channels = 1;
+  c.tls = trusting();
+  c.tls->server_name = "upstream.internal";
+  grpc::Status named = ready(c, GetParam());
+  EXPECT_TRUE(named.ok()) << named.error_message();
+  c.tls->server_name.clear();
+  grpc::Status plain = ready(c, GetParam());
+  EXPECT_TRUE(plain.ok()) << plain.error_message();
+  const std::vector<std::string> seen = upstream.authorities();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], "upstream.internal");
+  EXPECT_EQ(seen[1], "127.0.0.1:" + std::to_string(upstream.port()));
 }
 
 TEST_F(GrpcClientTlsTest, FilesThatNoLongerLoadRefuseEveryCallRatherThanGoPlaintext) {
