@@ -149,13 +149,17 @@ class GrpcClientTlsTest : public ::testing::Test {
   }
 
   config::UpstreamConfig upstreamWith(config::UpstreamTlsConfig tls) const {
+    return upstreamAt(upstream_->port(), std::move(tls));
+  }
+  // The same toward another upstream on 127.0.0.1:`port`.
+  static config::UpstreamConfig upstreamAt(int port, config::UpstreamTlsConfig tls) {
     config::UpstreamConfig c;
     c.name = "up";
     c.protocol = config::UpstreamConfig::Protocol::kGrpc;
     config::ListenAddress a;
     a.kind = config::ListenAddress::Kind::kTcp;
     a.host = "127.0.0.1";
-    a.port = static_cast<uint16_t>(upstream_->port());
+    a.port = static_cast<uint16_t>(port);
     c.endpoints = {a};
     c.channels = 1;
     c.tls = std::move(tls);
@@ -407,16 +411,7 @@ class AuthorityRecordingUpstream {
 // the endpoint's host and port.
 TEST_P(GrpcClientTlsEngines, ServerNameIsTheCallsAuthority) {
   AuthorityRecordingUpstream upstream(pki_.cert("server"), pki_.key("server"));
-  config::UpstreamConfig c;
-  c.name = "up";
-  c.protocol = config::UpstreamConfig::Protocol::kGrpc;
-  config::ListenAddress a;
-  a.kind = config::ListenAddress::Kind::kTcp;
-  a.host = "127.0.0.1";
-  a.port = static_cast<uint16_t>(upstream.port());
-  c.endpoints = {a};
-  c.channels = 1;
-  c.tls = trusting();
+  config::UpstreamConfig c = upstreamAt(upstream.port(), trusting());
   c.tls->server_name = "upstream.internal";
   grpc::Status named = ready(c, GetParam());
   EXPECT_TRUE(named.ok()) << named.error_message();
