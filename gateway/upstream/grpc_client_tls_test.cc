@@ -280,33 +280,18 @@ TEST_P(GrpcClientTlsEngines, UnixSocketEndpointSpeaksTlsVerifiedAsServerName) {
   ::unlink(path.c_str());
 }
 
-// A TLS gRPC upstream of nghttp2 and blocking OpenSSL on a thread of its own (ALPN h2): it
-// answers the calls of one connection with an empty message and status 0, and records
-// each call's :authority. The project's servers do not show a call's :authority.
+// A TLS gRPC upstream of nghttp2 and blocking OpenSSL on a thread of its own (the
+// listeners' tls::ServerContext, ALPN h2): it answers each call with an empty message and
+// status 0, and records its :authority, which the project's servers do not show.
 class AuthorityRecordingUpstream {
  public:
-  AuthorityRecordingUpstream(const std::string& cert, const std::string& key) : ctx_(SSL_CTX_new(TLS_server_method())) {
-    EXPECT_EQ(SSL_CTX_use_certificate_chain_file(ctx_, cert.c_str()), 1);
-    EXPECT_EQ(SSL_CTX_use_PrivateKey_file(ctx_, key.c_str(), SSL_FILETYPE_PEM), 1);
-    SSL_CTX_set_alpn_select_cb(
-        ctx_,
-        [](SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in, unsigned int inlen,
-           void*) {
-          static constexpr unsigned char kH2[] = {2, 'h', '2'};
-          unsigned char* selected = nullptr;
-          if (SSL_select_next_proto(&selected, outlen, kH2, sizeof(kH2), in, inlen) != OPENSSL_NPN_NEGOTIATED) {
-            return SSL_TLSEXT_ERR_ALERT_FATAL;
-          }
-          *out = selected;
-          return SSL_TLSEXT_ERR_OK;
-        },
-        nullptr);
+  explicit AuthorityRecordingUpstream(std::shared_ptr<const tls::ServerContext> context)
+      : context_(std::move(context)) {
     thread_ = std::thread([this] { run(); });
   }
   ~AuthorityRecordingUpstream() {
     stop_.store(true);
     thread_.join();
-    SSL_CTX_free(ctx_);
   }
   AuthorityRecordingUpstream(const AuthorityRecordingUpstream&) = delete;
   AuthorityRecordingUpstream& operator=(const AuthorityRecordingUpstream&) = delete;
@@ -365,10 +350,8 @@ class AuthorityRecordingUpstream {
   }
 
   void run() {
-    pollfd p{listener_.fd(), POLLIN, 0};
     while (!stop_.load()) {
-      if (::poll(&p, 1, 100) != 1) continue;
-      const int fd = ::accept(listener_.fd(), nullptr, nullptr);
+      const int fd = listener_.accept(std::chrono::milliseconds(100));
       if (fd < 0) continue;
       serve(fd);
       ::close(fd);
@@ -376,7 +359,7 @@ class AuthorityRecordingUpstream {
   }
   // One connection, until the client closes it or the upstream stops.
   void serve(int fd) {
-    Session s{this, SSL_new(ctx_)};
+    Session s{this, SSL_new(context_->get())};
     SSL_set_fd(s.ssl, fd);
     nghttp2_session_callbacks* callbacks = nullptr;
     nghttp2_session_callbacks_new(&callbacks);
@@ -399,7 +382,7 @@ class AuthorityRecordingUpstream {
   }
 
   testing::IdleListener listener_;
-  SSL_CTX* ctx_;
+  std::shared_ptr<const tls::ServerContext> context_;
   mutable std::mutex mu_;
   std::vector<std::string> authorities_;  // guarded by mu_
   std::atomic<bool> stop_{false};
@@ -410,7 +393,12 @@ class AuthorityRecordingUpstream {
 // name as its :authority (a proxy in front of the upstream may route by it); without one,
 // the endpoint's host and port.
 TEST_P(GrpcClientTlsEngines, ServerNameIsTheCallsAuthority) {
-  AuthorityRecordingUpstream upstream(pki_.cert("server"), pki_.key("server"));
+  config::ServerTlsConfig server;
+  server.cert = pki_.cert("server");
+  server.key = pki_.key("server");
+  auto context = tls::ServerContext::create(server, {"h2"});
+  ASSERT_TRUE(context.ok()) << context.status();
+  AuthorityRecordingUpstream upstream(*context);
   config::UpstreamConfig c = upstreamAt(upstream.port(), trusting());
   c.tls->server_name = "upstream.internal";
   grpc::Status named = ready(c, GetParam());

@@ -117,6 +117,16 @@ class HttpClientTlsTest : public ::testing::TestWithParam<Engine> {
     server_->start();
   }
 
+  // The upstream's certificate and key as the listeners' SSL_CTX, for a scripted upstream.
+  std::shared_ptr<const tls::ServerContext> serverContext(std::vector<std::string> alpn) const {
+    config::ServerTlsConfig c;
+    c.cert = pki_.cert("server");
+    c.key = pki_.key("server");
+    auto context = tls::ServerContext::create(c, std::move(alpn));
+    EXPECT_TRUE(context.ok()) << context.status();
+    return context.ok() ? *context : nullptr;
+  }
+
   HttpClientTls trusting() const {
     HttpClientTls t;
     t.ca_pem = readAll(pki_.caCert());
@@ -427,15 +437,10 @@ TEST_P(HttpClientTlsNativeTest, APlaintextUpstreamFailsTheHandshakeAsNotSent) {
 // without a word, then answers the client's fresh connection with bytes that are not TLS.
 class ScriptedTlsUpstream {
  public:
-  ScriptedTlsUpstream(const std::string& cert, const std::string& key) : ctx_(SSL_CTX_new(TLS_server_method())) {
-    EXPECT_EQ(SSL_CTX_use_certificate_chain_file(ctx_, cert.c_str()), 1);
-    EXPECT_EQ(SSL_CTX_use_PrivateKey_file(ctx_, key.c_str(), SSL_FILETYPE_PEM), 1);
+  explicit ScriptedTlsUpstream(std::shared_ptr<const tls::ServerContext> context) : context_(std::move(context)) {
     thread_ = std::thread([this] { run(); });
   }
-  ~ScriptedTlsUpstream() {
-    thread_.join();
-    SSL_CTX_free(ctx_);
-  }
+  ~ScriptedTlsUpstream() { thread_.join(); }
   ScriptedTlsUpstream(const ScriptedTlsUpstream&) = delete;
   ScriptedTlsUpstream& operator=(const ScriptedTlsUpstream&) = delete;
 
@@ -444,12 +449,8 @@ class ScriptedTlsUpstream {
   bool scriptDone() const { return done_.load(); }
 
  private:
-  // The next connection, or -1 after 10 s without one.
-  int accept() {
-    pollfd p{listener_.fd(), POLLIN, 0};
-    if (::poll(&p, 1, 10'000) != 1) return -1;
-    return ::accept(listener_.fd(), nullptr, nullptr);
-  }
+  static constexpr auto kAcceptWait = std::chrono::seconds(10);
+
   // Reads one request (head and Content-Length body); false at EOF or an error.
   static bool readRequest(SSL* ssl) {
     std::string in;
@@ -469,9 +470,9 @@ class ScriptedTlsUpstream {
     }
   }
   void run() {
-    const int first = accept();
+    const int first = listener_.accept(kAcceptWait);
     if (first < 0) return;
-    SSL* ssl = SSL_new(ctx_);
+    SSL* ssl = SSL_new(context_->get());
     SSL_set_fd(ssl, first);
     if (SSL_accept(ssl) == 1 && readRequest(ssl)) {
       ++requests_;
@@ -482,7 +483,7 @@ class ScriptedTlsUpstream {
     SSL_free(ssl);
     ::shutdown(first, SHUT_RDWR);
     ::close(first);
-    const int second = accept();  // the client's resend
+    const int second = listener_.accept(kAcceptWait);  // the client's resend
     if (second >= 0) {
       // Its ClientHello is read first, so that the close is a FIN behind the answer, never
       // a reset that could overtake it.
@@ -498,7 +499,7 @@ class ScriptedTlsUpstream {
   }
 
   testing::IdleListener listener_;
-  SSL_CTX* ctx_;
+  std::shared_ptr<const tls::ServerContext> context_;
   std::atomic<int> requests_{0};
   std::atomic<bool> done_{false};
   std::thread thread_;
@@ -509,7 +510,7 @@ class ScriptedTlsUpstream {
 // sent": the first connection carried the request, so the fleet must not hand it to
 // another endpoint (an inference is not idempotent).
 TEST_P(HttpClientTlsNativeTest, AResendWhoseHandshakeFailsWasSent) {
-  ScriptedTlsUpstream upstream(pki_.cert("server"), pki_.key("server"));
+  ScriptedTlsUpstream upstream(serverContext({"http/1.1"}));
   useTls(trusting());
   config::ListenAddress endpoint = *config::parseListenAddress("127.0.0.1:" + std::to_string(upstream.port()));
   auto first = fetch("one", &endpoint);

@@ -23,6 +23,7 @@
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -155,8 +156,9 @@ inline int freePort() {
   return ntohs(addr.sin_port);
 }
 
-// A loopback TCP listener nothing accepts from unless the test does: a connect completes
-// (the kernel's backlog) and nothing is ever read or answered. Closed when destroyed.
+// A loopback TCP listener nothing accepts from unless the test does (accept()): a connect
+// completes (the kernel's backlog) and nothing is ever read or answered. Closed when
+// destroyed.
 class IdleListener {
  public:
   IdleListener() {
@@ -177,6 +179,13 @@ class IdleListener {
 
   int fd() const { return fd_; }
   int port() const { return port_; }
+  // The next connection (blocking), or -1 when none comes within `wait`: what a scripted
+  // upstream serving on this listener takes its connections with.
+  int accept(std::chrono::milliseconds wait) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(wait.count())) != 1) return -1;
+    return ::accept(fd_, nullptr, nullptr);
+  }
 
  private:
   int fd_ = -1;
