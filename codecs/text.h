@@ -66,15 +66,43 @@ inline bool isHttpFieldValue(std::string_view s) {
 
 inline char asciiLower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
 
+// ---- eight bytes at a time: words read with memcpy (SWAR) ----
+
+inline constexpr uint64_t kEveryByte = 0x0101010101010101ULL;  // 0x01 in each byte
+
+// Whether a byte of `word` is below `n` (n <= 0x80; a byte >= 0x80 never is): exact as a
+// yes or no, though not as to which byte.
+constexpr bool anyByteBelow(uint64_t word, uint64_t n) {
+  return ((word - n * kEveryByte) & ~word & (0x80 * kEveryByte)) != 0;
+}
+
+// Whether a byte of `word` is `c`.
+constexpr bool anyByteIs(uint64_t word, uint8_t c) { return anyByteBelow(word ^ (c * kEveryByte), 1); }
+
+// Whether no byte of `s` is one that `byte_is` names: eight bytes at a time by `word_has`
+// (true exactly when one of a word's bytes is such a byte), the rest one by one.
+template <typename WordHas, typename ByteIs>
+bool noByteWhere(std::string_view s, WordHas word_has, ByteIs byte_is) {
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t word;
+    std::memcpy(&word, s.data() + i, 8);
+    if (word_has(word)) return false;
+  }
+  for (; i < s.size(); ++i) {
+    if (byte_is(static_cast<unsigned char>(s[i]))) return false;
+  }
+  return true;
+}
+
 // Eight bytes with their ASCII capitals lowercased, every other byte (>= 0x80 too) kept.
 // A byte's low seven bits plus 0x3F carry into its top bit from 'A' up, plus 0x25 from
 // past 'Z' up; neither sum carries into the next byte.
 inline uint64_t asciiLowerWord(uint64_t x) {
-  constexpr uint64_t kOnes = 0x0101010101010101ULL;
-  const uint64_t low7 = x & (0x7F * kOnes);
-  const uint64_t from_a = low7 + (0x80 - 'A') * kOnes;
-  const uint64_t past_z = low7 + (0x80 - 'Z' - 1) * kOnes;
-  const uint64_t capital = from_a & ~past_z & ~x & (0x80 * kOnes);
+  const uint64_t low7 = x & (0x7F * kEveryByte);
+  const uint64_t from_a = low7 + (0x80 - 'A') * kEveryByte;
+  const uint64_t past_z = low7 + (0x80 - 'Z' - 1) * kEveryByte;
+  const uint64_t capital = from_a & ~past_z & ~x & (0x80 * kEveryByte);
   return x | (capital >> 2);
 }
 

@@ -62,5 +62,20 @@ TEST(Text, AsciiLowerWordLowersCapitalsOnly) {
   }
 }
 
+// The word tests against their byte rules: every byte value in every lane, the other lanes
+// holding bytes that are not sought.
+TEST(Text, WordByteTestsAgreeWithTheByteRules) {
+  for (int lane = 0; lane < 8; ++lane) {
+    for (int c = 0; c < 256; ++c) {
+      uint64_t word = 0x7a * kEveryByte;  // 'z' everywhere else
+      word = (word & ~(0xFFULL << (8 * lane))) | (static_cast<uint64_t>(c) << (8 * lane));
+      ASSERT_EQ(anyByteBelow(word, 0x21), c < 0x21) << lane << " " << c;
+      ASSERT_EQ(anyByteBelow(word, 1), c == 0) << lane << " " << c;
+      ASSERT_EQ(anyByteIs(word, '\r'), c == '\r') << lane << " " << c;
+      ASSERT_EQ(anyByteIs(word, 0x7f), c == 0x7f) << lane << " " << c;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace infergate::codecs

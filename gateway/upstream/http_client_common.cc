@@ -13,30 +13,11 @@
 
 namespace infergate::gateway::upstream::http_client_detail {
 
-namespace {
-
-constexpr uint64_t kOnes = 0x0101010101010101ULL;
-constexpr uint64_t kHigh = 0x8080808080808080ULL;
-
-// Whether a byte of `x` is below `n` (n <= 0x80; bytes >= 0x80 are not): the word-at-a-time
-// form of the checks below, exact as a yes or no.
-constexpr bool hasByteBelow(uint64_t x, uint64_t n) { return ((x - n * kOnes) & ~x & kHigh) != 0; }
-
-}  // namespace
-
 bool sendableTarget(std::string_view target) {
   if (target.empty() || target.front() != '/') return false;
-  size_t i = 0;
-  for (; i + 8 <= target.size(); i += 8) {
-    uint64_t w;
-    std::memcpy(&w, target.data() + i, 8);
-    if (hasByteBelow(w, 0x21) || hasByteBelow(w ^ (0x7f * kOnes), 1)) return false;
-  }
-  for (; i < target.size(); ++i) {
-    const auto b = static_cast<unsigned char>(target[i]);
-    if (b <= 0x20 || b == 0x7f) return false;
-  }
-  return true;
+  return codecs::noByteWhere(
+      target, [](uint64_t w) { return codecs::anyByteBelow(w, 0x21) || codecs::anyByteIs(w, 0x7f); },
+      [](unsigned char b) { return b <= 0x20 || b == 0x7f; });
 }
 
 std::string visibleBytes(std::string_view bytes) {
@@ -73,21 +54,11 @@ bool isClientOwnedHeader(std::string_view name) {
 bool validHeaderName(std::string_view name) { return codecs::isHttpToken(name); }
 
 bool validHeaderValue(std::string_view value) {
-  // No CR, LF or NUL: eight bytes at a time (a byte of w ^ c is zero where w holds c), the
-  // rest one by one.
-  size_t i = 0;
-  for (; i + 8 <= value.size(); i += 8) {
-    uint64_t w;
-    std::memcpy(&w, value.data() + i, 8);
-    if (hasByteBelow(w, 1) || hasByteBelow(w ^ ('\r' * kOnes), 1) || hasByteBelow(w ^ ('\n' * kOnes), 1)) {
-      return false;
-    }
-  }
-  for (; i < value.size(); ++i) {
-    const char c = value[i];
-    if (c == '\r' || c == '\n' || c == '\0') return false;
-  }
-  return true;
+  // No CR, LF or NUL (asked for every header of every request: a word at a time).
+  return codecs::noByteWhere(
+      value,
+      [](uint64_t w) { return codecs::anyByteIs(w, 0) || codecs::anyByteIs(w, '\r') || codecs::anyByteIs(w, '\n'); },
+      [](unsigned char b) { return b == 0 || b == '\r' || b == '\n'; });
 }
 
 std::string endpointText(const config::ListenAddress& endpoint) {
