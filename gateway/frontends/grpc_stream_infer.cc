@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "codecs/grpc_byte_buffer.h"
-#include "codecs/protobuf_wire.h"
+#include "codecs/stream_response_peek.h"
 #include "gateway/error_mapping.h"
 #include "gateway/execution_runner.h"
 #include "gateway/decoded_forward.h"
@@ -41,73 +41,6 @@ namespace infergate::gateway::frontends::grpc_detail {
 namespace {
 
 using ::grpc::ByteBuffer;
-
-// The model_name inside a serialized ModelStreamInferResponse (field 2, then field 1), or
-// nullopt when there is none or the message is malformed.
-std::optional<std::string> streamModelName(const codecs::Buffer& message) {
-  std::optional<std::string> name;
-  codecs::Status walked = codecs::forEachField(
-      message.span(), [&](codecs::FieldTag tag, codecs::WireReader& reader) -> codecs::Status {
-        if (tag.number != 2 || tag.type != codecs::WireType::kLen) return reader.skip(tag);
-        INFERGATE_ASSIGN_OR_RETURN(auto inner, reader.readLengthDelimited());
-        return codecs::forEachField(inner, [&](codecs::FieldTag t, codecs::WireReader& r) -> codecs::Status {
-          if (t.number != 1 || t.type != codecs::WireType::kLen) return r.skip(t);
-          INFERGATE_ASSIGN_OR_RETURN(auto value, r.readLengthDelimited());
-          name = std::string(codecs::asChars(value));
-          return absl::OkStatus();
-        });
-      });
-  return walked.ok() ? name : std::nullopt;
-}
-
-// What a serialized ModelStreamInferResponse says of its request.
-struct StreamAnswer {
-  // An in-band error, or a response whose triton_final_response parameter is not false
-  // (non-decoupled models' answers are final whether they carry it or not).
-  bool final = true;
-  bool error = false;  // error_message (field 1) is set
-};
-
-StreamAnswer readStreamAnswer(const codecs::Buffer& message) {
-  bool final = true, error = false;
-  codecs::Status walked = codecs::forEachField(
-      message.span(), [&](codecs::FieldTag tag, codecs::WireReader& reader) -> codecs::Status {
-        if (tag.number == 1 && tag.type == codecs::WireType::kLen) {
-          INFERGATE_ASSIGN_OR_RETURN(auto text, reader.readLengthDelimited());
-          error = !text.empty();
-          return absl::OkStatus();
-        }
-        if (tag.number != 2 || tag.type != codecs::WireType::kLen) return reader.skip(tag);
-        INFERGATE_ASSIGN_OR_RETURN(auto inner, reader.readLengthDelimited());
-        return codecs::forEachField(inner, [&](codecs::FieldTag t, codecs::WireReader& r) -> codecs::Status {
-          if (t.number != 4 || t.type != codecs::WireType::kLen) return r.skip(t);
-          INFERGATE_ASSIGN_OR_RETURN(auto entry, r.readLengthDelimited());
-          std::string_view key;
-          std::optional<bool> flag;
-          INFERGATE_RETURN_IF_ERROR(codecs::forEachField(
-              entry, [&](codecs::FieldTag e, codecs::WireReader& er) -> codecs::Status {
-                if (e.number == 1 && e.type == codecs::WireType::kLen) {
-                  INFERGATE_ASSIGN_OR_RETURN(auto k, er.readLengthDelimited());
-                  key = codecs::asChars(k);
-                  return absl::OkStatus();
-                }
-                if (e.number != 2 || e.type != codecs::WireType::kLen) return er.skip(e);
-                INFERGATE_ASSIGN_OR_RETURN(auto value, er.readLengthDelimited());
-                return codecs::forEachField(
-                    value, [&](codecs::FieldTag v, codecs::WireReader& vr) -> codecs::Status {
-                      if (v.number != 1 || v.type != codecs::WireType::kVarint) return vr.skip(v);
-                      INFERGATE_ASSIGN_OR_RETURN(uint64_t b, vr.readVarint());
-                      flag = b != 0;
-                      return absl::OkStatus();
-                    });
-              }));
-          if (key == codecs::param::kFinalResponse && flag) final = *flag;
-          return absl::OkStatus();
-        });
-      });
-  if (!walked.ok()) return StreamAnswer{true, true};
-  return StreamAnswer{final || error, error};
-}
 
 // One message to send, or the status that ends the stream (triton_grpc_error).
 struct Outgoing {
@@ -365,7 +298,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       // A decoupled model's answers count toward its oldest open request.
       LegRequest& oldest = it->second.outstanding.front();
       if (oldest.info) oldest.info->response_bytes += message.Length();
-      const StreamAnswer answer = flat.ok() ? readStreamAnswer(*flat) : StreamAnswer{false, false};
+      const codecs::StreamAnswer answer = flat.ok() ? codecs::peekStreamAnswer(flat->span()) : codecs::StreamAnswer{false, false};
       if (answer.final) {
         oldest.lease.finish(upstream::Outcome::kSuccess);
         if (oldest.info) oldest.info->callStats()->upstream = telemetry::Clock::now() - oldest.written;
@@ -374,7 +307,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       }
     }
     if (renaming) {
-      std::optional<std::string> upstream_model = flat.ok() ? streamModelName(*flat) : std::nullopt;
+      std::optional<std::string> upstream_model = flat.ok() ? codecs::peekStreamResponseModel(flat->span()) : std::nullopt;
       auto hit = upstream_model ? it->second.renames.find(*upstream_model) : it->second.renames.end();
       if (hit != it->second.renames.end()) {
         auto renamed = upstream::rewriteStreamModelFields(*flat, hit->second, std::nullopt);
