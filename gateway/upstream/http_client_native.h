@@ -3,10 +3,10 @@
 // The engine HttpUpstreamClient (http_client.h) uses for endpoints it can reach without a
 // resolver: an IPv4 or IPv6 literal, or a unix: path; in plaintext, or TLS when the options
 // carry a tls::ClientContext. HTTP/1.1 over non-blocking sockets driven by the worker's
-// libevent loop, written for the one job the gateway gives
-// it -- many small exchanges on kept-alive connections -- where libcurl's general machinery
-// (URL parsing, option handling, its own header formatting and callbacks) cost more than
-// half of the gateway's instructions per forwarded request (bench/README.md).
+// libevent loop, written for the one job the gateway gives it -- many small exchanges on
+// kept-alive connections -- where libcurl's general machinery (URL parsing, option
+// handling, its own header formatting and callbacks) cost more than half of the gateway's
+// instructions per forwarded request (bench/README.md).
 //
 // The contract is http_client.h's, to the message text: the same headers go out (Host,
 // the caller's forwardable ones, Content-Length), the same statuses come back, the same
