@@ -24,44 +24,23 @@ std::shared_ptr<Security> Security::open() {
   return *create(config::GatewayConfig{});
 }
 
-namespace {
-
-codecs::StatusOr<std::optional<tls::Principal>> admitWith(const tls::Authenticator& auth, bool is_public,
-                                                          const tls::PresentedCredentials* presented,
-                                                          config::ApiGroup group, bool write,
-                                                          tls::Listener listener) {
-  std::optional<tls::Principal> principal;
-  if (presented != nullptr) {
-    INFERGATE_ASSIGN_OR_RETURN(principal, auth.authenticate(*presented, static_cast<int64_t>(std::time(nullptr))));
-  }
-  INFERGATE_RETURN_IF_ERROR(tls::authorizeGroup(auth.config(), tls::AccessRequest{group, write, listener, is_public},
-                                                principal ? &*principal : nullptr));
-  return principal;
-}
-
-}  // namespace
-
-codecs::StatusOr<std::optional<tls::Principal>> Security::admit(const tls::PresentedCredentials& presented,
-                                                                config::ApiGroup group, bool write,
-                                                                tls::Listener listener) const {
-  const std::shared_ptr<const tls::Authenticator> auth = authenticator();
-  const std::shared_ptr<const Settings> settings = settings_.load();
-  const bool is_public = listener == tls::Listener::kHttp ? settings->http_public : settings->grpc_public;
-  return admitWith(*auth, is_public, auth->configured() ? &presented : nullptr, group, write, listener);
-}
-
 codecs::StatusOr<std::optional<tls::Principal>> Security::admit(HeaderLookup header, const tls::PeerIdentity* peer,
                                                                 config::ApiGroup group, bool write,
                                                                 tls::Listener listener) const {
   const std::shared_ptr<const tls::Authenticator> auth = authenticator();
   const std::shared_ptr<const Settings> settings = settings_.load();
+  std::optional<tls::Principal> principal;
+  if (auth->configured()) {
+    tls::PresentedCredentials presented;
+    presented.authorization = header("authorization");
+    if (const std::string& key = auth->config().api_key_header; !key.empty()) presented.api_key = header(key);
+    presented.peer = peer;
+    INFERGATE_ASSIGN_OR_RETURN(principal, auth->authenticate(presented, static_cast<int64_t>(std::time(nullptr))));
+  }
   const bool is_public = listener == tls::Listener::kHttp ? settings->http_public : settings->grpc_public;
-  if (!auth->configured()) return admitWith(*auth, is_public, nullptr, group, write, listener);
-  tls::PresentedCredentials presented;
-  presented.authorization = header("authorization");
-  if (const std::string& key = auth->config().api_key_header; !key.empty()) presented.api_key = header(key);
-  presented.peer = peer;
-  return admitWith(*auth, is_public, &presented, group, write, listener);
+  INFERGATE_RETURN_IF_ERROR(tls::authorizeGroup(auth->config(), tls::AccessRequest{group, write, listener, is_public},
+                                                principal ? &*principal : nullptr));
+  return principal;
 }
 
 codecs::Status Security::rateLimit(const Caller& caller, std::string_view model) const {

@@ -3,7 +3,7 @@
 // The security stage of the pipeline, run by each frontend before it does anything for a
 // request (DESIGN.md "The pipeline"; SECURITY.md):
 //
-//   admit(presented, access)   who is calling (tls::Authenticator) and whether they may
+//   admit(headers, access)     who is calling (tls::Authenticator) and whether they may
 //                              call the API group (tls::authorizeGroup): the principal,
 //                              nobody (anonymous), or UNAUTHENTICATED / PERMISSION_DENIED
 //   route rules                Router::decide checks routes[].auth with the Caller
@@ -45,12 +45,9 @@ class Security {
   // and an embedding without a config get.
   static std::shared_ptr<Security> open();
 
-  codecs::StatusOr<std::optional<tls::Principal>> admit(const tls::PresentedCredentials& presented,
-                                                        config::ApiGroup group, bool write,
-                                                        tls::Listener listener) const;
-  // The same with the credentials read from the request's headers (gRPC: metadata):
-  // `header(name)` gives a value ("" = absent), asked only when credentials are configured
-  // (without, nothing presented is looked at).
+  // The credentials are read from the request's headers (gRPC: metadata): `header(name)`
+  // gives a value ("" = absent), asked only when credentials are configured (without,
+  // nothing presented is looked at); `peer`: the verified client certificate, if any.
   using HeaderLookup = absl::FunctionRef<std::string_view(std::string_view name)>;
   codecs::StatusOr<std::optional<tls::Principal>> admit(HeaderLookup header, const tls::PeerIdentity* peer,
                                                         config::ApiGroup group, bool write,
