@@ -1,13 +1,15 @@
 #!/usr/bin/python3
-"""Where a proxy's CPU per request goes: user and system time, context switches, and the
-busy threads, for infergate and nginx side by side on the same small request.
+"""Where a proxy's CPU per request goes: user and system time, context switches, page
+faults and the busy threads, for infergate and nginx side by side on the same request.
 
 Starts the suite's processes (bench/suite.py: U serving builtin models, ig_http, ig_grpc,
-nginx), then for each round and each via runs one closed-loop `loadgen` (64 B HTTP binary
-request at the given concurrency) and reads /proc around it:
+nginx), then for each round and each via runs one closed-loop `loadgen` (an HTTP binary
+request of --size tensor bytes, 64 by default, at the given concurrency) and reads /proc
+around it:
 
   user, sys     the proxy's utime and stime per request (us)
   vol, invol    voluntary and involuntary context switches per request, all its threads
+  faults        minor page faults per request, all its threads (fresh memory touched)
   threads       (--threads) each thread's CPU per request, busiest first
 
 Run from the repository root after building the release tree (bench/run builds it):
@@ -34,7 +36,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def threads_of(pid):
-    """{tid name: (utime, stime, voluntary, involuntary)} for every thread of `pid`."""
+    """{tid name: (utime, stime, voluntary, involuntary, minor faults)} per thread of `pid`."""
     out = {}
     for task in glob.glob(f"/proc/{pid}/task/*"):
         try:
@@ -50,7 +52,7 @@ def threads_of(pid):
                         switches[key] = int(value)
             out[f"{os.path.basename(task)} {name}"] = (
                 int(fields[11]), int(fields[12]), switches.get("voluntary_ctxt_switches", 0),
-                switches.get("nonvoluntary_ctxt_switches", 0))
+                switches.get("nonvoluntary_ctxt_switches", 0), int(fields[7]))
         except (OSError, ValueError, IndexError):
             pass  # a thread that ended meanwhile
     return out
@@ -65,7 +67,7 @@ def snapshot(pids):
 
 
 def delta(before, after):
-    return {k: tuple(a - b for a, b in zip(v, before.get(k, (0, 0, 0, 0)))) for k, v in after.items()}
+    return {k: tuple(a - b for a, b in zip(v, before.get(k, (0,) * len(v)))) for k, v in after.items()}
 
 
 def parse_args():
@@ -74,6 +76,7 @@ def parse_args():
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--duration", type=float, default=5.0)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--size", type=int, default=64, help="tensor bytes (FP32, a multiple of 4)")
     p.add_argument("--threads", action="store_true", help="print each busy thread's share")
     p.add_argument("--build-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                        "..", "build", "release"))
@@ -85,7 +88,7 @@ def main():
     scratch = tempfile.mkdtemp(prefix="infergate-cpu-split.")
     bench = suite.Bench(None, scratch, args.build_dir)
     bench.requests = suite.Requests(scratch, forwarding_report.load_pb(scratch))
-    bench.requests.write(("json", "bin", "grpc"), 64)
+    bench.requests.write(("bin",), args.size)
     results = {via: [] for via in args.vias}
     try:
         bench.start()
@@ -93,7 +96,7 @@ def main():
             for via in args.vias:
                 http_port, grpc_port = bench.ports[via]
                 pids = bench.pids[via]()
-                command = [bench.loadgen] + bench.requests.loadgen_args("bin", 64, http_port, grpc_port) + [
+                command = [bench.loadgen] + bench.requests.loadgen_args("bin", args.size, http_port, grpc_port) + [
                     "--concurrency", str(args.concurrency), "--duration", str(args.duration)]
                 before = snapshot(pids)
                 run = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -108,20 +111,21 @@ def main():
                     "sys": sum(v[1] for v in spent.values()) / TICK * 1e6 / n,
                     "vol": sum(v[2] for v in spent.values()) / n,
                     "invol": sum(v[3] for v in spent.values()) / n,
+                    "faults": sum(v[4] for v in spent.values()) / n,
                 }
                 results[via].append(row)
                 print(f"round {rnd + 1} {via:8s} rps {row['rps']:8.0f}  user {row['user']:5.2f}  "
-                      f"sys {row['sys']:5.2f} us/req  switches {row['vol']:.3f} vol {row['invol']:.3f} invol /req")
+                      f"sys {row['sys']:5.2f} us/req  switches {row['vol']:.3f} vol {row['invol']:.3f} invol  faults {row['faults']:.1f} /req")
                 if args.threads:
                     busy = sorted(spent.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))
-                    for key, (u, s, _, _) in busy:
+                    for key, (u, s, *_) in busy:
                         if u + s > 0:
                             print(f"    {key:40s} {(u + s) / TICK * 1e6 / n:6.2f} us/req")
         print(f"medians over {args.rounds} round(s):")
         for via, rows in results.items():
             med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
             print(f"  {via:8s} rps {med['rps']:8.0f}  user {med['user']:5.2f}  sys {med['sys']:5.2f}  "
-                  f"total {med['user'] + med['sys']:5.2f} us/req  switches {med['vol'] + med['invol']:.3f} /req")
+                  f"total {med['user'] + med['sys']:5.2f} us/req  switches {med['vol'] + med['invol']:.3f}  faults {med['faults']:.1f} /req")
     finally:
         bench.stop()
 

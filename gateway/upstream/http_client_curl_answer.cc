@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "codecs/buffer_pool.h"
 #include "gateway/upstream/http_client_common.h"
 #include "gateway/upstream/http_client_curl_engine.h"
 #include "gateway/upstream/upstream_status.h"
@@ -104,7 +105,7 @@ size_t CurlMultiClient::onWrite(char* data, size_t size, size_t count, void* use
           *call.content_length <= kMaxReservedBodyBytes) {
         capacity = static_cast<size_t>(*call.content_length);  // the one allocation
       }
-      codecs::MutableBuffer grown = codecs::MutableBuffer::allocate(capacity);
+      codecs::MutableBuffer grown = codecs::BufferPool::shared().allocate(capacity);
       if (call.body_used > 0) std::memcpy(grown.data(), call.body.data(), call.body_used);
       call.body = std::move(grown);
     }

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "codecs/buffer.h"
+#include "codecs/buffer_pool.h"
 #include "codecs/status.h"
 #include "codecs/text.h"
 #include "gateway/http/quick_head.h"
@@ -238,7 +239,7 @@ size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t 
   if (!length || *length > kMaxReservedBodyBytes) return 0;
   if (*length > 0) {
     try {
-      call.body = codecs::MutableBuffer::allocate(static_cast<size_t>(*length));
+      call.body = codecs::BufferPool::shared().allocate(static_cast<size_t>(*length));
     } catch (const std::bad_alloc&) {
       return 0;  // http_parser's path grows the body as it comes and reports a shortage
     }
@@ -400,7 +401,7 @@ int NativeHttpClient::Engine::onHeadersComplete(http_parser* p) {
   } else if (!no_body && call.content_length && *call.content_length > 0 &&
              *call.content_length <= kMaxReservedBodyBytes) {
     try {
-      call.body = codecs::MutableBuffer::allocate(static_cast<size_t>(*call.content_length));
+      call.body = codecs::BufferPool::shared().allocate(static_cast<size_t>(*call.content_length));
     } catch (const std::bad_alloc&) {
       // Left empty: onBody grows it as bytes arrive and reports a real shortage.
     }
@@ -419,7 +420,7 @@ int NativeHttpClient::Engine::onBody(http_parser* p, const char* at, size_t leng
     size_t needed = call.body_used + length;
     if (needed > call.body.size()) {
       size_t capacity = std::max({needed, call.body.size() * 2, kInitialBodyBytes});
-      codecs::MutableBuffer grown = codecs::MutableBuffer::allocate(capacity);
+      codecs::MutableBuffer grown = codecs::BufferPool::shared().allocate(capacity);
       if (call.body_used > 0) std::memcpy(grown.data(), call.body.data(), call.body_used);
       call.body = std::move(grown);
     }
