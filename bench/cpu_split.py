@@ -3,9 +3,11 @@
 faults and the busy threads, for infergate and nginx side by side on the same request.
 
 Starts the suite's processes (bench/suite.py: U serving builtin models, ig_http, ig_grpc,
-nginx), then for each round and each via runs one closed-loop `loadgen` (an HTTP binary
-request of --size tensor bytes, 64 by default, at the given concurrency) and reads /proc
-around it:
+nginx), then for each round and each via runs one closed-loop `loadgen` (--kind: an HTTP
+binary, HTTP JSON or gRPC request; --size tensor bytes, 64 by default; at the given
+concurrency) and reads /proc around it. ig_http forwards to the upstream's HTTP listener,
+ig_grpc to its gRPC one: a gRPC request via ig_http is the gRPC -> HTTP path, a binary one
+via ig_grpc the HTTP binary -> gRPC path.
 
   user, sys     the proxy's utime and stime per request (us)
   vol, invol    voluntary and involuntary context switches per request, all its threads
@@ -76,6 +78,7 @@ def parse_args():
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--duration", type=float, default=5.0)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--kind", choices=("bin", "json", "grpc"), default="bin")
     p.add_argument("--size", type=int, default=64, help="tensor bytes (FP32, a multiple of 4)")
     p.add_argument("--threads", action="store_true", help="print each busy thread's share")
     p.add_argument("--build-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -88,7 +91,7 @@ def main():
     scratch = tempfile.mkdtemp(prefix="infergate-cpu-split.")
     bench = suite.Bench(None, scratch, args.build_dir)
     bench.requests = suite.Requests(scratch, forwarding_report.load_pb(scratch))
-    bench.requests.write(("bin",), args.size)
+    bench.requests.write((args.kind,), args.size)
     results = {via: [] for via in args.vias}
     try:
         bench.start()
@@ -96,7 +99,7 @@ def main():
             for via in args.vias:
                 http_port, grpc_port = bench.ports[via]
                 pids = bench.pids[via]()
-                command = [bench.loadgen] + bench.requests.loadgen_args("bin", args.size, http_port, grpc_port) + [
+                command = [bench.loadgen] + bench.requests.loadgen_args(args.kind, args.size, http_port, grpc_port) + [
                     "--concurrency", str(args.concurrency), "--duration", str(args.duration)]
                 before = snapshot(pids)
                 run = subprocess.run(command, capture_output=True, text=True, check=True)
