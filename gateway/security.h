@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "absl/functional/function_ref.h"
+#include "codecs/published.h"
 #include "codecs/status.h"
 #include "config/config.h"
 #include "gateway/rate_limiter.h"
@@ -82,7 +83,7 @@ class Security {
   static std::shared_ptr<const Settings> settingsOf(const config::GatewayConfig& config);
 
   std::shared_ptr<tls::AuthenticatorSource> auth_;
-  std::atomic<std::shared_ptr<const Settings>> settings_;
+  codecs::Published<Settings> settings_;  // never null once created
   std::chrono::steady_clock::time_point last_watch_{};
 };
 

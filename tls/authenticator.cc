@@ -156,7 +156,8 @@ codecs::StatusOr<std::optional<Principal>> Authenticator::authenticate(
 codecs::StatusOr<std::shared_ptr<AuthenticatorSource>> AuthenticatorSource::create(
     const config::AuthConfig& config) {
   std::shared_ptr<AuthenticatorSource> source(new AuthenticatorSource());
-  INFERGATE_ASSIGN_OR_RETURN(source->current_, Authenticator::create(config));
+  INFERGATE_ASSIGN_OR_RETURN(std::shared_ptr<const Authenticator> first, Authenticator::create(config));
+  source->current_.store(std::move(first));
   return source;
 }
 

@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "codecs/published.h"
 #include "codecs/status.h"
 #include "config/config.h"
 #include "tls/jwt.h"
@@ -98,6 +99,9 @@ class AuthenticatorSource {
   static codecs::StatusOr<std::shared_ptr<AuthenticatorSource>> create(const config::AuthConfig& config);
 
   std::shared_ptr<const Authenticator> current() const;
+  // The current one as this thread last took it (codecs::Published::get): for the check
+  // of each request, with no atomic write; valid until this thread's next view().
+  const Authenticator& view() const { return *current_.get(); }
   // Builds one from `config` and makes it current; on failure the current one stays.
   codecs::Status update(const config::AuthConfig& config);
   // Makes `next` (built by Authenticator::create) current.
@@ -108,7 +112,7 @@ class AuthenticatorSource {
 
  private:
   AuthenticatorSource() = default;
-  std::atomic<std::shared_ptr<const Authenticator>> current_;  // read per request
+  codecs::Published<Authenticator> current_;  // read per request; never null once created
   FileStamps failed_stamps_;                      // the updating thread's only
 };
 
