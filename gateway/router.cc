@@ -157,10 +157,8 @@ bool Router::forwards(const config::ForwardConfig& forward, std::string_view n) 
   return false;
 }
 
-HeaderPairs Router::forwardedHeaders(const http::HeaderList& headers) const {
-  // Loaded once per request, and held: a reload may drop the snapshot meanwhile.
-  const std::shared_ptr<const RouterSnapshot> held = snapshot();
-  const config::ForwardConfig& forward = held->config->forward;
+HeaderPairs Router::forwardedHeaders(const RouterSnapshot& held, const http::HeaderList& headers) {
+  const config::ForwardConfig& forward = held.config->forward;
   HeaderPairs out;
   out.reserve(headers.size() + 8);  // room for what the caller adds (body headers, trace)
   // The first letters the list's names start with: most of a request's fields (Host,

@@ -128,8 +128,12 @@ class Router {
   std::shared_ptr<const RouterSnapshot> snapshot() const { return snapshot_.load(); }
   std::shared_ptr<const routing::RouteTable> table() const { return snapshot()->table; }
 
-  // The configured client headers of an HTTP request, lowercase names.
-  HeaderPairs forwardedHeaders(const http::HeaderList& headers) const;
+  // The configured client headers of an HTTP request, lowercase names: by the current
+  // snapshot, or by `held` (a Decision's: no second load of the snapshot per request).
+  HeaderPairs forwardedHeaders(const http::HeaderList& headers) const {
+    return forwardedHeaders(*snapshot(), headers);
+  }
+  static HeaderPairs forwardedHeaders(const RouterSnapshot& held, const http::HeaderList& headers);
   // The same for gRPC metadata (already lowercase); `-bin` keys are kept only toward gRPC.
   template <typename Metadata>
   HeaderPairs forwardedMetadata(const Metadata& metadata, bool toward_grpc) const {

@@ -166,18 +166,17 @@ constexpr std::string_view kAnswerHeaders[] = {"Content-Type", "Content-Encoding
                                                "Inference-Header-Content-Length", "Retry-After",
                                                "endpoint-load-metrics"};
 
-upstream::HttpUpstreamRequest passthroughRequest(const Router& router, const http::HttpRequest& req,
-                                                 std::string target,
-                                                 std::chrono::milliseconds timeout) {
+upstream::HttpUpstreamRequest passthroughRequest(const Decision& d, const http::HttpRequest& req,
+                                                 std::string target) {
   upstream::HttpUpstreamRequest out;
   out.method = req.method;
   out.target = std::move(target);
-  out.headers = router.forwardedHeaders(req.headers);
+  out.headers = Router::forwardedHeaders(*d.snapshot, req.headers);
   for (std::string_view name : kBodyHeaders) {
     if (const std::string_view* v = req.headers.find(name)) out.headers.emplace_back(name, *v);
   }
   out.body = codecs::BufferChain(req.body);
-  out.timeout = timeout;
+  out.timeout = d.timeout;
   return out;
 }
 
@@ -282,13 +281,13 @@ HttpResponse relayAnswer(upstream::HttpUpstreamResponse r, HttpEndpoint endpoint
 // loop with the parsed answer. Errors (the call's, or an unparsable answer) are answered
 // here, under the client's names.
 template <typename Response>
-void callTyped(const std::shared_ptr<HttpExchange>& exchange, const Router& router,
+void callTyped(const std::shared_ptr<HttpExchange>& exchange,
                const Decision& d, std::string_view method,
                const google::protobuf::MessageLite& request,
                std::function<void(const std::shared_ptr<HttpExchange>&, Response&)> on_answer) {
   upstream::GrpcCallOptions options;
   options.deadline = deadlineOf(d.timeout);
-  for (auto& [k, v] : router.forwardedHeaders(exchange->request().headers)) {
+  for (auto& [k, v] : Router::forwardedHeaders(*d.snapshot, exchange->request().headers)) {
     if (!k.ends_with("-bin")) options.metadata.emplace_back(std::move(k), std::move(v));
   }
   options.on_loop = d.upstream->grpcOnLoop(exchange->loop());
@@ -360,7 +359,7 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
   }
   std::string target = d.rewrites() ? upstreamTarget(m, d, req.query()) : req.target;
   upstream::HttpUpstreamRequest out =
-      passthroughRequest(*router_, req, std::move(target), d.timeout);
+      passthroughRequest(d, req, std::move(target));
   stampTraceHeaders(out.headers, exchange->info());
   upstream::HttpUpstreamCallbacks callbacks;
   Names names = Names::forRelay(d);
@@ -430,7 +429,7 @@ void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, con
       r.set_name(d.upstream_model);
       r.set_version(d.upstream_version);
       return callTyped<inference::ModelMetadataResponse>(
-          exchange, *router_, d, "ModelMetadata", r,
+          exchange, d, "ModelMetadata", r,
           [client_model](const Exchange& ex, inference::ModelMetadataResponse& a) {
             a.set_name(client_model);
             ex->respond(HttpResponse::json(200, upstream::modelMetadataToJson(a)));
@@ -441,7 +440,7 @@ void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, con
       r.set_name(d.upstream_model);
       r.set_version(d.upstream_version);
       return callTyped<inference::ModelReadyResponse>(
-          exchange, *router_, d, "ModelReady", r,
+          exchange, d, "ModelReady", r,
           [](const Exchange& ex, inference::ModelReadyResponse& a) {
             ex->respond(a.ready() ? emptyOk()
                                   : HttpResponse::jsonError(400, "Model version not ready"));
@@ -452,7 +451,7 @@ void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, con
       r.set_name(d.upstream_model);
       r.set_version(d.upstream_version);
       return callTyped<inference::ModelConfigResponse>(
-          exchange, *router_, d, "ModelConfig", r,
+          exchange, d, "ModelConfig", r,
           [client_model](const Exchange& ex, inference::ModelConfigResponse& a) {
             a.mutable_config()->set_name(client_model);
             auto json = upstream::modelConfigToJson(a);
@@ -465,7 +464,7 @@ void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, con
       r.set_name(d.upstream_model);
       r.set_version(d.upstream_version);
       return callTyped<inference::ModelStatisticsResponse>(
-          exchange, *router_, d, "ModelStatistics", r,
+          exchange, d, "ModelStatistics", r,
           [client_model](const Exchange& ex, inference::ModelStatisticsResponse& a) {
             for (auto& row : *a.mutable_model_stats()) row.set_name(client_model);
             ex->respond(HttpResponse::json(200, upstream::modelStatisticsToJson(a)));
@@ -475,14 +474,14 @@ void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, con
       auto r = upstream::loadRequestFromJson(d.upstream_model, req.body.view());
       if (!r.ok()) return exchange->respond(errorResponse(r.status()));
       return callTyped<inference::RepositoryModelLoadResponse>(
-          exchange, *router_, d, "RepositoryModelLoad", *r,
+          exchange, d, "RepositoryModelLoad", *r,
           [](const Exchange& ex, inference::RepositoryModelLoadResponse&) { ex->respond(emptyOk()); });
     }
     case HttpEndpoint::kRepositoryUnload: {
       auto r = upstream::unloadRequestFromJson(d.upstream_model, req.body.view());
       if (!r.ok()) return exchange->respond(errorResponse(r.status()));
       return callTyped<inference::RepositoryModelUnloadResponse>(
-          exchange, *router_, d, "RepositoryModelUnload", *r,
+          exchange, d, "RepositoryModelUnload", *r,
           [](const Exchange& ex, inference::RepositoryModelUnloadResponse&) { ex->respond(emptyOk()); });
     }
     case HttpEndpoint::kModelTraceSetting: {
@@ -490,7 +489,7 @@ void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, con
           d.upstream_model, req.method == "GET" ? std::string_view() : req.body.view());
       if (!r.ok()) return exchange->respond(errorResponse(r.status()));
       return callTyped<inference::TraceSettingResponse>(
-          exchange, *router_, d, "TraceSetting", *r,
+          exchange, d, "TraceSetting", *r,
           [](const Exchange& ex, inference::TraceSettingResponse& a) {
             ex->respond(HttpResponse::json(200, upstream::traceSettingToJson(a)));
           });
@@ -524,7 +523,7 @@ void HttpFrontend::inferDecoded(const Exchange& exchange, const Decision& d) {
   options.limits = options_.limits;
   options.loop = &exchange->loop();
   const bool toward_grpc = d.upstream->protocol() == Upstream::Protocol::kGrpc;
-  for (auto& [k, v] : router_->forwardedHeaders(http.headers)) {
+  for (auto& [k, v] : Router::forwardedHeaders(*d.snapshot, http.headers)) {
     if (!toward_grpc || !k.ends_with("-bin")) options.metadata.emplace_back(std::move(k), std::move(v));
   }
   stampTraceHeaders(options.metadata, exchange->info());
@@ -569,7 +568,7 @@ void HttpFrontend::mirror(const Exchange& exchange, const Route& route, const De
       upstream::HttpUpstreamCallbacks ignore;
       ignore.on_complete = [](codecs::StatusOr<upstream::HttpUpstreamResponse>) {};
       upstream::fleetHttp(target.fleet(), target.http(exchange->loop()), exchange->loop(),
-                          passthroughRequest(*router_, http, std::move(path), d.timeout),
+                          passthroughRequest(d, http, std::move(path)),
                           d.mirrorPick(), std::move(ignore));
       return;
     }
