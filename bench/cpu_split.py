@@ -12,7 +12,7 @@ via ig_grpc the HTTP binary -> gRPC path.
   user, sys     the proxy's utime and stime per request (us)
   vol, invol    voluntary and involuntary context switches per request, all its threads
   faults        minor page faults per request, all its threads (fresh memory touched)
-  threads       (--threads) each thread's CPU per request, busiest first
+  threads       (--threads) each thread's CPU and faults per request, busiest first
 
 Run from the repository root after building the release tree (bench/run builds it):
 
@@ -121,9 +121,10 @@ def main():
                       f"sys {row['sys']:5.2f} us/req  switches {row['vol']:.3f} vol {row['invol']:.3f} invol  faults {row['faults']:.1f} /req")
                 if args.threads:
                     busy = sorted(spent.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))
-                    for key, (u, s, *_) in busy:
-                        if u + s > 0:
-                            print(f"    {key:40s} {(u + s) / TICK * 1e6 / n:6.2f} us/req")
+                    for key, (u, s, _, _, faults) in busy:
+                        if u + s > 0 or faults > 0:
+                            print(f"    {key:40s} {(u + s) / TICK * 1e6 / n:6.2f} us/req  "
+                                  f"{faults / n:7.1f} faults/req")
         print(f"medians over {args.rounds} round(s):")
         for via, rows in results.items():
             med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}

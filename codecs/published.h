@@ -9,8 +9,8 @@
 // makes it take the value again.
 //
 //   store(v)  any thread: every thread's next get() sees v
-//   load()    a counted copy, as std::atomic<std::shared_ptr>::load (to keep the value
-//             past the next get(), or off the hot path)
+//   load()    a counted copy (to keep the value past the next get(), or off the hot
+//             path)
 //   get()     the current value as this thread holds it (null when none was stored).
 //             The pointer stays valid until this thread's next get() of the same
 //             instance; get()s of other instances do not disturb it.
@@ -22,13 +22,14 @@
 // values whose release needs no promptness (settings, credentials), not for ones whose
 // destructor closes anything.
 //
-// Threads: any, for every member; store() and the constructor and destructor are
-// rare (they take a process-wide mutex for the slot numbers).
+// Threads: any, for every member. store(), load() and a get() after a store take the
+// instance's mutex; the constructor and destructor a process-wide one (slot numbers).
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -61,32 +62,36 @@ class Published {
   Published& operator=(const Published&) = delete;
 
   void store(std::shared_ptr<const T> next) {
-    value_.store(std::move(next));
+    std::shared_ptr<const T> old;  // let go outside the lock
+    std::lock_guard<std::mutex> lock(mu_);
+    old = std::exchange(value_, std::move(next));
     version_.fetch_add(1, std::memory_order_release);
   }
 
-  std::shared_ptr<const T> load() const { return value_.load(); }
+  std::shared_ptr<const T> load() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return value_;
+  }
 
   const T* get() const {
     std::vector<published_detail::Held>& table = published_detail::threadTable();
     if (table.size() <= slot_) table.resize(slot_ + 1);
     published_detail::Held& held = table[slot_];
-    // The version before the value: a store between the two leaves a newer value under
-    // an older version, taken again next time; the other order could keep an old value
-    // under the newest version until the next store.
-    const uint64_t version = version_.load(std::memory_order_acquire);
-    if (held.id != id_ || held.version != version) {
-      held.value = value_.load();
+    if (held.id != id_ || held.version != version_.load(std::memory_order_acquire)) {
+      const std::shared_ptr<const void> before = std::move(held.value);  // let go unlocked
+      std::lock_guard<std::mutex> lock(mu_);  // the value and its version, as one
+      held.value = value_;
+      held.version = version_.load(std::memory_order_relaxed);
       held.id = id_;
-      held.version = version;
     }
     return static_cast<const T*>(held.value.get());
   }
 
  private:
-  std::atomic<std::shared_ptr<const T>> value_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const T> value_;  // under mu_
   // On a line of its own: readers only read it, and nothing written per request may
-  // share it.
+  // share it. Changed under mu_.
   alignas(64) std::atomic<uint64_t> version_{0};
   const size_t slot_;
   const uint64_t id_;

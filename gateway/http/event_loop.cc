@@ -101,8 +101,7 @@ LoopTimer::~LoopTimer() {
   if (event_) event_free(event_);
 }
 
-void LoopTimer::arm(std::chrono::milliseconds after) {
-  const Clock::time_point now = Clock::now();
+void LoopTimer::arm(std::chrono::milliseconds after, Clock::time_point now) {
   armed_ = true;
   due_ = now + std::max(after, std::chrono::milliseconds(0));
   if (scheduled_ && fires_at_ <= due_) return;  // it fires first and looks again then

@@ -81,11 +81,14 @@ class LoopTimer {
   LoopTimer(const LoopTimer&) = delete;
   LoopTimer& operator=(const LoopTimer&) = delete;
 
-  void arm(std::chrono::milliseconds after);
+  using Clock = std::chrono::steady_clock;
+
+  void arm(std::chrono::milliseconds after) { arm(after, Clock::now()); }
+  // The same from `now`, a time the caller has just read.
+  void arm(std::chrono::milliseconds after, Clock::time_point now);
   void disarm() { armed_ = false; }
 
  private:
-  using Clock = std::chrono::steady_clock;
   static void onFire(evutil_socket_t, short, void* arg);
   void schedule(Clock::time_point now, Clock::time_point at);
 

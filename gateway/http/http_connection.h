@@ -203,7 +203,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void cancelPending(std::deque<std::shared_ptr<HttpExchange>> exchanges);
   void flush();
   void updateInterest();
-  void armTimer();
+  void armTimer() { armTimer(std::chrono::steady_clock::now()); }
+  void armTimer(std::chrono::steady_clock::time_point now);
   void onTimeout();
 
   // http_parser callbacks

@@ -168,13 +168,13 @@ EndpointLease& EndpointLease::operator=(EndpointLease&& other) noexcept {
   return *this;
 }
 
-void EndpointLease::finish(Outcome outcome) {
+void EndpointLease::finish(Outcome outcome, std::chrono::steady_clock::time_point now) {
   if (!endpoint_) return;
   std::shared_ptr<UpstreamFleet> fleet = std::move(fleet_);
   std::shared_ptr<Endpoint> endpoint = std::move(endpoint_);
   endpoint->unreserve();
   fleet->in_flight_.fetch_sub(1, std::memory_order_relaxed);
-  endpoint->recordOutcome(outcome, trial_, Endpoint::Clock::now(), fleet->config_.outlier);
+  endpoint->recordOutcome(outcome, trial_, now, fleet->config_.outlier);
   trial_ = false;
   fleet->onSlotFreed();
 }

@@ -113,7 +113,9 @@ class EndpointLease {
   bool valid() const { return endpoint_ != nullptr; }
   Endpoint& endpoint() const { return *endpoint_; }
   const std::shared_ptr<Endpoint>& sharedEndpoint() const { return endpoint_; }
-  void finish(Outcome outcome);
+  void finish(Outcome outcome) { finish(outcome, std::chrono::steady_clock::now()); }
+  // The same at `now`, a time the caller has just read.
+  void finish(Outcome outcome, std::chrono::steady_clock::time_point now);
 
  private:
   friend class UpstreamFleet;

@@ -179,12 +179,13 @@ class FleetUnaryCall final : public GrpcCallHandle,
   void settle(codecs::Status status, codecs::MovableByteBuffer answer, Outcome outcome) {
     EndpointLease lease;
     bool cancelled;
+    const Clock::time_point now = Clock::now();
     {
       std::lock_guard<std::mutex> lock(mu_);
       lease = std::move(lease_);
       inner_.reset();
       cancelled = cancelled_;
-      if (context_.stats) context_.stats->upstream = Clock::now() - sent_at_;
+      if (context_.stats) context_.stats->upstream = now - sent_at_;
     }
     std::shared_ptr<Endpoint> endpoint = lease.sharedEndpoint();
     if (status.ok() && !answer.valid()) {
@@ -199,7 +200,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
                                         codecs::ErrorOrigin::kUpstream),
                      {});
     }
-    lease.finish(outcome);
+    lease.finish(outcome, now);
     const bool not_sent = wasNotSent(status);
     if (not_sent && !cancelled && mayRetry(*fleet_, context_, retries_, options_.deadline)) {
       if (std::optional<EndpointLease> next = retryLease(*fleet_, context_, endpoint.get())) {
@@ -332,13 +333,15 @@ class FleetHttpCall final : public HttpCallHandle,
 
   void onComplete(codecs::StatusOr<HttpUpstreamResponse> response) {
     inner_.reset();
-    if (context_.stats) context_.stats->upstream = Clock::now() - sent_at_;
-    std::shared_ptr<Endpoint> endpoint = lease_.sharedEndpoint();
+    const Clock::time_point now = Clock::now();
+    if (context_.stats) context_.stats->upstream = now - sent_at_;
     if (response.ok()) {
-      lease_.finish(outcomeOfHttpStatus(response->status));
+      lease_.finish(outcomeOfHttpStatus(response->status), now);
       return complete(std::move(response));
     }
-    lease_.finish(outcomeOfError(response.status()));
+    // Kept past finish() to be passed over by a retry.
+    std::shared_ptr<Endpoint> endpoint = lease_.sharedEndpoint();
+    lease_.finish(outcomeOfError(response.status()), now);
     if (wasNotSent(response.status()) && !answered_ && !cancelled_ &&
         mayRetry(*fleet_, context_, retries_, std::nullopt)) {
       if (std::optional<EndpointLease> next = retryLease(*fleet_, context_, endpoint.get())) {
