@@ -440,6 +440,8 @@ struct GatewayConfig {
   std::string text;    // its text as read (the admin API's config hash)
   std::optional<ListenerConfig> http, grpc, metrics;
   unsigned workers = 0;  // HTTP event-loop threads; 0 = number of cores
+  // How long a worker keeps polling without sleeping after it last had work; 0 = never.
+  uint32_t busy_poll_us = 0;
   LimitsConfig limits;
   std::vector<UpstreamConfig> upstreams;
   std::vector<RouteConfig> routes;  // in file order; the first match wins

@@ -24,6 +24,7 @@ constexpr size_t kMaxConfigFileBytes = 16 * 1024 * 1024;
 constexpr uint64_t kInt32Max = 2147483647;
 constexpr uint64_t kInt64Max = 9223372036854775807;
 constexpr uint64_t kMaxWorkers = 1024;
+constexpr uint64_t kMaxBusyPollUs = 10'000;
 constexpr uint64_t kMaxShmRegions = 1000000;
 constexpr uint64_t kMinTlsWatchIntervalMs = 1000;
 
@@ -102,12 +103,17 @@ bool Loader::load(const YAML::Node& root) {
     return false;
   }
   std::optional<YamlMap> map = reader_.mapping(
-      top, {"listeners", "workers", "limits", "upstreams", "routes", "forward", "readiness",
+      top, {"listeners", "workers", "busy_poll_us", "limits", "upstreams", "routes", "forward", "readiness",
             "discovery", "lifecycle", "shm", "observability", "auth", "rate_limits"});
   if (const YamlValue* v = map->find("listeners")) readListeners(*v);
   if (const YamlValue* v = map->find("workers")) {
     if (auto n = reader_.unsignedInteger(*v, 0, kMaxWorkers)) {
       config_.workers = static_cast<unsigned>(*n);
+    }
+  }
+  if (const YamlValue* v = map->find("busy_poll_us")) {
+    if (auto n = reader_.unsignedInteger(*v, 0, kMaxBusyPollUs)) {
+      config_.busy_poll_us = static_cast<uint32_t>(*n);
     }
   }
   if (const YamlValue* v = map->find("limits")) readLimits(*v);

@@ -123,6 +123,7 @@ routes: [{ match: { model: "*" }, upstream: demo }]
 )");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->workers, 4u);
+  EXPECT_EQ(r->busy_poll_us, 0u);  // off unless asked
   EXPECT_EQ(r->limits.max_header_count, 50u);
   EXPECT_EQ(r->limits.idle_timeout_ms, 16u);
   EXPECT_EQ(r->limits.max_input_bytes, 1048576u);
@@ -213,8 +214,26 @@ TEST(ConfigLoader, RejectsUnknownTopLevelKey) {
 tracing: { sample_rate: 1 }
 )"),
                   "test.yaml:2:1: tracing: ",
-                  "unknown key \"tracing\" (allowed: listeners, workers, limits, upstreams, "
+                  "unknown key \"tracing\" (allowed: listeners, workers, busy_poll_us, limits, upstreams, "
                   "routes, forward, readiness, discovery, lifecycle, shm, observability, auth, rate_limits)");
+}
+
+TEST(ConfigLoader, ReadsBusyPollAndBoundsIt) {
+  auto r = parse(R"(listeners: { http: { address: "localhost:0" } }
+busy_poll_us: 50
+upstreams: [{ name: demo, protocol: builtin }]
+routes: [{ match: { model: "*" }, upstream: demo }]
+)");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->busy_poll_us, 50u);
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+busy_poll_us: 20000
+)"),
+                  "test.yaml:2:15: busy_poll_us: ", "must be between 0 and 10000, got 20000");
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+busy_poll_us: -1
+)"),
+                  "test.yaml:2:15: busy_poll_us: ", "must not be negative");
 }
 
 TEST(ConfigLoader, RejectsAStringWhereAnIntegerGoes) {

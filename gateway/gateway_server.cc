@@ -104,6 +104,7 @@ std::vector<std::string> restartOnlyChanges(const config::GatewayConfig& a,
     }
   }
   if (a.workers != b.workers) changed.push_back("workers");
+  if (a.busy_poll_us != b.busy_poll_us) changed.push_back("busy_poll_us");
   if (a.limits != b.limits) changed.push_back("limits");
   const config::ObservabilityConfig& o = a.observability;
   const config::ObservabilityConfig& p = b.observability;
@@ -486,7 +487,8 @@ GatewayServer::~GatewayServer() {
 
 codecs::Status GatewayServer::start() {
   Impl& s = *impl_;
-  s.pool = std::make_unique<http::WorkerPool>(s.config.workers);
+  s.pool = std::make_unique<http::WorkerPool>(s.config.workers,
+                                              std::chrono::microseconds(s.config.busy_poll_us));
   INFERGATE_ASSIGN_OR_RETURN(std::unique_ptr<Router> router, Router::create(s.config, *s.pool));
   s.router = std::move(router);
   INFERGATE_ASSIGN_OR_RETURN(s.security, Security::create(s.config));

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <fstream>
 #include <chrono>
 #include <future>
 #include <string>
@@ -48,6 +52,48 @@ TEST(EventLoop, PostsFromTheLoopAndFromOtherThreadsAtOnceAllRun) {
   const auto until = Clock::now() + 5s;
   while (ran.load() < 2 * kEach && Clock::now() < until) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(ran.load(), 2 * kEach);
+}
+
+// The loop thread's voluntary context switches so far (each sleep in epoll_wait is one).
+long voluntarySwitches(pid_t tid) {
+  std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(24));
+  }
+  ADD_FAILURE() << "no voluntary_ctxt_switches for thread " << tid;
+  return 0;
+}
+
+// Work that comes within the window finds the loop awake: it never went to sleep in
+// epoll between the posts. Without the window each post wakes a sleeping thread (this
+// test then sees about one switch per post, and fails). The window is long (2 s) so that
+// a slow machine's gaps between posts stay inside it.
+TEST(EventLoop, ABusyPollingLoopStaysAwakeBetweenCloseEventsAndStillStops) {
+  constexpr int kPosts = 40;
+  auto t = std::make_unique<LoopThread>(std::chrono::seconds(2));
+  pid_t tid = 0;
+  t->run([&] { tid = static_cast<pid_t>(::gettid()); });
+  std::atomic<int> ran{0};
+  const long before = voluntarySwitches(tid);
+  for (int i = 0; i < kPosts; ++i) {
+    t->loop().post([&] { ++ran; });
+    std::this_thread::sleep_for(1ms);
+  }
+  // A timer fires on a polling loop as on a sleeping one.
+  std::promise<void> fired;
+  std::unique_ptr<LoopTimer> timer;
+  t->run([&] {
+    timer = std::make_unique<LoopTimer>(t->loop(), [&] { fired.set_value(); });
+    timer->arm(5ms);
+  });
+  ASSERT_EQ(fired.get_future().wait_for(5s), std::future_status::ready);
+  const long during = voluntarySwitches(tid) - before;
+  t->run([&] { timer.reset(); });
+  EXPECT_EQ(ran.load(), kPosts);
+  EXPECT_LT(during, kPosts / 4) << "the loop slept between posts " << during << " times";
+  t.reset();  // stop() and join inside the window (a loop that missed the exit would poll,
+              // then sleep in epoll for good: the test would hang, not pass)
 }
 
 TEST(LoopTimer, FiresOnceAfterItsTime) {

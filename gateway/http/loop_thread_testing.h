@@ -16,7 +16,12 @@ namespace infergate::gateway::http {
 
 class LoopThread {
  public:
-  LoopThread() : thread_([this] { loop_.run(); }) {}
+  // `busy_poll`: EventLoop::setBusyPoll, set on the loop's thread before it runs.
+  explicit LoopThread(std::chrono::microseconds busy_poll = {})
+      : thread_([this, busy_poll] {
+          loop_.setBusyPoll(busy_poll);
+          loop_.run();
+        }) {}
   ~LoopThread() {
     loop_.stop();
     thread_.join();

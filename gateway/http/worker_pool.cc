@@ -4,9 +4,12 @@
 
 namespace infergate::gateway::http {
 
-WorkerPool::WorkerPool(size_t count) {
+WorkerPool::WorkerPool(size_t count, std::chrono::microseconds busy_poll) {
   if (count == 0) count = availableCpus();
-  for (size_t i = 0; i < count; ++i) loops_.push_back(std::make_unique<EventLoop>());
+  for (size_t i = 0; i < count; ++i) {
+    loops_.push_back(std::make_unique<EventLoop>());
+    loops_.back()->setBusyPoll(busy_poll);
+  }
 }
 
 WorkerPool::~WorkerPool() { stop(); }

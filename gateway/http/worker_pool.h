@@ -3,6 +3,7 @@
 // The event-loop threads: one EventLoop per worker, each run by its own thread. HTTP
 // connections live on them; other frontends post their completions to them.
 
+#include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -14,7 +15,8 @@ namespace infergate::gateway::http {
 class WorkerPool {
  public:
   // `count` 0 = the CPUs this process may use (availableCpus(): affinity and cgroup quota).
-  explicit WorkerPool(size_t count);
+  // `busy_poll`: each loop's EventLoop::setBusyPoll (0: loops sleep as soon as idle).
+  explicit WorkerPool(size_t count, std::chrono::microseconds busy_poll = {});
   ~WorkerPool();
 
   size_t size() const { return loops_.size(); }

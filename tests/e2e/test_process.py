@@ -169,6 +169,57 @@ routes:
         self.assertEqual((code, result.get("status")), (0, 200))
         self.assertFalse(gw.sanitizer_reports())
 
+    def test_a_busy_polling_gateway_serves_drains_and_keeps_its_window_until_a_restart(self):
+        """busy_poll_us: the loops serve sequential and concurrent requests, a reload that
+        changes the window is refused naming the key (it takes a restart), and SIGTERM
+        drains a request in flight and exits while the loops poll."""
+        config = """
+listeners:
+  http:    { address: "127.0.0.1:0" }
+  metrics: { address: "127.0.0.1:0" }
+workers: 2
+busy_poll_us: %d
+upstreams:
+  - { name: demo, protocol: builtin }
+routes:
+  - { match: { model: "*" }, upstream: demo }
+"""
+        gw = Gateway(config=config % 200).start()
+        body = json.dumps({"inputs": [
+            {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
+            {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16}]}).encode()
+        for _ in range(20):
+            status, _, answer = gw.request("POST", "/v2/models/simple/infer", body)
+            self.assertEqual(status, 200, answer)
+            outputs = {o["name"]: o["data"] for o in json.loads(answer)["outputs"]}
+            self.assertEqual(outputs["OUTPUT0"], [i + 1 for i in range(16)])
+        statuses = []
+
+        def client():
+            for _ in range(20):
+                statuses.append(gw.request("POST", "/v2/models/simple/infer", body)[0])
+        threads = [threading.Thread(target=client) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(statuses, [200] * 80)
+
+        path = os.path.join(gw.dir.name, "infergate.yaml")
+        with open(path, "w") as f:
+            f.write(config % 0)
+        status, _, answer = gw.request("POST", "/admin/reload", listener="metrics")
+        self.assertEqual(status, 400, answer)
+        self.assertIn("busy_poll_us", json.loads(answer)["error"])
+
+        result = {}
+        t = slow_http_request(gw, 300, result)
+        time.sleep(0.1)
+        code = gw.stop()
+        t.join()
+        self.assertEqual((code, result.get("status")), (0, 200))
+        self.assertFalse(gw.sanitizer_reports())
+
 
 if __name__ == "__main__":
     unittest.main()
