@@ -236,8 +236,10 @@ class Bench:
             raise SetupError(f"{label} did not start; see {self.scratch}/{label}.err")
         return p
 
-    def start_gateway(self, label, protocol, port):
-        p = self.start_infergate(label, f"""upstreams:
+    def start_gateway(self, label, protocol, port, extra=""):
+        """A gateway routing every model to U's `protocol` listener at `port`; `extra`:
+        more top-level configuration (YAML lines) before the upstreams."""
+        p = self.start_infergate(label, extra + f"""upstreams:
   - name: u
     protocol: {protocol}
     endpoints: ["127.0.0.1:{port}"]
