@@ -77,14 +77,21 @@ class Published {
     std::vector<published_detail::Held>& table = published_detail::threadTable();
     if (table.size() <= slot_) table.resize(slot_ + 1);
     published_detail::Held& held = table[slot_];
-    if (held.id != id_ || held.version != version_.load(std::memory_order_acquire)) {
-      const std::shared_ptr<const void> before = std::move(held.value);  // let go unlocked
+    if (held.id == id_ && held.version == version_.load(std::memory_order_acquire)) {
+      return static_cast<const T*>(held.value.get());
+    }
+    // The value before goes last, unlocked, and after the table is last touched: its
+    // destructor may call get() again and grow the table.
+    std::shared_ptr<const void> before;
+    const T* value;
+    {
       std::lock_guard<std::mutex> lock(mu_);  // the value and its version, as one
-      held.value = value_;
+      before = std::exchange(held.value, value_);
       held.version = version_.load(std::memory_order_relaxed);
       held.id = id_;
+      value = static_cast<const T*>(held.value.get());
     }
-    return static_cast<const T*>(held.value.get());
+    return value;
   }
 
  private:

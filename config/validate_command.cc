@@ -87,6 +87,7 @@ const char* policyName(ReadinessConfig::Policy policy) {
 
 std::string summary(const GatewayConfig& c) {
   std::string workers = c.workers ? strCat(c.workers) : std::string("one per usable CPU");
+  if (c.busy_poll_us > 0) workers += strCat(", polling ", c.busy_poll_us, " us after work");
   std::string forward;
   for (const std::string& h : c.forward.headers) forward += strCat(forward.empty() ? "" : ", ", h);
   // Routes are separated by "; ": a split lists its targets with ", ".

@@ -85,6 +85,7 @@ TEST(ValidateCommand, HelpExitsZero) {
 TEST(ValidateCommand, SummaryShortensLongLists) {
   std::string path = writeTemp("validate_command_test_many.yaml", R"(listeners: { grpc: { address: "unix:/tmp/ig.sock" } }
 workers: 3
+busy_poll_us: 50
 upstreams: [{ name: a, protocol: builtin }]
 routes:
   - { match: { model: m1 }, upstream: a }
@@ -96,7 +97,8 @@ routes:
   Outcome r = run({path});
   std::remove(path.c_str());
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, path + ": OK\nlisteners: grpc unix:/tmp/ig.sock; workers: 3; upstreams: 1 "
+  EXPECT_EQ(r.out, path + ": OK\nlisteners: grpc unix:/tmp/ig.sock; workers: 3, polling 50 us after "
+                          "work; upstreams: 1 "
                           "(a: builtin); routes: 5 (m1 -> a; m2 -> a; m3 -> a; m4 -> a; ...); "
                           "readiness: all_routes; forward: traceparent, tracestate, "
                           "triton-grpc-protocol-*\n");

@@ -648,7 +648,7 @@ void gatherAll(const std::shared_ptr<HttpExchange>& exchange, const Router& rout
         upstream::HttpUpstreamRequest out;
         out.method = std::string(http_method);
         out.target = std::string(http_target);
-        out.headers = router.forwardedHeaders(req.headers);
+        out.headers = Router::forwardedHeaders(*snapshot, req.headers);
         out.body = codecs::BufferChain(req.body);
         out.timeout = u.timeout();
         upstream::HttpUpstreamCallbacks callbacks;

@@ -55,18 +55,24 @@ void EventLoop::run() {
 
 // libevent tells nothing of what a turn did; a turn that ran callbacks is told by its
 // length. An empty turn is one epoll_wait with no timeout and libevent's bookkeeping,
-// about a microsecond; reading or writing a socket, or any handler, takes longer.
+// about a microsecond; reading or writing a socket, or any handler, takes longer. So can
+// an empty turn the thread was preempted in (or the VM paused): mistaken for work, it
+// would keep an idle loop polling, so a stretch of polling ends after kMaxWindows windows
+// (20 ms at least) whatever happens, and the loop goes back to a waiting turn, which
+// returns at once when work is there (no sleep under load) and sleeps when there is none.
 void EventLoop::runPolling() {
   using Clock = std::chrono::steady_clock;
   constexpr auto kEmptyTurn = std::chrono::microseconds(4);
+  constexpr int kMaxWindows = 64;
   auto stopped = [this] { return event_base_got_exit(base_) || event_base_got_break(base_); };
   for (;;) {
-    event_base_loop(base_, EVLOOP_ONCE | EVLOOP_NO_EXIT_ON_EMPTY);  // sleeps until work comes
-    if (stopped()) return;
+    // Waits until work comes (-1: libevent failed, as the plain loop would return).
+    if (event_base_loop(base_, EVLOOP_ONCE | EVLOOP_NO_EXIT_ON_EMPTY) < 0 || stopped()) return;
     Clock::time_point now = Clock::now();
-    for (Clock::time_point until = now + busy_poll_; now < until;) {
-      event_base_loop(base_, EVLOOP_NONBLOCK | EVLOOP_NO_EXIT_ON_EMPTY);
-      if (stopped()) return;
+    const Clock::time_point limit =
+        now + std::max<std::chrono::microseconds>(kMaxWindows * busy_poll_, std::chrono::milliseconds(20));
+    for (Clock::time_point until = now + busy_poll_; now < until && now < limit;) {
+      if (event_base_loop(base_, EVLOOP_NONBLOCK | EVLOOP_NO_EXIT_ON_EMPTY) < 0 || stopped()) return;
       const Clock::time_point after = Clock::now();
       if (after - now > kEmptyTurn) until = after + busy_poll_;
       now = after;
@@ -127,7 +133,8 @@ LoopTimer::~LoopTimer() {
   if (event_) event_free(event_);
 }
 
-void LoopTimer::arm(std::chrono::milliseconds after, Clock::time_point now) {
+void LoopTimer::arm(std::chrono::milliseconds after) {
+  const Clock::time_point now = Clock::now();
   armed_ = true;
   due_ = now + std::max(after, std::chrono::milliseconds(0));
   if (scheduled_ && fires_at_ <= due_) return;  // it fires first and looks again then

@@ -400,24 +400,24 @@ void HttpConnection::updateInterest() {
   if (want) event_add(event_, nullptr);
 }
 
-void HttpConnection::armTimer(std::chrono::steady_clock::time_point now) {
+void HttpConnection::armTimer() {
   if (closed_) return;
   switch (read_state_) {
     case ReadState::kHeaders:
-      timer_.arm(limits_.header_timeout, now);
+      timer_.arm(limits_.header_timeout);
       return;
     case ReadState::kBody:
-      timer_.arm(limits_.body_timeout, now);
+      timer_.arm(limits_.body_timeout);
       return;
     case ReadState::kIdle:
       if (pending_.empty() && out_.empty()) {
-        timer_.arm(limits_.idle_timeout, now);
+        timer_.arm(limits_.idle_timeout);
       } else {
         timer_.disarm();  // waiting on handlers: their own deadlines apply
       }
       return;
     case ReadState::kError:
-      timer_.arm(limits_.body_timeout, now);  // bound the time spent writing the error
+      timer_.arm(limits_.body_timeout);  // bound the time spent writing the error
       return;
   }
 }

@@ -203,8 +203,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void cancelPending(std::deque<std::shared_ptr<HttpExchange>> exchanges);
   void flush();
   void updateInterest();
-  void armTimer() { armTimer(std::chrono::steady_clock::now()); }
-  void armTimer(std::chrono::steady_clock::time_point now);
+  void armTimer();
   void onTimeout();
 
   // http_parser callbacks

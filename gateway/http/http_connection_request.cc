@@ -504,13 +504,12 @@ bool HttpConnection::completeRequest(bool keep_alive) {
                                 static_cast<size_t>(body_size_));
   request.body_readable = storage->capacity;
   exchange->keep_alive_ = keep_alive;
-  const std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now();
-  exchange->info_.start = now;
+  exchange->info_.start = std::chrono::steady_clock::now();
   exchange->info_.client_address = peer_;
   exchange->info_.request_bytes = body_size_;
   read_state_ = ReadState::kIdle;
   pending_.push_back(exchange);
-  armTimer(now);
+  armTimer();
   handler_(exchange);
   if (closed_ || read_state_ == ReadState::kError) return false;
   updateInterest();
