@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <random>
 
@@ -31,6 +30,15 @@ void lowercaseInto(std::string_view s, std::string& out) {
   for (size_t i = 0; i < s.size(); ++i) out[i] = codecs::asciiLower(s[i]);
 }
 
+RouterSnapshot::ForwardStarts forwardStartsOf(const config::ForwardConfig& forward) {
+  RouterSnapshot::ForwardStarts starts;
+  for (const std::string& f : forward.headers) {
+    if (f.empty() || f.front() == '*') starts.any = true;
+    else starts.letters[static_cast<unsigned char>(f.front())] = true;
+  }
+  return starts;
+}
+
 }  // namespace
 
 bool isHopByHopHeader(std::string_view n) {
@@ -54,6 +62,7 @@ codecs::StatusOr<std::shared_ptr<const RouterSnapshot>> Router::build(
       upstream::UpstreamSet::build(config.upstreams, pool, previous ? previous->upstreams.get() : nullptr));
   snapshot->config_hash = configHash(config.text);
   snapshot->generation = previous ? previous->generation + 1 : 1;
+  snapshot->forward_starts = forwardStartsOf(config.forward);
   return std::shared_ptr<const RouterSnapshot>(std::move(snapshot));
 }
 
@@ -112,6 +121,7 @@ std::unique_ptr<Router> Router::builtinOnly(std::shared_ptr<builtin::ModelReposi
   snapshot->config = std::make_shared<const config::GatewayConfig>(std::move(config));
   snapshot->config_hash = configHash("");
   snapshot->generation = 1;
+  snapshot->forward_starts = forwardStartsOf(snapshot->config->forward);
   router->snapshot_ = std::move(snapshot);
   return router;
 }
@@ -161,18 +171,11 @@ HeaderPairs Router::forwardedHeaders(const RouterSnapshot& held, const http::Hea
   const config::ForwardConfig& forward = held.config->forward;
   HeaderPairs out;
   out.reserve(headers.size() + 8);  // room for what the caller adds (body headers, trace)
-  // The first letters the list's names start with: most of a request's fields (Host,
-  // Content-Type, ...) start with none of them and are passed over before being lowercased.
-  // An entry "*" (or an empty one) may match any name.
-  std::array<bool, 256> starts{};
-  bool any_start = false;
-  for (const std::string& f : forward.headers) {
-    if (f.empty() || f.front() == '*') any_start = true;
-    else starts[static_cast<unsigned char>(f.front())] = true;
-  }
+  const RouterSnapshot::ForwardStarts& starts = held.forward_starts;
   std::string n;
   for (const auto& [name, value] : headers) {
-    if (name.empty() || (!any_start && !starts[static_cast<unsigned char>(codecs::asciiLower(name.front()))])) {
+    if (name.empty() ||
+        (!starts.any && !starts.letters[static_cast<unsigned char>(codecs::asciiLower(name.front()))])) {
       continue;
     }
     lowercaseInto(name, n);

@@ -22,6 +22,7 @@
 // Threads: decide() and the accessors from any thread; the snapshot pointer is read with
 // an atomic load. reload() from any thread (serialized inside).
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -52,6 +53,13 @@ struct RouterSnapshot {
   std::unique_ptr<upstream::UpstreamSet> upstreams;
   std::string config_hash;  // of the file's text (admin API, metrics)
   uint64_t generation = 0;  // 1 for the first, +1 per reload
+  // The first letters of config->forward.headers' entries: a request's fields that start
+  // with none of them (most: Host, Content-Type, ...) are passed over before being
+  // lowercased. `any`: an entry "*" (or an empty one) may match any name.
+  struct ForwardStarts {
+    std::array<bool, 256> letters{};
+    bool any = false;
+  } forward_starts;
 };
 
 struct Decision {

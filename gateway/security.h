@@ -16,7 +16,6 @@
 // Threads: admit() and rateLimit() from any thread; reload() and watchFiles() from the
 // control thread.
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>

@@ -358,8 +358,7 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
     }
   }
   std::string target = d.rewrites() ? upstreamTarget(m, d, req.query()) : req.target;
-  upstream::HttpUpstreamRequest out =
-      passthroughRequest(d, req, std::move(target));
+  upstream::HttpUpstreamRequest out = passthroughRequest(d, req, std::move(target));
   stampTraceHeaders(out.headers, exchange->info());
   upstream::HttpUpstreamCallbacks callbacks;
   Names names = Names::forRelay(d);

@@ -131,15 +131,20 @@ class GrpcClientTlsTest : public ::testing::Test {
     pki_.issue("client", client);
   }
 
-  // The upstream, serving TLS with `auth` toward clients (their CA: the test CA), on
-  // `address`.
-  void serve(ClientAuth auth = ClientAuth::kNone, const std::string& address = "127.0.0.1:0") {
+  // The upstream's TLS settings: the test server certificate, `auth` toward clients
+  // (their CA: the test CA).
+  config::ServerTlsConfig serverTls(ClientAuth auth = ClientAuth::kNone) const {
     config::ServerTlsConfig c;
     c.cert = pki_.cert("server");
     c.key = pki_.key("server");
     if (auth != ClientAuth::kNone) c.client_ca = pki_.caCert();
     c.client_auth = auth;
-    auto credentials = tls::serverCredentials(c);
+    return c;
+  }
+
+  // The upstream, serving TLS with `auth` toward clients, on `address`.
+  void serve(ClientAuth auth = ClientAuth::kNone, const std::string& address = "127.0.0.1:0") {
+    auto credentials = tls::serverCredentials(serverTls(auth));
     ASSERT_TRUE(credentials.ok()) << credentials.status();
     frontends::GrpcFrontendOptions options;
     options.credentials = *credentials;
@@ -393,10 +398,7 @@ class AuthorityRecordingUpstream {
 // name as its :authority (a proxy in front of the upstream may route by it); without one,
 // the endpoint's host and port.
 TEST_P(GrpcClientTlsEngines, ServerNameIsTheCallsAuthority) {
-  config::ServerTlsConfig server;
-  server.cert = pki_.cert("server");
-  server.key = pki_.key("server");
-  auto context = tls::ServerContext::create(server, {"h2"});
+  auto context = tls::ServerContext::create(serverTls(), {"h2"});
   ASSERT_TRUE(context.ok()) << context.status();
   AuthorityRecordingUpstream upstream(*context);
   config::UpstreamConfig c = upstreamAt(upstream.port(), trusting());
@@ -448,10 +450,7 @@ TEST_F(GrpcClientTlsTest, NativeSaysWhyTheHandshakeFailed) {
 TEST_F(GrpcClientTlsTest, NativeCarriesSixteenMebibytesEachWayToTheNativeServer) {
   // The gateway's own server at the other end: about a thousand records each way, reads
   // that stop with whole records left in the session, writes the socket takes in part.
-  config::ServerTlsConfig server;
-  server.cert = pki_.cert("server");
-  server.key = pki_.key("server");
-  auto source = tls::ServerContextSource::create(server, {"h2"});
+  auto source = tls::ServerContextSource::create(serverTls(), {"h2"});
   ASSERT_TRUE(source.ok()) << source.status();
   frontends::GrpcFrontendOptions options;
   options.tls = *source;

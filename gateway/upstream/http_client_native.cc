@@ -134,6 +134,8 @@ std::shared_ptr<HttpCallHandle> NativeHttpClient::Engine::send(
 
 namespace {
 
+// Whether `a` and `b` get the same pool: as exactly as the pools' key tells endpoints
+// apart (config::sameEndpoint ignores the host's case; the key does not).
 bool samePlace(const config::ListenAddress& a, const config::ListenAddress& b) {
   return a.kind == b.kind && a.port == b.port && a.host == b.host && a.path == b.path;
 }
