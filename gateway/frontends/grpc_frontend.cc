@@ -224,6 +224,10 @@ const http::ConnectionCaps* GrpcFrontend::connections() const {
   return native_ ? &native_->caps() : nullptr;
 }
 
+uint64_t GrpcFrontend::pausedStreams() const {
+  return static_cast<uint64_t>(std::max<int64_t>(0, shared_->paused_streams.load(std::memory_order_relaxed)));
+}
+
 uint64_t GrpcFrontend::streamAnswerBytes() const {
   return static_cast<uint64_t>(std::max<int64_t>(0, shared_->stream_answer_bytes.load(std::memory_order_relaxed)));
 }

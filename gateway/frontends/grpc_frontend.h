@@ -146,6 +146,9 @@ class GrpcFrontend {
   // Bytes of ModelStreamInfer answers waiting in the gateway for their clients, all
   // streams together (each stream stops reading its upstream legs past 4 MiB). Any thread.
   uint64_t streamAnswerBytes() const;
+  // ModelStreamInfer streams whose upstream legs are paused now (their answers reached
+  // 4 MiB, counting those still on their way to the loop). Any thread.
+  uint64_t pausedStreams() const;
 
  private:
   std::shared_ptr<grpc_detail::Shared> shared_;

@@ -111,6 +111,8 @@ struct Shared {
   std::atomic<size_t> next_loop{0};
   // Answers of ModelStreamInfer streams waiting for their clients, in bytes, all streams.
   std::atomic<int64_t> stream_answer_bytes{0};
+  // ModelStreamInfer streams whose upstream legs are paused now.
+  std::atomic<int64_t> paused_streams{0};
 };
 
 // gRPC metadata as routing::RequestHeaders (keys are lowercase on the wire).

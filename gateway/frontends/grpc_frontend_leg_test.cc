@@ -154,12 +154,14 @@ TEST_P(GrpcFrontendLegTest, AClientThatCancelsWhileItsLegsArePausedEndsEverythin
   for (int i = 0; i < 24; ++i) ASSERT_TRUE(stream->Write(identityRequest(values, std::to_string(i))));
   bool held = false;
   for (auto until = std::chrono::steady_clock::now() + 10s; !held && std::chrono::steady_clock::now() < until;) {
-    // The legs stop at 4 MiB counting what is still on its way to the loop; what the client's
-    // transport took meanwhile is no longer counted here.
-    held = frontend_->streamAnswerBytes() >= (3u << 20);
+    // The legs stop at 4 MiB counting what is still on its way to the loop, and stay stopped
+    // while 2 MiB wait for the client. The bytes held here vary (what the client's transport
+    // took is no longer counted): waiting for 3 MiB of them failed 1 run in 6-10, with the
+    // legs paused at 2 MiB held. So the pause itself is waited for.
+    held = frontend_->pausedStreams() == 1 && frontend_->streamAnswerBytes() >= (2u << 20);
     std::this_thread::sleep_for(10ms);
   }
-  ASSERT_TRUE(held) << frontend_->streamAnswerBytes();
+  ASSERT_TRUE(held) << frontend_->pausedStreams() << " paused, " << frontend_->streamAnswerBytes();
   ctx->TryCancel();
   ModelStreamInferResponse r;
   while (stream->Read(&r)) {
@@ -167,10 +169,10 @@ TEST_P(GrpcFrontendLegTest, AClientThatCancelsWhileItsLegsArePausedEndsEverythin
   EXPECT_EQ(stream->Finish().error_code(), ::grpc::StatusCode::CANCELLED);
   bool released = false;
   for (auto until = std::chrono::steady_clock::now() + 10s; !released && std::chrono::steady_clock::now() < until;) {
-    released = frontend_->streamAnswerBytes() == 0;
+    released = frontend_->streamAnswerBytes() == 0 && frontend_->pausedStreams() == 0;
     std::this_thread::sleep_for(10ms);
   }
-  EXPECT_TRUE(released) << frontend_->streamAnswerBytes();
+  EXPECT_TRUE(released) << frontend_->streamAnswerBytes() << " bytes, " << frontend_->pausedStreams() << " paused";
   ModelInferResponse response;
   EXPECT_TRUE(infer(simpleRequest(), &response).ok());
   stopFrontingGrpcUpstream();  // returns only once every leg call has ended

@@ -209,6 +209,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     if (--refs_ != 0) return;
     // What never reached the client (normally nothing: finish or abandon cleared it).
     shared_->stream_answer_bytes.fetch_sub(static_cast<int64_t>(unsent_bytes_), std::memory_order_relaxed);
+    if (legs_stalled_.exchange(false)) shared_->paused_streams.fetch_sub(1, std::memory_order_relaxed);
     delete this;
   }
 
@@ -259,8 +260,9 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       // Counted before it is posted: the stall it may cause is undone by the loop, which
       // looks after this message's task at the latest (changeUnsent).
       const auto bytes = static_cast<int64_t>(message.Length());
-      if (answers_pending_.fetch_add(bytes) + bytes >= static_cast<int64_t>(kMaxUnsentBytes)) {
-        legs_stalled_.store(true);
+      if (answers_pending_.fetch_add(bytes) + bytes >= static_cast<int64_t>(kMaxUnsentBytes) &&
+          !legs_stalled_.exchange(true)) {
+        shared_->paused_streams.fetch_add(1, std::memory_order_relaxed);
       }
       loop_.post([this, key, bytes, message = std::move(message)]() mutable {
         answers_pending_.fetch_sub(bytes);
@@ -621,6 +623,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   void resumeLegsOnceDrained() {
     if (unsent_bytes_ >= kMaxUnsentBytes / 2 || finish_called_ || abandoned_) return;
     if (!legs_stalled_.load() || !legs_stalled_.exchange(false)) return;
+    shared_->paused_streams.fetch_sub(1, std::memory_order_relaxed);
     for (auto& [key, leg] : legs_) leg.stream->setReadPaused(false);
   }
 
