@@ -3,6 +3,7 @@
 #include <grpc/slice.h>
 #include <grpcpp/support/slice.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -23,11 +24,16 @@ grpc::Slice referencingSlice(const Buffer& segment) {
 
 }  // namespace
 
-grpc::ByteBuffer toByteBuffer(const BufferChain& chain) {
+grpc::ByteBuffer toByteBuffer(const BufferChain& chain) { return toByteBuffer(chain, {}); }
+
+grpc::ByteBuffer toByteBuffer(const BufferChain& chain, std::span<const uint8_t> unread) {
   std::vector<grpc::Slice> slices;
   slices.reserve(chain.segments().size());
   for (const Buffer& segment : chain.segments()) {
-    if (segment.size() <= kInlineCopyBytes) {
+    const auto at = reinterpret_cast<uintptr_t>(segment.data());
+    const auto from = reinterpret_cast<uintptr_t>(unread.data());
+    const bool in_unread = at >= from && at - from < unread.size();
+    if (segment.size() <= kInlineCopyBytes && !in_unread) {
       slices.emplace_back(segment.data(), segment.size());  // grpc::Slice copies
     } else {
       slices.push_back(referencingSlice(segment));

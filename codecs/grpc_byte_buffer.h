@@ -65,6 +65,9 @@ class MovableByteBuffer {
 };
 
 grpc::ByteBuffer toByteBuffer(const BufferChain& chain);
+// The same, except that segments lying in `unread` are referenced whatever their size, never
+// copied: memory whose bytes may not be there yet (a request body still arriving).
+grpc::ByteBuffer toByteBuffer(const BufferChain& chain, std::span<const uint8_t> unread);
 // A typed message (the non-infer RPCs, shared-memory registrations) serialized into one
 // slice.
 grpc::ByteBuffer toByteBuffer(const google::protobuf::MessageLite& message);

@@ -61,6 +61,7 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     options.metadata = options_.metadata;
     // The loop's own gRPC client (the call moves to the loop when started elsewhere).
     if (options_.loop != nullptr) options.on_loop = decision_.upstream->grpcOnLoop(*options_.loop);
+    options.arrival = options_.arrival;
     auto self = shared_from_this();
     auto build = [self, stats = pick.stats](
                      upstream::Endpoint& e) -> codecs::StatusOr<codecs::MovableByteBuffer> {
@@ -68,6 +69,12 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
       INFERGATE_ASSIGN_OR_RETURN(codecs::InferRequest * r, self->request_->forEndpoint(e));
       INFERGATE_ASSIGN_OR_RETURN(codecs::BufferChain message, codecs::ProtobufRequestEncoder().encode(*r));
       noteBuilt(stats.get(), *self->request_, started);
+      // Bytes of a body still arriving are referenced, never copied (even the few of a
+      // small tensor): they are read when sent.
+      const http::BodyArrival* arrival = self->options_.arrival.get();
+      if (arrival != nullptr && !arrival->complete()) {
+        return codecs::toByteBuffer(message, {arrival->data(), static_cast<size_t>(arrival->size())});
+      }
       return codecs::toByteBuffer(message);
     };
     uint64_t attempt;
@@ -111,6 +118,13 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
   }
 
   void startHttp(upstream::PickContext pick) {
+    if (options_.arrival != nullptr && !options_.arrival->complete()) {
+      // The HTTP clients send whole bodies: this one waits for the rest of its own.
+      return options_.arrival->whenSettled([self = shared_from_this(), pick](bool whole) mutable {
+        if (!whole) return self->deliver(absl::CancelledError("the client's request body did not arrive whole"));
+        self->startHttp(std::move(pick));
+      });
+    }
     http::EventLoop& loop = *options_.loop;
     auto self = shared_from_this();
     auto build = [self, stats = pick.stats](upstream::Endpoint& e) -> codecs::StatusOr<upstream::HttpUpstreamRequest> {

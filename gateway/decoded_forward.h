@@ -37,6 +37,10 @@ struct DecodedForwardOptions {
   std::optional<std::chrono::system_clock::time_point> deadline;
   codecs::DecodeLimits limits;   // for the answer
   http::EventLoop* loop = nullptr;  // HTTP upstreams: the loop the call runs on
+  // The client's body while it still arrives (the request's tensors reference it): toward
+  // gRPC sent as it comes (GrpcCallOptions::arrival); toward HTTP the call waits for it.
+  // Needs `loop`, the body's loop.
+  std::shared_ptr<http::BodyArrival> arrival;
 };
 
 using DecodedDone = std::function<void(codecs::StatusOr<codecs::InferResponse> response)>;

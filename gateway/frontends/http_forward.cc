@@ -503,6 +503,21 @@ void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, con
   }
 }
 
+// A body still arriving goes on as it comes toward a gRPC upstream: ModelInfer's raw
+// contents reference the body, and the worker's gRPC client sends each byte once it is in.
+// Nothing on the way may read a tensor first: no mirror (it would send a copy), no handoff
+// pool (it copies tensors into slots), no client region (the request is decoded against
+// it), no BYTES tensor (its elements are counted when decoded; "BYTES" written with a \u
+// escape is caught by mayNameRegion's test).
+bool HttpFrontend::sendsAsArrives(const http::HttpRequest& req, const Decision& d) const {
+  if (d.upstream->protocol() != Upstream::Protocol::kGrpc || d.mirror != nullptr) return false;
+  if (req.headers.find("Content-Encoding") != nullptr) return false;
+  if (takesHandoff(*d.upstream, req.body.size())) return false;
+  std::optional<BodyHeader> header = jsonHeaderOf(req, options_.limits);
+  return header && !header->text.empty() && !mayNameRegion(header->text) &&
+         header->text.find("BYTES") == std::string_view::npos;
+}
+
 // An /infer the gateway decodes and sends in the upstream's protocol: toward gRPC always;
 // toward HTTP when the request names client regions or the upstream takes tensors through
 // the handoff (decoded_forward.h).
@@ -521,6 +536,7 @@ void HttpFrontend::inferDecoded(const Exchange& exchange, const Decision& d) {
   options.deadline = deadlineOf(d.timeout);
   options.limits = options_.limits;
   options.loop = &exchange->loop();
+  if (!http.bodyWhole()) options.arrival = http.arrival;
   const bool toward_grpc = d.upstream->protocol() == Upstream::Protocol::kGrpc;
   for (auto& [k, v] : Router::forwardedHeaders(*d.snapshot, http.headers)) {
     if (!toward_grpc || !k.ends_with("-bin")) options.metadata.emplace_back(std::move(k), std::move(v));

@@ -122,6 +122,14 @@ void HttpFrontend::placeBody(http::HttpRequest& request, const Route& route) con
   if (std::optional<http::BodyPlace> place =
           handoffBodyPlace(*decision->upstream, *request.content_length, **header_bytes)) {
     request.body_place = std::move(*place);
+    return;
+  }
+  // Handed over once the JSON header is in; a body that arrives whole in the first reads
+  // is handed over whole, as any other. Whether its tensors really go on as they arrive is
+  // decided then, on the header (sendsAsArrives); here only what the head shows.
+  if (**header_bytes > 0 && decision->mirror == nullptr &&
+      decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
+    request.early_dispatch_bytes = **header_bytes;
   }
 }
 
@@ -259,14 +267,27 @@ void HttpFrontend::routed(const Exchange& exchange, const Route& route) {
       decision->pick.stats = info.callStats();
     }
   }
-  if (decision->mirror != nullptr) mirror(exchange, route, *decision);
-  switch (decision->upstream->protocol()) {
+  const http::HttpRequest& request = exchange->request();
+  if (!request.bodyWhole() && !sendsAsArrives(request, *decision)) {
+    // This one needs its whole body first; the decision made now stands (a split chose).
+    auto decided = std::make_shared<const Decision>(std::move(*decision));
+    request.arrival->whenSettled([this, exchange, route, decided](bool whole) {
+      if (whole) forward(exchange, route, *decided);  // else the client went away
+    });
+    return;
+  }
+  forward(exchange, route, *decision);
+}
+
+void HttpFrontend::forward(const Exchange& exchange, const Route& route, const Decision& d) {
+  if (d.mirror != nullptr) mirror(exchange, route, d);
+  switch (d.upstream->protocol()) {
     case upstream::Upstream::Protocol::kBuiltin:
-      return builtinEndpoint(exchange, route, *decision);
+      return builtinEndpoint(exchange, route, d);
     case upstream::Upstream::Protocol::kHttp:
-      return forwardHttp(exchange, route, *decision);
+      return forwardHttp(exchange, route, d);
     case upstream::Upstream::Protocol::kGrpc:
-      return forwardGrpc(exchange, route, *decision);
+      return forwardGrpc(exchange, route, d);
   }
 }
 

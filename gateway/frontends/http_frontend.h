@@ -80,12 +80,20 @@ class HttpFrontend {
   // At headers-complete, for an infer request: a binary-tensor body whose tensors its
   // upstream takes through the handoff pool is read straight into a pool slot
   // (handoffBodyPlace, request.body_place), so they go by reference with no copy.
+  // Else, a binary-tensor body toward a gRPC upstream is asked for early
+  // (request.early_dispatch_bytes: once its JSON header is in), so that its tensors go on
+  // while they arrive (sendsAsArrives).
   void placeBody(http::HttpRequest& request, const Route& route) const;
   codecs::StatusOr<std::optional<tls::Principal>> authenticate(const http::HttpRequest& request,
                                                                HttpEndpoint endpoint,
                                                                tls::ServerSession* session) const;
   void dispatch(const Exchange& exchange, const Route& route);
   void routed(const Exchange& exchange, const Route& route);
+  // The routed request toward `d`'s upstream (and mirror); its body whole, or arriving
+  // where sendsAsArrives() says it may.
+  void forward(const Exchange& exchange, const Route& route, const Decision& d);
+  // Whether an infer request whose body is still arriving can go to `d`'s upstream now.
+  bool sendsAsArrives(const http::HttpRequest& request, const Decision& d) const;
   // builtin upstream (http_frontend.cc, http_infer.cc, http_generate.cc)
   void builtinEndpoint(const Exchange& exchange, const Route& route, const Decision& d);
   void infer(const Exchange& exchange, const Route& route, const Decision& d);

@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "codecs/status.h"
 #include "codecs/text.h"
@@ -87,6 +88,8 @@ HttpConnection::HttpConnection(EventLoop& loop, int fd, const HttpLimits& limits
 }
 
 HttpConnection::~HttpConnection() {
+  // A body still arriving never will: what waits for it is told (and let go).
+  if (arrival_) std::exchange(arrival_, nullptr)->fail();
   if (event_) event_free(event_);
   tls_.reset();  // before its socket
   if (fd_ >= 0) ::close(fd_);
@@ -202,8 +205,13 @@ void HttpConnection::failRequest(int status, std::string_view message) {
 void HttpConnection::refuseRequest(HttpResponse response) {
   read_state_ = ReadState::kError;
   reading_ = false;
-  auto exchange = current_ ? current_ : std::make_shared<HttpExchange>(weak_from_this(), loop_);
+  // A request handed over early that answered already gets no second answer: the refusal
+  // goes as a response of its own.
+  auto exchange = current_ && !current_->responded()
+                      ? current_
+                      : std::make_shared<HttpExchange>(weak_from_this(), loop_);
   current_.reset();
+  if (arrival_) std::exchange(arrival_, nullptr)->fail();
   exchange->keep_alive_ = false;
   if (std::find(pending_.begin(), pending_.end(), exchange) == pending_.end()) {
     pending_.push_back(exchange);
@@ -444,6 +452,7 @@ void HttpConnection::close() {
   std::shared_ptr<HttpConnection> self = shared_from_this();
   timer_.disarm();
   if (event_) event_del(event_);
+  if (arrival_) std::exchange(arrival_, nullptr)->fail();
   if (current_) current_->cancel();
   current_.reset();
   auto pending = std::move(pending_);

@@ -20,7 +20,11 @@
 // Expect: 100-continue; limits on header bytes, header count, body size and chunk count;
 // header, body and idle timeouts. A body with a Content-Length is read straight from the
 // socket into its own storage (no intermediate copy), which is kept per connection and
-// reused by the next request once no Buffer refers to it.
+// reused by the next request once no Buffer refers to it. A request the headers gate asks
+// for early (HttpRequest::early_dispatch_bytes) goes to the handler while its body is still
+// arriving, and its BodyArrival is told of each read, of the end, or of the failure (the
+// client went away, the body timed out: the refusal is then a response of its own when
+// the handler answered already).
 //
 // Threading: everything here runs on the connection's loop. HttpExchange::respond() must
 // be called on that loop (post to HttpExchange::loop() from other threads).
@@ -87,7 +91,8 @@ class HttpExchange {
   void setCancelHandler(std::function<void()> handler) { on_cancel_ = std::move(handler); }
 
   // What the pipeline learns of this request (telemetry/request_info.h); `start` is the
-  // time the request was read whole. Loop thread.
+  // time the request was read whole, or handed over early (HttpRequest::arrival). Loop
+  // thread.
   telemetry::RequestInfo& info() { return info_; }
   // The connection's TLS session (its verified client certificate), null on plaintext or
   // once the connection closed. Loop thread.
@@ -189,6 +194,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void beginRequest();
   bool admitHead(std::optional<uint64_t> content_length, bool chunked);
   bool completeRequest(bool keep_alive);
+  // More of the body is in: the request goes to the handler early, or its arrival is told.
+  // False once the connection closed or failed.
+  bool bodyProgress();
   void failRequest(int status, std::string_view message);
   // Answers the request being read with `response` and closes after it (the rest of the
   // request unread).
@@ -265,6 +273,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::shared_ptr<BodyStorage> body_;
   std::shared_ptr<BodyStorage> own_body_;  // kept while body_ is a placed one
   uint64_t body_size_ = 0;
+  // The request being read goes to the handler once this many body bytes are in (0: once
+  // whole), and then `arrival_` follows its body.
+  uint64_t early_after_ = 0;
+  std::shared_ptr<BodyArrival> arrival_;
   // Whether the quick reader may read the next request: not after http_parser read one
   // that ends the connection (it reads nothing after that).
   bool quick_ok_ = true;

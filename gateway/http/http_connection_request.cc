@@ -86,7 +86,11 @@ void HttpConnection::parse(const char* data, size_t size) {
     quick_body_left_ -= take;
     data += take;
     size -= take;
-    if (quick_body_left_ > 0 || !completeRequest(/*keep_alive=*/true)) return;
+    if (quick_body_left_ > 0) {
+      bodyProgress();
+      return;
+    }
+    if (!completeRequest(/*keep_alive=*/true)) return;
   }
   // Requests of the common shape first; the rest (a head cut by the read, anything
   // uncommon) goes to http_parser from its first byte.
@@ -209,6 +213,7 @@ size_t HttpConnection::quickRequest(const char* data, size_t size) {
   if (here < body) {
     quick_body_left_ = body - here;
     armTimer();
+    if (!bodyProgress()) return 0;
     return head + here;
   }
   if (!completeRequest(/*keep_alive=*/true)) return 0;
@@ -307,6 +312,7 @@ void HttpConnection::beginRequest() {
   chunk_left_ = 0;
   chunk_crlf_owed_ = 0;
   body_size_ = 0;
+  early_after_ = 0;
   in_header_value_ = false;
   header_field_.clear();
   header_value_.clear();
@@ -430,6 +436,11 @@ bool HttpConnection::admitHead(std::optional<uint64_t> content_length, bool chun
                                     " bytes"));
     return false;
   }
+  // Early only where the body has a length and the handler can have it whole (the storage
+  // is the body's full size from the start).
+  const uint64_t early = request.early_dispatch_bytes;
+  request.early_dispatch_bytes = 0;
+  if (content_length && early > 0 && early < *content_length) early_after_ = early;
   if (content_length && takeBodyPlace(std::move(place), *content_length)) {
     read_state_ = ReadState::kBody;
     return true;
@@ -462,6 +473,7 @@ int HttpConnection::onBody(http_parser* p, const char* at, size_t len) {
     std::memcpy(dst, at, len);
   }
   c->body_size_ += len;
+  if (!c->bodyProgress()) return -1;
   if ((p->flags & F_CHUNKED) && len > 0) {
     c->chunk_left_ -= std::min<uint64_t>(len, c->chunk_left_);
     if (c->chunk_left_ == 0) {  // the chunk's data ends here: CRLF must follow
@@ -496,7 +508,53 @@ int HttpConnection::onMessageComplete(http_parser* p) {
   return c->completeRequest(keep_alive) ? 0 : -1;
 }
 
+// A request the headers gate asked for early: handed to the handler once early_after_
+// body bytes are in, then told of each read through its BodyArrival. False once the
+// connection closed or failed.
+bool HttpConnection::bodyProgress() {
+  if (arrival_) {
+    // Those the body's watchers start may answer, or close the connection.
+    std::shared_ptr<BodyArrival> arrival = arrival_;
+    arrival->advance(body_size_);
+    return !closed_ && read_state_ != ReadState::kError;
+  }
+  if (early_after_ == 0 || body_size_ < early_after_) return true;
+  const uint64_t size = current_->request_.content_length.value_or(0);
+  if (body_size_ >= size || !body_ || body_->capacity < size + kRequestBodyPadding) return true;
+  early_after_ = 0;
+  std::shared_ptr<HttpExchange> exchange = current_;
+  HttpRequest& request = exchange->request_;
+  auto storage = body_;
+  arrival_ = std::make_shared<BodyArrival>(storage->data, size);
+  arrival_->advance(body_size_);
+  request.body = codecs::Buffer(std::shared_ptr<const void>(storage, storage->data), storage->data,
+                                static_cast<size_t>(size));
+  request.body_readable = storage->capacity;
+  request.arrival = arrival_;
+  // The quick reader takes only requests that keep the connection; http_parser knows from
+  // the head whether this one does.
+  exchange->keep_alive_ = quick_body_left_ > 0 || http_should_keep_alive(&parser_) != 0;
+  exchange->info_.start = std::chrono::steady_clock::now();
+  exchange->info_.client_address = peer_;
+  exchange->info_.request_bytes = size;
+  pending_.push_back(exchange);
+  handler_(exchange);
+  if (closed_ || read_state_ == ReadState::kError) return false;
+  updateInterest();
+  return true;
+}
+
 bool HttpConnection::completeRequest(bool keep_alive) {
+  if (arrival_) {  // the handler has it: what is left is to say the body is whole
+    std::shared_ptr<BodyArrival> arrival = std::move(arrival_);
+    current_.reset();
+    read_state_ = ReadState::kIdle;
+    armTimer();
+    arrival->advance(body_size_);
+    if (closed_ || read_state_ == ReadState::kError) return false;
+    updateInterest();
+    return true;
+  }
   std::shared_ptr<HttpExchange> exchange = std::move(current_);
   HttpRequest& request = exchange->request_;
   auto storage = body_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "codecs/buffer.h"
+#include "gateway/http/body_arrival.h"
 
 namespace infergate::gateway::http {
 
@@ -92,6 +93,15 @@ struct HttpRequest {
   // Where the headers gate asks the body to be read (no data: the connection's storage).
   // Taken for a Content-Length body that fits it; handed over (emptied) either way.
   BodyPlace body_place;
+  // Set by the headers gate for a Content-Length body the handler can send on as it
+  // arrives (body_arrival.h): the request goes to the handler once this many body bytes are
+  // in (at least 1), with `body` its whole length and `arrival` saying how much of it is
+  // there. 0: the handler gets the request once the body is whole, as usual.
+  uint64_t early_dispatch_bytes = 0;
+  // Null, or what of the body has arrived, while it is still arriving.
+  std::shared_ptr<BodyArrival> arrival;
+  // Whether the handler may read all of `body` now.
+  bool bodyWhole() const { return arrival == nullptr || arrival->complete(); }
 };
 
 struct HttpResponse {

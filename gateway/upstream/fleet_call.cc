@@ -96,10 +96,24 @@ class FleetUnaryCall final : public GrpcCallHandle,
   void attempt(EndpointLease lease) {
     // The worker's own client where the caller gave one and it reaches this endpoint; its
     // calls start on its loop (a slot freed on another thread hands the lease over there).
+    // A body still arriving is the loop's to read, and only that client sends it as it
+    // comes: any other waits until it is whole.
     const bool native = options_.on_loop && GrpcLoopClient::serves(lease.endpoint().address());
-    if (native && !options_.on_loop->loop().inLoopThread()) {
+    const bool on_loop = native || (options_.arrival != nullptr && options_.on_loop);
+    if (on_loop && !options_.on_loop->loop().inLoopThread()) {
       options_.on_loop->loop().post(
           [self = shared_from_this(), lease = std::make_shared<EndpointLease>(std::move(lease))]() mutable {
+            self->attempt(std::move(*lease));
+          });
+      return;
+    }
+    if (!native && options_.arrival != nullptr && !options_.arrival->complete()) {
+      if (options_.arrival->failed()) {
+        lease.finish(Outcome::kNeutral);
+        return deliver(absl::CancelledError("the client's request body did not arrive whole"), {});
+      }
+      options_.arrival->whenSettled(
+          [self = shared_from_this(), lease = std::make_shared<EndpointLease>(std::move(lease))](bool) mutable {
             self->attempt(std::move(*lease));
           });
       return;

@@ -44,6 +44,7 @@
 
 #include "codecs/status.h"
 #include "config/config.h"
+#include "gateway/http/body_arrival.h"
 
 namespace infergate::gateway::upstream {
 
@@ -62,6 +63,10 @@ struct GrpcCallOptions {
   // which then carries the call wherever it reaches the endpoint; its answer comes on that
   // loop. Null: grpc++ (this file).
   std::shared_ptr<GrpcLoopClient> on_loop;
+  // Fleet calls only: the client's request body, when it is still arriving
+  // (http/body_arrival.h) and the request's slices reference it. The worker's own client
+  // sends the bytes as they come; any other waits for the whole body before it starts.
+  std::shared_ptr<http::BodyArrival> arrival;
 };
 
 // A call in flight; cancel() from any thread, any number of times (after the end: nothing).

@@ -120,12 +120,21 @@ std::shared_ptr<GrpcCallHandle> GrpcLoopClient::Engine::unary(const config::List
   // The payload: prefix (uncompressed, big-endian length) and the request's own slices.
   call->payload = GrpcOutMessage(request);
   const size_t size = call->payload.length();
+  if (options.arrival != nullptr && !options.arrival->complete()) {
+    call->arrival = options.arrival;
+    call->arrival_watch = call->arrival->watch([weak = std::weak_ptr<Call>(call)] {
+      std::shared_ptr<Call> c = weak.lock();
+      if (c != nullptr && c->owner != nullptr) c->owner->onArrival(*c);
+    });
+  }
 
   if (!refused.ok()) {
     finish(*call, std::move(refused));
   } else if (size > kMaxMessageBytes) {
     finish(*call, absl::ResourceExhaustedError(strCat("the request to upstream '", options_.upstream_name,
                                                       "' is larger than gRPC's 2 GiB message limit")));
+  } else if (call->arrival != nullptr && call->arrival->failed()) {
+    finish(*call, absl::CancelledError("the client's request body did not arrive whole"));
   } else if (call->deadline && *call->deadline <= std::chrono::system_clock::now()) {
     finish(*call, toUpstreamStatus(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"),
                                    options_.upstream_name, call->endpoint));
@@ -178,6 +187,7 @@ void GrpcLoopClient::Engine::submit(Connection& c, const std::shared_ptr<Call>& 
   provider.source.ptr = call.get();
   provider.read_callback = &Engine::onReadPayload;
   call->promised = 0;
+  call->deferred = false;
   call->payload.rewind();
   call->headers_at = UINT64_MAX;
   const int32_t id = nghttp2_submit_request(c.session, nullptr, nv.data(), nv.size(), &provider, call.get());
@@ -210,9 +220,22 @@ void GrpcLoopClient::Engine::cancel(Call& call) {
   scheduleDelivery();
 }
 
+void GrpcLoopClient::Engine::onArrival(Call& call) {
+  if (call.arrival->failed()) return cancel(call);
+  Connection* c = call.connection;
+  if (!call.deferred || c == nullptr || call.stream_id <= 0) return;
+  if (call.payload.arrivedFrom(call.promised, *call.arrival) == 0) return;  // not its bytes yet
+  call.deferred = false;
+  nghttp2_session_resume_data(c->session, call.stream_id);
+  if (!c->connecting) pump(*c);
+  scheduleDelivery();  // what the pump ended
+}
+
 void GrpcLoopClient::Engine::finish(Call& call, Status status, codecs::MovableByteBuffer answer) {
   if (call.owner == nullptr) return;
   call.owner = nullptr;
+  // The arrival stays (nghttp2 may still read the payload) but is no longer watched.
+  if (call.arrival != nullptr) call.arrival->unwatch(call.arrival_watch);
   if (call.deadline_timer != nullptr) {
     event_free(call.deadline_timer);
     call.deadline_timer = nullptr;

@@ -83,6 +83,12 @@ class GrpcLoopClient::Engine {
     // The request's payload, and how much of it was handed to nghttp2 by the read callback.
     GrpcOutMessage payload;
     size_t promised = 0;
+    // The client's body that the payload references while it still arrives (null: all
+    // there): the read callback defers the stream at its first missing byte, and the
+    // arrival's watcher resumes it, or cancels the call when the body never comes.
+    std::shared_ptr<http::BodyArrival> arrival;
+    uint64_t arrival_watch = 0;
+    bool deferred = false;
 
     // The answer.
     // What the answer's header blocks said. A block's fields are staged in `block` and
@@ -151,6 +157,8 @@ class GrpcLoopClient::Engine {
   codecs::MovableByteBuffer takeAnswer(Call& call) const;
   void receiveData(Call& call, const uint8_t* data, size_t size);
   void breakAnswer(Call& call, std::string_view why);
+  // More of the call's body arrived, or it failed.
+  void onArrival(Call& call);
 
   // -- connections --
   codecs::StatusOr<Connection*> open(const Call& call);

@@ -292,7 +292,13 @@ int GrpcLoopClient::Engine::onSendData(nghttp2_session*, nghttp2_frame* frame, c
 ssize_t GrpcLoopClient::Engine::onReadPayload(nghttp2_session*, int32_t, uint8_t*, size_t length, uint32_t* flags,
                               nghttp2_data_source* source, void*) {
   auto& call = *static_cast<Call*>(source->ptr);
-  const size_t n = std::min(length, call.payload.size() - call.promised);
+  const size_t ready = call.arrival != nullptr ? call.payload.arrivedFrom(call.promised, *call.arrival)
+                                               : call.payload.size() - call.promised;
+  const size_t n = std::min(length, ready);
+  if (n == 0 && call.promised < call.payload.size()) {  // the client's body has not come this far
+    call.deferred = true;
+    return NGHTTP2_ERR_DEFERRED;
+  }
   call.promised += n;
   *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
   if (call.promised == call.payload.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;

@@ -18,6 +18,8 @@
 #include <thread>
 
 #include "codecs/grpc_byte_buffer.h"
+#include "codecs/protobuf_request_encoder.h"
+#include "gateway/http/body_arrival.h"
 #include "gateway/frontends/grpc_frontend.h"
 #include "gateway/upstream/grpc_test_messages.h"
 #include "gateway/upstream/upstream_status.h"
@@ -133,6 +135,87 @@ TEST_F(NativeGrpcClient, LargeTensorsTravelBothWaysIntact) {
     ASSERT_EQ(answer.raw_output_contents_size(), 1);
     EXPECT_TRUE(answer.raw_output_contents(0) == bytesOf(values)) << floats << " floats differ";
   }  destroy();  // before the upstream: its shutdown then has no connection to wait out
+}
+
+// A client's body still arriving (http/body_arrival.h): the request's tensor references
+// memory that holds a poison pattern until each piece "arrives" (is written there, then
+// announced). Sent before its bytes came, the echo would carry poison; sent as they come,
+// the answer is the tensor, and it cannot come before the last piece does.
+struct ArrivingTensor {
+  explicit ArrivingTensor(size_t floats) : values(floats), body(floats * 4 + 64, 0xEE) {
+    for (size_t i = 0; i < floats; ++i) values[i] = static_cast<float>(i % 7919) * 0.25f;
+    arrival = std::make_shared<http::BodyArrival>(body.data(), body.size());
+  }
+  // The identity model's request, its one input referencing the body after a 64-byte
+  // "header", as the frontend's decode makes it.
+  grpc::ByteBuffer request() const {
+    codecs::InferRequest r;
+    r.model_name = "identity_fp32";
+    codecs::InferInput input;
+    input.name = "INPUT0";
+    input.datatype = codecs::DataType::kFp32;
+    input.shape = codecs::Shape({1, static_cast<int64_t>(values.size())});
+    input.data = codecs::Buffer::borrowed(std::string_view(
+        reinterpret_cast<const char*>(body.data() + 64), values.size() * 4));
+    r.inputs.push_back(std::move(input));
+    codecs::StatusOr<codecs::BufferChain> message = codecs::ProtobufRequestEncoder().encode(r);
+    EXPECT_TRUE(message.ok());
+    return codecs::toByteBuffer(*message, {body.data(), body.size()});
+  }
+  // Bytes [from, to) of the body arrive. Loop thread.
+  void arrive(size_t from, size_t to) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(values.data());
+    for (size_t i = std::max<size_t>(from, 64); i < to; ++i) body[i] = bytes[i - 64];
+    for (size_t i = from; i < std::min<size_t>(to, 64); ++i) body[i] = '{';
+    arrival->advance(to);
+  }
+  std::vector<float> values;
+  std::vector<uint8_t> body;
+  std::shared_ptr<http::BodyArrival> arrival;
+};
+
+TEST_F(NativeGrpcClient, ABodyStillArrivingIsSentAsItComesAndNoSooner) {
+  GrpcTestUpstream up;
+  ArrivingTensor t(size_t{1} << 20);  // 4 MiB
+  GrpcCallOptions options;
+  options.arrival = t.arrival;
+  loop_.run([&] { t.arrive(0, 64 + 1000); });
+  Pending p = start(tcp(up.port()), t.request(), options);
+  const size_t size = t.body.size();
+  for (size_t at = 64 + 1000; at < size;) {
+    const size_t next = std::min(size, at + 300000);
+    EXPECT_NE(p.answer.wait_for(10ms), std::future_status::ready) << "answered at " << at;
+    loop_.run([&] { t.arrive(at, next); });
+    at = next;
+  }
+  Answer a = wait(p.answer);
+  ASSERT_TRUE(a.status.ok()) << a.status;
+  inference::ModelInferResponse answer = parsed<inference::ModelInferResponse>(a.message);
+  ASSERT_EQ(answer.raw_output_contents_size(), 1);
+  EXPECT_TRUE(answer.raw_output_contents(0) == bytesOf(t.values)) << "the echo differs";
+  destroy();
+}
+
+// The body never comes whole (its client went away): the call is cancelled, the upstream
+// keeps serving, and the connection carries the next call.
+TEST_F(NativeGrpcClient, ABodyThatNeverArrivesWholeCancelsItsCall) {
+  GrpcTestUpstream up;
+  ArrivingTensor t(size_t{1} << 18);
+  GrpcCallOptions options;
+  options.arrival = t.arrival;
+  loop_.run([&] { t.arrive(0, 5000); });
+  Pending p = start(tcp(up.port()), t.request(), options);
+  EXPECT_NE(p.answer.wait_for(50ms), std::future_status::ready);
+  loop_.run([&] { t.arrival->fail(); });
+  Answer a = wait(p.answer);
+  EXPECT_EQ(a.status.code(), absl::StatusCode::kCancelled) << a.status;
+  Answer next = call(tcp(up.port()), serialized(simpleRequest("", 5)));
+  ASSERT_TRUE(next.status.ok()) << next.status;
+  expectSimpleAnswer(parsed<inference::ModelInferResponse>(next.message), 5);
+  // Failed before the call starts: ended at once, nothing sent.
+  Pending late = start(tcp(up.port()), t.request(), options);
+  EXPECT_EQ(wait(late.answer).status.code(), absl::StatusCode::kCancelled);
+  destroy();
 }
 
 // Several large calls at once: more than the output queue's cap waits for the socket, so

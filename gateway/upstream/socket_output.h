@@ -25,6 +25,8 @@
 
 #include <string_view>
 
+#include "gateway/http/body_arrival.h"
+
 namespace infergate::gateway::upstream {
 
 class SocketOutput {
@@ -150,6 +152,23 @@ class GrpcOutMessage {
   size_t length() const { return length_; }    // the message's own bytes
   size_t size() const { return 5 + length_; }  // framed
   bool queuedAll() const { return queued_ == size(); }
+
+  // How many framed bytes from `from` on may be sent, when slices reference a body still
+  // arriving: up to the first byte not yet in.
+  size_t arrivedFrom(size_t from, const http::BodyArrival& arrival) const {
+    size_t at = 5;  // the prefix is the message's own
+    for (const ::grpc::Slice& slice : slices_) {
+      const size_t end = at + slice.size();
+      if (end > from) {
+        const size_t start = std::max(from, at);
+        const size_t want = end - start;
+        const size_t in = arrival.arrivedOf(slice.begin() + (start - at), want);
+        if (in < want) return start + in - from;
+      }
+      at = end;
+    }
+    return size() - from;
+  }
   void rewind() { queued_ = slice_index_ = slice_offset_ = 0; }
 
   // Queues up to `max` more bytes of the framed message; returns how many.

@@ -21,6 +21,7 @@ import http.client
 import http.server
 import json
 import os
+import socket
 import string
 import struct
 import subprocess
@@ -508,6 +509,16 @@ def inference_count(process, model):
     return json.loads(body)["model_stats"][0]["inference_count"]
 
 
+def requests_in_flight(gateway, model):
+    """infergate_requests_in_flight of `model` on the gateway's /metrics (0 when absent)."""
+    _, _, text = gateway.request("GET", "/metrics", listener="metrics")
+    for line in text.decode().splitlines():
+        sample, _, value = line.rpartition(" ")
+        if sample.startswith("infergate_requests_in_flight{") and 'model="%s"' % model in sample:
+            return float(value)
+    return 0.0
+
+
 def error_of(body):
     return json.loads(body)["error"]
 
@@ -960,6 +971,71 @@ class ForwardingE2E(Base):
                                      grpc.StatusCode.DEADLINE_EXCEEDED)
                 self.assertLess(time.monotonic() - started, 2.5)
                 self.assertEqual(stub_of(gateway).ModelInfer(sleep_request(1), timeout=30).model_name, "sleep")
+
+    def test_large_binary_bodies_sent_in_pieces(self):
+        """A binary body sent in pieces with pauses. Toward the gRPC upstream the request is
+        handed over once its JSON header is in (it is in flight while half its tensor is
+        still unsent) and its tensor goes on as it arrives, but for a BYTES tensor (counted
+        when decoded), which waits for the rest; toward the HTTP upstream the body is read
+        whole first. Either way the answer is U's, byte for byte."""
+        values = np.arange(2 << 20, dtype=np.float32) * 0.5  # 8 MiB
+        strings = [bytes([i % 251]) * (i % 1500) for i in range(1500)]
+        cases = [("identity_fp32", "FP32", [1, values.size], values.tobytes()),
+                 ("identity_bytes", "BYTES", [1, len(strings)],
+                  b"".join(struct.pack("<I", len(x)) + x for x in strings))]
+        for model, datatype, shape, raw in cases:
+            body, headers = binary_body([("INPUT0", datatype, shape, raw)],
+                                        outputs=[{"name": "OUTPUT0", "parameters": {"binary_data": True}}])
+            path = "/v2/models/%s/infer" % model
+            want = U.request("POST", path, body, headers)
+            self.assertEqual(want[0], 200, want[2][:300])
+            for name, gateway in FORWARDERS:
+                with self.subTest(model=model, gateway=name):
+                    in_flight = []
+
+                    def pieces():
+                        half = len(body) // 2
+                        for at in range(0, half, 1 << 20):
+                            yield body[at:min(at + (1 << 20), half)]
+                        # Handed over early only toward gRPC (a BYTES one then waits there).
+                        expect = 1 if name == "G_grpc" else 0
+                        in_flight.append(wait_until(
+                            lambda: requests_in_flight(gateway, model) == expect, timeout=5))
+                        yield body[half:]
+
+                    conn = gateway.connection()
+                    try:
+                        conn.request("POST", path, body=pieces(),
+                                     headers=dict(headers, **{"Content-Length": str(len(body))}))
+                        resp = conn.getresponse()
+                        got = (resp.status, resp.read())
+                    finally:
+                        conn.close()
+                    self.assertEqual(in_flight, [True])
+                    self.assertEqual(got[0], 200, got[1][:300])
+                    self.assertBytesEqual(got[1], want[2], "%s via %s" % (model, name))
+
+    def test_a_client_that_leaves_mid_body_leaves_the_gateway_serving(self):
+        """A client that sends half a large binary body and goes away: the upstream call the
+        gateway started with it is cancelled, nothing stays in flight, and the next request
+        is answered."""
+        values = np.arange(1 << 20, dtype=np.float32)
+        body, headers = binary_body([("INPUT0", "FP32", [1, values.size], values.tobytes())])
+        for name, gateway in FORWARDERS:
+            with self.subTest(gateway=name):
+                s = socket.create_connection(("127.0.0.1", gateway.port("http")), timeout=10)
+                s.sendall(("POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+                           "Inference-Header-Content-Length: %s\r\nContent-Length: %d\r\n\r\n"
+                           % (headers["Inference-Header-Content-Length"], len(body))).encode()
+                          + body[:len(body) // 2])
+                expect = 1 if name == "G_grpc" else 0
+                self.assertTrue(wait_until(lambda: requests_in_flight(gateway, "identity_fp32") == expect,
+                                           timeout=5))
+                s.close()
+                self.assertTrue(wait_until(lambda: requests_in_flight(gateway, "identity_fp32") == 0,
+                                           timeout=10))
+                status, _, data = gateway.request("POST", "/v2/models/identity_fp32/infer", body, headers)
+                self.assertEqual(status, 200, data[:300])
 
     def test_readiness_and_health_of_the_forwarders(self):
         for name, gateway in FORWARDERS:
