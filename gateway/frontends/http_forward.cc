@@ -359,6 +359,7 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
   }
   std::string target = d.rewrites() ? upstreamTarget(m, d, req.query()) : req.target;
   upstream::HttpUpstreamRequest out = passthroughRequest(d, req, std::move(target));
+  if (!req.bodyWhole()) out.arrival = req.arrival;
   stampTraceHeaders(out.headers, exchange->info());
   upstream::HttpUpstreamCallbacks callbacks;
   Names names = Names::forRelay(d);
@@ -503,19 +504,21 @@ void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, con
   }
 }
 
-// A body still arriving goes on as it comes toward a gRPC upstream: ModelInfer's raw
-// contents reference the body, and the worker's gRPC client sends each byte once it is in.
-// Nothing on the way may read a tensor first: no mirror (it would send a copy), no handoff
-// pool (it copies tensors into slots), no client region (the request is decoded against
-// it), no BYTES tensor (its elements are counted when decoded; "BYTES" written with a \u
-// escape is caught by mayNameRegion's test).
+// A body still arriving goes on as it comes, by reference: toward an HTTP upstream passed
+// through as it came (forwardHttp), toward a gRPC upstream as ModelInfer's raw contents;
+// the worker's clients send each byte once it is in. Nothing on the way may read a tensor
+// first: no mirror (it would send a copy), no handoff pool (it copies tensors into slots),
+// no client region (the request is decoded against it), and toward gRPC no BYTES tensor
+// (its elements are counted when decoded; "BYTES" written with a \u escape is caught by
+// mayNameRegion's test).
 bool HttpFrontend::sendsAsArrives(const http::HttpRequest& req, const Decision& d) const {
-  if (d.upstream->protocol() != Upstream::Protocol::kGrpc || d.mirror != nullptr) return false;
+  const Upstream::Protocol protocol = d.upstream->protocol();
+  if (protocol == Upstream::Protocol::kBuiltin || d.mirror != nullptr) return false;
   if (req.headers.find("Content-Encoding") != nullptr) return false;
   if (takesHandoff(*d.upstream, req.body.size())) return false;
   std::optional<BodyHeader> header = jsonHeaderOf(req, options_.limits);
-  return header && !header->text.empty() && !mayNameRegion(header->text) &&
-         header->text.find("BYTES") == std::string_view::npos;
+  if (!header || header->text.empty() || mayNameRegion(header->text)) return false;
+  return protocol == Upstream::Protocol::kHttp || header->text.find("BYTES") == std::string_view::npos;
 }
 
 // An /infer the gateway decodes and sends in the upstream's protocol: toward gRPC always;

@@ -127,10 +127,7 @@ void HttpFrontend::placeBody(http::HttpRequest& request, const Route& route) con
   // Handed over once the JSON header is in; a body that arrives whole in the first reads
   // is handed over whole, as any other. Whether its tensors really go on as they arrive is
   // decided then, on the header (sendsAsArrives); here only what the head shows.
-  if (**header_bytes > 0 && decision->mirror == nullptr &&
-      decision->upstream->protocol() == upstream::Upstream::Protocol::kGrpc) {
-    request.early_dispatch_bytes = **header_bytes;
-  }
+  if (**header_bytes > 0 && decision->mirror == nullptr) request.early_dispatch_bytes = **header_bytes;
 }
 
 bool HttpFrontend::admit(const Exchange& exchange, Route& route) {

@@ -80,9 +80,9 @@ class HttpFrontend {
   // At headers-complete, for an infer request: a binary-tensor body whose tensors its
   // upstream takes through the handoff pool is read straight into a pool slot
   // (handoffBodyPlace, request.body_place), so they go by reference with no copy.
-  // Else, a binary-tensor body toward a gRPC upstream is asked for early
-  // (request.early_dispatch_bytes: once its JSON header is in), so that its tensors go on
-  // while they arrive (sendsAsArrives).
+  // Else, a binary-tensor body toward a remote upstream is asked for early
+  // (request.early_dispatch_bytes: once its JSON header is in), so that it goes on while
+  // it arrives (sendsAsArrives).
   void placeBody(http::HttpRequest& request, const Route& route) const;
   codecs::StatusOr<std::optional<tls::Principal>> authenticate(const http::HttpRequest& request,
                                                                HttpEndpoint endpoint,

@@ -316,6 +316,20 @@ class FleetHttpCall final : public HttpCallHandle,
   }
 
   void attempt(EndpointLease lease) {
+    // A body still arriving goes only with the engine that sends it as it comes; for any
+    // other, the attempt waits until it is whole (or gone).
+    const http::BodyArrival* arrival = request_ ? request_->arrival.get() : nullptr;
+    if (arrival != nullptr && !arrival->complete() && !client_->sendsAsArrives(lease.endpoint().address())) {
+      if (arrival->failed()) {
+        lease.finish(Outcome::kNeutral);
+        return complete(absl::CancelledError("the client's request body did not arrive whole"));
+      }
+      return request_->arrival->whenSettled(
+          [self = shared_from_this(), lease = std::make_shared<EndpointLease>(std::move(lease))](bool) mutable {
+            if (self->cancelled_) return lease->finish(Outcome::kNeutral);
+            self->attempt(std::move(*lease));
+          });
+    }
     lease_ = std::move(lease);
     sent_at_ = noteAttempt(*fleet_, context_, lease_.endpoint(), started_at_, ++attempts_);
     // Shared with the client, not copied: a retry sends the same request again.

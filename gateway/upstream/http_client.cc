@@ -563,6 +563,10 @@ void HttpUpstreamClient::abandonAll() {
   impl_->curl.abandonAll();
 }
 
+bool HttpUpstreamClient::sendsAsArrives(const config::ListenAddress& endpoint) const {
+  return NativeHttpClient::serves(endpoint, impl_->options);
+}
+
 std::shared_ptr<HttpCallHandle> HttpUpstreamClient::send(const config::ListenAddress& endpoint,
                                                          SharedHttpRequest request,
                                                          HttpUpstreamCallbacks callbacks) {

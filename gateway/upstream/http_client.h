@@ -77,6 +77,11 @@ struct HttpUpstreamRequest {
   std::vector<std::pair<std::string, std::string>> headers;  // no Host / Content-Length
   codecs::BufferChain body;
   std::chrono::milliseconds timeout{0};  // the whole exchange; 0 = none
+  // The client's body while it still arrives (http/body_arrival.h), when `body` references
+  // it: the native engine sends each byte once it is in (and ends the call, cancelled, when
+  // the body never comes whole); a caller that may reach libcurl waits for the whole body
+  // first (sendsAsArrives).
+  std::shared_ptr<http::BodyArrival> arrival;
 };
 // A request as the clients hold it while it is in flight: shared, so that a caller that
 // may send it again (a retry on another endpoint) keeps it without a copy.
@@ -148,6 +153,9 @@ class HttpUpstreamClient {
   std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,
                                        SharedHttpRequest request,
                                        HttpUpstreamCallbacks callbacks);
+  // Whether a request to `endpoint` may carry a body still arriving
+  // (HttpUpstreamRequest::arrival): the native engine's endpoints.
+  bool sendsAsArrives(const config::ListenAddress& endpoint) const;
   std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,
                                        HttpUpstreamRequest request,
                                        HttpUpstreamCallbacks callbacks) {

@@ -109,10 +109,18 @@ std::shared_ptr<HttpCallHandle> NativeHttpClient::Engine::send(
   // other request (a POST without a body too) carries one.
   call->sends_body = !call->head_only && !(method == "GET" && call->request->body.empty());
   calls_.emplace(call.get(), call);
+  if (http::BodyArrival* arrival = call->request->arrival.get(); arrival != nullptr && !arrival->complete()) {
+    call->arrival_watch = arrival->watch([weak = std::weak_ptr<Call>(call)] {
+      std::shared_ptr<Call> c = weak.lock();
+      if (c != nullptr && c->owner != nullptr) c->owner->onArrival(*c);
+    });
+  }
 
   Status error;
   Pool* pool = nullptr;
-  if (!sendableTarget(call->request->target)) {
+  if (call->request->arrival != nullptr && call->request->arrival->failed()) {
+    error = absl::CancelledError("the client's request body did not arrive whole");
+  } else if (!sendableTarget(call->request->target)) {
     error = codecs::invalidArgument(unsendableTargetMessage(prefix(*call), call->request->target));
   } else if (pool = poolFor(endpoint, &error); pool != nullptr) {
     call->pool = pool;
@@ -318,6 +326,11 @@ void NativeHttpClient::Engine::writeSome(Connection& c) {
   Call& call = *c.call;
   const std::vector<codecs::Buffer>& segments = call.request->body.segments();
   const size_t total = call.head.size() + (call.sends_body ? call.request->body.size() : 0);
+  const http::BodyArrival* arrival = call.request->arrival.get();
+  if (arrival != nullptr && arrival->complete()) arrival = nullptr;
+  // Stopped at the first body byte not yet in: the arrival's watcher writes on, not the
+  // writable event.
+  bool waits_for_body = false;
   while (call.sent < total) {
     iovec iov[kMaxIovecs];
     int count = 0;
@@ -335,10 +348,17 @@ void NativeHttpClient::Engine::writeSome(Connection& c) {
           skip -= segment.size();
           continue;
         }
-        iov[count++] = {const_cast<uint8_t*>(segment.data()) + skip, segment.size() - skip};
+        size_t len = segment.size() - skip;
+        const size_t in = arrival != nullptr ? arrival->arrivedOf(segment.data() + skip, len) : len;
+        if (in > 0) iov[count++] = {const_cast<uint8_t*>(segment.data()) + skip, in};
         skip = 0;
+        if (in < len) {
+          waits_for_body = true;
+          break;
+        }
       }
     }
+    if (count == 0) break;  // nothing more is in yet
     ssize_t n;
     if (c.tls != nullptr) {
       n = c.tls->writev(iov, count);
@@ -350,7 +370,10 @@ void NativeHttpClient::Engine::writeSome(Connection& c) {
     }
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        waits_for_body = false;  // the socket is full: the writable event goes on
+        break;
+      }
       if (c.tls != nullptr && !c.established) return handshakeFailed(c, c.tls->error());
       broken(c, errno, /*sending=*/true);
       return;
@@ -360,7 +383,7 @@ void NativeHttpClient::Engine::writeSome(Connection& c) {
     // Bytes a TLS session took before its handshake ended reached no upstream.
     if (c.tls == nullptr || c.established) call.body_taken = true;
   }
-  bool pending = call.sent < total;
+  bool pending = call.sent < total && !waits_for_body;
   if (c.tls != nullptr) {
     if (!pending && c.tls->hasBufferedOutput() && c.tls->writev(nullptr, 0) < 0 && errno != EAGAIN) {
       if (!c.established) return handshakeFailed(c, c.tls->error());
@@ -408,8 +431,31 @@ void NativeHttpClient::Engine::handshakeFailed(Connection& c, std::string_view w
   serveWaiting(pool);
 }
 
+void NativeHttpClient::Engine::onArrival(Call& call) {
+  if (call.finished) return;
+  if (!call.request->arrival->failed()) {
+    if (call.connection != nullptr && !call.connection->connecting) writeSome(*call.connection);
+    return;
+  }
+  // Half a request went, or none: its connection (if any) cannot carry another.
+  Status gone = absl::CancelledError("the client's request body did not arrive whole");
+  if (call.connection != nullptr) {
+    failExchange(*call.connection, std::move(gone));
+  } else {
+    if (call.waiting) {
+      auto& waiting = call.pool->waiting;
+      waiting.erase(std::find_if(waiting.begin(), waiting.end(),
+                                 [&](const std::shared_ptr<Call>& w) { return w.get() == &call; }));
+      call.waiting = false;
+    }
+    finish(call, std::move(gone));
+  }
+  scheduleDelivery();
+}
+
 void NativeHttpClient::Engine::cancel(Call& call) {
   Pool* pool = call.finished ? nullptr : call.pool;
+  if (call.request->arrival != nullptr) call.request->arrival->unwatch(call.arrival_watch);
   dropDeadline(call);
   if (call.waiting) {
     auto& waiting = call.pool->waiting;
@@ -432,6 +478,7 @@ void NativeHttpClient::Engine::cancel(Call& call) {
 void NativeHttpClient::Engine::finish(Call& call, Status outcome) {
   if (call.finished) return;
   call.finished = true;
+  if (call.request->arrival != nullptr) call.request->arrival->unwatch(call.arrival_watch);
   call.outcome = std::move(outcome);
   dropDeadline(call);
   markNews(call);

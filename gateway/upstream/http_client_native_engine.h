@@ -82,6 +82,7 @@ class NativeHttpClient::Engine {
     // Bytes reached a socket: the upstream may be running the request.
     bool body_taken = false;
     bool resent = false;  // already sent again after a reused connection died
+    uint64_t arrival_watch = 0;  // request->arrival's watcher, while the body arrives
 
     // The answer as it arrives; a new message (after a 1xx) starts over.
     bool answer_started = false;  // a byte of an answer arrived on this connection
@@ -154,6 +155,8 @@ class NativeHttpClient::Engine {
   // record that carries no data (a ticket, a key update) is taken and is not a byte.
   bool nothingUnread(Connection& c);
   void cancel(Call& call);
+  // More of the call's body arrived (write on), or it never will (the call ends).
+  void onArrival(Call& call);
 
   // -- the answer --
   void readSome(Connection& c);

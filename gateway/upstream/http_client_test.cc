@@ -9,8 +9,11 @@
 
 #include <arpa/inet.h>
 
+#include <cstring>
+
 #include "gateway/upstream/http_client_test_fixture.h"
 #include "codecs/buffer_pool.h"
+#include "gateway/http/body_arrival.h"
 #include "gateway/upstream/http_client_common.h"
 
 namespace infergate::gateway::upstream::testing {
@@ -147,6 +150,86 @@ TEST_P(HttpClientTest, LargeBodyFromSegmentsArrivesByteExact) {
   EXPECT_EQ(seen.body.size(), kTotal);
   EXPECT_TRUE(seen.body == expected);
 }
+// A body still arriving (http/body_arrival.h): the native engine sends each byte once it
+// is in. The body holds poison until each piece "arrives", so a byte sent early would come
+// back as poison in the echo; and the answer cannot come before the last piece. libcurl
+// cannot send so, and says it (its callers wait for the whole body).
+TEST_P(HttpClientTest, ABodyStillArrivingIsSentAsItComes) {
+  bool as_arrives = false;
+  client_thread_.run([&] { as_arrives = client().sendsAsArrives(endpoint_); });
+  if (GetParam() == HttpClientEngine::kLibcurl) {
+    EXPECT_FALSE(as_arrives);
+    return;
+  }
+  ASSERT_TRUE(as_arrives);
+  constexpr size_t kSize = (3 << 20) + 11;
+  std::string want(kSize, '\0');
+  for (size_t i = 0; i < kSize; ++i) want[i] = static_cast<char>(i * 131 + (i >> 13));
+  auto storage = std::make_shared<std::string>(kSize, '\xEE');
+  auto arrival = std::make_shared<http::BodyArrival>(reinterpret_cast<const uint8_t*>(storage->data()), kSize);
+  auto arrive = [&](size_t from, size_t to) {  // client loop
+    std::memcpy(storage->data() + from, want.data() + from, to - from);
+    arrival->advance(to);
+  };
+  HttpUpstreamRequest request;
+  request.target = "/echo";
+  request.body.append(Buffer(storage, reinterpret_cast<const uint8_t*>(storage->data()), kSize));
+  request.arrival = arrival;
+  auto done = std::make_shared<std::promise<StatusOr<HttpUpstreamResponse>>>();
+  auto answer = done->get_future();
+  client_thread_.run([&] {
+    arrive(0, 1000);
+    HttpUpstreamCallbacks callbacks;
+    callbacks.on_complete = [done](StatusOr<HttpUpstreamResponse> r) { done->set_value(std::move(r)); };
+    client().send(endpoint_, std::move(request), std::move(callbacks));
+  });
+  for (size_t at = 1000; at < kSize;) {
+    const size_t next = std::min(kSize, at + 400000);
+    EXPECT_NE(answer.wait_for(10ms), std::future_status::ready) << "answered at " << at;
+    client_thread_.run([&] { arrive(at, next); });
+    at = next;
+  }
+  ASSERT_EQ(answer.wait_for(kWait), std::future_status::ready);
+  StatusOr<HttpUpstreamResponse> r = answer.get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(r->body.view() == want) << "the echo differs";
+}
+
+// The body never comes whole (its client went away): the call ends cancelled, its
+// half-written connection is not reused, and the next request is answered.
+TEST_P(HttpClientTest, ABodyThatNeverArrivesWholeEndsItsCallCancelled) {
+  bool as_arrives = false;
+  client_thread_.run([&] { as_arrives = client().sendsAsArrives(endpoint_); });
+  if (GetParam() == HttpClientEngine::kLibcurl) {  // never given a body still arriving
+    EXPECT_FALSE(as_arrives);
+    return;
+  }
+  auto storage = std::make_shared<std::string>(size_t{1} << 20, 'x');
+  auto arrival = std::make_shared<http::BodyArrival>(reinterpret_cast<const uint8_t*>(storage->data()),
+                                                     storage->size());
+  HttpUpstreamRequest request;
+  request.target = "/echo";
+  request.body.append(Buffer(storage, reinterpret_cast<const uint8_t*>(storage->data()), storage->size()));
+  request.arrival = arrival;
+  auto done = std::make_shared<std::promise<StatusOr<HttpUpstreamResponse>>>();
+  auto answer = done->get_future();
+  client_thread_.run([&] {
+    arrival->advance(5000);
+    HttpUpstreamCallbacks callbacks;
+    callbacks.on_complete = [done](StatusOr<HttpUpstreamResponse> r) { done->set_value(std::move(r)); };
+    client().send(endpoint_, std::move(request), std::move(callbacks));
+  });
+  EXPECT_NE(answer.wait_for(50ms), std::future_status::ready);
+  client_thread_.run([&] { arrival->fail(); });
+  ASSERT_EQ(answer.wait_for(kWait), std::future_status::ready);
+  StatusOr<HttpUpstreamResponse> r = answer.get();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  auto next = fetch(post("/echo", "after"));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->body.view(), "after");
+}
+
 // A large answer lands in a block of codecs::BufferPool, which takes it back when the
 // answer is dropped and gives it to the next large answer: already mapped, so no page is
 // faulted in again (a fresh allocation per answer cost ~1,000 faults per 4 MiB).
