@@ -229,6 +229,12 @@ struct UpstreamConfig {
   // kGrpc / kHttp: the first endpoint is colocated (same pod or host); the others are
   // spill-over, used only while it is unhealthy or at its in-flight cap.
   bool colocated = false;
+  // kGrpc / kHttp: a large binary-tensor body from an HTTP client goes on toward the
+  // upstream as it arrives (the upstream call starts once its JSON header is in). Off by
+  // default: read whole first, as nginx's proxy_request_buffering does, so that a slow
+  // upload holds no upstream connection or stream (and on two shared cores streaming
+  // measured no faster: bench/README.md).
+  bool stream_requests = false;
   LoadBalancingConfig load_balancing;  // kGrpc / kHttp, as the five below
   HealthCheckConfig health_check;
   OutlierConfig outlier;

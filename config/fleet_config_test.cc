@@ -42,6 +42,7 @@ TEST(FleetConfig, ReadsEveryEndpointPolicyKey) {
       - "dns:triton-headless.ns.svc.cluster.local:8001"
       - "unix:/run/t.sock"
     colocated: true
+    stream_requests: true
     load_balancing:
       policy: load_aware
       hash_header: X-Session
@@ -80,6 +81,7 @@ TEST(FleetConfig, ReadsEveryEndpointPolicyKey) {
   EXPECT_EQ(formatLocation(a.endpoints[1].where), "test.yaml:7:9");
   EXPECT_EQ(a.endpoints[2].kind, Kind::kUnix);
   EXPECT_TRUE(a.colocated);
+  EXPECT_TRUE(a.stream_requests);
   EXPECT_EQ(a.load_balancing.policy, Policy::kLoadAware);
   EXPECT_EQ(a.load_balancing.hash_header, "x-session");  // lowercased
   EXPECT_EQ(a.load_balancing.metrics_port, 8002);
@@ -107,6 +109,7 @@ TEST(FleetConfig, ReadsEveryEndpointPolicyKey) {
   const UpstreamConfig& b = r->upstreams[1];
   EXPECT_EQ(b.load_balancing.policy, Policy::kRoundRobin);
   EXPECT_FALSE(b.colocated);
+  EXPECT_FALSE(b.stream_requests);
 }
 
 TEST(FleetConfig, EveryKeyHasItsDefault) {
@@ -120,6 +123,7 @@ TEST(FleetConfig, EveryKeyHasItsDefault) {
   for (const UpstreamConfig& u : r->upstreams) {
     SCOPED_TRACE(u.name);
     EXPECT_FALSE(u.colocated);
+    EXPECT_FALSE(u.stream_requests);
     EXPECT_EQ(u.load_balancing.policy, Policy::kLeastRequest);
     EXPECT_EQ(u.load_balancing.hash_header, "");
     EXPECT_EQ(u.load_balancing.metrics_port, 0);
@@ -291,6 +295,7 @@ TEST(FleetConfig, EndpointPoliciesApplyToGrpcAndHttpUpstreamsOnly) {
   - name: a
     protocol: builtin
     colocated: true
+    stream_requests: false
     load_balancing: { policy: round_robin }
     health_check: { enabled: true }
     outlier: { consecutive_failures: 1 }
@@ -300,17 +305,19 @@ TEST(FleetConfig, EndpointPoliciesApplyToGrpcAndHttpUpstreamsOnly) {
 )"),
                {"test.yaml:5:16: upstreams[0].colocated: colocated applies to grpc and http "
                 "upstreams only",
-                "test.yaml:6:21: upstreams[0].load_balancing: load_balancing applies to grpc and "
+                "test.yaml:6:22: upstreams[0].stream_requests: stream_requests applies to grpc "
+                "and http upstreams only",
+                "test.yaml:7:21: upstreams[0].load_balancing: load_balancing applies to grpc and "
                 "http upstreams only",
-                "test.yaml:7:19: upstreams[0].health_check: health_check applies to grpc and "
+                "test.yaml:8:19: upstreams[0].health_check: health_check applies to grpc and "
                 "http upstreams only",
-                "test.yaml:8:14: upstreams[0].outlier: outlier applies to grpc and http "
+                "test.yaml:9:14: upstreams[0].outlier: outlier applies to grpc and http "
                 "upstreams only",
-                "test.yaml:9:12: upstreams[0].retry: retry applies to grpc and http upstreams "
+                "test.yaml:10:12: upstreams[0].retry: retry applies to grpc and http upstreams "
                 "only",
-                "test.yaml:10:15: upstreams[0].overload: overload applies to grpc and http "
+                "test.yaml:11:15: upstreams[0].overload: overload applies to grpc and http "
                 "upstreams only",
-                "test.yaml:11:15: upstreams[0].affinity: affinity applies to grpc and http "
+                "test.yaml:12:15: upstreams[0].affinity: affinity applies to grpc and http "
                 "upstreams only"});
 }
 
@@ -354,8 +361,8 @@ TEST(FleetConfig, RejectsUnknownKeysNamingTheAllowedOnes) {
                 "sequences, idle_timeout_ms)",
                 "test.yaml:12:5: upstreams[0].zone: unknown key \"zone\" (allowed: name, "
                 "protocol, endpoints, http_format, timeout_ms, connect_timeout_ms, channels, "
-                "max_connections, headers, models, colocated, load_balancing, health_check, "
-                "outlier, retry, overload, affinity, handoff, tls)",
+                "max_connections, headers, models, colocated, stream_requests, load_balancing, "
+                "health_check, outlier, retry, overload, affinity, handoff, tls)",
                 "test.yaml:14:14: discovery.resolver: unknown key \"resolver\" (allowed: "
                 "dns_refresh_ms, hosts_file)",
                 "test.yaml:15:14: lifecycle.reload: unknown key \"reload\" (allowed: "

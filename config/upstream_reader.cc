@@ -385,6 +385,9 @@ void readEndpointPolicies(YamlReader& reader, const YamlMap& map,
                               "colocated one first, as host:port or unix:path)"));
     }
   }
+  if (const YamlValue* v = keyFor(reader, map, "stream_requests", protocol, kRemoteOnly)) {
+    readFlag(reader, v, upstream.stream_requests);
+  }
   if (const YamlValue* v = keyFor(reader, map, "load_balancing", protocol, kRemoteOnly)) {
     readLoadBalancing(reader, *v, upstream.load_balancing);
   }
@@ -420,8 +423,8 @@ std::optional<UpstreamConfig> readUpstream(YamlReader& reader, const YamlValue& 
   std::optional<YamlMap> map = reader.mapping(
       value, {"name", "protocol", "endpoints", "http_format", "timeout_ms",
               "connect_timeout_ms", "channels", "max_connections", "headers", "models",
-              "colocated", "load_balancing", "health_check", "outlier", "retry", "overload",
-              "affinity", "handoff", "tls"});
+              "colocated", "stream_requests", "load_balancing", "health_check", "outlier",
+              "retry", "overload", "affinity", "handoff", "tls"});
   if (!map) {
     names_known = false;
     return std::nullopt;

@@ -40,6 +40,7 @@
 #include "gateway/upstream/admin_transcode.h"
 #include "gateway/upstream/model_rename.h"
 #include "gateway/upstream/fleet_call.h"
+#include "gateway/upstream/grpc_client_native.h"
 #include "grpc_service.pb.h"
 
 namespace infergate::gateway::frontends {
@@ -511,11 +512,23 @@ void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, con
 // no client region (the request is decoded against it), and toward gRPC no BYTES tensor
 // (its elements are counted when decoded; "BYTES" written with a \u escape is caught by
 // mayNameRegion's test).
-bool HttpFrontend::sendsAsArrives(const http::HttpRequest& req, const Decision& d) const {
+bool HttpFrontend::sendsAsArrives(const http::HttpRequest& req, const Decision& d,
+                                  http::EventLoop& loop) const {
   const Upstream::Protocol protocol = d.upstream->protocol();
   if (protocol == Upstream::Protocol::kBuiltin || d.mirror != nullptr) return false;
   if (req.headers.find("Content-Encoding") != nullptr) return false;
-  if (takesHandoff(*d.upstream, req.body.size())) return false;
+  // Any endpoint may take tensors into its pool (another one's refusal says nothing of it).
+  if (d.upstream->config().handoff.enabled) return false;
+  // Only the worker's own clients send a body as it arrives: toward an endpoint they do not
+  // reach (a host name), the call would wait holding its slot for the whole upload.
+  std::shared_ptr<const upstream::UpstreamFleet::EndpointList> endpoints = d.upstream->fleet()->endpoints();
+  for (const std::shared_ptr<upstream::Endpoint>& e : *endpoints) {
+    const config::ListenAddress& address = e->address();
+    if (protocol == Upstream::Protocol::kGrpc ? !upstream::GrpcLoopClient::serves(address)
+                                              : !d.upstream->http(loop)->sendsAsArrives(address)) {
+      return false;
+    }
+  }
   std::optional<BodyHeader> header = jsonHeaderOf(req, options_.limits);
   if (!header || header->text.empty() || mayNameRegion(header->text)) return false;
   return protocol == Upstream::Protocol::kHttp || header->text.find("BYTES") == std::string_view::npos;

@@ -127,7 +127,9 @@ void HttpFrontend::placeBody(http::HttpRequest& request, const Route& route) con
   // Handed over once the JSON header is in; a body that arrives whole in the first reads
   // is handed over whole, as any other. Whether its tensors really go on as they arrive is
   // decided then, on the header (sendsAsArrives); here only what the head shows.
-  if (**header_bytes > 0 && decision->mirror == nullptr) request.early_dispatch_bytes = **header_bytes;
+  if (**header_bytes > 0 && decision->mirror == nullptr && decision->upstream->config().stream_requests) {
+    request.early_dispatch_bytes = **header_bytes;
+  }
 }
 
 bool HttpFrontend::admit(const Exchange& exchange, Route& route) {
@@ -265,7 +267,7 @@ void HttpFrontend::routed(const Exchange& exchange, const Route& route) {
     }
   }
   const http::HttpRequest& request = exchange->request();
-  if (!request.bodyWhole() && !sendsAsArrives(request, *decision)) {
+  if (!request.bodyWhole() && !sendsAsArrives(request, *decision, exchange->loop())) {
     // This one needs its whole body first; the decision made now stands (a split chose).
     auto decided = std::make_shared<const Decision>(std::move(*decision));
     request.arrival->whenSettled([this, exchange, route, decided](bool whole) {

@@ -93,7 +93,8 @@ class HttpFrontend {
   // where sendsAsArrives() says it may.
   void forward(const Exchange& exchange, const Route& route, const Decision& d);
   // Whether an infer request whose body is still arriving can go to `d`'s upstream now.
-  bool sendsAsArrives(const http::HttpRequest& request, const Decision& d) const;
+  // `loop`: the request's.
+  bool sendsAsArrives(const http::HttpRequest& request, const Decision& d, http::EventLoop& loop) const;
   // builtin upstream (http_frontend.cc, http_infer.cc, http_generate.cc)
   void builtinEndpoint(const Exchange& exchange, const Route& route, const Decision& d);
   void infer(const Exchange& exchange, const Route& route, const Decision& d);

@@ -110,6 +110,11 @@ class EarlyHarness {
         });
       }
       if (r.target.ends_with("/answer-now")) answer(*exchange);
+      if (r.target.ends_with("/answer-on-failure")) {  // as a call waiting for the body does
+        r.arrival->whenSettled([exchange](bool whole) {
+          if (!whole) exchange->respond(HttpResponse::jsonError(503, "cancelled"));
+        });
+      }
     };
     int fds[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
@@ -190,14 +195,14 @@ std::string bodyOf(size_t n) {
 
 // Whether the quick reader or http_parser read the head (a head cut in two goes to
 // http_parser), the request goes over once the asked bytes are in, the body is its whole
-// length from then on, and each later read is told; the next request on the connection
-// is read and answered as usual.
-TEST(HttpConnectionEarly, HandsTheRequestOverOnceTheAskedBytesAreInAndTellsEachReadAfter) {
+// length from then on, and its progress is told (in steps, and at the end); the next
+// request on the connection is read and answered as usual.
+TEST(HttpConnectionEarly, HandsTheRequestOverOnceTheAskedBytesAreInAndTellsItsProgress) {
   for (bool cut_head : {false, true}) {
     SCOPED_TRACE(cut_head ? "http_parser" : "quick reader");
     EarlyHarness h(/*early=*/100);
-    const std::string body = bodyOf(300000);
-    const std::string head = "POST /early HTTP/1.1\r\nContent-Length: 300000\r\n\r\n";
+    const std::string body = bodyOf(1000000);
+    const std::string head = "POST /early HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n";
     if (cut_head) {
       h.send(head.substr(0, 20));
       h.send(head.substr(20) + body.substr(0, 50));
@@ -208,14 +213,20 @@ TEST(HttpConnectionEarly, HandsTheRequestOverOnceTheAskedBytesAreInAndTellsEachR
     h.send(body.substr(50, 100000));
     ASSERT_EQ(h.gots.size(), 1u);
     EXPECT_TRUE(h.gots[0].early);
-    EXPECT_EQ(h.gots[0].body_size, 300000u);
+    EXPECT_EQ(h.gots[0].body_size, 1000000u);
     EXPECT_GE(h.gots[0].at_handover, 100u);
     EXPECT_LE(h.gots[0].at_handover, 100050u);
     h.send(body.substr(100050));
     const HttpRequest& r = h.exchanges[0]->request();
     EXPECT_TRUE(r.bodyWhole());
     ASSERT_FALSE(h.gots[0].progress.empty());
-    EXPECT_EQ(h.gots[0].progress.back(), 300000u);
+    EXPECT_EQ(h.gots[0].progress.back(), 1000000u);
+    // Told in steps of 256 KiB at least, then at the end.
+    uint64_t told = h.gots[0].at_handover;
+    for (size_t i = 0; i + 1 < h.gots[0].progress.size(); ++i) {
+      EXPECT_GE(h.gots[0].progress[i] - told, 256u * 1024);
+      told = h.gots[0].progress[i];
+    }
     EXPECT_FALSE(h.gots[0].failed);
     EXPECT_EQ(std::string(r.body.view()), body);
     EXPECT_TRUE(h.written.empty());  // not answered yet: nothing written
@@ -286,16 +297,17 @@ TEST(HttpConnectionEarly, AClientThatGoesAwayMidBodyFailsTheArrival) {
   EXPECT_TRUE(h.exchanges[0]->cancelled());
 }
 
-// A body that stops arriving: the body timeout answers 408 for the request (the handler
-// had not answered) and the arrival fails; one the handler answered already gets the 408
-// as a response of its own after its answer.
+// A body that stops arriving: the body timeout answers 408 for the request and the
+// arrival fails, after the 408 is queued (what waits for the body and answers when it
+// fails finds the request answered); one the handler answered already gets no second
+// answer: the connection closes after the first.
 TEST(HttpConnectionEarly, ABodyThatTimesOutFailsTheArrivalAndIsAnswered408) {
   HttpLimits limits;
   limits.body_timeout = std::chrono::milliseconds(50);
-  for (bool answered : {false, true}) {
-    SCOPED_TRACE(answered ? "answered first" : "not answered");
+  for (std::string target : {"/early", "/early/answer-on-failure", "/early/answer-now"}) {
+    SCOPED_TRACE(target);
+    const bool answered = target.ends_with("/answer-now");
     EarlyHarness h(/*early=*/10, limits);
-    const std::string target = answered ? "/early/answer-now" : "/early";
     h.send("POST " + target + " HTTP/1.1\r\nContent-Length: 200000\r\n\r\n" + bodyOf(5000));
     ASSERT_EQ(h.gots.size(), 1u);
     for (int i = 0; i < 100 && !h.closed; ++i) {
@@ -303,10 +315,10 @@ TEST(HttpConnectionEarly, ABodyThatTimesOutFailsTheArrivalAndIsAnswered408) {
       h.settle();
     }
     EXPECT_TRUE(h.gots[0].failed);
-    const size_t timeout = h.written.find("HTTP/1.1 408");
-    ASSERT_NE(timeout, std::string::npos) << h.written;
-    EXPECT_EQ(h.written.find("HTTP/1.1 200 OK") == 0, answered) << h.written;
     EXPECT_TRUE(h.closed);
+    EXPECT_EQ(h.written.find("HTTP/1.1 408") != std::string::npos, !answered) << h.written;
+    EXPECT_EQ(h.written.find("HTTP/1.1 200 OK") == 0, answered) << h.written;
+    EXPECT_EQ(h.written.find("503"), std::string::npos) << h.written;
   }
 }
 

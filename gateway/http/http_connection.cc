@@ -205,20 +205,27 @@ void HttpConnection::failRequest(int status, std::string_view message) {
 void HttpConnection::refuseRequest(HttpResponse response) {
   read_state_ = ReadState::kError;
   reading_ = false;
-  // A request handed over early that answered already gets no second answer: the refusal
-  // goes as a response of its own.
-  auto exchange = current_ && !current_->responded()
-                      ? current_
-                      : std::make_shared<HttpExchange>(weak_from_this(), loop_);
+  close_after_write_ = true;
+  // Told last, once the refusal is queued: what waits for the body may answer inside
+  // fail(), and must find the request answered.
+  std::shared_ptr<BodyArrival> arrival = std::exchange(arrival_, nullptr);
+  if (current_ && current_->responded()) {
+    // A request handed over early and answered already gets no second answer: the
+    // connection closes once what is queued is written.
+    current_.reset();
+    arrival->fail();
+    flush();
+    return;
+  }
+  auto exchange = current_ ? current_ : std::make_shared<HttpExchange>(weak_from_this(), loop_);
   current_.reset();
-  if (arrival_) std::exchange(arrival_, nullptr)->fail();
   exchange->keep_alive_ = false;
   if (std::find(pending_.begin(), pending_.end(), exchange) == pending_.end()) {
     pending_.push_back(exchange);
   }
-  close_after_write_ = true;
   exchange->respond(std::move(response));
   updateInterest();
+  if (arrival) arrival->fail();
 }
 
 void HttpConnection::onExchangeResponded() {

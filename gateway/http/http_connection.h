@@ -22,7 +22,7 @@
 // socket into its own storage (no intermediate copy), which is kept per connection and
 // reused by the next request once no Buffer refers to it. A request the headers gate asks
 // for early (HttpRequest::early_dispatch_bytes) goes to the handler while its body is still
-// arriving, and its BodyArrival is told of each read, of the end, or of the failure (the
+// arriving, and its BodyArrival is told every 256 KiB, of the end, or of the failure (the
 // client went away, the body timed out: the refusal is then a response of its own when
 // the handler answered already).
 //

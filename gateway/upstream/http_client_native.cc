@@ -435,6 +435,7 @@ void NativeHttpClient::Engine::onArrival(Call& call) {
   if (call.finished) return;
   if (!call.request->arrival->failed()) {
     if (call.connection != nullptr && !call.connection->connecting) writeSome(*call.connection);
+    scheduleDelivery();  // a write may have ended it (a broken connection)
     return;
   }
   // Half a request went, or none: its connection (if any) cannot carry another.

@@ -57,7 +57,7 @@ listeners:
 workers: 2
 readiness: { policy: all_routes, probe_interval_ms: 200 }
 upstreams:
-  - { name: $name, protocol: $protocol, endpoints: ["$endpoint"], timeout_ms: 30000 }
+  - { name: $name, protocol: $protocol, endpoints: ["$endpoint"], timeout_ms: 30000, stream_requests: true }
 routes:
   - match: { model: "*" }
     upstream: $name
@@ -1013,6 +1013,37 @@ class ForwardingE2E(Base):
                     self.assertEqual(in_flight, [True])
                     self.assertEqual(got[0], 200, got[1][:300])
                     self.assertBytesEqual(got[1], want[2], "%s via %s" % (model, name))
+
+    def test_stream_requests_false_reads_bodies_whole_first(self):
+        """An upstream configured `stream_requests: false` (the default): the request waits
+        for its whole body (not in flight while half of it is unsent), then is answered as U
+        answers."""
+        whole = _start("G_whole", Gateway.from_template(
+            FORWARDER_TEMPLATE.replace("stream_requests: true", "stream_requests: false"),
+            name="u-grpc", protocol="grpc", endpoint=U.address("grpc")))
+        values = np.arange(1 << 20, dtype=np.float32)
+        body, headers = binary_body([("INPUT0", "FP32", [1, values.size], values.tobytes())],
+                                    outputs=[{"name": "OUTPUT0", "parameters": {"binary_data": True}}])
+        want = U.request("POST", "/v2/models/identity_fp32/infer", body, headers)
+        seen = []
+
+        def pieces():
+            yield body[:len(body) // 2]
+            time.sleep(0.3)  # a pause in the upload, long enough for an early hand-over to show
+            seen.append(requests_in_flight(whole, "identity_fp32"))
+            yield body[len(body) // 2:]
+
+        conn = whole.connection()
+        try:
+            conn.request("POST", "/v2/models/identity_fp32/infer", body=pieces(),
+                         headers=dict(headers, **{"Content-Length": str(len(body))}))
+            resp = conn.getresponse()
+            got = (resp.status, resp.read())
+        finally:
+            conn.close()
+        self.assertEqual(seen, [0.0])
+        self.assertEqual(got[0], 200, got[1][:300])
+        self.assertBytesEqual(got[1], want[2], "via G_whole")
 
     def test_a_client_that_leaves_mid_body_leaves_the_gateway_serving(self):
         """A client that sends half a large binary body and goes away: the upstream call the

@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""What `stream_requests` does to large binary requests: infergate sending a body on as it
+arrives (`stream_requests: true`), against the same gateway reading it whole first (the
+default), side by side with direct and nginx, with the floor of one memcpy plus one loopback
+transfer of the size measured in the same round.
+
+Starts the suite's processes (bench/suite.py: U serving builtin models, ig_http, ig_grpc,
+nginx: the gateways read bodies whole first) and two more gateways, ig_http_stream and
+ig_grpc_stream, configured the same but with `stream_requests: true` on their upstream. Each round runs, for each size, one closed-loop
+`loadgen` per arm at concurrency 1 (the binary-extension request of an FP32 [1, N] tensor,
+binary output asked, so the answer is as large as the request), then bench/copy_costs for the
+floor. Paths:
+
+  http_bin_to_grpc   ig_grpc(_stream) -> U's gRPC listener   (the suite's T3 path)
+  http_passthrough   ig_http(_stream) -> U's HTTP listener
+  (direct: U's HTTP listener; nginx: BASELINES.md's proxy_pass to it)
+
+Printed: per size and path, each arm's p50 and its added p50 over direct (median over
+rounds), the streamed/whole ratio of the added p50 taken round by round, and each arm's added
+p50 minus the floor.
+
+  /usr/bin/python3 bench/stream_requests.py --sizes 4,64 --rounds 3
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import forwarding_report  # noqa: E402
+import suite  # noqa: E402
+
+MIB = 1 << 20
+PATHS = (("http_bin_to_grpc", "ig_grpc"), ("http_passthrough", "ig_http"))
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", default="4,64", help="tensor sizes in MiB, comma-separated")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--duration", type=float, default=2.0)
+    p.add_argument("--warmup", type=float, default=0.5)
+    p.add_argument("--build-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                       "..", "build", "release"))
+    return p.parse_args()
+
+
+def start_streaming_gateways(bench):
+    """ig_grpc_stream and ig_http_stream: the suite's gateways with stream_requests on."""
+    u_http, u_grpc = bench.ports["direct"]
+    for via, protocol, port in (("ig_grpc_stream", "grpc", u_grpc), ("ig_http_stream", "http", u_http)):
+        p = bench.start_infergate(via, f"""upstreams:
+  - name: u
+    protocol: {protocol}
+    endpoints: ["127.0.0.1:{port}"]
+    stream_requests: true
+routes:
+  - match: {{ model: "*" }}
+    upstream: u
+""")
+        bench.wait_http_ready(p.port("http"))
+        bench.ports[via] = (p.port("http"), p.port("grpc"))
+        bench.pids[via] = (lambda pid: lambda: [pid])(p.pid)
+
+
+def p50(bench, via, size, args):
+    http_port, grpc_port = bench.ports[via]
+    command = [bench.loadgen] + bench.requests.loadgen_args("bin", size, http_port, grpc_port) + [
+        "--concurrency", "1", "--duration", str(args.duration), "--warmup", str(args.warmup)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True)
+    report = json.loads(out.stdout)
+    if report["requests"] == 0 or report["errors"]:
+        raise SystemExit(f"{via} {size} B: {report['requests']} requests, {report['errors']} errors")
+    bench.settle()
+    return report["p50_us"]
+
+
+def floor_us(bench, size):
+    runs = "21" if size >= 64 * MIB else "101"
+    out = subprocess.run([bench.copy_costs, str(size), runs], capture_output=True, text=True, check=True)
+    costs = json.loads(out.stdout)
+    return costs["memcpy_us"] + costs["loopback_us"]
+
+
+def main():
+    args = parse_args()
+    sizes = [int(s) * MIB for s in args.sizes.split(",")]
+    scratch = tempfile.mkdtemp(prefix="infergate-stream-requests.")
+    bench = suite.Bench(None, scratch, args.build_dir)
+    bench.requests = suite.Requests(scratch, forwarding_report.load_pb(scratch))
+    for size in sizes:
+        bench.requests.write(("bin",), size)
+    rows = {}  # (size, arm) -> [p50 us] per round; floors: (size, "floor")
+    arms = ["direct", "nginx"] + [v for _, ig in PATHS for v in (ig, ig + "_stream")]
+    try:
+        bench.start()
+        start_streaming_gateways(bench)
+        for rnd in range(args.rounds):
+            for size in sizes:
+                rows.setdefault((size, "floor"), []).append(floor_us(bench, size))
+                order = arms[rnd % len(arms):] + arms[:rnd % len(arms)]  # turn by one each round
+                for via in order:
+                    rows.setdefault((size, via), []).append(p50(bench, via, size, args))
+            print(f"round {rnd + 1} done", flush=True)
+    finally:
+        bench.stop()
+
+    def ms(us):
+        return f"{us / 1000:.2f}"
+
+    print(f"\n{args.rounds} round(s), c=1, medians over rounds (ms); added: p50 minus direct's p50 in "
+          "the same round; floor: one memcpy + one loopback transfer of the size, same round.\n")
+    print("| size | path | arm | p50 | added | added - floor | streamed / whole added (per round) |")
+    print("|---|---|---|---:|---:|---:|---|")
+    for size in sizes:
+        direct = rows[(size, "direct")]
+        floor = rows[(size, "floor")]
+
+        def added(via):
+            return [a - d for a, d in zip(rows[(size, via)], direct)]
+        for path, ig in PATHS:
+            streamed, whole = added(ig + "_stream"), added(ig)
+            ratios = ", ".join(f"{s / w:.2f}" if w > 0 else "n/a" for s, w in zip(streamed, whole))
+            for arm, via, values in (("streamed", ig + "_stream", streamed), ("whole first", ig, whole)):
+                over = [a - f for a, f in zip(values, floor)]
+                print(f"| {size // MIB} MiB | {path} | {arm} | {ms(statistics.median(rows[(size, via)]))} | "
+                      f"{ms(statistics.median(values))} | {ms(statistics.median(over))} | "
+                      f"{ratios if arm == 'streamed' else ''} |")
+        nginx = added("nginx")
+        print(f"| {size // MIB} MiB | - | nginx | {ms(statistics.median(rows[(size, 'nginx')]))} | "
+              f"{ms(statistics.median(nginx))} | {ms(statistics.median(a - f for a, f in zip(nginx, floor)))} | |")
+        print(f"| {size // MIB} MiB | - | direct | {ms(statistics.median(direct))} | | | |")
+        print(f"| {size // MIB} MiB | - | floor | {ms(statistics.median(floor))} | | | |")
+
+
+if __name__ == "__main__":
+    main()
