@@ -41,12 +41,8 @@ PATHS = (("http_passthrough", "bin", "ig_http", "nginx"),
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--window", type=int, default=50, help="busy_poll_us of the polling gateways")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--duration", type=float, default=2.0)
-    p.add_argument("--warmup", type=float, default=0.5)
     p.add_argument("--concurrency-high", type=int, default=64)
-    p.add_argument("--build-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                       "..", "build", "release"))
+    suite.add_round_args(p)
     return p.parse_args()
 
 

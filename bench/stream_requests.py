@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""What `stream_requests` does to large binary requests: infergate sending a body on as it
-arrives (`stream_requests: true`), against the same gateway reading it whole first (the
-default), side by side with direct and nginx, with the floor of one memcpy plus one loopback
-transfer of the size measured in the same round.
+"""What `stream_requests` does to the latency of large binary requests.
+
+infergate sending a body on as it arrives (`stream_requests: true`), against the same
+gateway reading it whole first (the default), side by side with direct and nginx, with the
+floor of one memcpy plus one loopback transfer of the size measured in the same round.
 
 Starts the suite's processes (bench/suite.py: U serving builtin models, ig_http, ig_grpc,
 nginx: the gateways read bodies whole first) and two more gateways, ig_http_stream and
@@ -40,11 +41,7 @@ PATHS = (("http_bin_to_grpc", "ig_grpc"), ("http_passthrough", "ig_http"))
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="4,64", help="tensor sizes in MiB, comma-separated")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--duration", type=float, default=2.0)
-    p.add_argument("--warmup", type=float, default=0.5)
-    p.add_argument("--build-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                       "..", "build", "release"))
+    suite.add_round_args(p)
     return p.parse_args()
 
 

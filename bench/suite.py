@@ -68,6 +68,15 @@ LOAD_COLUMNS = ["scenario", "round", "kind", "size_bytes", "concurrency", "rate"
 COPY_COLUMNS = ["scenario", "round", "size_bytes", "memcpy_us", "loopback_us", "rtt_us"]
 
 
+def add_round_args(parser):
+    """The side scripts' common options (busy_poll.py, stream_requests.py): interleaved
+    rounds, each run's measured and warm-up seconds, and the release tree to run."""
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=2.0)
+    parser.add_argument("--warmup", type=float, default=0.5)
+    parser.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
+
+
 class SetupError(Exception):
     pass
 
