@@ -121,7 +121,7 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     if (options_.arrival != nullptr && !options_.arrival->complete()) {
       // The HTTP clients send whole bodies: this one waits for the rest of its own.
       return options_.arrival->whenSettled([self = shared_from_this(), pick](bool whole) mutable {
-        if (!whole) return self->deliver(absl::CancelledError("the client's request body did not arrive whole"));
+        if (!whole) return self->deliver(http::BodyArrival::notArrived());
         self->startHttp(std::move(pick));
       });
     }

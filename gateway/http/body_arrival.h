@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "codecs/status.h"
+
 namespace infergate::gateway::http {
 
 class BodyArrival {
@@ -57,6 +59,11 @@ class BodyArrival {
   // Runs `then(complete)` once, when the body is whole (true) or failed (false): at once
   // when it is already settled.
   void whenSettled(std::function<void(bool complete)> then);
+
+  // What a call that needed the rest of the body ends with once it failed (CANCELLED).
+  static codecs::Status notArrived() {
+    return absl::CancelledError("the client's request body did not arrive whole");
+  }
 
   // The connection's side. `received` only grows, up to size().
   void advance(uint64_t received);

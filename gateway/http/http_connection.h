@@ -197,6 +197,12 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // More of the body is in: the request goes to the handler early, or its arrival is told.
   // False once the connection closed or failed.
   bool bodyProgress();
+  // The request's body (`body_size` bytes of the storage: the whole body, or its length to
+  // be when handed over early), keep-alive and what the pipeline records at the hand-over.
+  void fillRequest(HttpExchange& exchange, uint64_t body_size, bool keep_alive);
+  // Runs the handler on a request already in pending_. False once the connection closed
+  // or failed.
+  bool runHandler(const std::shared_ptr<HttpExchange>& exchange);
   void failRequest(int status, std::string_view message);
   // Answers the request being read with `response` and closes after it (the rest of the
   // request unread).

@@ -529,21 +529,29 @@ bool HttpConnection::bodyProgress() {
   if (body_size_ >= size || !body_ || body_->capacity < size + kRequestBodyPadding) return true;
   early_after_ = 0;
   std::shared_ptr<HttpExchange> exchange = current_;
-  HttpRequest& request = exchange->request_;
-  auto storage = body_;
-  arrival_ = std::make_shared<BodyArrival>(storage->data, size);
+  arrival_ = std::make_shared<BodyArrival>(body_->data, size);
   arrival_->advance(body_size_);
-  request.body = codecs::Buffer(std::shared_ptr<const void>(storage, storage->data), storage->data,
-                                static_cast<size_t>(size));
-  request.body_readable = storage->capacity;
-  request.arrival = arrival_;
+  exchange->request_.arrival = arrival_;
   // The quick reader takes only requests that keep the connection; http_parser knows from
   // the head whether this one does.
-  exchange->keep_alive_ = quick_body_left_ > 0 || http_should_keep_alive(&parser_) != 0;
-  exchange->info_.start = std::chrono::steady_clock::now();
-  exchange->info_.client_address = peer_;
-  exchange->info_.request_bytes = size;
+  fillRequest(*exchange, size, quick_body_left_ > 0 || http_should_keep_alive(&parser_) != 0);
   pending_.push_back(exchange);
+  return runHandler(exchange);
+}
+
+void HttpConnection::fillRequest(HttpExchange& exchange, uint64_t body_size, bool keep_alive) {
+  HttpRequest& request = exchange.request_;
+  auto storage = body_;
+  request.body = codecs::Buffer(std::shared_ptr<const void>(storage, storage->data), storage->data,
+                                static_cast<size_t>(body_size));
+  request.body_readable = storage->capacity;
+  exchange.keep_alive_ = keep_alive;
+  exchange.info_.start = std::chrono::steady_clock::now();
+  exchange.info_.client_address = peer_;
+  exchange.info_.request_bytes = body_size;
+}
+
+bool HttpConnection::runHandler(const std::shared_ptr<HttpExchange>& exchange) {
   handler_(exchange);
   if (closed_ || read_state_ == ReadState::kError) return false;
   updateInterest();
@@ -562,22 +570,11 @@ bool HttpConnection::completeRequest(bool keep_alive) {
     return true;
   }
   std::shared_ptr<HttpExchange> exchange = std::move(current_);
-  HttpRequest& request = exchange->request_;
-  auto storage = body_;
-  request.body = codecs::Buffer(std::shared_ptr<const void>(storage, storage->data), storage->data,
-                                static_cast<size_t>(body_size_));
-  request.body_readable = storage->capacity;
-  exchange->keep_alive_ = keep_alive;
-  exchange->info_.start = std::chrono::steady_clock::now();
-  exchange->info_.client_address = peer_;
-  exchange->info_.request_bytes = body_size_;
+  fillRequest(*exchange, body_size_, keep_alive);
   read_state_ = ReadState::kIdle;
   pending_.push_back(exchange);
   armTimer();
-  handler_(exchange);
-  if (closed_ || read_state_ == ReadState::kError) return false;
-  updateInterest();
-  return true;
+  return runHandler(exchange);
 }
 
 const http_parser_settings& HttpConnection::parserSettings() {

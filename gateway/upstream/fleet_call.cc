@@ -110,7 +110,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
     if (!native && options_.arrival != nullptr && !options_.arrival->complete()) {
       if (options_.arrival->failed()) {
         lease.finish(Outcome::kNeutral);
-        return deliver(absl::CancelledError("the client's request body did not arrive whole"), {});
+        return deliver(http::BodyArrival::notArrived(), {});
       }
       options_.arrival->whenSettled(
           [self = shared_from_this(), lease = std::make_shared<EndpointLease>(std::move(lease))](bool) mutable {
@@ -322,7 +322,7 @@ class FleetHttpCall final : public HttpCallHandle,
     if (arrival != nullptr && !arrival->complete() && !client_->sendsAsArrives(lease.endpoint().address())) {
       if (arrival->failed()) {
         lease.finish(Outcome::kNeutral);
-        return complete(absl::CancelledError("the client's request body did not arrive whole"));
+        return complete(http::BodyArrival::notArrived());
       }
       return request_->arrival->whenSettled(
           [self = shared_from_this(), lease = std::make_shared<EndpointLease>(std::move(lease))](bool) mutable {

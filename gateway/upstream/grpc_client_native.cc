@@ -134,7 +134,7 @@ std::shared_ptr<GrpcCallHandle> GrpcLoopClient::Engine::unary(const config::List
     finish(*call, absl::ResourceExhaustedError(strCat("the request to upstream '", options_.upstream_name,
                                                       "' is larger than gRPC's 2 GiB message limit")));
   } else if (call->arrival != nullptr && call->arrival->failed()) {
-    finish(*call, absl::CancelledError("the client's request body did not arrive whole"));
+    finish(*call, http::BodyArrival::notArrived());
   } else if (call->deadline && *call->deadline <= std::chrono::system_clock::now()) {
     finish(*call, toUpstreamStatus(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"),
                                    options_.upstream_name, call->endpoint));

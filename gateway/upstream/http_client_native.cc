@@ -119,7 +119,7 @@ std::shared_ptr<HttpCallHandle> NativeHttpClient::Engine::send(
   Status error;
   Pool* pool = nullptr;
   if (call->request->arrival != nullptr && call->request->arrival->failed()) {
-    error = absl::CancelledError("the client's request body did not arrive whole");
+    error = http::BodyArrival::notArrived();
   } else if (!sendableTarget(call->request->target)) {
     error = codecs::invalidArgument(unsendableTargetMessage(prefix(*call), call->request->target));
   } else if (pool = poolFor(endpoint, &error); pool != nullptr) {
@@ -439,31 +439,29 @@ void NativeHttpClient::Engine::onArrival(Call& call) {
     return;
   }
   // Half a request went, or none: its connection (if any) cannot carry another.
-  Status gone = absl::CancelledError("the client's request body did not arrive whole");
+  Status gone = http::BodyArrival::notArrived();
   if (call.connection != nullptr) {
     failExchange(*call.connection, std::move(gone));
   } else {
-    if (call.waiting) {
-      auto& waiting = call.pool->waiting;
-      waiting.erase(std::find_if(waiting.begin(), waiting.end(),
-                                 [&](const std::shared_ptr<Call>& w) { return w.get() == &call; }));
-      call.waiting = false;
-    }
+    leaveQueue(call);
     finish(call, std::move(gone));
   }
   scheduleDelivery();
+}
+
+void NativeHttpClient::Engine::leaveQueue(Call& call) {
+  if (!call.waiting) return;
+  auto& waiting = call.pool->waiting;
+  waiting.erase(std::find_if(waiting.begin(), waiting.end(),
+                             [&](const std::shared_ptr<Call>& w) { return w.get() == &call; }));
+  call.waiting = false;
 }
 
 void NativeHttpClient::Engine::cancel(Call& call) {
   Pool* pool = call.finished ? nullptr : call.pool;
   if (call.request->arrival != nullptr) call.request->arrival->unwatch(call.arrival_watch);
   dropDeadline(call);
-  if (call.waiting) {
-    auto& waiting = call.pool->waiting;
-    waiting.erase(std::find_if(waiting.begin(), waiting.end(),
-                               [&](const std::shared_ptr<Call>& w) { return w.get() == &call; }));
-    call.waiting = false;
-  }
+  leaveQueue(call);
   // An unfinished exchange cannot leave its connection reusable: closed.
   if (call.connection != nullptr) dropConnection(*call.connection);
   call.owner = nullptr;

@@ -155,6 +155,8 @@ class NativeHttpClient::Engine {
   // record that carries no data (a ticket, a key update) is taken and is not a byte.
   bool nothingUnread(Connection& c);
   void cancel(Call& call);
+  // A call waiting for a connection (in pool->waiting) leaves the queue.
+  void leaveQueue(Call& call);
   // More of the call's body arrived (write on), or it never will (the call ends).
   void onArrival(Call& call);
 
