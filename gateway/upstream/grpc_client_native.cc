@@ -63,7 +63,6 @@ namespace {
 using codecs::Status;
 using codecs::strCat;
 using native_grpc_detail::kMaxMessageBytes;
-using native_grpc_detail::kMaxReservedMessageBytes;
 using http::toTimeval;
 
 // grpc-timeout (PROTOCOL.md: at most 8 digits, then a unit): the remaining time rounded up.
@@ -319,10 +318,12 @@ void GrpcLoopClient::Engine::receiveData(Call& call, const uint8_t* data, size_t
       }
       call.message_size = length;
       call.message_have = 0;
+      // The whole message at once, so that it is never copied to grow (a 64 MiB tensor's
+      // answer is a little over 64 MiB). The upstream may send all of it without asking
+      // (this client's window is HTTP/2's largest) and the kernel backs a fresh block page
+      // by page as the bytes are written; a block from the pool is memory already held.
       try {
-        if (length > 0) {
-          call.message = codecs::BufferPool::shared().allocate(std::min(length, kMaxReservedMessageBytes));
-        }
+        if (length > 0) call.message = codecs::BufferPool::shared().allocate(length);
       } catch (const std::bad_alloc&) {
         return breakAnswer(call, "no memory for the answer");
       }
@@ -333,17 +334,6 @@ void GrpcLoopClient::Engine::receiveData(Call& call, const uint8_t* data, size_t
       continue;
     }
     const size_t n = std::min(size, call.message_size - call.message_have);
-    if (call.message_have + n > call.message.size()) {  // past what was reserved ahead
-      const size_t grown =
-          std::min(std::max(call.message.size() * 2, call.message_have + n), call.message_size);
-      try {
-        codecs::MutableBuffer bigger = codecs::BufferPool::shared().allocate(grown);
-        std::memcpy(bigger.data(), call.message.data(), call.message_have);
-        call.message = std::move(bigger);
-      } catch (const std::bad_alloc&) {
-        return breakAnswer(call, "no memory for the answer");
-      }
-    }
     std::memcpy(call.message.data() + call.message_have, data, n);
     call.message_have += n;
     data += n;

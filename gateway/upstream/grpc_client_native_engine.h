@@ -34,7 +34,6 @@ inline constexpr size_t kReadBufferBytes = 256 * 1024;
 inline constexpr size_t kMaxQueuedBytes = 4 * 1024 * 1024;  // unwritten (grpc_client_native.cc, "Output queue")
 inline constexpr int32_t kWindow = INT32_MAX;                // HTTP/2's largest window
 inline constexpr uint32_t kMaxHeaderListBytes = 1 << 20;     // as grpc_client.cc's metadata cap
-inline constexpr size_t kMaxReservedMessageBytes = 64 * 1024 * 1024;  // reserved before it arrives
 inline constexpr size_t kMaxMessageBytes = INT32_MAX;  // Triton: INT32_MAX both ways
 
 }  // namespace native_grpc_detail
@@ -107,8 +106,9 @@ class GrpcLoopClient::Engine {
     std::string grpc_message;
     uint8_t frame_head[5] = {};
     size_t frame_head_have = 0;
-    // The answer's message as it arrives: from codecs::BufferPool from 1 MiB on (a block
-    // already mapped, not 16,384 fresh pages for 64 MiB), handed to the answer as a slice.
+    // The answer's message as it arrives, in one block of its announced size: from
+    // codecs::BufferPool from 1 MiB on (a block already mapped, not 16,384 fresh pages for
+    // 64 MiB), handed to the answer as a slice.
     codecs::MutableBuffer message;
     size_t message_size = 0, message_have = 0;
     int messages = 0;

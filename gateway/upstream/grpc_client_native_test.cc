@@ -121,9 +121,10 @@ TEST_F(NativeGrpcClient, ModelInferTravelsBothWaysAndAnswersOnTheLoop) {
 
 // Larger than every HTTP/2 window and frame size the upstream starts with: the request goes
 // out as many DATA frames referencing the request's slices, the answer comes in as many.
+// The last answer is a little over 64 MiB, as a 64 MiB tensor's is.
 TEST_F(NativeGrpcClient, LargeTensorsTravelBothWaysIntact) {
   GrpcTestUpstream up;
-  for (size_t floats : {size_t{1} << 16, size_t{3} << 20}) {  // 256 KiB, 12 MiB
+  for (size_t floats : {size_t{1} << 16, size_t{3} << 20, (size_t{16} << 20) + 1}) {  // 256 KiB, 12 MiB, 64 MiB
     std::vector<float> values(floats);
     for (size_t i = 0; i < floats; ++i) values[i] = static_cast<float>(i % 9973) * 0.5f;
     inference::ModelInferRequest r;
