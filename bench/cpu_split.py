@@ -13,6 +13,8 @@ via ig_grpc the HTTP binary -> gRPC path.
   vol, invol    voluntary and involuntary context switches per request, all its threads
   faults        minor page faults per request, all its threads (fresh memory touched)
   threads       (--threads) each thread's CPU and faults per request, busiest first
+  syscalls      (--syscalls) system calls per request by name, counted by `perf stat` on the
+                kernel's syscall tracepoints for the proxy's processes during the run
 
 Run from the repository root after building the release tree (bench/run builds it):
 
@@ -29,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import forwarding_report  # noqa: E402
@@ -72,6 +75,34 @@ def delta(before, after):
     return {k: tuple(a - b for a, b in zip(v, before.get(k, (0,) * len(v)))) for k, v in after.items()}
 
 
+# The calls a proxy makes on its request path, each a tracepoint `perf stat` can count.
+SYSCALLS = ("read", "readv", "recvfrom", "recvmsg", "write", "writev", "sendto", "sendmsg",
+            "epoll_wait", "epoll_pwait", "epoll_ctl", "accept4", "close", "futex", "eventfd2",
+            "io_uring_enter", "setsockopt", "getsockopt", "clock_gettime")
+
+
+def count_syscalls(pids):
+    """Starts `perf stat` on `pids`; returns a function that stops it and gives {call: count}."""
+    events = ["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{name}" for name in SYSCALLS]
+    out = tempfile.NamedTemporaryFile(mode="r", suffix=".perf", delete=False)
+    perf = subprocess.Popen(["perf", "stat", "-x", ",", "-o", out.name, "-e", ",".join(events),
+                             "-p", ",".join(str(p) for p in pids)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop():
+        perf.send_signal(2)  # SIGINT: perf writes its counts and exits
+        perf.wait(timeout=10)
+        counts = {}
+        for line in out.read().splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and fields[0].strip().isdigit():
+                name = fields[2].split(":")[-1].replace("sys_enter_", "").replace("sys_enter", "all")
+                counts[name] = int(fields[0])
+        os.unlink(out.name)
+        return counts
+    return stop
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("vias", nargs="+", choices=("ig_http", "ig_grpc", "nginx"))
@@ -81,6 +112,8 @@ def parse_args():
     p.add_argument("--kind", choices=("bin", "json", "grpc"), default="bin")
     p.add_argument("--size", type=int, default=64, help="tensor bytes (FP32, a multiple of 4)")
     p.add_argument("--threads", action="store_true", help="print each busy thread's share")
+    p.add_argument("--syscalls", action="store_true",
+                   help="count the proxy's system calls per request (perf stat, tracepoints)")
     p.add_argument("--build-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                        "..", "build", "release"))
     return p.parse_args()
@@ -101,9 +134,13 @@ def main():
                 pids = bench.pids[via]()
                 command = [bench.loadgen] + bench.requests.loadgen_args(args.kind, args.size, http_port, grpc_port) + [
                     "--concurrency", str(args.concurrency), "--duration", str(args.duration)]
+                stop_counting = count_syscalls(pids) if args.syscalls else None
+                if stop_counting:
+                    time.sleep(0.3)  # perf attaches to every thread before the load starts
                 before = snapshot(pids)
                 run = subprocess.run(command, capture_output=True, text=True, check=True)
                 spent = delta(before, snapshot(pids))
+                calls = stop_counting() if stop_counting else {}
                 report = json.loads(run.stdout)
                 n = report["requests"]
                 if n == 0 or report["errors"]:
@@ -116,9 +153,14 @@ def main():
                     "invol": sum(v[3] for v in spent.values()) / n,
                     "faults": sum(v[4] for v in spent.values()) / n,
                 }
+                row.update({f"sc_{name}": count / n for name, count in calls.items()})
                 results[via].append(row)
                 print(f"round {rnd + 1} {via:8s} rps {row['rps']:8.0f}  user {row['user']:5.2f}  "
                       f"sys {row['sys']:5.2f} us/req  switches {row['vol']:.3f} vol {row['invol']:.3f} invol  faults {row['faults']:.1f} /req")
+                if calls:
+                    busy = sorted(((k, v / n) for k, v in calls.items() if k != "all" and v), key=lambda kv: -kv[1])
+                    print(f"    syscalls/req {calls.get('all', 0) / n:6.2f}: " +
+                          "  ".join(f"{k} {v:.2f}" for k, v in busy))
                 if args.threads:
                     busy = sorted(spent.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))
                     for key, (u, s, _, _, faults) in busy:
@@ -127,9 +169,13 @@ def main():
                                   f"{faults / n:7.1f} faults/req")
         print(f"medians over {args.rounds} round(s):")
         for via, rows in results.items():
-            med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+            med = {k: statistics.median(r.get(k, 0) for r in rows) for k in rows[0]}
             print(f"  {via:8s} rps {med['rps']:8.0f}  user {med['user']:5.2f}  sys {med['sys']:5.2f}  "
                   f"total {med['user'] + med['sys']:5.2f} us/req  switches {med['vol'] + med['invol']:.3f}  faults {med['faults']:.1f} /req")
+            if args.syscalls:
+                calls = {k[3:]: v for k, v in med.items() if k.startswith("sc_") and k != "sc_all" and v >= 0.005}
+                print(f"           syscalls/req {med.get('sc_all', 0):6.2f}: " +
+                      "  ".join(f"{k} {v:.2f}" for k, v in sorted(calls.items(), key=lambda kv: -kv[1])))
     finally:
         bench.stop()
 
