@@ -291,9 +291,8 @@ codecs::Status UpstreamFleet::overloaded(std::string_view why) {
 }
 
 EndpointLease UpstreamFleet::place(const PickContext& context, const Endpoint* exclude, Miss* miss,
-                                   codecs::Status* error) {
+                                   codecs::Status* error, Clock::time_point now) {
   *miss = Miss::kNone;
-  const Clock::time_point now = Clock::now();
   std::shared_ptr<const EndpointList> list = endpoints();
   const uint32_t endpoint_cap = config_.overload.max_in_flight_per_endpoint;
   auto lease = [&](const std::shared_ptr<Endpoint>& e, bool trial) {
@@ -432,16 +431,16 @@ codecs::StatusOr<EndpointLease> UpstreamFleet::tryAcquire(const PickContext& con
                                                           const Endpoint* exclude) {
   Miss miss;
   codecs::Status error;
-  EndpointLease lease = place(context, exclude, &miss, &error);
+  EndpointLease lease = place(context, exclude, &miss, &error, Clock::now());
   if (miss == Miss::kNone) return lease;
   if (miss == Miss::kError) return error;
   return overloaded(codecs::strCat("every endpoint is at its in-flight cap"));
 }
 
-uint64_t UpstreamFleet::acquire(const PickContext& context, AcquireDone done) {
+uint64_t UpstreamFleet::acquire(const PickContext& context, AcquireDone done, Clock::time_point now) {
   Miss miss;
   codecs::Status error;
-  EndpointLease lease = place(context, nullptr, &miss, &error);
+  EndpointLease lease = place(context, nullptr, &miss, &error, now);
   if (miss == Miss::kNone) {
     done(std::move(lease));
     return 0;
@@ -450,7 +449,6 @@ uint64_t UpstreamFleet::acquire(const PickContext& context, AcquireDone done) {
     done(error);
     return 0;
   }
-  const Clock::time_point now = Clock::now();
   const Clock::time_point deadline =
       std::min(context.deadline, now + std::chrono::milliseconds(config_.overload.queue_timeout_ms));
   {
@@ -523,7 +521,7 @@ void UpstreamFleet::onSlotFreed() {
       int scanned = 0;
       for (auto it = queue_.begin(); it != queue_.end() && scanned < kWaitersScanned; ++scanned) {
         Miss miss;
-        EndpointLease l = place((*it)->context, nullptr, &miss, &error);
+        EndpointLease l = place((*it)->context, nullptr, &miss, &error, Clock::now());
         if (miss == Miss::kAtCap) {
           ++it;
           continue;

@@ -113,7 +113,11 @@ class EndpointLease {
   bool valid() const { return endpoint_ != nullptr; }
   Endpoint& endpoint() const { return *endpoint_; }
   const std::shared_ptr<Endpoint>& sharedEndpoint() const { return endpoint_; }
-  void finish(Outcome outcome) { finish(outcome, std::chrono::steady_clock::now()); }
+  // No clock read for a lease already finished or moved from: their destructors run on
+  // every request, several times.
+  void finish(Outcome outcome) {
+    if (endpoint_) finish(outcome, std::chrono::steady_clock::now());
+  }
   // The same at `now`, a time the caller has just read.
   void finish(Outcome outcome, std::chrono::steady_clock::time_point now);
 
@@ -161,7 +165,11 @@ class UpstreamFleet : public std::enable_shared_from_this<UpstreamFleet> {
   using AcquireDone = std::function<void(codecs::StatusOr<EndpointLease>)>;
   // Returns the waiter's id when the request waits in the queue (0 when `done` already
   // ran), for abandon().
-  uint64_t acquire(const PickContext& context, AcquireDone done);
+  uint64_t acquire(const PickContext& context, AcquireDone done) {
+    return acquire(context, std::move(done), Clock::now());
+  }
+  // The same at `now`, a time the caller has just read.
+  uint64_t acquire(const PickContext& context, AcquireDone done, Clock::time_point now);
   // Takes a waiting request out of the queue; its `done` never runs. False when it is no
   // longer waiting (done has run or is about to).
   bool abandon(uint64_t waiter);
@@ -196,7 +204,7 @@ class UpstreamFleet : public std::enable_shared_from_this<UpstreamFleet> {
   enum class Miss { kNone, kAtCap, kError };
   // One attempt to place the request: the lease, or why not (`error` set on kError).
   EndpointLease place(const PickContext& context, const Endpoint* exclude, Miss* miss,
-                      codecs::Status* error);
+                      codecs::Status* error, Clock::time_point now);
   static std::shared_ptr<Endpoint> makeEndpoint(const config::UpstreamConfig& config,
                                                 const config::ListenAddress& address, uint8_t tier);
   codecs::Status overloaded(std::string_view why);

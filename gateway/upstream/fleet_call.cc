@@ -37,8 +37,9 @@ std::optional<EndpointLease> retryLease(UpstreamFleet& fleet, const PickContext&
 // names its endpoint in the stats. Returns the attempt's start.
 Clock::time_point noteAttempt(UpstreamFleet& fleet, const PickContext& context,
                               const Endpoint& endpoint, Clock::time_point call_started,
-                              uint64_t n) {
-  Clock::time_point now = Clock::now();
+                              uint64_t n, bool placed_at_start = false) {
+  // A lease granted inside start() waited for nothing: no second clock read.
+  Clock::time_point now = placed_at_start ? call_started : Clock::now();
   if (n == 1) fleet.observeQueueWait(now - call_started);
   if (telemetry::CallStats* stats = context.stats.get()) {
     if (n == 1) stats->queue_wait = now - call_started;
@@ -68,10 +69,12 @@ class FleetUnaryCall final : public GrpcCallHandle,
     started_at_ = Clock::now();
     fleet_->retryBudget().recordRequest(started_at_);
     uint64_t waiter = fleet_->acquire(
-        context_, [self = shared_from_this()](codecs::StatusOr<EndpointLease> lease) {
+        context_,
+        [self = shared_from_this()](codecs::StatusOr<EndpointLease> lease) {
           if (!lease.ok()) return self->deliver(lease.status(), {});
           self->attempt(std::move(*lease));
-        });
+        },
+        started_at_);
     std::lock_guard<std::mutex> lock(mu_);
     waiter_ = waiter;
   }
@@ -284,14 +287,15 @@ class FleetHttpCall final : public HttpCallHandle,
     started_at_ = Clock::now();
     fleet_->retryBudget().recordRequest(started_at_);
     starting_.store(true);
-    waiter_ = fleet_->acquire(context_, [self = shared_from_this()](codecs::StatusOr<EndpointLease> lease) {
+    auto on_lease = [self = shared_from_this()](codecs::StatusOr<EndpointLease> lease) {
       if (self->starting_.load() && self->loop_.inLoopThread()) {
         return self->onLease(std::move(lease));
       }
       // Later, from another request's thread or the housekeeper: back to our loop.
       self->loop_.post([self, lease = std::make_shared<codecs::StatusOr<EndpointLease>>(
                                   std::move(lease))]() mutable { self->onLease(std::move(*lease)); });
-    });
+    };
+    waiter_ = fleet_->acquire(context_, std::move(on_lease), started_at_);
     starting_.store(false);
   }
 
@@ -331,7 +335,8 @@ class FleetHttpCall final : public HttpCallHandle,
           });
     }
     lease_ = std::move(lease);
-    sent_at_ = noteAttempt(*fleet_, context_, lease_.endpoint(), started_at_, ++attempts_);
+    const bool placed_at_start = attempts_ == 0 && starting_.load();  // inside start()
+    sent_at_ = noteAttempt(*fleet_, context_, lease_.endpoint(), started_at_, ++attempts_, placed_at_start);
     // Shared with the client, not copied: a retry sends the same request again.
     SharedHttpRequest request = request_;
     if (build_) {
