@@ -1,6 +1,7 @@
 #include "gateway/http/event_loop.h"
 
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -135,8 +136,43 @@ LoopTimer::~LoopTimer() {
 
 void LoopTimer::arm(std::chrono::milliseconds after) {
   const Clock::time_point now = Clock::now();
+  armAt(now, now + std::max(after, std::chrono::milliseconds(0)));
+}
+
+namespace {
+
+// The coarse clock is steady_clock's (CLOCK_MONOTONIC) as of the kernel's last tick: behind
+// it by less than its resolution.
+std::chrono::steady_clock::time_point coarseNow() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return std::chrono::steady_clock::time_point(std::chrono::seconds(ts.tv_sec) +
+                                               std::chrono::nanoseconds(ts.tv_nsec));
+}
+
+std::chrono::nanoseconds coarseTick() {
+  static const std::chrono::nanoseconds tick = [] {
+    timespec res;
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0) {
+      return std::chrono::nanoseconds(std::chrono::milliseconds(10));
+    }
+    return std::chrono::seconds(res.tv_sec) + std::chrono::nanoseconds(res.tv_nsec);
+  }();
+  return tick;
+}
+
+}  // namespace
+
+void LoopTimer::armLoosely(std::chrono::milliseconds after) {
+  // Pushed on by one tick, so that the precise time when it fires is past the one asked.
+  const Clock::time_point now = coarseNow();
+  armAt(now, now + std::max(after, std::chrono::milliseconds(0)) +
+                 std::chrono::duration_cast<Clock::duration>(coarseTick()));
+}
+
+void LoopTimer::armAt(Clock::time_point now, Clock::time_point due) {
   armed_ = true;
-  due_ = now + std::max(after, std::chrono::milliseconds(0));
+  due_ = due;
   if (scheduled_ && fires_at_ <= due_) return;  // it fires first and looks again then
   schedule(now, due_);
 }

@@ -93,11 +93,17 @@ class LoopTimer {
   LoopTimer& operator=(const LoopTimer&) = delete;
 
   void arm(std::chrono::milliseconds after);
+  // The same for a timeout that may run a little late: up to the coarse clock's tick (4 ms
+  // where the kernel ticks at 250 Hz), never early. It reads CLOCK_MONOTONIC_COARSE, a word
+  // the kernel updates each tick, instead of the precise clock (a connection re-arms its
+  // timeout on every request).
+  void armLoosely(std::chrono::milliseconds after);
   void disarm() { armed_ = false; }
 
  private:
   using Clock = std::chrono::steady_clock;
   static void onFire(evutil_socket_t, short, void* arg);
+  void armAt(Clock::time_point now, Clock::time_point due);
   void schedule(Clock::time_point now, Clock::time_point at);
 
   event* event_ = nullptr;

@@ -145,6 +145,28 @@ TEST(LoopTimer, ArmingAgainLaterPushesTheTimeBackAndEarlierBringsItForward) {
   t.run([&] { timer.reset(); });
 }
 
+// armLoosely() reads the coarse clock, which lags the precise one by up to a tick: the
+// timer must still never fire before the time asked, by the precise clock, whether it is
+// armed loosely alone, after a precise arm, or pushed back loosely.
+TEST(LoopTimer, ALooselyArmedTimerNeverFiresEarly) {
+  LoopThread t;
+  for (int i = 0; i < 5; ++i) {
+    std::promise<Clock::time_point> fired;
+    std::unique_ptr<LoopTimer> timer;
+    Clock::time_point armed;
+    t.run([&] {
+      timer = std::make_unique<LoopTimer>(t.loop(), [&] { fired.set_value(Clock::now()); });
+      if (i % 2 == 1) timer->arm(5ms);  // a precise time, then pushed back loosely
+      armed = Clock::now();
+      timer->armLoosely(std::chrono::milliseconds(7 + 3 * i));
+    });
+    auto f = fired.get_future();
+    ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+    EXPECT_GE(f.get() - armed, std::chrono::milliseconds(7 + 3 * i)) << "round " << i;
+    t.run([&] { timer.reset(); });
+  }
+}
+
 TEST(LoopTimer, ADisarmedTimerNeverFiresAndCanBeArmedAgain) {
   LoopThread t;
   std::atomic<int> fired{0};

@@ -419,20 +419,20 @@ void HttpConnection::armTimer() {
   if (closed_) return;
   switch (read_state_) {
     case ReadState::kHeaders:
-      timer_.arm(limits_.header_timeout);
+      timer_.armLoosely(limits_.header_timeout);
       return;
     case ReadState::kBody:
-      timer_.arm(limits_.body_timeout);
+      timer_.armLoosely(limits_.body_timeout);
       return;
     case ReadState::kIdle:
       if (pending_.empty() && out_.empty()) {
-        timer_.arm(limits_.idle_timeout);
+        timer_.armLoosely(limits_.idle_timeout);
       } else {
         timer_.disarm();  // waiting on handlers: their own deadlines apply
       }
       return;
     case ReadState::kError:
-      timer_.arm(limits_.body_timeout);  // bound the time spent writing the error
+      timer_.armLoosely(limits_.body_timeout);  // bound the time spent writing the error
       return;
   }
 }
