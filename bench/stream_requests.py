@@ -20,7 +20,12 @@ Printed: per size and path, each arm's p50 and its added p50 over direct (median
 rounds), the streamed/whole ratio of the added p50 taken round by round, and each arm's added
 p50 minus the floor.
 
+With --concurrency N (N > 1) the runs are closed loops at N instead, and the table gives
+each arm's throughput and the proxy's CPU time per request (user + system, /proc), the
+figures that a relay keeping bytes in cache would move.
+
   /usr/bin/python3 bench/stream_requests.py --sizes 4,64 --rounds 3
+  /usr/bin/python3 bench/stream_requests.py --sizes 4 --rounds 3 --concurrency 64
 """
 import argparse
 import json
@@ -41,6 +46,8 @@ PATHS = (("http_bin_to_grpc", "ig_grpc"), ("http_passthrough", "ig_http"))
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="4,64", help="tensor sizes in MiB, comma-separated")
+    p.add_argument("--concurrency", type=int, default=1,
+                   help="requests in flight; above 1, throughput and CPU per request instead of p50")
     suite.add_round_args(p)
     return p.parse_args()
 
@@ -63,16 +70,19 @@ routes:
         bench.pids[via] = (lambda pid: lambda: [pid])(p.pid)
 
 
-def p50(bench, via, size, args):
+def run(bench, via, size, args):
+    """One closed-loop run: (p50 us, requests/s, the proxy's CPU us per request), the CPU
+    sampled after the warm-up, as the suite does."""
     http_port, grpc_port = bench.ports[via]
-    command = [bench.loadgen] + bench.requests.loadgen_args("bin", size, http_port, grpc_port) + [
-        "--concurrency", "1", "--duration", str(args.duration), "--warmup", str(args.warmup)]
-    out = subprocess.run(command, capture_output=True, text=True, check=True)
-    report = json.loads(out.stdout)
+    pids = bench.pids[via]()
+    report, proxy_cpu, _, window, _ = bench.loadgen_run(
+        bench.requests.loadgen_args("bin", size, http_port, grpc_port), args.concurrency, 0,
+        args.duration, args.warmup, pids)
     if report["requests"] == 0 or report["errors"]:
         raise SystemExit(f"{via} {size} B: {report['requests']} requests, {report['errors']} errors")
     bench.settle()
-    return report["p50_us"]
+    cpu_us = proxy_cpu * 1e6 / (report["rps"] * window) if pids and report["rps"] else 0.0
+    return report["p50_us"], report["rps"], cpu_us
 
 
 def floor_us(bench, size):
@@ -90,7 +100,7 @@ def main():
     bench.requests = suite.Requests(scratch, forwarding_report.load_pb(scratch))
     for size in sizes:
         bench.requests.write(("bin",), size)
-    rows = {}  # (size, arm) -> [p50 us] per round; floors: (size, "floor")
+    rows = {}  # (size, arm) -> [(p50 us, req/s, CPU us/req)] per round; floors: (size, "floor")
     arms = ["direct", "nginx"] + [v for _, ig in PATHS for v in (ig, ig + "_stream")]
     try:
         bench.start()
@@ -100,10 +110,14 @@ def main():
                 rows.setdefault((size, "floor"), []).append(floor_us(bench, size))
                 order = arms[rnd % len(arms):] + arms[:rnd % len(arms)]  # turn by one each round
                 for via in order:
-                    rows.setdefault((size, via), []).append(p50(bench, via, size, args))
+                    rows.setdefault((size, via), []).append(run(bench, via, size, args))
             print(f"round {rnd + 1} done", flush=True)
     finally:
         bench.stop()
+
+    if args.concurrency > 1:
+        return report_load(rows, sizes, args)
+    rows = {k: [v[0] if isinstance(v, tuple) else v for v in vs] for k, vs in rows.items()}
 
     def ms(us):
         return f"{us / 1000:.2f}"
@@ -131,6 +145,23 @@ def main():
               f"{ms(statistics.median(nginx))} | {ms(statistics.median(a - f for a, f in zip(nginx, floor)))} | |")
         print(f"| {size // MIB} MiB | - | direct | {ms(statistics.median(direct))} | | | |")
         print(f"| {size // MIB} MiB | - | floor | {ms(statistics.median(floor))} | | | |")
+
+
+def report_load(rows, sizes, args):
+    """Throughput and the proxy's CPU per request at --concurrency, each against nginx's
+    in the same round."""
+    print(f"\n{args.rounds} round(s), c={args.concurrency}, medians over rounds; ratios to nginx "
+          "taken round by round.\n")
+    print("| size | arm | req/s | proxy CPU us/req | req/s / nginx's (per round) | CPU / nginx's (per round) |")
+    print("|---|---|---:|---:|---|---|")
+    for size in sizes:
+        nginx = rows[(size, "nginx")]
+        for via in ["nginx"] + [v for _, ig in PATHS for v in (ig, ig + "_stream")]:
+            runs = rows[(size, via)]
+            rps = ", ".join(f"{r[1] / n[1]:.2f}" for r, n in zip(runs, nginx)) if via != "nginx" else ""
+            cpu = ", ".join(f"{r[2] / n[2]:.2f}" for r, n in zip(runs, nginx) if n[2]) if via != "nginx" else ""
+            print(f"| {size // MIB} MiB | {via} | {statistics.median(r[1] for r in runs):.0f} | "
+                  f"{statistics.median(r[2] for r in runs):.0f} | {rps} | {cpu} |")
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ def grid(args):
             "openloop": {"rates": [1000]},
             "rss": {"concurrency": 256},
             "instructions": {"requests": 60, "warmup": 10},
-            "copies": {"size": 4 * MIB, "requests": 3, "warmup": 1},
+            "copies": {"size": pick(args.copies_size, 4 * MIB), "requests": 3, "warmup": 1},
             "shm": ["--quick", "--sizes", "16"],
             "tls": ["--rounds", "1", "--duration", "1", "--warmup", "0.2"],  # wrk: whole seconds
         }
@@ -111,7 +111,7 @@ def grid(args):
         "openloop": {"rates": [250, 500, 1000, 2000, 4000]},
         "rss": {"concurrency": 256},
         "instructions": {"requests": 300, "warmup": 30},
-        "copies": {"size": 4 * MIB, "requests": 10, "warmup": 2},
+        "copies": {"size": pick(args.copies_size, 4 * MIB), "requests": 10, "warmup": 2},
         "shm": ["--rounds", "3", "--duration", "2", "--warmup", "0.5"],
         "tls": ["--rounds", "3", "--duration", "2", "--warmup", "0.5"],
     }
@@ -622,6 +622,8 @@ def parse_args():
     parser.add_argument("--out", help="results directory (default bench/results/<date>/suite[-quick])")
     parser.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
     parser.add_argument("--no-build", action="store_true")
+    parser.add_argument("--copies-size", type=int, metavar="BYTES",
+                        help="copies: the tensor size counted (4 MiB by default; a multiple of 4)")
     parser.add_argument("--keep-profiles", metavar="DIR",
                         help="instructions: keep each path's callgrind dumps in DIR (for callgrind_annotate)")
     parser.add_argument("--compare", metavar="SUMMARY_JSON",
