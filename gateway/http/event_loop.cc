@@ -141,8 +141,8 @@ void LoopTimer::arm(std::chrono::milliseconds after) {
 
 namespace {
 
-// The coarse clock is steady_clock's (CLOCK_MONOTONIC) as of the kernel's last tick: behind
-// it by less than its resolution.
+// The coarse clock is steady_clock's (CLOCK_MONOTONIC) as of the kernel's last timekeeping
+// update: behind it by about its resolution, more when a tick comes late.
 std::chrono::steady_clock::time_point coarseNow() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
@@ -164,7 +164,7 @@ std::chrono::nanoseconds coarseTick() {
 }  // namespace
 
 void LoopTimer::armLoosely(std::chrono::milliseconds after) {
-  // Pushed on by one tick, so that the precise time when it fires is past the one asked.
+  // Pushed on by one tick: the coarse clock's usual lag.
   const Clock::time_point now = coarseNow();
   armAt(now, now + std::max(after, std::chrono::milliseconds(0)) +
                  std::chrono::duration_cast<Clock::duration>(coarseTick()));

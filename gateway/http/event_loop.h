@@ -93,10 +93,12 @@ class LoopTimer {
   LoopTimer& operator=(const LoopTimer&) = delete;
 
   void arm(std::chrono::milliseconds after);
-  // The same for a timeout that may run a little late: up to the coarse clock's tick (4 ms
-  // where the kernel ticks at 250 Hz), never early. It reads CLOCK_MONOTONIC_COARSE, a word
-  // the kernel updates each tick, instead of the precise clock (a connection re-arms its
-  // timeout on every request).
+  // The same for a timeout of seconds that may run a few milliseconds off: it reads
+  // CLOCK_MONOTONIC_COARSE, a word the kernel updates each tick (4 ms at 250 Hz), instead
+  // of the precise clock, and a connection re-arms its timeout on every request. The
+  // coarse clock lags by up to a tick, and by more when ticks come late (13 ms seen on a
+  // busy VM): the deadline is pushed on by one tick, so it is about on time, late by up to
+  // a tick or early by what a late tick adds.
   void armLoosely(std::chrono::milliseconds after);
   void disarm() { armed_ = false; }
 
