@@ -41,6 +41,7 @@ import suite  # noqa: E402
 
 MIB = 1 << 20
 PATHS = (("http_bin_to_grpc", "ig_grpc"), ("http_passthrough", "ig_http"))
+PROXIES = ["nginx"] + [v for _, ig in PATHS for v in (ig, ig + "_stream")]
 
 
 def parse_args():
@@ -100,14 +101,16 @@ def main():
     bench.requests = suite.Requests(scratch, forwarding_report.load_pb(scratch))
     for size in sizes:
         bench.requests.write(("bin",), size)
-    rows = {}  # (size, arm) -> [(p50 us, req/s, CPU us/req)] per round; floors: (size, "floor")
-    arms = ["direct", "nginx"] + [v for _, ig in PATHS for v in (ig, ig + "_stream")]
+    rows = {}  # (size, arm) -> [(p50 us, req/s, CPU us/req)] per round
+    floors = {}  # size -> [floor us] per round (c=1 only: the latency table's)
+    arms = ["direct"] + PROXIES
     try:
         bench.start()
         start_streaming_gateways(bench)
         for rnd in range(args.rounds):
             for size in sizes:
-                rows.setdefault((size, "floor"), []).append(floor_us(bench, size))
+                if args.concurrency == 1:
+                    floors.setdefault(size, []).append(floor_us(bench, size))
                 order = arms[rnd % len(arms):] + arms[:rnd % len(arms)]  # turn by one each round
                 for via in order:
                     rows.setdefault((size, via), []).append(run(bench, via, size, args))
@@ -117,7 +120,7 @@ def main():
 
     if args.concurrency > 1:
         return report_load(rows, sizes, args)
-    rows = {k: [v[0] if isinstance(v, tuple) else v for v in vs] for k, vs in rows.items()}
+    rows = {k: [run_[0] for run_ in runs] for k, runs in rows.items()}  # the p50s
 
     def ms(us):
         return f"{us / 1000:.2f}"
@@ -128,7 +131,7 @@ def main():
     print("|---|---|---|---:|---:|---:|---|")
     for size in sizes:
         direct = rows[(size, "direct")]
-        floor = rows[(size, "floor")]
+        floor = floors[size]
 
         def added(via):
             return [a - d for a, d in zip(rows[(size, via)], direct)]
@@ -156,7 +159,7 @@ def report_load(rows, sizes, args):
     print("|---|---|---:|---:|---|---|")
     for size in sizes:
         nginx = rows[(size, "nginx")]
-        for via in ["nginx"] + [v for _, ig in PATHS for v in (ig, ig + "_stream")]:
+        for via in PROXIES:
             runs = rows[(size, via)]
             rps = ", ".join(f"{r[1] / n[1]:.2f}" for r, n in zip(runs, nginx)) if via != "nginx" else ""
             cpu = ", ".join(f"{r[2] / n[2]:.2f}" for r, n in zip(runs, nginx) if n[2]) if via != "nginx" else ""

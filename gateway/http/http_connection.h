@@ -23,8 +23,8 @@
 // reused by the next request once no Buffer refers to it. A request the headers gate asks
 // for early (HttpRequest::early_dispatch_bytes) goes to the handler while its body is still
 // arriving, and its BodyArrival is told every 256 KiB, of the end, or of the failure (the
-// client went away, the body timed out: the refusal is then a response of its own when
-// the handler answered already).
+// client went away, the body timed out: a request the handler answered already gets no
+// second answer, and the connection closes after the first).
 //
 // Threading: everything here runs on the connection's loop. HttpExchange::respond() must
 // be called on that loop (post to HttpExchange::loop() from other threads).
