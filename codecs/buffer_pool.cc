@@ -31,17 +31,30 @@ size_t BufferPool::classOf(size_t size) {
 MutableBuffer BufferPool::allocate(size_t size) {
   if (size < kMinBytes) return MutableBuffer::allocate(size);
   const size_t block_size = classOf(size);
-  uint8_t* block = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = free_.find(block_size);
-    if (it != free_.end() && !it->second.empty()) {
-      block = it->second.back();
-      it->second.pop_back();
-      cached_bytes_ -= block_size;
-    }
-  }
+  uint8_t* block = popFree(block_size);
   if (block == nullptr) block = new uint8_t[block_size];  // no zero fill
+  return own(block, block_size, size);
+}
+
+MutableBuffer BufferPool::takeFree(size_t size) {
+  if (size < kMinBytes) return MutableBuffer();
+  const size_t block_size = classOf(size);
+  uint8_t* block = popFree(block_size);
+  if (block == nullptr) return MutableBuffer();
+  return own(block, block_size, size);
+}
+
+uint8_t* BufferPool::popFree(size_t block_size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = free_.find(block_size);
+  if (it == free_.end() || it->second.empty()) return nullptr;
+  uint8_t* block = it->second.back();
+  it->second.pop_back();
+  cached_bytes_ -= block_size;
+  return block;
+}
+
+MutableBuffer BufferPool::own(uint8_t* block, size_t block_size, size_t size) {
   std::weak_ptr<BufferPool> pool = weak_from_this();
   std::shared_ptr<uint8_t[]> storage(block, [pool, block_size](uint8_t* b) {
     if (std::shared_ptr<BufferPool> p = pool.lock()) return p->release(b, block_size);

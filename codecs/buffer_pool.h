@@ -8,6 +8,9 @@
 //
 //   allocate(size)  a MutableBuffer of `size` bytes in a block of the size's class, reused
 //                   when one is free; blocks below kMinBytes are plain allocations.
+//   takeFree(size)  the same, only when a free block of the class is there: memory the
+//                   process already holds, never a new allocation (an empty MutableBuffer
+//                   otherwise). For reserving ahead of bytes an untrusted peer announced.
 //   The block goes back to the pool when the last owner of the bytes drops it (the frozen
 //   Buffer and every slice of it), on whatever thread that is; the pool keeps at most
 //   max_cached_bytes of free blocks and frees the rest.
@@ -39,6 +42,7 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   static BufferPool& shared();
 
   MutableBuffer allocate(size_t size);
+  MutableBuffer takeFree(size_t size);
 
   size_t cachedBytes() const;
   size_t cachedBlocks() const;
@@ -48,6 +52,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
  private:
   explicit BufferPool(size_t max_cached_bytes) : max_cached_bytes_(max_cached_bytes) {}
   void release(uint8_t* block, size_t block_size);
+  uint8_t* popFree(size_t block_size);
+  MutableBuffer own(uint8_t* block, size_t block_size, size_t size);
 
   const size_t max_cached_bytes_;
   mutable std::mutex mu_;

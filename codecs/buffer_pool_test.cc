@@ -46,6 +46,26 @@ TEST(BufferPool, AFreedBlockIsReusedForTheSameClass) {
   EXPECT_NE(other.data(), first);
 }
 
+TEST(BufferPool, TakeFreeOnlyHandsOutBlocksAlreadyHeld) {
+  auto pool = BufferPool::create(256 * kMiB);
+  EXPECT_EQ(pool->takeFree(72 * kMiB).size(), 0u) << "nothing free: nothing allocated";
+  EXPECT_EQ(pool->takeFree(100).size(), 0u) << "below kMinBytes: never pooled";
+  const uint8_t* block;
+  {
+    MutableBuffer m = pool->allocate(64 * kMiB + 100);  // class 72 MiB
+    block = m.data();
+  }
+  ASSERT_EQ(pool->cachedBytes(), 72 * kMiB);
+  EXPECT_EQ(pool->takeFree(64 * kMiB).size(), 0u) << "the 64 MiB class has no free block";
+  MutableBuffer taken = pool->takeFree(70 * kMiB);  // the same class
+  EXPECT_EQ(taken.data(), block);
+  EXPECT_EQ(taken.size(), 70 * kMiB);
+  EXPECT_EQ(pool->cachedBlocks(), 0u);
+  EXPECT_EQ(pool->takeFree(70 * kMiB).size(), 0u) << "the one free block is taken";
+  taken = MutableBuffer();
+  EXPECT_EQ(pool->cachedBytes(), 72 * kMiB) << "a taken block comes back like an allocated one";
+}
+
 TEST(BufferPool, SmallSizesAreNotPooled) {
   auto pool = BufferPool::create(256 * kMiB);
   { MutableBuffer m = pool->allocate(1000); }

@@ -393,7 +393,12 @@ void receiveData(Stream& s, const uint8_t* data, size_t size) {
         nghttp2_session_set_local_window_size(s.connection->session, NGHTTP2_FLAG_NONE, s.id, kRaisedStreamWindow);
       }
       s.parts = codecs::BufferChain();
-      s.chunk = codecs::BufferPool::shared().allocate(std::min(s.message_size, kMaxReservedMessageBytes));
+      // Past kMaxReservedMessageBytes the message is reserved whole only in a block the
+      // pool already holds (the last large message's, usually): one block, nothing to join
+      // before it is decoded, and no new memory taken on an announcement alone.
+      codecs::BufferPool& pool = codecs::BufferPool::shared();
+      s.chunk = s.message_size > kMaxReservedMessageBytes ? pool.takeFree(s.message_size) : codecs::MutableBuffer();
+      if (s.chunk.size() == 0) s.chunk = pool.allocate(std::min(s.message_size, kMaxReservedMessageBytes));
       s.chunk_have = 0;
       s.message_have = 0;
     }

@@ -93,7 +93,8 @@ struct Stream {
   size_t head_have = 0;
   // Reassembled in chunks of at most kMaxReservedMessageBytes, each taken (from
   // codecs::BufferPool: already mapped) as the bytes arrive: an announced size reserves no
-  // more than that ahead of them.
+  // more than that ahead of them. A larger message goes into one block when the pool has
+  // a free one of its class (memory already held, so the announcement costs nothing).
   codecs::BufferChain parts;
   codecs::MutableBuffer chunk;
   size_t chunk_have = 0;

@@ -13,7 +13,9 @@
 #include <thread>
 #include <tuple>
 
+#include "codecs/buffer_pool.h"
 #include "gateway/frontends/grpc_frontend_test_fixture.h"
+#include "gateway/frontends/grpc_native_server_internal.h"
 
 namespace infergate::gateway::frontends {
 namespace {
@@ -316,6 +318,52 @@ TEST_P(NativeServerTest, ManyCallsOnOneConnectionInterleave) {
       EXPECT_EQ(valuesOf<int32_t>(*outputBytes(responses[i], "OUTPUT0"))[0], 20 + i);
     }
   }
+}
+
+// A free block of `size`'s class from the shared pool, waiting up to 5 s for one to come
+// back (a call's blocks are released on the server's loop, after its answer may have gone).
+codecs::MutableBuffer freeBlockWithin5s(size_t size) {
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  for (;;) {
+    codecs::MutableBuffer block = codecs::BufferPool::shared().takeFree(size);
+    if (block.size() != 0 || std::chrono::steady_clock::now() > until) return block;
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+// A message past the 64 MiB reserved ahead of its bytes: the first is reassembled in two
+// blocks and joined; the next finds the join's block free in the pool and lands in it
+// whole, needing no block of the first chunk's size. Both answers carry the tensor back
+// intact.
+TEST_P(NativeServerTest, AMessagePastTheReservationArrivesInTwoBlocksThenInOneFromThePool) {
+  using grpc_detail::native_server::kMaxReservedMessageBytes;
+  constexpr int64_t kElements = (int64_t{64} << 20) / 4 + 1024;  // 64 MiB + 4 KiB of FP32
+  std::vector<float> values(kElements);
+  for (int64_t i = 0; i < kElements; ++i) values[i] = static_cast<float>(i % 65521) - 7.25f;
+  const ModelInferRequest request = identityRequest(values);
+  const size_t message_size = request.ByteSizeLong();
+  ASSERT_GT(message_size, kMaxReservedMessageBytes);
+  ASSERT_NE(codecs::BufferPool::classOf(message_size), codecs::BufferPool::classOf(kMaxReservedMessageBytes));
+
+  ModelInferResponse response;
+  ::grpc::Status s = infer(request, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(response.raw_output_contents_size(), 1);
+  EXPECT_TRUE(response.raw_output_contents(0) == request.raw_input_contents(0));
+
+  // The first call's first chunk, held so that a second call needing one would take a new
+  // block (and give it back to the pool after); its joined block, put back.
+  codecs::MutableBuffer first_chunk = freeBlockWithin5s(kMaxReservedMessageBytes);
+  ASSERT_EQ(first_chunk.size(), kMaxReservedMessageBytes);
+  ASSERT_EQ(freeBlockWithin5s(message_size).size(), message_size);
+
+  response.Clear();
+  s = infer(request, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(response.raw_output_contents_size(), 1);
+  EXPECT_TRUE(response.raw_output_contents(0) == request.raw_input_contents(0));
+  EXPECT_EQ(codecs::BufferPool::shared().takeFree(kMaxReservedMessageBytes).size(), 0u)
+      << "the second call took a chunk of 64 MiB: it did not land whole in the free block";
 }
 
 TEST_P(NativeServerTest, AStreamFloodingRequestsIsHeldBackByItsWindow) {
