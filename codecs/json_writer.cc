@@ -40,6 +40,22 @@ struct EscapeTable {
 };
 constexpr EscapeTable kEscapes;
 
+// The digit buffer: up to 17 digits, then '0's (below), padded so that copyDigits may read
+// whole 8-byte words from any of the layouts' starting points (digits + kk, kk <= 21).
+constexpr int kDigitsBytes = 48;
+
+// `n` (at most 24) digits to `p`, in whole 8-byte words: up to 7 bytes past p + n are
+// overwritten (writeJsonDouble's callers leave kMaxJsonNumberChars of room; the layouts
+// below stay inside it). Fixed-size copies compile to plain moves; a memcpy of a length
+// known only at run time, or a byte loop the compiler turns into one, is a call into libc
+// for a few bytes, once per number of a tensor written as JSON.
+char* copyDigits(char* p, const char* digits, int n) {
+  std::memcpy(p, digits, 8);
+  if (n > 8) std::memcpy(p + 8, digits + 8, 8);
+  if (n > 16) std::memcpy(p + 16, digits + 16, 8);
+  return p + n;
+}
+
 char* writeExponent(char* p, int k) {
   if (k < 0) {
     *p++ = '-';
@@ -186,7 +202,8 @@ char* writeJsonDouble(char* p, double value) {
   }
   // Shortest round-trip digits and the decimal exponent of the first one, re-laid out
   // below as rapidjson's Prettify.
-  char digits[20];
+  char digits[kDigitsBytes];
+  std::memset(digits, '0', sizeof(digits));  // past the digits: the zeros of 1234e7
   int length = 0;
   int exp10 = 0;
   if (!exactShortDecimal(value, digits, length, exp10)) {
@@ -201,27 +218,23 @@ char* writeJsonDouble(char* p, double value) {
   // value = 0.digits * 10^kk, i.e. digits * 10^k with k = kk - length.
   const int kk = exp10 + 1;
   const int k = kk - length;
+  // Where each layout writes, at most (p already past a '-'): 1 + 24; 1 + 16, 2 + kk + 8 *
+  // ceil((length - kk) / 8) <= 26; 8 + 24 = 32 (kMaxJsonNumberChars); 3 + 16 + 5.
   if (k >= 0 && kk <= 21) {  // 1234e7 -> 12340000000.0
-    std::memcpy(p, digits, length);
-    p += length;
-    for (int i = length; i < kk; ++i) *p++ = '0';
+    p = copyDigits(p, digits, kk);  // the digits, then '0's up to kk
     *p++ = '.';
     *p++ = '0';
     return p;
   }
   if (kk > 0 && kk <= 21) {  // 1234e-2 -> 12.34
-    std::memcpy(p, digits, kk);
-    p += kk;
+    p = copyDigits(p, digits, kk);
     *p++ = '.';
-    std::memcpy(p, digits + kk, length - kk);
-    return p + (length - kk);
+    return copyDigits(p, digits + kk, length - kk);
   }
   if (kk > -6 && kk <= 0) {  // 1234e-6 -> 0.001234
-    *p++ = '0';
-    *p++ = '.';
-    for (int i = kk; i < 0; ++i) *p++ = '0';
-    std::memcpy(p, digits, length);
-    return p + length;
+    std::memcpy(p, "0.00000", 8);  // "0." and up to five '0's (the NUL is overwritten)
+    p += 2 - kk;
+    return copyDigits(p, digits, length);
   }
   if (length == 1) {  // 1e30
     *p++ = digits[0];
@@ -230,8 +243,7 @@ char* writeJsonDouble(char* p, double value) {
   }
   *p++ = digits[0];  // 1234e30 -> 1.234e33
   *p++ = '.';
-  std::memcpy(p, digits + 1, length - 1);
-  p += length - 1;
+  p = copyDigits(p, digits + 1, length - 1);
   *p++ = 'e';
   return writeExponent(p, kk - 1);
 }

@@ -22,7 +22,8 @@ void appendJsonInt(std::string& out, int64_t value);
 void appendJsonUint(std::string& out, uint64_t value);
 void appendJsonDouble(std::string& out, double value);
 
-// Writes at most 32 chars of `value` (rapidjson layout) to `p`; returns the end.
+// Writes `value` (rapidjson layout) to `p`, which has room for kMaxJsonNumberChars bytes;
+// returns the end. Bytes between the end and p + kMaxJsonNumberChars may be overwritten.
 char* writeJsonDouble(char* p, double value);
 // Worst-case characters one writeJsonDouble / integer may write.
 inline constexpr size_t kMaxJsonNumberChars = 32;

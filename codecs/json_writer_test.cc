@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,32 @@ TEST(JsonWriter, WritesDoublesInRapidjsonLayout) {
   EXPECT_EQ(dbl(1.234e30), "1.234e30");
   EXPECT_EQ(dbl(1e300), "1e300");
   EXPECT_EQ(dbl(static_cast<double>(0.1f)), "0.10000000149011612");
+}
+
+// writeJsonDouble copies digits in whole words and may overwrite past the end it returns,
+// never past kMaxJsonNumberChars: each layout at its longest, negative, into a heap block
+// of exactly that size (AddressSanitizer reports a byte more), with the same text as
+// appendJsonDouble gives.
+TEST(JsonWriter, EveryLayoutAtItsLongestStaysInsideItsRoom) {
+  const struct {
+    double value;
+    std::string_view text;
+  } cases[] = {
+      {-123456789012345678e3, "-123456789012345680000.0"},  // digits then zeros, kk = 21
+      {-1.2345678901234567, "-1.2345678901234567"},          // 17 digits, point after one
+      {-1234567890123456.7, "-1234567890123456.8"},          // point after 16
+      {-1.2345678901234567e-6, "-0.0000012345678901234567"},  // five zeros, 17 digits
+      {-1.2345678901234568e-300, "-1.2345678901234568e-300"},
+      {-1e-300, "-1e-300"},
+      {-5e-324, "-5e-324"},
+  };
+  for (const auto& c : cases) {
+    auto room = std::make_unique<char[]>(kMaxJsonNumberChars);
+    const char* end = writeJsonDouble(room.get(), c.value);
+    EXPECT_EQ(std::string_view(room.get(), static_cast<size_t>(end - room.get())), c.text);
+    EXPECT_EQ(dbl(c.value), c.text);
+    EXPECT_EQ(std::strtod(std::string(c.text).c_str(), nullptr), c.value) << c.text;
+  }
 }
 
 TEST(JsonWriter, WritesNonFiniteAsTritonLiterals) {
