@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace infergate::codecs {
@@ -87,6 +88,21 @@ class BufferChain {
  public:
   BufferChain() = default;
   explicit BufferChain(Buffer buffer) { append(std::move(buffer)); }
+  BufferChain(const BufferChain&) = default;
+  BufferChain& operator=(const BufferChain&) = default;
+  // A chain moved from is empty.
+  BufferChain(BufferChain&& other) noexcept
+      : segments_(std::move(other.segments_)), size_(std::exchange(other.size_, 0)) {
+    other.segments_.clear();
+  }
+  BufferChain& operator=(BufferChain&& other) noexcept {
+    if (this != &other) {
+      segments_ = std::move(other.segments_);
+      size_ = std::exchange(other.size_, 0);
+      other.segments_.clear();
+    }
+    return *this;
+  }
 
   void append(Buffer buffer) {
     if (buffer.empty()) return;

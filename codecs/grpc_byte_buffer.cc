@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "codecs/buffer_pool.h"
@@ -44,6 +45,63 @@ grpc::ByteBuffer toByteBuffer(const BufferChain& chain, std::span<const uint8_t>
 
 grpc::ByteBuffer toByteBuffer(const google::protobuf::MessageLite& message) {
   return toByteBuffer(BufferChain(Buffer::fromString(message.SerializeAsString())));
+}
+
+MovableByteBuffer::MovableByteBuffer(const MovableByteBuffer& other) { *this = other; }
+
+MovableByteBuffer& MovableByteBuffer::operator=(const MovableByteBuffer& other) {
+  if (this == &other) return *this;
+  // A chain is copied as a chain (its Buffers shared); grpc's slices are made again only
+  // if the copy is asked for them.
+  if (other.has_chain_) {
+    buffer_.Clear();
+  } else {
+    buffer_ = other.buffer_;
+  }
+  made_ = false;
+  chain_ = other.chain_;
+  unread_ = other.unread_;
+  has_chain_ = other.has_chain_;
+  return *this;
+}
+
+const grpc::ByteBuffer& MovableByteBuffer::grpc() const {
+  if (has_chain_ && !made_) {
+    grpc::ByteBuffer made = toByteBuffer(chain_, unread_);
+    buffer_.Swap(&made);  // grpc++ 1.51's ByteBuffer has no move assignment: it would copy
+    made_ = true;
+  }
+  return buffer_;
+}
+
+grpc::ByteBuffer& MovableByteBuffer::get() {
+  grpc();
+  chain_ = BufferChain();
+  unread_ = {};
+  has_chain_ = made_ = false;
+  return buffer_;
+}
+
+BufferChain MovableByteBuffer::toChain() const {
+  if (has_chain_) return chain_;
+  BufferChain chain;
+  std::vector<grpc::Slice> slices;
+  if (!buffer_.Valid() || !buffer_.Dump(&slices).ok()) return chain;
+  for (grpc::Slice& slice : slices) {
+    if (slice.size() == 0) continue;
+    auto owner = std::make_shared<grpc::Slice>(std::move(slice));
+    chain.append(Buffer(owner, owner->begin(), owner->size()));
+  }
+  return chain;
+}
+
+StatusOr<Buffer> fromByteBuffer(const MovableByteBuffer& message) {
+  const BufferChain* chain = message.chain();
+  if (chain == nullptr) return fromByteBuffer(message.grpc());
+  if (chain->segments().size() <= 1) return chain->empty() ? Buffer() : chain->segments().front();
+  MutableBuffer out = BufferPool::shared().allocate(chain->size());  // as below: reused from 1 MiB on
+  chain->copyTo(out.data());
+  return std::move(out).freeze();
 }
 
 StatusOr<Buffer> fromByteBuffer(const grpc::ByteBuffer& buffer) {

@@ -24,6 +24,8 @@
 #include <grpcpp/support/byte_buffer.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <span>
 
 #include "codecs/buffer.h"
 #include "codecs/status.h"
@@ -32,36 +34,72 @@ namespace infergate::codecs {
 
 inline constexpr size_t kInlineCopyBytes = 16;
 
-// A grpc::ByteBuffer that moves. grpc++ 1.51's ByteBuffer has a copy constructor and no
-// move constructor, so std::move of one copies it (grpc_byte_buffer_copy: an allocation
-// and a reference on every slice) and every copy's destruction enters grpc core (an
-// ExecCtx). Messages handed along by value (a call's request, its answer through the
-// callbacks) travel as this; it reads as a `const grpc::ByteBuffer&` wherever grpc wants
-// one. A copy is explicit.
+// One gRPC message, handed along by value: a call's request, its answer through the
+// callbacks. It holds either
+//   - a grpc::ByteBuffer (what grpc++ gave or takes), or
+//   - a BufferChain (what the codecs and the native HTTP/2 engines make and read: those
+//     never need grpc's slices, and making them costs allocations and reference counts
+//     on every segment).
+// It reads as a `const grpc::ByteBuffer&` wherever grpc wants one: a chain is turned into
+// one then, once (toByteBuffer below), and kept. chain() and toChain() read it as Buffers.
+// Not thread-safe, as a value is not: one thread at a time.
+//
+// It moves where grpc++ 1.51's ByteBuffer only copies (its copy constructor is all it
+// has, so std::move of one copies it: grpc_byte_buffer_copy, an allocation and a reference
+// on every slice, and every copy's destruction enters grpc core, an ExecCtx). A copy is
+// explicit.
 class MovableByteBuffer {
  public:
   MovableByteBuffer() = default;
   MovableByteBuffer(grpc::ByteBuffer&& other) noexcept { buffer_.Swap(&other); }  // NOLINT: implicit
   explicit MovableByteBuffer(const grpc::ByteBuffer& other) : buffer_(other) {}
-  MovableByteBuffer(MovableByteBuffer&& other) noexcept { buffer_.Swap(&other.buffer_); }
-  MovableByteBuffer(const MovableByteBuffer& other) = default;  // std::function wants copyable
+  // The chain as the message. Segments lying in `unread` are memory whose bytes may not
+  // be there yet (a request body still arriving): a grpc::ByteBuffer made of it references
+  // them, never copies them.
+  explicit MovableByteBuffer(BufferChain chain, std::span<const uint8_t> unread = {})
+      : chain_(std::move(chain)), unread_(unread), has_chain_(true) {}
+  // Moves are on every hand-over of a call's message (a score of them per call): inline,
+  // and into grpc only to free a grpc::ByteBuffer this one held.
+  MovableByteBuffer(MovableByteBuffer&& other) noexcept
+      : chain_(std::move(other.chain_)), unread_(other.unread_), made_(other.made_), has_chain_(other.has_chain_) {
+    buffer_.Swap(&other.buffer_);
+    other.made_ = other.has_chain_ = false;
+  }
+  MovableByteBuffer(const MovableByteBuffer& other);  // std::function wants copyable
   MovableByteBuffer& operator=(MovableByteBuffer&& other) noexcept {
     if (this != &other) {
       buffer_.Clear();
       buffer_.Swap(&other.buffer_);
+      chain_ = std::move(other.chain_);
+      unread_ = other.unread_;
+      made_ = other.made_;
+      has_chain_ = other.has_chain_;
+      other.made_ = other.has_chain_ = false;
     }
     return *this;
   }
-  MovableByteBuffer& operator=(const MovableByteBuffer& other) = default;
+  MovableByteBuffer& operator=(const MovableByteBuffer& other);
   ~MovableByteBuffer() = default;
 
-  operator const grpc::ByteBuffer&() const { return buffer_; }  // NOLINT: implicit
-  grpc::ByteBuffer& get() { return buffer_; }
-  bool valid() const { return buffer_.Valid(); }
-  size_t length() const { return buffer_.Length(); }
+  operator const grpc::ByteBuffer&() const { return grpc(); }  // NOLINT: implicit
+  const grpc::ByteBuffer& grpc() const;
+  // The grpc::ByteBuffer to change or take: a chain is turned into one and let go.
+  grpc::ByteBuffer& get();
+
+  bool valid() const { return has_chain_ || buffer_.Valid(); }
+  size_t length() const { return has_chain_ ? chain_.size() : buffer_.Length(); }
+  // The message's Buffers when it is held as a chain; null when it is a grpc::ByteBuffer.
+  const BufferChain* chain() const { return has_chain_ ? &chain_ : nullptr; }
+  // The message's bytes as Buffers either way: a grpc::ByteBuffer's slices referenced
+  // (each kept alive by its Buffer), never copied. Empty for an invalid one.
+  BufferChain toChain() const;
 
  private:
-  grpc::ByteBuffer buffer_;
+  mutable grpc::ByteBuffer buffer_;  // with has_chain_: made from chain_ when first asked
+  BufferChain chain_;
+  std::span<const uint8_t> unread_;
+  mutable bool made_ = false;        // buffer_ holds chain_'s slices
+  bool has_chain_ = false;
 };
 
 grpc::ByteBuffer toByteBuffer(const BufferChain& chain);
@@ -73,5 +111,8 @@ grpc::ByteBuffer toByteBuffer(const BufferChain& chain, std::span<const uint8_t>
 grpc::ByteBuffer toByteBuffer(const google::protobuf::MessageLite& message);
 
 StatusOr<Buffer> fromByteBuffer(const grpc::ByteBuffer& buffer);
+// The same for a message held either way: a chain of one segment is that segment, one of
+// several is joined as above; never grpc slices made to be read.
+StatusOr<Buffer> fromByteBuffer(const MovableByteBuffer& message);
 
 }  // namespace infergate::codecs

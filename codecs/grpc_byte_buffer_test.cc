@@ -65,6 +65,70 @@ TEST(MovableByteBuffer, ACopyIsASecondReferenceToTheSameSlices) {
   EXPECT_EQ(slices[0].begin(), tensor.data());
 }
 
+// A message held as a chain: read as Buffers without grpc's slices, moved and copied as a
+// chain, and turned into a grpc::ByteBuffer only when asked, once, referencing the same
+// bytes.
+TEST(MovableByteBuffer, AChainIsReadAsItIsAndMadeIntoSlicesOnlyWhenAsked) {
+  auto destroyed = std::make_shared<std::atomic<bool>>(false);
+  Buffer glue = Buffer::fromString("\x3a\x80\x20");
+  BufferChain chain(glue);
+  chain.append(trackedBuffer(std::string(4096, 'x'), destroyed));
+  const uint8_t* tensor = chain.segments()[1].data();
+  MovableByteBuffer message(std::move(chain));
+  EXPECT_TRUE(chain.empty());  // NOLINT(bugprone-use-after-move): a moved chain is empty
+  ASSERT_TRUE(message.valid());
+  ASSERT_NE(message.chain(), nullptr);
+  EXPECT_EQ(message.length(), 4099u);
+  EXPECT_EQ(message.toChain().segments()[1].data(), tensor);
+
+  MovableByteBuffer copy(message);  // a chain copied as a chain
+  ASSERT_NE(copy.chain(), nullptr);
+  EXPECT_EQ(copy.chain()->segments()[1].data(), tensor);
+
+  MovableByteBuffer moved = std::move(message);
+  EXPECT_FALSE(message.valid());  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(message.chain(), nullptr);  // NOLINT(bugprone-use-after-move)
+  const grpc::ByteBuffer& as_grpc = moved;  // made here, and kept
+  EXPECT_EQ(&as_grpc, &moved.grpc());
+  std::vector<grpc::Slice> slices = slicesOf(as_grpc);
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(slices[1].begin(), tensor);
+  EXPECT_EQ(contentsOf(as_grpc), "\x3a\x80\x20" + std::string(4096, 'x'));
+  ASSERT_NE(moved.chain(), nullptr) << "asking for the grpc form keeps the chain";
+
+  grpc::ByteBuffer taken;
+  taken.Swap(&moved.get());  // get() hands the grpc form over and lets the chain go
+  EXPECT_EQ(moved.chain(), nullptr);
+  EXPECT_EQ(contentsOf(taken), "\x3a\x80\x20" + std::string(4096, 'x'));
+  EXPECT_FALSE(destroyed->load()) << "the copy, the slices still hold the tensor";
+  copy = MovableByteBuffer();
+  slices.clear();
+  taken.Clear();
+  EXPECT_TRUE(destroyed->load()) << "the last holder gone: the bytes are freed";
+}
+
+TEST(MovableByteBuffer, FromByteBufferReadsAChainWithoutSlices) {
+  Buffer tensor = Buffer::fromString(std::string(2048, 'y'));
+  auto one = fromByteBuffer(MovableByteBuffer(BufferChain(tensor)));
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->data(), tensor.data()) << "one segment: that segment, not a copy";
+  BufferChain two(Buffer::fromString("ab"));
+  two.append(tensor);
+  auto joined = fromByteBuffer(MovableByteBuffer(std::move(two)));
+  ASSERT_TRUE(joined.ok());
+  EXPECT_EQ(joined->view(), "ab" + std::string(2048, 'y'));
+  auto empty = fromByteBuffer(MovableByteBuffer(BufferChain()));
+  ASSERT_TRUE(empty.ok()) << "an empty message is a message";
+  EXPECT_EQ(empty->size(), 0u);
+  // A grpc::ByteBuffer's slices read as Buffers referencing them.
+  MovableByteBuffer held = toByteBuffer(BufferChain(tensor));
+  ASSERT_EQ(held.chain(), nullptr);
+  BufferChain read = held.toChain();
+  ASSERT_EQ(read.segments().size(), 1u);
+  EXPECT_EQ(read.segments()[0].data(), tensor.data());
+  EXPECT_TRUE(MovableByteBuffer().toChain().empty());
+}
+
 TEST(GrpcByteBuffer, SlicesReferenceLargeSegments) {
   Buffer tensor = Buffer::fromString(std::string(4096, 't'));
   BufferChain chain(Buffer::fromString("\x3a\x80\x20"));

@@ -70,12 +70,12 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
       INFERGATE_ASSIGN_OR_RETURN(codecs::BufferChain message, codecs::ProtobufRequestEncoder().encode(*r));
       noteBuilt(stats.get(), *self->request_, started);
       // Bytes of a body still arriving are referenced, never copied (even the few of a
-      // small tensor): they are read when sent.
+      // small tensor), should grpc's slices be made of them: they are read when sent.
       const http::BodyArrival* arrival = self->options_.arrival.get();
       if (arrival != nullptr && !arrival->complete()) {
-        return codecs::toByteBuffer(message, {arrival->data(), static_cast<size_t>(arrival->size())});
+        return codecs::MovableByteBuffer(std::move(message), {arrival->data(), static_cast<size_t>(arrival->size())});
       }
-      return codecs::toByteBuffer(message);
+      return codecs::MovableByteBuffer(std::move(message));
     };
     uint64_t attempt;
     {
@@ -95,7 +95,7 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
 
   // grpc thread (or the loop's, by its own client). The fleet call holds `build`, which holds this: dropped here, or neither
   // would ever be freed.
-  void onGrpc(codecs::Status status, const grpc::ByteBuffer& answer, const upstream::PickContext& pick,
+  void onGrpc(codecs::Status status, const codecs::MovableByteBuffer& answer, const upstream::PickContext& pick,
               uint64_t attempt) {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -4,6 +4,8 @@
 
 #include "gateway/frontends/grpc_infer_common.h"
 
+#include <absl/container/inlined_vector.h>
+
 #include <algorithm>
 #include <span>
 #include <string>
@@ -26,19 +28,19 @@ codecs::Status encodeFailure(codecs::Status status) {
   return codecs::internalError("cannot encode the response: ", codecs::messageOf(status));
 }
 
-codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ByteBuffer& message,
-                                        const CallContext& context,
-                                        const Caller& caller, bool* names_regions) {
-  std::vector<::grpc::Slice> slices;
-  if (!message.Dump(&slices).ok()) return codecs::internalError("cannot read the gRPC message");
-  std::vector<std::span<const uint8_t>> segments;
-  segments.reserve(slices.size());
-  for (const ::grpc::Slice& slice : slices) segments.emplace_back(slice.begin(), slice.size());
-  codecs::StatusOr<codecs::OwnedModelRef> ref = codecs::peekModelInferRequest(std::span(segments));
+namespace {
+
+// The route of a message held in `segments`; `whole()` gives it joined, for the one case
+// the segmented peek leaves to the contiguous one.
+template <typename Whole>
+codecs::StatusOr<Decision> routeSegments(const Shared& shared, std::span<const std::span<const uint8_t>> segments,
+                                         Whole&& whole, const CallContext& context, const Caller& caller,
+                                         bool* names_regions) {
+  codecs::StatusOr<codecs::OwnedModelRef> ref = codecs::peekModelInferRequest(segments);
   if (!ref.ok()) {
     // Proto2 groups are only read by the contiguous peek; this path is never hot.
-    INFERGATE_ASSIGN_OR_RETURN(codecs::Buffer whole, codecs::fromByteBuffer(message));
-    INFERGATE_ASSIGN_OR_RETURN(codecs::ModelRef contiguous, codecs::peekModelInferRequest(whole.span()));
+    INFERGATE_ASSIGN_OR_RETURN(codecs::Buffer joined, whole());
+    INFERGATE_ASSIGN_OR_RETURN(codecs::ModelRef contiguous, codecs::peekModelInferRequest(joined.span()));
     ref = codecs::OwnedModelRef{std::string(contiguous.model_name),
                                 std::string(contiguous.model_version), contiguous.sequence,
                                 contiguous.shared_memory};
@@ -50,6 +52,30 @@ codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ByteBuffer& 
   INFERGATE_RETURN_IF_ERROR(shared.options.security->rateLimit(caller, ref->model_name));
   if (ref->sequence.present()) d.pick.sequence = std::move(ref->sequence);
   return d;
+}
+
+}  // namespace
+
+codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ByteBuffer& message,
+                                        const CallContext& context,
+                                        const Caller& caller, bool* names_regions) {
+  std::vector<::grpc::Slice> slices;
+  if (!message.Dump(&slices).ok()) return codecs::internalError("cannot read the gRPC message");
+  absl::InlinedVector<std::span<const uint8_t>, 4> segments;
+  for (const ::grpc::Slice& slice : slices) segments.emplace_back(slice.begin(), slice.size());
+  return routeSegments(shared, std::span(segments.data(), segments.size()),
+                       [&] { return codecs::fromByteBuffer(message); }, context, caller, names_regions);
+}
+
+codecs::StatusOr<Decision> routeMessage(const Shared& shared, const codecs::MovableByteBuffer& message,
+                                        const CallContext& context,
+                                        const Caller& caller, bool* names_regions) {
+  const codecs::BufferChain* chain = message.chain();
+  if (chain == nullptr) return routeMessage(shared, message.grpc(), context, caller, names_regions);
+  absl::InlinedVector<std::span<const uint8_t>, 4> segments;
+  for (const codecs::Buffer& segment : chain->segments()) segments.emplace_back(segment.span());
+  return routeSegments(shared, std::span(segments.data(), segments.size()),
+                       [&] { return codecs::fromByteBuffer(message); }, context, caller, names_regions);
 }
 
 std::optional<std::chrono::system_clock::time_point> upstreamDeadline(

@@ -52,6 +52,10 @@ codecs::Status encodeFailure(codecs::Status status);
 codecs::StatusOr<Decision> routeMessage(const Shared& shared, const ::grpc::ByteBuffer& message,
                                         const CallContext& context,
                                         const Caller& caller, bool* names_regions);
+// The same for a message held either way (a chain's Buffers are peeked as they are).
+codecs::StatusOr<Decision> routeMessage(const Shared& shared, const codecs::MovableByteBuffer& message,
+                                        const CallContext& context,
+                                        const Caller& caller, bool* names_regions);
 
 // The deadline toward the upstream: the client's, shortened by the route's timeout;
 // nullopt when neither sets one.

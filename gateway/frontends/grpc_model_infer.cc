@@ -117,7 +117,7 @@ void ModelInferCall::passthrough(codecs::MovableByteBuffer message) {
     if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
     auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model, decision_.upstream_version);
     if (!rewritten.ok()) return finish(grpcStatusFor(rewritten.status()));
-    message = codecs::toByteBuffer(*rewritten);
+    message = codecs::MovableByteBuffer(std::move(*rewritten));
   }
   upstream::GrpcCallOptions options;
   options.deadline = upstreamDeadline(context_, decision_.timeout);
@@ -151,14 +151,14 @@ void ModelInferCall::onGrpcAnswer(codecs::Status status, codecs::MovableByteBuff
     if (!renamed.ok()) {
       return finish(grpcStatusFor(upstreamGarbage(decision_.upstream->name(), "response", renamed.status())));
     }
-    answer = codecs::toByteBuffer(*renamed);
+    answer = codecs::MovableByteBuffer(std::move(*renamed));
   }
   finish(::grpc::Status::OK, std::move(answer));
 }
 
 // Shadow traffic toward the route's mirror, in its protocol; the answer is dropped and
 // nothing of it touches this call (which may be gone by then).
-void ModelInferCall::mirror(const ByteBuffer& message) {
+void ModelInferCall::mirror(const codecs::MovableByteBuffer& message) {
   upstream::Upstream& target = *decision_.mirror;
   codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(message);
   if (!bytes.ok()) return;
@@ -167,7 +167,7 @@ void ModelInferCall::mirror(const ByteBuffer& message) {
     if (decision_.rewrites()) {
       auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model, decision_.upstream_version);
       if (!rewritten.ok()) return;
-      copy = codecs::toByteBuffer(*rewritten);
+      copy = codecs::MovableByteBuffer(std::move(*rewritten));
     }
     upstream::GrpcCallOptions options;
     options.deadline = upstreamDeadline(context_, decision_.timeout);
@@ -260,7 +260,7 @@ void ModelInferCall::onDecodedAnswer(codecs::StatusOr<codecs::InferResponse> res
   codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*response);
   info_.transcode += telemetry::Clock::now() - encode_start;
   if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
-  finish(::grpc::Status::OK, codecs::toByteBuffer(*chain));
+  finish(::grpc::Status::OK, codecs::MovableByteBuffer(std::move(*chain)));
 }
 
 // ---- builtin upstream ----
@@ -292,7 +292,7 @@ void ModelInferCall::onEmission(Emission emission) {
   codecs::StatusOr<codecs::BufferChain> chain = shared_->encoder.encode(*emission.response);
   info_.transcode += telemetry::Clock::now() - encode_start;
   if (!chain.ok()) return finish(grpcStatusFor(encodeFailure(chain.status())));
-  finish(::grpc::Status::OK, codecs::toByteBuffer(*chain));
+  finish(::grpc::Status::OK, codecs::MovableByteBuffer(std::move(*chain)));
 }
 
 // An upstream's (or the fleet's) error; an overload refusal also tells when to come back,

@@ -67,7 +67,7 @@ class ModelInferCall {
  private:
   void passthrough(codecs::MovableByteBuffer message);
   void onGrpcAnswer(codecs::Status status, codecs::MovableByteBuffer answer);
-  void mirror(const ::grpc::ByteBuffer& message);
+  void mirror(const codecs::MovableByteBuffer& message);
   void forwardDecodedMessage(const codecs::Buffer& bytes);
   void onDecodedAnswer(codecs::StatusOr<codecs::InferResponse> response);
   codecs::StatusOr<codecs::InferRequest> decodeBound(const codecs::Buffer& bytes);

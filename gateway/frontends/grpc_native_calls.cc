@@ -306,9 +306,9 @@ void onMessage(Stream& s, codecs::BufferChain message) {
       return replyStatus(s, ::grpc::Status(::grpc::StatusCode::INTERNAL, std::string(codecs::messageOf(bytes.status()))));
     }
     if (!bytes.ok()) return replyStatus(s, grpcStatusFor(bytes.status()));
-    buffer = codecs::toByteBuffer(codecs::BufferChain(std::move(*bytes)));
+    buffer = codecs::MovableByteBuffer(codecs::BufferChain(std::move(*bytes)));
   } else {
-    buffer = codecs::toByteBuffer(message);
+    buffer = codecs::MovableByteBuffer(std::move(message));  // grpc's slices made only for a relay
   }
   if (s.relay) return s.relay->write(std::move(buffer));
   if (s.messages > 1) {

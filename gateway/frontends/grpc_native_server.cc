@@ -613,7 +613,7 @@ void pump(Connection& c) {
   }
 }
 
-void queueMessage(Stream& s, const ::grpc::ByteBuffer& message) {
+void queueMessage(Stream& s, const codecs::MovableByteBuffer& message) {
   s.out.emplace_back(message);
   s.unpromised += s.out.back().size();
 }

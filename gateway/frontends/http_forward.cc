@@ -614,7 +614,7 @@ void HttpFrontend::mirror(const Exchange& exchange, const Route& route, const De
       options.deadline = deadlineOf(d.timeout);
       options.on_loop = target.grpcOnLoop(exchange->loop());
       upstream::fleetUnary(target.fleet(), codecs::strCat(kService, "ModelInfer"),
-                           codecs::toByteBuffer(*message), std::move(options), d.mirrorPick(),
+                           codecs::MovableByteBuffer(std::move(*message)), std::move(options), d.mirrorPick(),
                            [](codecs::Status, codecs::MovableByteBuffer) {});
       return;
     }

@@ -93,7 +93,7 @@ bool reservedHeader(std::string_view key) {
 
 std::shared_ptr<GrpcCallHandle> GrpcLoopClient::Engine::unary(const config::ListenAddress& endpoint,
                                               std::string_view method,
-                                              const grpc::ByteBuffer& request,
+                                              const codecs::MovableByteBuffer& request,
                                               const GrpcCallOptions& options, Done done) {
   auto call = std::make_shared<Call>();
   call->loop = &loop_;
@@ -294,8 +294,8 @@ Status GrpcLoopClient::Engine::outcome(Call& call, uint32_t error_code) const {
 
 codecs::MovableByteBuffer GrpcLoopClient::Engine::takeAnswer(Call& call) const {
   if (call.messages == 0) return {};
-  if (call.message_size == 0) return grpc::ByteBuffer(nullptr, 0);
-  return codecs::toByteBuffer(codecs::BufferChain(std::move(call.message).freeze(call.message_size)));
+  if (call.message_size == 0) return codecs::MovableByteBuffer(codecs::BufferChain());
+  return codecs::MovableByteBuffer(codecs::BufferChain(std::move(call.message).freeze(call.message_size)));
 }
 
 void GrpcLoopClient::Engine::receiveData(Call& call, const uint8_t* data, size_t size) {
@@ -432,9 +432,16 @@ bool GrpcLoopClient::serves(const config::ListenAddress& endpoint) {
 
 std::shared_ptr<GrpcCallHandle> GrpcLoopClient::unary(const config::ListenAddress& endpoint,
                                                       std::string_view method,
-                                                      const grpc::ByteBuffer& request,
+                                                      const codecs::MovableByteBuffer& request,
                                                       const GrpcCallOptions& options, Done done) {
   return engine_->unary(endpoint, method, request, options, std::move(done));
+}
+
+std::shared_ptr<GrpcCallHandle> GrpcLoopClient::unary(const config::ListenAddress& endpoint,
+                                                      std::string_view method,
+                                                      const grpc::ByteBuffer& request,
+                                                      const GrpcCallOptions& options, Done done) {
+  return unary(endpoint, method, codecs::MovableByteBuffer(request), options, std::move(done));
 }
 
 void GrpcLoopClient::abandonAll() { engine_->abandonAll(); }

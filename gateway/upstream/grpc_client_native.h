@@ -44,11 +44,11 @@
 // waits for the upstream's answer (the read pumps again), not for a writable socket. A
 // new connection to an endpoint resumes the session of the one before.
 //
-// Zero copy: the request's slices are handed to the socket as they are (DATA frames are
-// written as a 9-byte header plus references into the slices, NGHTTP2_DATA_FLAG_NO_COPY;
-// under TLS they are encrypted from where they lie);
-// the answer is received into one buffer of the message's size, which the ByteBuffer
-// given to `done` references.
+// Zero copy: the request's Buffers (or a grpc::ByteBuffer's slices) are handed to the
+// socket as they are (DATA frames are written as a 9-byte header plus references into
+// them, NGHTTP2_DATA_FLAG_NO_COPY; under TLS they are encrypted from where they lie); the
+// answer is received into one buffer of the message's size, which the message given to
+// `done` holds as a one-segment chain (no grpc slice made unless someone asks for one).
 //
 // Flow control: the gateway announces the largest windows HTTP/2 allows (it reads every
 // byte as it arrives); the upstream's windows are obeyed.
@@ -106,6 +106,10 @@ class GrpcLoopClient {
 
   // `method` is a full name ("/inference.GRPCInferenceService/ModelInfer"); options'
   // wait_for_ready is not honoured (the health checker's probes use grpc_client.h).
+  std::shared_ptr<GrpcCallHandle> unary(const config::ListenAddress& endpoint,
+                                        std::string_view method, const codecs::MovableByteBuffer& request,
+                                        const GrpcCallOptions& options, Done done);
+  // The same for a grpc::ByteBuffer (copied: a reference on each slice).
   std::shared_ptr<GrpcCallHandle> unary(const config::ListenAddress& endpoint,
                                         std::string_view method, const grpc::ByteBuffer& request,
                                         const GrpcCallOptions& options, Done done);

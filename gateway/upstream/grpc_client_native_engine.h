@@ -45,7 +45,7 @@ class GrpcLoopClient::Engine {
   ~Engine() { abandonAll(); }
 
   std::shared_ptr<GrpcCallHandle> unary(const config::ListenAddress& endpoint,
-                                        std::string_view method, const grpc::ByteBuffer& request,
+                                        std::string_view method, const codecs::MovableByteBuffer& request,
                                         const GrpcCallOptions& options, Done done);
   void abandonAll();
 

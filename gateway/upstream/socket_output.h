@@ -2,8 +2,8 @@
 
 // What the native HTTP/2 engines (the gRPC client, grpc_client_native*.cc, and the gRPC
 // frontend's server, frontends/grpc_native_server.cc) have not written to their socket
-// yet: owned bytes (frame headers, control frames, small pieces) and references into grpc
-// slices (the messages' bytes, never copied), written by sendmsg many pieces at a time;
+// yet: owned bytes (frame headers, control frames, small pieces) and references into the
+// messages' Buffers (their bytes, never copied), written by sendmsg many pieces at a time;
 // and GrpcOutMessage, a gRPC message framed into that queue; http2Field, how both hand a
 // header field to nghttp2. One thread (the connection's loop).
 
@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
-#include <grpcpp/support/byte_buffer.h>
-#include <grpcpp/support/slice.h>
 #include <nghttp2/nghttp2.h>
 
 #include <string_view>
 
+#include "codecs/buffer.h"
+#include "codecs/grpc_byte_buffer.h"
 #include "gateway/http/body_arrival.h"
 
 namespace infergate::gateway::upstream {
@@ -38,16 +38,16 @@ class SocketOutput {
     out_.back().owned.append(reinterpret_cast<const char*>(data), size);
     queued_ += size;
   }
-  // `size` bytes of `slice` from `offset`: referenced (the queue holds the slice until they
-  // are written), or copied when the slice is small: an inlined slice keeps its bytes in
-  // the grpc::Slice object itself, which its owner may free before the write.
-  void queueSlice(const ::grpc::Slice& slice, size_t offset, size_t size) {
-    const char* data = reinterpret_cast<const char*>(slice.begin()) + offset;
-    if (slice.size() <= kCopiedSliceBytes) return queueOwned(reinterpret_cast<const uint8_t*>(data), size);
+  // `size` bytes of `buffer` from `offset`: referenced (the queue holds the Buffer until
+  // they are written), or copied when the Buffer is small (cheaper than a segment and a
+  // reference of its own).
+  void queueBuffer(const codecs::Buffer& buffer, size_t offset, size_t size) {
+    const uint8_t* data = buffer.data() + offset;
+    if (buffer.size() <= kCopiedBufferBytes) return queueOwned(data, size);
     Segment s;
-    s.data = data;
+    s.data = reinterpret_cast<const char*>(data);
     s.size = size;
-    s.keep = slice;
+    s.keep = buffer;
     out_.push_back(std::move(s));
     queued_ += size;
   }
@@ -117,13 +117,13 @@ class SocketOutput {
  private:
   static constexpr int kMaxIovecs = 512;  // one sendmsg
   static constexpr size_t kOwnedSegmentBytes = 16 * 1024;
-  static constexpr size_t kCopiedSliceBytes = 256;
+  static constexpr size_t kCopiedBufferBytes = 256;
 
   struct Segment {
     std::string owned;           // or, when data is set, a reference into `keep`
     const char* data = nullptr;
     size_t size = 0;
-    ::grpc::Slice keep;
+    codecs::Buffer keep;
     const char* bytes() const { return data != nullptr ? data : owned.data(); }
     size_t length() const { return data != nullptr ? size : owned.size(); }
   };
@@ -134,14 +134,13 @@ class SocketOutput {
 };
 
 // One gRPC message as DATA frames carry it: the 5-byte prefix (uncompressed, big-endian
-// length), then the message's own slices, referenced, never copied; and how much of it is
-// queued so far.
+// length), then the message's own Buffers (a grpc::ByteBuffer's slices, when it is one),
+// referenced, never copied; and how much of it is queued so far.
 class GrpcOutMessage {
  public:
   GrpcOutMessage() = default;
-  explicit GrpcOutMessage(const ::grpc::ByteBuffer& message) {
-    if (message.Valid()) (void)message.Dump(&slices_);
-    for (const ::grpc::Slice& s : slices_) length_ += s.size();
+  explicit GrpcOutMessage(const codecs::MovableByteBuffer& message) : segments_(message.toChain()) {
+    length_ = segments_.size();
     const uint32_t length = static_cast<uint32_t>(std::min<size_t>(length_, UINT32_MAX));
     prefix_[1] = static_cast<uint8_t>(length >> 24);
     prefix_[2] = static_cast<uint8_t>(length >> 16);
@@ -157,19 +156,19 @@ class GrpcOutMessage {
   // arriving: up to the first byte not yet in.
   size_t arrivedFrom(size_t from, const http::BodyArrival& arrival) const {
     size_t at = 5;  // the prefix is the message's own
-    for (const ::grpc::Slice& slice : slices_) {
-      const size_t end = at + slice.size();
+    for (const codecs::Buffer& segment : segments_.segments()) {
+      const size_t end = at + segment.size();
       if (end > from) {
         const size_t start = std::max(from, at);
         const size_t want = end - start;
-        const size_t in = arrival.arrivedOf(slice.begin() + (start - at), want);
+        const size_t in = arrival.arrivedOf(segment.data() + (start - at), want);
         if (in < want) return start + in - from;
       }
       at = end;
     }
     return size() - from;
   }
-  void rewind() { queued_ = slice_index_ = slice_offset_ = 0; }
+  void rewind() { queued_ = segment_index_ = segment_offset_ = 0; }
 
   // Queues up to `max` more bytes of the framed message; returns how many.
   size_t queueInto(SocketOutput& out, size_t max) {
@@ -182,15 +181,15 @@ class GrpcOutMessage {
         taken += n;
         continue;
       }
-      const ::grpc::Slice& slice = slices_[slice_index_];
-      const size_t n = std::min(max - taken, slice.size() - slice_offset_);
-      if (n > 0) out.queueSlice(slice, slice_offset_, n);
+      const codecs::Buffer& segment = segments_.segments()[segment_index_];
+      const size_t n = std::min(max - taken, segment.size() - segment_offset_);
+      if (n > 0) out.queueBuffer(segment, segment_offset_, n);
       queued_ += n;
       taken += n;
-      slice_offset_ += n;
-      if (slice_offset_ == slice.size()) {
-        ++slice_index_;
-        slice_offset_ = 0;
+      segment_offset_ += n;
+      if (segment_offset_ == segment.size()) {
+        ++segment_index_;
+        segment_offset_ = 0;
       }
     }
     return taken;
@@ -198,10 +197,10 @@ class GrpcOutMessage {
 
  private:
   uint8_t prefix_[5] = {};
-  std::vector<::grpc::Slice> slices_;
+  codecs::BufferChain segments_;  // no empty segment (BufferChain drops them)
   size_t length_ = 0;
   size_t queued_ = 0;
-  size_t slice_index_ = 0, slice_offset_ = 0;
+  size_t segment_index_ = 0, segment_offset_ = 0;
 };
 
 // A header field for nghttp2. Fields whose value is new on every call (the request id, the
