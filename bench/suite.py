@@ -414,6 +414,8 @@ def scenario_rss(bench, writer, rnd):
 INSTRUCTION_PATHS = (("grpc_passthrough", "grpc", "grpc"), ("http_passthrough", "bin", "http"),
                      ("http_json_to_grpc", "json", "grpc"), ("http_bin_to_grpc", "bin", "grpc"),
                      ("grpc_to_http_bin", "grpc", "http"))
+# The upstream's own serving of the request (no gateway): the server side of each hop.
+UPSTREAM_INSTRUCTION_PATHS = (("upstream_grpc", "grpc"), ("upstream_http_bin", "bin"))
 INSTRUCTION_COLUMNS = ["scenario", "path", "kind", "upstream", "size_bytes", "requests",
                        "instructions_per_request"]
 
@@ -523,7 +525,10 @@ def scenario_instructions(bench, writer, requests, warmup, keep=None):
     keeps each thread apart): it carries every one of these paths, while grpc++'s own
     threads wake on timers and add more the slower valgrind runs, which made the figure move
     by 3-4k between runs of one tree. Machine noise does not move what is left, so one run
-    is enough (it runs once, not per round). With `keep`, each path's dumps are copied to
+    is enough (it runs once, not per round). Then the same for an upstream like U (builtin
+    identity_fp32, 1 worker) answering the 64 B request itself over gRPC and over HTTP
+    binary: the server side of each hop, what a transcoding path pays U's gRPC listener
+    where nginx's arm pays its HTTP one. With `keep`, each path's dumps are copied to
     keep/<path>.<n>.callgrind for callgrind_annotate."""
     wrapper = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
                "--callgrind-out-file=" + os.path.join(bench.scratch, "cg.%p")]
@@ -534,28 +539,63 @@ def scenario_instructions(bench, writer, requests, warmup, keep=None):
             raise SetupError(f"the gateway under callgrind did not start; see {bench.scratch}/callgrind.err")
         bench.wait_http_ready(g.port("http"), timeout=120)
         for name, kind, upstream in INSTRUCTION_PATHS:
-            one, close = path_client(bench, kind, upstream, 64, g.port("http"), g.port("grpc"))
-            for _ in range(warmup):
-                one()
-            for old in _dumps(bench.scratch, g.pid):
-                os.remove(old)
-            subprocess.run(["callgrind_control", "--zero", str(g.pid)], check=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-            for _ in range(requests):
-                one()
-            subprocess.run(["callgrind_control", "--dump", str(g.pid)], check=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-            close()
-            total = sum(_loop_instructions(dump) for dump in _dumps(bench.scratch, g.pid))
-            if keep:
-                os.makedirs(keep, exist_ok=True)
-                for n, dump in enumerate(sorted(_dumps(bench.scratch, g.pid))):
-                    shutil.copyfile(dump, os.path.join(keep, f"{name}.{n}.callgrind"))
-            writer.row({"scenario": "instructions", "path": name, "kind": kind, "upstream": upstream,
-                        "size_bytes": 64, "requests": requests,
-                        "instructions_per_request": total // requests})
+            _count_instructions(bench, writer, g, name, kind, upstream, requests, warmup, keep)
     finally:
         g.stop()
+    u = InfergateProcess(bench.infergate, "callgrind_u", builtin_config(bench, "callgrind_u"),
+                         bench.scratch, wrapper=wrapper)
+    try:
+        if not u.wait_ready(120):
+            raise SetupError(f"the upstream under callgrind did not start; see {bench.scratch}/callgrind_u.err")
+        bench.wait_http_ready(u.port("http"), timeout=120)
+        for name, kind in UPSTREAM_INSTRUCTION_PATHS:
+            _count_instructions(bench, writer, u, name, kind, "builtin", requests, warmup, keep)
+    finally:
+        u.stop()
+
+
+def builtin_config(bench, label):
+    """An upstream like U, one worker."""
+    path = os.path.join(bench.scratch, label + ".yaml")
+    with open(path, "w") as f:
+        f.write(f"""listeners:
+  http: {{ address: "127.0.0.1:0" }}
+  grpc: {{ address: "127.0.0.1:0" }}
+workers: 1
+{LIMITS}upstreams:
+  - name: demo
+    protocol: builtin
+    models: [{MODEL}]
+routes:
+  - match: {{ model: "*" }}
+    upstream: demo
+""")
+    return path
+
+
+def _count_instructions(bench, writer, g, name, kind, upstream, requests, warmup, keep):
+    """One row of instructions.csv: `requests` 64 B requests of `kind` to process `g` (under
+    callgrind), after `warmup` of them, counted on its worker loop's thread."""
+    one, close = path_client(bench, kind, upstream, 64, g.port("http"), g.port("grpc"))
+    for _ in range(warmup):
+        one()
+    for old in _dumps(bench.scratch, g.pid):
+        os.remove(old)
+    subprocess.run(["callgrind_control", "--zero", str(g.pid)], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    for _ in range(requests):
+        one()
+    subprocess.run(["callgrind_control", "--dump", str(g.pid)], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    close()
+    total = sum(_loop_instructions(dump) for dump in _dumps(bench.scratch, g.pid))
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        for n, dump in enumerate(sorted(_dumps(bench.scratch, g.pid))):
+            shutil.copyfile(dump, os.path.join(keep, f"{name}.{n}.callgrind"))
+    writer.row({"scenario": "instructions", "path": name, "kind": kind, "upstream": upstream,
+                "size_bytes": 64, "requests": requests,
+                "instructions_per_request": total // requests})
 
 
 def _loop_instructions(dump):

@@ -14,6 +14,7 @@ import os
 
 INSTRUCTION_PATHS = ("grpc_passthrough", "http_passthrough", "http_json_to_grpc",
                      "http_bin_to_grpc", "grpc_to_http_bin")
+UPSTREAM_INSTRUCTION_PATHS = ("upstream_grpc", "upstream_http_bin")
 EXTERNAL_NAMES = {"shm": "T5 shm (shm_handoff.sh)", "tls": "T6 tls (tls_cost.sh)"}
 
 
@@ -67,6 +68,15 @@ def lines(directory, figures, show):
         for p in INSTRUCTION_PATHS:
             count = f"{instructions[p]['median']:,.0f}" if instructions[p] else "-"
             out.append(f"| {p} | {count} | {show(copies[p])} |")
+        out.append("")
+    served = {p: figures.get(f"instructions.{p}.per_request") for p in UPSTREAM_INSTRUCTION_PATHS}
+    if any(served.values()):
+        out += ["The upstream's own serving of the same 64 B request (an infergate serving the "
+                "builtin model, 1 worker, no gateway): the server side of a hop, which a "
+                "transcoding path pays on U's gRPC listener where nginx's arm pays its HTTP one.", "",
+                "| upstream listener | instructions per 64 B request (callgrind) |", "|---|---|"]
+        for p in UPSTREAM_INSTRUCTION_PATHS:
+            out.append(f"| {p} | {served[p]['median']:,.0f} |" if served[p] else f"| {p} | - |")
         out.append("")
     for scenario, run in sorted(read_external(directory).items()):
         out += [f"## {scenario}: `{run['command']}` (exit {run['status']})", ""]

@@ -232,7 +232,10 @@ class OnceRun(unittest.TestCase):
                        "instructions_per_request"],
                       [{"scenario": "instructions", "path": "grpc_passthrough", "kind": "grpc",
                         "upstream": "grpc", "size_bytes": 64, "requests": 300,
-                        "instructions_per_request": 183141}])
+                        "instructions_per_request": 183141},
+                       {"scenario": "instructions", "path": "upstream_grpc", "kind": "grpc",
+                        "upstream": "builtin", "size_bytes": 64, "requests": 300,
+                        "instructions_per_request": 40143}])
             write_csv(directory, "copies.csv",
                       ["scenario", "path", "kind", "upstream", "size_bytes", "requests",
                        "memcpy_bytes_per_request", "memcpy_calls_per_request",
@@ -263,6 +266,10 @@ class OnceRun(unittest.TestCase):
             with open(os.path.join(directory, "summary.md")) as f:
                 text = f.read()
             self.assertIn("| grpc_passthrough | 183,141 |", text)
+            # The upstream's own serving in a table of its own; a row not measured shows "-".
+            self.assertIn("| upstream_grpc | 40,143 |", text)
+            self.assertIn("| upstream_http_bin | - |", text)
+            self.assertNotIn("| upstream_grpc | 40,143 | -", text)
             self.assertIn("## TLS cost", text)  # its report carried in, a level down
             self.assertIn("(no report: see shm_handoff.log)", text)
 
