@@ -42,7 +42,9 @@ inline constexpr size_t kInlineCopyBytes = 16;
 //     on every segment).
 // It reads as a `const grpc::ByteBuffer&` wherever grpc wants one: a chain is turned into
 // one then, once (toByteBuffer below), and kept. chain() and toChain() read it as Buffers.
-// Not thread-safe, as a value is not: one thread at a time.
+// One thread at a time, reads included: unlike most values, two threads may not even read
+// one at once, since the first grpc() of a chain writes (fleet_call.cc makes the grpc form
+// before an attempt can be retried on another thread).
 //
 // It moves where grpc++ 1.51's ByteBuffer only copies (its copy constructor is all it
 // has, so std::move of one copies it: grpc_byte_buffer_copy, an allocation and a reference
