@@ -146,10 +146,7 @@ class Bench:
     # -- starting and stopping --
 
     def start_infergate(self, label, body):
-        path = os.path.join(self.scratch, label + ".yaml")
-        with open(path, "w") as f:
-            f.write('listeners:\n  http: { address: "127.0.0.1:0" }\n  grpc: { address: "127.0.0.1:0" }\n'
-                    "workers: 2\n" + LIMITS + body)
+        path = write_config(self.scratch, label, 2, body)
         p = InfergateProcess(self.infergate, label, path, self.scratch)
         self.processes.append(p)
         if not p.wait_ready(30):
@@ -184,14 +181,7 @@ routes:
         raise SetupError(f"127.0.0.1:{port} is not ready after {timeout} s")
 
     def start(self):
-        self.u = self.start_infergate("upstream", f"""upstreams:
-  - name: demo
-    protocol: builtin
-    models: [{MODEL}]
-routes:
-  - match: {{ model: "*" }}
-    upstream: demo
-""")
+        self.u = self.start_infergate("upstream", BUILTIN_BODY)
         u_http, u_grpc = self.u.port("http"), self.u.port("grpc")
         self.ports["direct"] = (u_http, u_grpc)
         self.pids["direct"] = lambda: []
@@ -420,24 +410,38 @@ INSTRUCTION_COLUMNS = ["scenario", "path", "kind", "upstream", "size_bytes", "re
                        "instructions_per_request"]
 
 
+def write_config(scratch, label, workers, body):
+    """scratch/label.yaml: an infergate on ephemeral loopback ports with `workers` worker
+    loops, the suite's LIMITS, then `body` (its upstreams and routes); the path."""
+    path = os.path.join(scratch, label + ".yaml")
+    with open(path, "w") as f:
+        f.write('listeners:\n  http: { address: "127.0.0.1:0" }\n  grpc: { address: "127.0.0.1:0" }\n'
+                f"workers: {workers}\n" + LIMITS + body)
+    return path
+
+
+# U's upstreams and routes: every model served by the builtin MODEL.
+BUILTIN_BODY = f"""upstreams:
+  - name: demo
+    protocol: builtin
+    models: [{MODEL}]
+routes:
+  - match: {{ model: "*" }}
+    upstream: demo
+"""
+
+
 def routed_gateway_config(bench, label):
     """A one-worker gateway reaching U both ways: the header x-path: http picks U's HTTP
     listener, anything else its gRPC listener (HTTP header or gRPC metadata alike)."""
     u_http, u_grpc = bench.ports["direct"]
-    path = os.path.join(bench.scratch, label + ".yaml")
-    with open(path, "w") as f:
-        f.write(f"""listeners:
-  http: {{ address: "127.0.0.1:0" }}
-  grpc: {{ address: "127.0.0.1:0" }}
-workers: 1
-{LIMITS}upstreams:
+    return write_config(bench.scratch, label, 1, f"""upstreams:
   - {{ name: uh, protocol: http, endpoints: ["127.0.0.1:{u_http}"] }}
   - {{ name: ug, protocol: grpc, endpoints: ["127.0.0.1:{u_grpc}"] }}
 routes:
   - {{ match: {{ model: "*", headers: {{ x-path: http }} }}, upstream: uh }}
   - {{ match: {{ model: "*" }}, upstream: ug }}
 """)
-    return path
 
 
 def path_client(bench, kind, upstream, size, http_port, grpc_port):
@@ -542,8 +546,8 @@ def scenario_instructions(bench, writer, requests, warmup, keep=None):
             _count_instructions(bench, writer, g, name, kind, upstream, requests, warmup, keep)
     finally:
         g.stop()
-    u = InfergateProcess(bench.infergate, "callgrind_u", builtin_config(bench, "callgrind_u"),
-                         bench.scratch, wrapper=wrapper)
+    u_config = write_config(bench.scratch, "callgrind_u", 1, BUILTIN_BODY)
+    u = InfergateProcess(bench.infergate, "callgrind_u", u_config, bench.scratch, wrapper=wrapper)
     try:
         if not u.wait_ready(120):
             raise SetupError(f"the upstream under callgrind did not start; see {bench.scratch}/callgrind_u.err")
@@ -552,25 +556,6 @@ def scenario_instructions(bench, writer, requests, warmup, keep=None):
             _count_instructions(bench, writer, u, name, kind, "builtin", requests, warmup, keep)
     finally:
         u.stop()
-
-
-def builtin_config(bench, label):
-    """An upstream like U, one worker."""
-    path = os.path.join(bench.scratch, label + ".yaml")
-    with open(path, "w") as f:
-        f.write(f"""listeners:
-  http: {{ address: "127.0.0.1:0" }}
-  grpc: {{ address: "127.0.0.1:0" }}
-workers: 1
-{LIMITS}upstreams:
-  - name: demo
-    protocol: builtin
-    models: [{MODEL}]
-routes:
-  - match: {{ model: "*" }}
-    upstream: demo
-""")
-    return path
 
 
 def _count_instructions(bench, writer, g, name, kind, upstream, requests, warmup, keep):
