@@ -95,6 +95,12 @@ BufferChain MovableByteBuffer::toChain() const {
   return chain;
 }
 
+BufferChain MovableByteBuffer::takeChain() && {
+  BufferChain chain = has_chain_ ? std::move(chain_) : toChain();
+  *this = MovableByteBuffer();
+  return chain;
+}
+
 StatusOr<Buffer> fromByteBuffer(const MovableByteBuffer& message) {
   const BufferChain* chain = message.chain();
   if (chain == nullptr) return fromByteBuffer(message.grpc());

@@ -95,6 +95,8 @@ class MovableByteBuffer {
   // The message's bytes as Buffers either way: a grpc::ByteBuffer's slices referenced
   // (each kept alive by its Buffer), never copied. Empty for an invalid one.
   BufferChain toChain() const;
+  // The same, taking a chain out instead of copying it; the message is left invalid.
+  BufferChain takeChain() &&;
 
  private:
   mutable grpc::ByteBuffer buffer_;  // with has_chain_: made from chain_ when first asked

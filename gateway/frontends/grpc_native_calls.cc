@@ -76,7 +76,7 @@ class NativeModelInfer final : public ModelInferCall, public CallContext {
                                     codecs::strCat("Sent message larger than max (", out.message.length(), " vs. ",
                                                    limit, ")"));
       }
-      if (out.status.ok()) queueMessage(s, out.message);
+      if (out.status.ok()) queueMessage(s, std::move(out.message));
       replyStatus(s, out.status, std::move(out.trailing_metadata));
     });
   }
@@ -243,7 +243,7 @@ class RelayCall final : public ::grpc::ClientBidiReactor<ByteBuffer, ByteBuffer>
     if (stream_ == nullptr || stream_->finished) return RemoveHold();  // cancelled: no more reads
     Stream& s = *stream_;
     if (!s.headers_sent && !initial.empty()) s.initial_metadata = std::move(initial);
-    queueMessage(s, message);
+    queueMessage(s, std::move(message));
     submitReply(s);  // may end the stream (detach: stream_ null)
     if (stream_ == nullptr) return RemoveHold();
     if (stream_->unpromised >= kRelayReplyBacklogBytes) {

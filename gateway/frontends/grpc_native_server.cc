@@ -613,8 +613,8 @@ void pump(Connection& c) {
   }
 }
 
-void queueMessage(Stream& s, const codecs::MovableByteBuffer& message) {
-  s.out.emplace_back(message);
+void queueMessage(Stream& s, codecs::MovableByteBuffer message) {
+  s.out.emplace_back(std::move(message));
   s.unpromised += s.out.back().size();
 }
 

@@ -166,7 +166,7 @@ struct Connection {
 void pump(Connection& c);
 // A message of the stream's reply, queued behind the others (referenced, not copied);
 // submitReply() hands it on.
-void queueMessage(Stream& s, const codecs::MovableByteBuffer& message);
+void queueMessage(Stream& s, codecs::MovableByteBuffer message);
 // The stream's reply changed (new message, final status): submits what nghttp2 needs.
 void submitReply(Stream& s);
 // Answers the stream with `status` alone, unless it was answered (Trailers-Only, or the

@@ -294,7 +294,7 @@ Status GrpcLoopClient::Engine::outcome(Call& call, uint32_t error_code) const {
 
 codecs::MovableByteBuffer GrpcLoopClient::Engine::takeAnswer(Call& call) const {
   if (call.messages == 0) return {};
-  if (call.message_size == 0) return codecs::MovableByteBuffer(codecs::BufferChain());
+  // An empty message is an empty chain: BufferChain drops an empty Buffer.
   return codecs::MovableByteBuffer(codecs::BufferChain(std::move(call.message).freeze(call.message_size)));
 }
 
@@ -435,13 +435,6 @@ std::shared_ptr<GrpcCallHandle> GrpcLoopClient::unary(const config::ListenAddres
                                                       const codecs::MovableByteBuffer& request,
                                                       const GrpcCallOptions& options, Done done) {
   return engine_->unary(endpoint, method, request, options, std::move(done));
-}
-
-std::shared_ptr<GrpcCallHandle> GrpcLoopClient::unary(const config::ListenAddress& endpoint,
-                                                      std::string_view method,
-                                                      const grpc::ByteBuffer& request,
-                                                      const GrpcCallOptions& options, Done done) {
-  return unary(endpoint, method, codecs::MovableByteBuffer(request), options, std::move(done));
 }
 
 void GrpcLoopClient::abandonAll() { engine_->abandonAll(); }

@@ -109,10 +109,6 @@ class GrpcLoopClient {
   std::shared_ptr<GrpcCallHandle> unary(const config::ListenAddress& endpoint,
                                         std::string_view method, const codecs::MovableByteBuffer& request,
                                         const GrpcCallOptions& options, Done done);
-  // The same for a grpc::ByteBuffer (copied: a reference on each slice).
-  std::shared_ptr<GrpcCallHandle> unary(const config::ListenAddress& endpoint,
-                                        std::string_view method, const grpc::ByteBuffer& request,
-                                        const GrpcCallOptions& options, Done done);
 
   // Ends every call in flight without calling back, dropping the callbacks (shutdown,
   // once the loop has stopped: a callback may hold what owns this client).

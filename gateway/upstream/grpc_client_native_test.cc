@@ -88,7 +88,7 @@ class NativeGrpcClient : public ::testing::Test {
     p.answer = promise->get_future();
     http::EventLoop* loop = &loop_.loop();
     loop_.run([&] {
-      p.handle = client_->unary(endpoint, kModelInfer, request, options,
+      p.handle = client_->unary(endpoint, kModelInfer, codecs::MovableByteBuffer(request), options,
                                 [promise, loop](codecs::Status status, grpc::ByteBuffer message) {
                                   promise->set_value(
                                       Answer{std::move(status), std::move(message), loop->inLoopThread()});

@@ -94,7 +94,7 @@ class NativeTlsClient {
     GrpcCallOptions options;
     options.deadline = std::chrono::system_clock::now() + kWait;
     loop_.run([&] {
-      client_->unary(endpoint, method, request, options,
+      client_->unary(endpoint, method, codecs::MovableByteBuffer(request), options,
                      [promise](codecs::Status status, codecs::MovableByteBuffer message) {
                        promise->set_value(Answer{asGrpc(status), std::move(message), wasNotSent(status)});
                      });

@@ -139,17 +139,19 @@ class SocketOutput {
 class GrpcOutMessage {
  public:
   GrpcOutMessage() = default;
-  explicit GrpcOutMessage(const codecs::MovableByteBuffer& message) : segments_(message.toChain()) {
-    length_ = segments_.size();
-    const uint32_t length = static_cast<uint32_t>(std::min<size_t>(length_, UINT32_MAX));
+  // A message lent (a request kept for a retry) shares its Buffers; one given moves them in.
+  explicit GrpcOutMessage(const codecs::MovableByteBuffer& message) : GrpcOutMessage(message.toChain()) {}
+  explicit GrpcOutMessage(codecs::MovableByteBuffer&& message) : GrpcOutMessage(std::move(message).takeChain()) {}
+  explicit GrpcOutMessage(codecs::BufferChain segments) : segments_(std::move(segments)) {
+    const uint32_t length = static_cast<uint32_t>(std::min<size_t>(segments_.size(), UINT32_MAX));
     prefix_[1] = static_cast<uint8_t>(length >> 24);
     prefix_[2] = static_cast<uint8_t>(length >> 16);
     prefix_[3] = static_cast<uint8_t>(length >> 8);
     prefix_[4] = static_cast<uint8_t>(length);
   }
 
-  size_t length() const { return length_; }    // the message's own bytes
-  size_t size() const { return 5 + length_; }  // framed
+  size_t length() const { return segments_.size(); }    // the message's own bytes
+  size_t size() const { return 5 + segments_.size(); }  // framed
   bool queuedAll() const { return queued_ == size(); }
 
   // How many framed bytes from `from` on may be sent, when slices reference a body still
@@ -198,7 +200,6 @@ class GrpcOutMessage {
  private:
   uint8_t prefix_[5] = {};
   codecs::BufferChain segments_;  // no empty segment (BufferChain drops them)
-  size_t length_ = 0;
   size_t queued_ = 0;
   size_t segment_index_ = 0, segment_offset_ = 0;
 };

@@ -48,8 +48,7 @@ std::string answerCall(std::string_view answer, const std::vector<size_t>& piece
   bool done = false;
   std::string outcome;
   const std::string message = "\x0a\x04" "fuzz";  // ModelInferRequest{model_name: "fuzz"}
-  grpc::Slice slice(message.data(), message.size());
-  grpc::ByteBuffer request(&slice, 1);
+  const codecs::MovableByteBuffer request(codecs::BufferChain(codecs::Buffer::fromString(message)));
   auto handle = client->unary(
       fuzz::unixUpstream("grpc-client").endpoint, "/inference.GRPCInferenceService/ModelInfer", request, {},
       [&](codecs::Status status, grpc::ByteBuffer response) {
