@@ -124,13 +124,23 @@ def start_gateway(label, config):
     return _start(label, g)
 
 
+def forget_channel(process):
+    """Closes the cached channel to `process`: a later process may be given the same port,
+    and must not inherit a channel whose connection state belongs to this one."""
+    cached = _channels.pop(process.addresses.get("grpc"), None)
+    if cached is not None:
+        cached[0].close()
+
+
 def stop_gateway(test, g):
+    forget_channel(g)
     problems = g.stop_and_check()
     _started.remove(g)
     test.assertEqual(problems, [])
 
 
 def kill9(process):
+    forget_channel(process)
     process.proc.kill()
     process.proc.wait()
     process._stderr_thread.join(timeout=10)
@@ -193,6 +203,18 @@ def grpc_simple(g, seed, timeout=15):
     if list(got) != [x + y for x, y in zip(a, b)]:
         return ("wrong", got)
     return ("ok", None)
+
+
+def assert_grpc_ok(test, g, seed):
+    """grpc_simple that, failing, names what the gateway saw: its endpoints and its log."""
+    result = grpc_simple(g, seed)
+    if result[0] != "ok":
+        try:
+            seen = endpoints(g)
+        except Exception as e:  # noqa: BLE001  (the admin listener's own failure is news too)
+            seen = repr(e)
+        test.fail("call %d: %r\nendpoints: %r\ngateway log (last 30 lines):\n%s" % (
+            seed, result, seen, "".join(g.stderr_lines[-30:])))
 
 
 def http_simple(g, seed, headers=None):
@@ -619,7 +641,7 @@ class FleetTest(unittest.TestCase):
                 self.assertTrue(wait_until(lambda: healthy_everywhere(g, 1)))
                 self.assertEqual(list(endpoints(g)[0]), [first])
                 for i in range(10):
-                    self.assertEqual(grpc_simple(g, i)[0], "ok")
+                    assert_grpc_ok(self, g, i)
                 # A pod appears.
                 with open(hosts.name + ".new", "w") as f:
                     f.write("127.0.0.2 fleet.test\n127.0.0.3 fleet.test other\n")
@@ -627,7 +649,7 @@ class FleetTest(unittest.TestCase):
                 self.assertTrue(wait_until(lambda: healthy_everywhere(g, 2)))
                 before = requests_by_endpoint(g)
                 for i in range(20):
-                    self.assertEqual(grpc_simple(g, i)[0], "ok")
+                    assert_grpc_ok(self, g, i)
                 after = requests_by_endpoint(g)
                 self.assertEqual({a: after[a] - before[a] for a in after}, {first: 10, second: 10})
                 # The first pod goes away: drained from the list, nothing fails.
@@ -636,7 +658,7 @@ class FleetTest(unittest.TestCase):
                 os.rename(hosts.name + ".new", hosts.name)
                 self.assertTrue(wait_until(lambda: list(endpoints(g)[0]) == [second]))
                 for i in range(10):
-                    self.assertEqual(grpc_simple(g, i)[0], "ok")
+                    assert_grpc_ok(self, g, i)
             finally:
                 stop_gateway(self, g)
         finally:
