@@ -360,3 +360,38 @@ grpc_session("ping_and_goaway", lambda c: (c.ping(b"12345678"), call("ServerLive
 grpc_session("bad_metadata_relay", call("ServerLive", grpc_message(b""), extra=[("x-a", "caf\u00e9"), ("x!y", "v")]))
 grpc_session("bad_metadata_infer", call("ModelInfer", grpc_message(SIMPLE_REQ), extra=[("x-a", "a\tb")]), plan=9)
 grpc_session("stream_refused_message", call("ModelStreamInfer", grpc_message(b"x" * 8, length=2 << 20)), plan=10)
+
+# ---- HPACK header blocks (hpack): a limits byte, then blocks of a length byte and bytes --
+from hpack import Encoder as HpackSeedEncoder  # noqa: E402  (Debian's python3-hpack, with python3-h2)
+
+
+def hpack_seed(name, blocks, limits=2):
+    out = bytes([limits])
+    for block in blocks:
+        out += bytes([len(block)]) + block
+    write("hpack", name, out)
+
+
+def hpack_blocks(header_lists, huffman, table_size=None):
+    encoder = HpackSeedEncoder()
+    if table_size is not None:
+        encoder.header_table_size = table_size
+    return [encoder.encode(headers, huffman=huffman) for headers in header_lists]
+
+
+GRPC_REQUEST_HEADERS = [(":method", "POST"), (":scheme", "http"), (":path", "/inference.GRPCInferenceService/ModelInfer"),
+                        (":authority", "localhost:8001"), ("content-type", "application/grpc"), ("te", "trailers"),
+                        ("grpc-accept-encoding", "identity,deflate,gzip"), ("user-agent", "grpc-python/1.51.1")]
+GRPC_RESPONSE_HEADERS = [(":status", "200"), ("content-type", "application/grpc")]
+GRPC_TRAILERS = [("grpc-status", "0"), ("grpc-message", "")]
+hpack_seed("rfc_requests", [bytes.fromhex(h) for h in (
+    "828684410f7777772e6578616d706c652e636f6d", "828684be58086e6f2d6361636865",
+    "828785bf400a637573746f6d2d6b65790c637573746f6d2d76616c7565")])
+hpack_seed("grpc_calls_huffman", hpack_blocks([GRPC_REQUEST_HEADERS] * 3, huffman=True))
+hpack_seed("grpc_calls_raw", hpack_blocks([GRPC_REQUEST_HEADERS, GRPC_REQUEST_HEADERS], huffman=False))
+hpack_seed("grpc_answer", hpack_blocks([GRPC_RESPONSE_HEADERS, GRPC_TRAILERS] * 2, huffman=True))
+hpack_seed("small_table", hpack_blocks([GRPC_REQUEST_HEADERS] * 2, huffman=True, table_size=256), limits=1)
+hpack_seed("list_limit", hpack_blocks([GRPC_REQUEST_HEADERS[:4] + [("x-long", "v" * 150)]] * 2, huffman=False),
+           limits=0x80)
+hpack_seed("size_update_after_field", [bytes.fromhex("823f00")])
+hpack_seed("huffman_eos", [bytes.fromhex("0084ffffffff0161")])

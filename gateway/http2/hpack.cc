@@ -1,0 +1,433 @@
+#include "gateway/http2/hpack.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <unordered_map>
+#include <utility>
+
+
+namespace infergate::gateway::http2 {
+namespace {
+
+// RFC 7541 Appendix A.
+constexpr std::pair<std::string_view, std::string_view> kStatic[kStaticTableSize] = {
+    {":authority", ""}, {":method", "GET"}, {":method", "POST"}, {":path", "/"},
+    {":path", "/index.html"}, {":scheme", "http"}, {":scheme", "https"}, {":status", "200"},
+    {":status", "204"}, {":status", "206"}, {":status", "304"}, {":status", "400"},
+    {":status", "404"}, {":status", "500"}, {"accept-charset", ""},
+    {"accept-encoding", "gzip, deflate"}, {"accept-language", ""}, {"accept-ranges", ""},
+    {"accept", ""}, {"access-control-allow-origin", ""}, {"age", ""}, {"allow", ""},
+    {"authorization", ""}, {"cache-control", ""}, {"content-disposition", ""},
+    {"content-encoding", ""}, {"content-language", ""}, {"content-length", ""},
+    {"content-location", ""}, {"content-range", ""}, {"content-type", ""}, {"cookie", ""},
+    {"date", ""}, {"etag", ""}, {"expect", ""}, {"expires", ""}, {"from", ""}, {"host", ""},
+    {"if-match", ""}, {"if-modified-since", ""}, {"if-none-match", ""}, {"if-range", ""},
+    {"if-unmodified-since", ""}, {"last-modified", ""}, {"link", ""}, {"location", ""},
+    {"max-forwards", ""}, {"proxy-authenticate", ""}, {"proxy-authorization", ""},
+    {"range", ""}, {"referer", ""}, {"refresh", ""}, {"retry-after", ""}, {"server", ""},
+    {"set-cookie", ""}, {"strict-transport-security", ""}, {"transfer-encoding", ""},
+    {"user-agent", ""}, {"vary", ""}, {"via", ""}, {"www-authenticate", ""},
+};
+
+// RFC 7541 Appendix B: the code length of each symbol, 0..255 and EOS (256). The code is
+// canonical: the codes follow from the lengths (shorter first, then by symbol).
+constexpr uint8_t kCodeBits[257] = {
+    13, 23, 28, 28, 28, 28, 28, 28, 28, 24, 30, 28, 28, 30, 28, 28, 28, 28, 28, 28, 28, 28, 30, 28,
+    28, 28, 28, 28, 28, 28, 28, 28, 6,  10, 10, 12, 13, 6,  8,  11, 10, 10, 8,  11, 8,  6,  6,  6,
+    5,  5,  5,  6,  6,  6,  6,  6,  6,  6,  7,  8,  15, 6,  12, 10, 13, 6,  7,  7,  7,  7,  7,  7,
+    7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  7,  8,  7,  8,  13, 19, 13, 14, 6,
+    15, 5,  6,  5,  6,  5,  6,  6,  6,  5,  7,  7,  6,  6,  6,  5,  6,  7,  6,  5,  5,  6,  7,  7,
+    7,  7,  7,  15, 11, 14, 13, 28, 20, 22, 20, 20, 22, 22, 22, 23, 22, 23, 23, 23, 23, 23, 24, 23,
+    24, 24, 22, 23, 24, 23, 23, 23, 23, 21, 22, 23, 22, 23, 23, 24, 22, 21, 20, 22, 22, 23, 23, 21,
+    23, 22, 22, 24, 21, 22, 23, 23, 21, 21, 22, 21, 23, 22, 23, 23, 20, 22, 22, 22, 23, 22, 22, 23,
+    26, 26, 20, 19, 22, 23, 22, 25, 26, 26, 26, 27, 27, 26, 24, 25, 19, 21, 26, 27, 27, 26, 27, 24,
+    21, 21, 26, 26, 28, 27, 27, 27, 20, 24, 20, 21, 22, 21, 21, 23, 22, 22, 25, 25, 24, 24, 26, 23,
+    26, 27, 26, 26, 27, 27, 27, 27, 27, 28, 27, 27, 27, 27, 27, 26, 30,
+};
+constexpr int kEos = 256;
+
+// The code of every symbol, from the lengths.
+struct HuffmanCodes {
+  uint32_t code[257];
+  HuffmanCodes() {
+    std::array<int, 257> order;
+    for (int s = 0; s < 257; ++s) order[s] = s;
+    std::stable_sort(order.begin(), order.end(), [](int a, int b) { return kCodeBits[a] < kCodeBits[b]; });
+    uint32_t next = 0;
+    int bits = kCodeBits[order[0]];
+    for (int i = 0; i < 257; ++i) {
+      const int s = order[i];
+      if (i > 0) next = (next + 1) << (kCodeBits[s] - bits);
+      bits = kCodeBits[s];
+      code[s] = next;
+    }
+  }
+};
+const HuffmanCodes& codes() {
+  static const HuffmanCodes c;
+  return c;
+}
+
+// The decoding automaton: a state is an internal node of the code tree (256 of them for
+// 257 leaves, the root 0); from each, 4 input bits lead to another and emit at most one
+// symbol (no code is shorter than 5 bits).
+struct HuffmanStep {
+  uint8_t next;
+  uint8_t flags;
+  uint8_t symbol;
+};
+constexpr uint8_t kEmit = 1;
+constexpr uint8_t kFail = 2;  // EOS decoded
+constexpr uint8_t kAccept = 4;  // `next` may end the string: its path is all ones, < 8 bits
+
+struct HuffmanAutomaton {
+  HuffmanStep step[256][16];
+  HuffmanAutomaton() {
+    // The tree: internal nodes 0..255, children as node ids; a leaf is 256 + symbol.
+    int child[256][2];
+    for (auto& c : child) c[0] = c[1] = -1;
+    int depth[256] = {0};
+    bool ones[256] = {true};
+    int nodes = 1;
+    for (int s = 0; s < 257; ++s) {
+      int n = 0;
+      for (int b = kCodeBits[s] - 1; b >= 0; --b) {
+        const int bit = (codes().code[s] >> b) & 1;
+        if (b == 0) {
+          child[n][bit] = 256 + s;
+        } else {
+          if (child[n][bit] < 0) {
+            depth[nodes] = depth[n] + 1;
+            ones[nodes] = ones[n] && bit == 1;
+            child[n][bit] = nodes++;
+          }
+          n = child[n][bit];
+        }
+      }
+    }
+    for (int state = 0; state < 256; ++state) {
+      for (int nibble = 0; nibble < 16; ++nibble) {
+        HuffmanStep st{0, 0, 0};
+        int n = state;
+        for (int b = 3; b >= 0; --b) {
+          const int c = child[n][(nibble >> b) & 1];
+          if (c >= 256) {
+            if (c - 256 == kEos) {
+              st.flags |= kFail;
+              break;
+            }
+            st.flags |= kEmit;
+            st.symbol = static_cast<uint8_t>(c - 256);
+            n = 0;
+          } else {
+            n = c;
+          }
+        }
+        st.next = static_cast<uint8_t>(n);
+        if (n == 0 || (ones[n] && depth[n] < 8)) st.flags |= kAccept;
+        step[state][nibble] = st;
+      }
+    }
+  }
+};
+const HuffmanAutomaton& automaton() {
+  static const HuffmanAutomaton a;
+  return a;
+}
+
+// Name -> its first static index, for the encoder.
+const std::unordered_map<std::string_view, uint8_t>& staticNames() {
+  static const auto* names = [] {
+    auto* m = new std::unordered_map<std::string_view, uint8_t>();
+    for (size_t i = kStaticTableSize; i > 0; --i) (*m)[kStatic[i - 1].first] = static_cast<uint8_t>(i);
+    return m;
+  }();
+  return *names;
+}
+
+size_t slotsFor(size_t max_bytes) { return max_bytes / kEntryOverheadBytes + 1; }
+
+// RFC 7541 5.1: an integer with an N-bit prefix. Values above 2^28 are refused: no table,
+// string or index this layer accepts comes near, and the arithmetic stays in range.
+constexpr uint64_t kMaxInteger = uint64_t{1} << 28;
+
+bool readInteger(std::span<const uint8_t> in, size_t& pos, int prefix_bits, uint64_t& value) {
+  const uint8_t mask = static_cast<uint8_t>((1u << prefix_bits) - 1);
+  value = in[pos++] & mask;
+  if (value < mask) return true;
+  int shift = 0;
+  while (pos < in.size()) {
+    const uint8_t b = in[pos++];
+    if (shift > 28) return false;
+    value += static_cast<uint64_t>(b & 0x7f) << shift;
+    if (value > kMaxInteger) return false;
+    if ((b & 0x80) == 0) return true;
+    shift += 7;
+  }
+  return false;
+}
+
+void writeInteger(uint8_t first_bits, int prefix_bits, uint64_t value, std::string& out) {
+  const uint8_t mask = static_cast<uint8_t>((1u << prefix_bits) - 1);
+  if (value < mask) {
+    out.push_back(static_cast<char>(first_bits | value));
+    return;
+  }
+  out.push_back(static_cast<char>(first_bits | mask));
+  value -= mask;
+  while (value >= 0x80) {
+    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<char>(value));
+}
+
+void writeString(std::string_view s, std::string& out) {
+  writeInteger(0x00, 7, s.size(), out);
+  out.append(s);
+}
+
+}  // namespace
+
+HpackTable::Entry staticEntry(size_t index) {
+  return {kStatic[index - 1].first, kStatic[index - 1].second};
+}
+
+// ---- the table ----
+
+HpackTable::HpackTable(size_t max_bytes) : max_bytes_(max_bytes), slots_(slotsFor(max_bytes)) {}
+
+void HpackTable::evictOldest() {
+  Slot& s = slots_[(head_ + slots_.size() - count_) % slots_.size()];
+  bytes_ -= s.bytes.size() + kEntryOverheadBytes;
+  --count_;
+}
+
+void HpackTable::setMaxBytes(size_t max_bytes) {
+  max_bytes_ = max_bytes;
+  while (bytes_ > max_bytes_) evictOldest();
+  if (slotsFor(max_bytes) <= slots_.size()) return;
+  // More entries may now fit than the ring holds: lay the ring out again, oldest first.
+  std::vector<Slot> grown(slotsFor(max_bytes));
+  for (size_t i = 0; i < count_; ++i) {
+    grown[i] = std::move(slots_[(head_ + slots_.size() - count_ + i) % slots_.size()]);
+  }
+  slots_ = std::move(grown);
+  head_ = count_;
+}
+
+void HpackTable::insert(std::string_view name, std::string_view value) {
+  const size_t size = name.size() + value.size() + kEntryOverheadBytes;
+  if (size > max_bytes_) {
+    while (count_ > 0) evictOldest();
+    return;
+  }
+  while (bytes_ + size > max_bytes_) evictOldest();
+  // The head slot holds no entry (the ring has one slot more than entries can fill), so
+  // `name` may still point into an entry just evicted: its bytes are untouched.
+  Slot& s = slots_[head_];
+  s.bytes.assign(name);
+  s.bytes.append(value);
+  s.name_len = name.size();
+  head_ = (head_ + 1) % slots_.size();
+  ++count_;
+  bytes_ += size;
+}
+
+// ---- Huffman ----
+
+bool huffmanDecode(std::span<const uint8_t> in, std::string& out) {
+  const HuffmanAutomaton& a = automaton();
+  const size_t start = out.size();
+  // At most 8 symbols per 5 input bytes: no code is shorter than 5 bits.
+  out.resize(start + in.size() * 8 / 5 + 1);
+  char* w = out.data() + start;
+  uint8_t state = 0;
+  uint8_t flags = kAccept;
+  for (const uint8_t byte : in) {
+    HuffmanStep st = a.step[state][byte >> 4];
+    if (st.flags & kFail) return false;
+    if (st.flags & kEmit) *w++ = static_cast<char>(st.symbol);
+    st = a.step[st.next][byte & 0x0f];
+    if (st.flags & kFail) return false;
+    if (st.flags & kEmit) *w++ = static_cast<char>(st.symbol);
+    state = st.next;
+    flags = st.flags;
+  }
+  out.resize(static_cast<size_t>(w - out.data()));
+  return (flags & kAccept) != 0;
+}
+
+size_t huffmanEncodedLength(std::string_view in) {
+  size_t bits = 0;
+  for (const unsigned char c : in) bits += kCodeBits[c];
+  return (bits + 7) / 8;
+}
+
+void huffmanEncode(std::string_view in, std::string& out) {
+  const HuffmanCodes& c = codes();
+  uint64_t acc = 0;
+  int bits = 0;
+  for (const unsigned char ch : in) {
+    acc = (acc << kCodeBits[ch]) | c.code[ch];
+    bits += kCodeBits[ch];
+    while (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>(acc >> bits));
+    }
+    acc &= (uint64_t{1} << bits) - 1;
+  }
+  if (bits > 0) out.push_back(static_cast<char>((acc << (8 - bits)) | (0xff >> bits)));
+}
+
+// ---- the decoder ----
+
+HpackDecoder::HpackDecoder(size_t max_table_bytes) : table_(max_table_bytes), max_table_bytes_(max_table_bytes) {}
+
+void HpackDecoder::setMaxTableBytes(size_t max_table_bytes) {
+  max_table_bytes_ = max_table_bytes;
+  if (table_.maxBytes() > max_table_bytes) update_required_ = true;
+}
+
+namespace {
+
+// A string literal at `pos` (RFC 7541 5.2): a view of the block, or of `scratch` when
+// Huffman-coded.
+bool readString(std::span<const uint8_t> in, size_t& pos, std::string& scratch, std::string_view& s) {
+  if (pos >= in.size()) return false;
+  const bool huffman = (in[pos] & 0x80) != 0;
+  uint64_t length = 0;
+  if (!readInteger(in, pos, 7, length) || length > in.size() - pos) return false;
+  const auto bytes = in.subspan(pos, length);
+  pos += length;
+  if (!huffman) {
+    s = std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return true;
+  }
+  scratch.clear();
+  if (!huffmanDecode(bytes, scratch)) return false;
+  s = scratch;
+  return true;
+}
+
+}  // namespace
+
+HpackDecoder::Result HpackDecoder::decode(std::span<const uint8_t> block, size_t max_list_bytes, FieldFn field) {
+  Result r;
+  size_t pos = 0;
+  bool fields_seen = false;
+  auto fail = [&](std::string_view what, size_t at) {
+    r.status = codecs::invalidArgument("HPACK: ", what, " at byte ", at, " of the header block");
+    return r;
+  };
+  auto lookup = [&](uint64_t index, HpackTable::Entry& e) {
+    if (index == 0) return false;
+    if (index <= kStaticTableSize) {
+      e = staticEntry(index);
+      return true;
+    }
+    if (index - kStaticTableSize > table_.size()) return false;
+    e = table_.at(index - kStaticTableSize - 1);
+    return true;
+  };
+  auto emit = [&](std::string_view name, std::string_view value) {
+    r.list_bytes += name.size() + value.size() + kEntryOverheadBytes;
+    if (r.list_bytes > max_list_bytes) r.too_large = true;
+    if (!r.too_large) field(name, value);
+  };
+  while (pos < block.size()) {
+    const size_t at = pos;
+    const uint8_t b = block[pos];
+    if (b & 0x80) {  // indexed field
+      uint64_t index = 0;
+      HpackTable::Entry e;
+      if (!readInteger(block, pos, 7, index)) return fail("a malformed index", at);
+      if (!lookup(index, e)) return fail(codecs::strCat("index ", index, " is in neither table"), at);
+      if (update_required_) return fail("a field before the required table size update", at);
+      fields_seen = true;
+      emit(e.name, e.value);
+      continue;
+    }
+    if ((b & 0xe0) == 0x20) {  // dynamic table size update
+      uint64_t size = 0;
+      if (!readInteger(block, pos, 5, size)) return fail("a malformed table size update", at);
+      if (fields_seen) return fail("a table size update after a field", at);
+      if (size > max_table_bytes_) {
+        return fail(codecs::strCat("a table size of ", size, " bytes, over the ", max_table_bytes_, " announced"), at);
+      }
+      table_.setMaxBytes(size);
+      update_required_ = false;
+      continue;
+    }
+    // A literal: with incremental indexing (01), without (0000) or never indexed (0001).
+    const bool indexing = (b & 0xc0) == 0x40;
+    uint64_t name_index = 0;
+    if (!readInteger(block, pos, indexing ? 6 : 4, name_index)) return fail("a malformed name index", at);
+    if (update_required_) return fail("a field before the required table size update", at);
+    std::string_view name;
+    if (name_index != 0) {
+      HpackTable::Entry e;
+      if (!lookup(name_index, e)) return fail(codecs::strCat("name index ", name_index, " is in neither table"), at);
+      name = e.name;
+    } else if (!readString(block, pos, name_scratch_, name)) {
+      return fail("a malformed name string", at);
+    }
+    std::string_view value;
+    if (!readString(block, pos, value_scratch_, value)) return fail("a malformed value string", at);
+    fields_seen = true;
+    emit(name, value);
+    if (indexing) table_.insert(name, value);
+  }
+  if (update_required_) return fail("no table size update where one was required", block.size());
+  return r;
+}
+
+// ---- the encoder ----
+
+HpackEncoder::HpackEncoder(size_t max_table_bytes) : table_(max_table_bytes), own_max_bytes_(max_table_bytes) {}
+
+void HpackEncoder::setPeerMaxTableBytes(size_t peer_max_bytes) {
+  const size_t size = std::min(peer_max_bytes, own_max_bytes_);
+  if (size == table_.maxBytes() && pending_update_ == SIZE_MAX) return;
+  // RFC 7541 4.2: when the size fell and rose again before a block, the smallest is
+  // announced first, then the final one.
+  pending_update_ = std::min(pending_update_, size);
+  final_update_ = size;
+  table_.setMaxBytes(size);
+}
+
+void HpackEncoder::beginBlock(std::string& out) {
+  if (pending_update_ == SIZE_MAX) return;
+  writeInteger(0x20, 5, pending_update_, out);
+  if (final_update_ != pending_update_) writeInteger(0x20, 5, final_update_, out);
+  pending_update_ = final_update_ = SIZE_MAX;
+}
+
+void HpackEncoder::encode(std::string_view name, std::string_view value, Indexing how, std::string& out) {
+  size_t name_index = 0;
+  const auto& names = staticNames();
+  if (const auto it = names.find(name); it != names.end()) {
+    name_index = it->second;
+    for (size_t i = name_index; i <= kStaticTableSize && kStatic[i - 1].first == name; ++i) {
+      if (kStatic[i - 1].second == value) return writeInteger(0x80, 7, i, out);
+    }
+  }
+  if (how != Indexing::kNeverIndex) {
+    for (size_t i = 0; i < table_.size(); ++i) {
+      const HpackTable::Entry e = table_.at(i);
+      if (e.name != name) continue;
+      if (e.value == value) return writeInteger(0x80, 7, kStaticTableSize + 1 + i, out);
+      if (name_index == 0) name_index = kStaticTableSize + 1 + i;
+    }
+  }
+  const bool indexing =
+      how == Indexing::kIndex && name.size() + value.size() + kEntryOverheadBytes <= table_.maxBytes();
+  const uint8_t first = indexing ? 0x40 : how == Indexing::kNeverIndex ? 0x10 : 0x00;
+  writeInteger(first, indexing ? 6 : 4, name_index, out);
+  if (name_index == 0) writeString(name, out);
+  writeString(value, out);
+  if (indexing) table_.insert(name, value);
+}
+
+}  // namespace infergate::gateway::http2
