@@ -15,46 +15,52 @@ constexpr int64_t kReceiveWindow = kLargestWindow;
 // room for HPACK's own bytes.
 size_t maxBlockBytes(const ClientConnection::Options& o) { return size_t{o.max_header_list_bytes} * 2 + 16384; }
 
-bool isTokenChar(unsigned char c) {
-  // RFC 9110 5.6.2's tchar, uppercase excluded (RFC 9113 8.2.1).
-  if (c >= 'a' && c <= 'z') return true;
-  if (c >= '0' && c <= '9') return true;
-  switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-': case '.':
-    case '^': case '_': case '`': case '|': case '~':
-      return true;
-    default:
-      return false;
+// RFC 9110 5.6.2's tchar, uppercase excluded (RFC 9113 8.2.1): a field name's bytes.
+struct NameChars {
+  bool ok[256] = {};
+  NameChars() {
+    for (int c = 'a'; c <= 'z'; ++c) ok[c] = true;
+    for (int c = '0'; c <= '9'; ++c) ok[c] = true;
+    for (const char c : std::string_view("!#$%&'*+-.^_`|~")) ok[static_cast<unsigned char>(c)] = true;
   }
-}
+};
+const NameChars kNameChars;
 
 bool validName(std::string_view name) {
   if (name.empty()) return false;
   for (const unsigned char c : name) {
-    if (!isTokenChar(c)) return false;
+    if (!kNameChars.ok[c]) return false;
   }
   return true;
 }
 
 bool validValue(std::string_view value) {
+  if (value.empty()) return true;
+  if (value.front() == ' ' || value.front() == '\t' || value.back() == ' ' || value.back() == '\t') return false;
   for (const unsigned char c : value) {
     if (c == 0 || c == '\r' || c == '\n') return false;
   }
-  return value.empty() || (value.front() != ' ' && value.front() != '\t' && value.back() != ' ' &&
-                           value.back() != '\t');
+  return true;
 }
 
-// RFC 9113 8.2.2: fields that belong to HTTP/1.1 connections only.
-bool connectionSpecific(std::string_view name) {
-  return name == "connection" || name == "keep-alive" || name == "proxy-connection" ||
-         name == "transfer-encoding" || name == "upgrade";
+// RFC 9113 8.2.2: fields that belong to HTTP/1.1 connections only (and TE but "trailers").
+bool connectionSpecific(std::string_view name, std::string_view value) {
+  switch (name.size()) {
+    case 2: return name == "te" && value != "trailers";
+    case 7: return name == "upgrade";
+    case 10: return name == "connection" || name == "keep-alive";
+    case 16: return name == "proxy-connection";
+    case 17: return name == "transfer-encoding";
+    default: return false;
+  }
 }
 
 }  // namespace
 
 ClientConnection::ClientConnection(Handler& handler, Options options)
     : handler_(handler), options_(options) {
-  std::string start(kClientPreface, kClientPrefaceBytes);
+  std::string& start = pending_;
+  start.assign(kClientPreface, kClientPrefaceBytes);
   const std::pair<SettingId, uint32_t> settings[] = {
       {SettingId::kEnablePush, 0},
       {SettingId::kInitialWindowSize, static_cast<uint32_t>(kReceiveWindow)},
@@ -68,7 +74,6 @@ ClientConnection::ClientConnection(Handler& handler, Options options)
   }
   appendFrameHeader(start, 4, FrameType::kWindowUpdate, 0, 0);
   appendU32(start, static_cast<uint32_t>(kReceiveWindow - kDefaultWindow));
-  queueControl(std::move(start));
   in_ = In::kHead;
 }
 
@@ -107,25 +112,34 @@ void ClientConnection::open(Stream& s, std::span<const Field> fields) {
 }
 
 void ClientConnection::encodeHeaders(Stream& s, std::span<const Field> fields) {
-  std::string block;
-  encoder_.beginBlock(block);
-  for (const Field& f : fields) encoder_.encode(f.name, f.value, f.indexing, block);
-  Chunk chunk;
-  chunk.headers_of = s.id;
+  // Encoded in place after room for the frame header; a block past the server's frame size
+  // (rare: large metadata) is cut into CONTINUATIONs afterwards.
+  marks_.push_back(Mark{pending_.size(), s.id});
+  const size_t head = pending_.size();
+  pending_.append(kFrameHeaderBytes, '\0');
+  const size_t start = pending_.size();
+  encoder_.beginBlock(pending_);
+  for (const Field& f : fields) encoder_.encode(f.name, f.value, f.indexing, pending_);
+  const size_t length = pending_.size() - start;
   const uint8_t end_stream = s.has_body ? 0 : flags::kEndStream;
-  size_t at = 0;
-  do {
+  if (length <= peer_max_frame_) {
+    writeFrameHeader(reinterpret_cast<uint8_t*>(pending_.data() + head), static_cast<uint32_t>(length),
+                     FrameType::kHeaders, end_stream | flags::kEndHeaders, s.id);
+    return;
+  }
+  const std::string block = pending_.substr(start);
+  pending_.resize(head);
+  for (size_t at = 0; at < block.size();) {
     const size_t n = std::min<size_t>(block.size() - at, peer_max_frame_);
-    const bool last = at + n == block.size();
+    const uint8_t end_headers = at + n == block.size() ? flags::kEndHeaders : 0;
     if (at == 0) {
-      appendFrameHeader(chunk.bytes, n, FrameType::kHeaders, end_stream | (last ? flags::kEndHeaders : 0), s.id);
+      appendFrameHeader(pending_, n, FrameType::kHeaders, end_stream | end_headers, s.id);
     } else {
-      appendFrameHeader(chunk.bytes, n, FrameType::kContinuation, last ? flags::kEndHeaders : 0, s.id);
+      appendFrameHeader(pending_, n, FrameType::kContinuation, end_headers, s.id);
     }
-    chunk.bytes.append(block, at, n);
+    pending_.append(block, at, n);
     at += n;
-  } while (at < block.size());
-  out_.push_back(std::move(chunk));
+  }
 }
 
 void ClientConnection::schedule(Stream& s) {
@@ -145,34 +159,54 @@ void ClientConnection::resetStream(int32_t id, uint32_t code) {
   Stream* s = find(id);
   if (s == nullptr || s->resetting) return;
   s->resetting = true;
-  Chunk chunk;
   if (s->opened) {  // a stream the server never saw needs no frame
-    appendFrameHeader(chunk.bytes, 4, FrameType::kRstStream, 0, id);
-    appendU32(chunk.bytes, code);
+    appendFrameHeader(pending_, 4, FrameType::kRstStream, 0, id);
+    appendU32(pending_, code);
   }
-  chunk.closes = id;
-  chunk.close_code = code;
-  out_.push_back(std::move(chunk));
+  marks_.push_back(Mark{pending_.size(), 0, id, code});
 }
 
-void ClientConnection::ping() {
-  std::string frame;
-  appendFrameHeader(frame, 8, FrameType::kPing, 0, 0);
-  frame.append(8, '\0');
-  queueControl(std::move(frame));
+void ClientConnection::ping() { queueFrame(FrameType::kPing, 0, 0, std::string_view("\0\0\0\0\0\0\0\0", 8)); }
+
+void ClientConnection::queueFrame(FrameType type, uint8_t f, int32_t stream, std::string_view payload) {
+  appendFrameHeader(pending_, payload.size(), type, f, stream);
+  pending_.append(payload);
 }
 
 void ClientConnection::queueWindowUpdate(int32_t stream, uint32_t increment) {
-  std::string frame;
-  appendFrameHeader(frame, 4, FrameType::kWindowUpdate, 0, stream);
-  appendU32(frame, increment);
-  queueControl(std::move(frame));
+  appendFrameHeader(pending_, 4, FrameType::kWindowUpdate, 0, stream);
+  appendU32(pending_, increment);
+}
+
+bool ClientConnection::flushControl() {
+  while (!pending_.empty() || !marks_.empty()) {
+    if (!handler_.canWrite()) return false;
+    // Swapped out first: what the handler's calls queue meanwhile goes in the next round.
+    flushing_.swap(pending_);
+    flushing_marks_.swap(marks_);
+    pending_.clear();
+    marks_.clear();
+    size_t written = 0;
+    auto writeTo = [&](size_t at) {
+      if (at > written) handler_.writeBytes(std::string_view(flushing_).substr(written, at - written));
+      written = std::max(written, at);
+    };
+    for (const Mark& m : flushing_marks_) {
+      writeTo(m.at);
+      if (m.headers_of != 0) handler_.beforeHeaders(m.headers_of);
+      if (m.closes != 0) closeStream(m.closes, m.close_code, false);
+    }
+    writeTo(flushing_.size());
+    flushing_.clear();
+    flushing_marks_.clear();
+  }
+  return true;
 }
 
 // ---- output ----
 
 bool ClientConnection::wantsWrite() const {
-  if (!out_.empty()) return true;
+  if (!pending_.empty() || !marks_.empty()) return true;
   if (!waiting_open_.empty() && opened_count_ < peer_max_streams_ && !terminated_) return true;
   if (send_window_ <= 0) return false;
   for (const int32_t id : send_order_) {
@@ -184,15 +218,7 @@ bool ClientConnection::wantsWrite() const {
 
 void ClientConnection::send() {
   for (;;) {
-    while (!out_.empty()) {
-      if (!handler_.canWrite()) return;
-      Chunk chunk = std::move(out_.front());
-      out_.pop_front();
-      if (chunk.headers_of != 0) handler_.beforeHeaders(chunk.headers_of);
-      if (!chunk.bytes.empty()) handler_.writeBytes(chunk.bytes);
-      if (chunk.closes != 0) closeStream(chunk.closes, chunk.close_code, false);
-    }
-    if (terminated_) return;
+    if (!flushControl() || terminated_) return;
     // Streams waiting for a slot, in the order their ids were given.
     bool opened = false;
     while (!waiting_open_.empty() && opened_count_ < peer_max_streams_) {
@@ -266,12 +292,11 @@ bool ClientConnection::connectionError(uint32_t code, std::string why) {
   if (terminated_) return false;
   terminated_ = true;
   error_ = std::move(why);
-  std::string frame;
-  appendFrameHeader(frame, 8, FrameType::kGoaway, 0, 0);
-  appendU32(frame, 0);  // the server opens no streams here
-  appendU32(frame, code);
-  out_.clear();
-  queueControl(std::move(frame));
+  pending_.clear();
+  marks_.clear();
+  appendFrameHeader(pending_, 8, FrameType::kGoaway, 0, 0);
+  appendU32(pending_, 0);  // the server opens no streams here
+  appendU32(pending_, code);
   return false;
 }
 
@@ -280,7 +305,7 @@ void ClientConnection::remoteEnded(Stream& s) {
   if (s.local_ended) return closeStream(s.id, kNoError, false);
   // Answered before the whole request went: the rest is not wanted.
   resetStream(s.id, kCancel);
-  out_.back().close_code = kNoError;
+  marks_.back().close_code = kNoError;
 }
 
 // ---- input ----
@@ -437,10 +462,7 @@ bool ClientConnection::onFrame() {
       if (frame_.flags & flags::kAck) {
         handler_.onPingAck();
       } else {
-        std::string frame;
-        appendFrameHeader(frame, 8, FrameType::kPing, flags::kAck, 0);
-        frame.append(payload_);
-        queueControl(std::move(frame));
+        queueFrame(FrameType::kPing, flags::kAck, 0, payload_);
       }
       return true;
     case FrameType::kGoaway:
@@ -520,7 +542,7 @@ bool ClientConnection::onBlockDone() {
           return;
         }
         regular_seen = true;
-        if (!validName(name) || !validValue(value) || connectionSpecific(name) || (name == "te" && value != "trailers")) {
+        if (!validName(name) || !validValue(value) || connectionSpecific(name, value)) {
           malformed = true;
           return;
         }
@@ -601,9 +623,7 @@ bool ClientConnection::onSettingsFrame() {
         break;  // SETTINGS_MAX_HEADER_LIST_SIZE (advice) and others: nothing to do
     }
   }
-  std::string ack;
-  appendFrameHeader(ack, 0, FrameType::kSettings, flags::kAck, 0);
-  queueControl(std::move(ack));
+  queueFrame(FrameType::kSettings, flags::kAck, 0, {});
   const bool first = !settings_seen_;
   settings_seen_ = true;
   if (first) handler_.onSettings();

@@ -129,11 +129,13 @@ class ClientConnection {
     std::vector<std::pair<std::string, std::string>> waiting_fields;  // not opened yet
     std::vector<HpackEncoder::Indexing> waiting_indexing;
   };
-  // Queued output: bytes, and what to do once they are out.
-  struct Chunk {
-    std::string bytes;
-    int32_t headers_of = 0;  // beforeHeaders() for this stream first
-    int32_t closes = 0;  // the stream to close after (an RST_STREAM of ours)
+  // Queued output is one run of bytes (pending_) and marks in it: where a stream's HEADERS
+  // start (beforeHeaders() is called there), and where an RST_STREAM of ours ends (the
+  // stream closes there).
+  struct Mark {
+    size_t at = 0;
+    int32_t headers_of = 0;
+    int32_t closes = 0;
     uint32_t close_code = 0;
   };
   enum class In { kPrefaceSettings, kHead, kPayload, kDataPadLength, kData, kDataPadding };
@@ -152,8 +154,9 @@ class ClientConnection {
   void encodeHeaders(Stream& s, std::span<const Field> fields);
   void closeStream(int32_t id, uint32_t code, bool by_peer);
   void remoteEnded(Stream& s);
-  void queueControl(std::string bytes) { out_.push_back(Chunk{std::move(bytes)}); }
   void queueWindowUpdate(int32_t stream, uint32_t increment);
+  void queueFrame(FrameType type, uint8_t flags, int32_t stream, std::string_view payload);
+  bool flushControl();  // false: the output is full
   void schedule(Stream& s);
   Stream* find(int32_t id) {
     auto it = streams_.find(id);
@@ -164,7 +167,10 @@ class ClientConnection {
   Options options_;
   HpackEncoder encoder_;
   HpackDecoder decoder_;
-  std::deque<Chunk> out_;
+  std::string pending_;
+  std::vector<Mark> marks_;
+  std::string flushing_;  // pending_ while it is handed over (swapped, keeping both buffers)
+  std::vector<Mark> flushing_marks_;
 
   // The server's settings.
   uint32_t peer_max_frame_ = kDefaultMaxFrameBytes;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
-#include <unordered_map>
 #include <utility>
 
 
@@ -136,17 +136,39 @@ const HuffmanAutomaton& automaton() {
   return a;
 }
 
-// Name -> its first static index, for the encoder.
-const std::unordered_map<std::string_view, uint8_t>& staticNames() {
-  static const auto* names = [] {
-    auto* m = new std::unordered_map<std::string_view, uint8_t>();
-    for (size_t i = kStaticTableSize; i > 0; --i) (*m)[kStatic[i - 1].first] = static_cast<uint8_t>(i);
-    return m;
-  }();
-  return *names;
+// Name -> its first static index, for the encoder: open addressing over a cheap hash of
+// the name's length and three of its bytes (61 names in 256 slots).
+class StaticNames {
+ public:
+  StaticNames() {
+    for (size_t i = 1; i <= kStaticTableSize; ++i) {
+      if (i > 1 && kStatic[i - 1].first == kStatic[i - 2].first) continue;
+      size_t h = hash(kStatic[i - 1].first);
+      while (slot_[h] != 0) h = (h + 1) & 255;
+      slot_[h] = static_cast<uint8_t>(i);
+    }
+  }
+  size_t find(std::string_view name) const {
+    if (name.empty()) return 0;
+    for (size_t h = hash(name); slot_[h] != 0; h = (h + 1) & 255) {
+      if (kStatic[slot_[h] - 1].first == name) return slot_[h];
+    }
+    return 0;
+  }
+
+ private:
+  static size_t hash(std::string_view n) {
+    const auto b = [&](size_t i) { return static_cast<size_t>(static_cast<uint8_t>(n[i])); };
+    return (n.size() * 131 + b(0) * 7 + b(n.size() / 2) * 17 + b(n.size() - 1) * 31) & 255;
+  }
+  uint8_t slot_[256] = {};
+};
+const StaticNames& staticNames() {
+  static const StaticNames names;
+  return names;
 }
 
-size_t slotsFor(size_t max_bytes) { return max_bytes / kEntryOverheadBytes + 1; }
+size_t slotsFor(size_t max_bytes) { return std::bit_ceil(max_bytes / kEntryOverheadBytes + 2); }
 
 // RFC 7541 5.1: an integer with an N-bit prefix. Values above 2^28 are refused: no table,
 // string or index this layer accepts comes near, and the arithmetic stays in range.
@@ -196,10 +218,11 @@ HpackTable::Entry staticEntry(size_t index) {
 
 // ---- the table ----
 
-HpackTable::HpackTable(size_t max_bytes) : max_bytes_(max_bytes), slots_(slotsFor(max_bytes)) {}
+HpackTable::HpackTable(size_t max_bytes)
+    : max_bytes_(max_bytes), slots_(slotsFor(max_bytes)), mask_(slots_.size() - 1) {}
 
 void HpackTable::evictOldest() {
-  Slot& s = slots_[(head_ + slots_.size() - count_) % slots_.size()];
+  Slot& s = slots_[(head_ - count_) & mask_];
   bytes_ -= s.bytes.size() + kEntryOverheadBytes;
   --count_;
 }
@@ -211,10 +234,22 @@ void HpackTable::setMaxBytes(size_t max_bytes) {
   // More entries may now fit than the ring holds: lay the ring out again, oldest first.
   std::vector<Slot> grown(slotsFor(max_bytes));
   for (size_t i = 0; i < count_; ++i) {
-    grown[i] = std::move(slots_[(head_ + slots_.size() - count_ + i) % slots_.size()]);
+    grown[i] = std::move(slots_[(head_ - count_ + i) & mask_]);
   }
   slots_ = std::move(grown);
+  mask_ = slots_.size() - 1;
   head_ = count_;
+}
+
+size_t HpackTable::find(std::string_view name, std::string_view value, size_t* name_index) const {
+  const size_t total = name.size() + value.size();
+  for (size_t i = 0; i < count_; ++i) {
+    const Slot& s = slots_[(head_ - 1 - i) & mask_];
+    if (s.name_len != name.size() || std::string_view(s.bytes.data(), s.name_len) != name) continue;
+    if (s.bytes.size() == total && std::string_view(s.bytes).substr(s.name_len) == value) return i + 1;
+    if (name_index != nullptr && *name_index == 0) *name_index = kStaticTableSize + 1 + i;
+  }
+  return 0;
 }
 
 void HpackTable::insert(std::string_view name, std::string_view value) {
@@ -230,33 +265,45 @@ void HpackTable::insert(std::string_view name, std::string_view value) {
   s.bytes.assign(name);
   s.bytes.append(value);
   s.name_len = name.size();
-  head_ = (head_ + 1) % slots_.size();
+  head_ = (head_ + 1) & mask_;
   ++count_;
   bytes_ += size;
 }
 
 // ---- Huffman ----
 
-bool huffmanDecode(std::span<const uint8_t> in, std::string& out) {
+namespace {
+
+// At most 8 symbols per 5 input bytes: no code is shorter than 5 bits.
+size_t huffmanDecodedBound(size_t in) { return in * 8 / 5 + 1; }
+
+// Decodes into `out` (room for huffmanDecodedBound bytes); the length, or -1.
+ptrdiff_t huffmanDecodeTo(std::span<const uint8_t> in, char* out) {
   const HuffmanAutomaton& a = automaton();
-  const size_t start = out.size();
-  // At most 8 symbols per 5 input bytes: no code is shorter than 5 bits.
-  out.resize(start + in.size() * 8 / 5 + 1);
-  char* w = out.data() + start;
+  char* w = out;
   uint8_t state = 0;
   uint8_t flags = kAccept;
   for (const uint8_t byte : in) {
     HuffmanStep st = a.step[state][byte >> 4];
-    if (st.flags & kFail) return false;
+    if (st.flags & kFail) return -1;
     if (st.flags & kEmit) *w++ = static_cast<char>(st.symbol);
     st = a.step[st.next][byte & 0x0f];
-    if (st.flags & kFail) return false;
+    if (st.flags & kFail) return -1;
     if (st.flags & kEmit) *w++ = static_cast<char>(st.symbol);
     state = st.next;
     flags = st.flags;
   }
-  out.resize(static_cast<size_t>(w - out.data()));
-  return (flags & kAccept) != 0;
+  return (flags & kAccept) != 0 ? w - out : -1;
+}
+
+}  // namespace
+
+bool huffmanDecode(std::span<const uint8_t> in, std::string& out) {
+  const size_t start = out.size();
+  out.resize(start + huffmanDecodedBound(in.size()));
+  const ptrdiff_t n = huffmanDecodeTo(in, out.data() + start);
+  out.resize(n < 0 ? start : start + static_cast<size_t>(n));
+  return n >= 0;
 }
 
 size_t huffmanEncodedLength(std::string_view in) {
@@ -305,9 +352,11 @@ bool readString(std::span<const uint8_t> in, size_t& pos, std::string& scratch, 
     s = std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     return true;
   }
-  scratch.clear();
-  if (!huffmanDecode(bytes, scratch)) return false;
-  s = scratch;
+  // The scratch only grows: it is written through, never cleared or zero-filled again.
+  if (scratch.size() < huffmanDecodedBound(bytes.size())) scratch.resize(huffmanDecodedBound(bytes.size()));
+  const ptrdiff_t n = huffmanDecodeTo(bytes, scratch.data());
+  if (n < 0) return false;
+  s = std::string_view(scratch.data(), static_cast<size_t>(n));
   return true;
 }
 
@@ -405,20 +454,15 @@ void HpackEncoder::beginBlock(std::string& out) {
 }
 
 void HpackEncoder::encode(std::string_view name, std::string_view value, Indexing how, std::string& out) {
-  size_t name_index = 0;
-  const auto& names = staticNames();
-  if (const auto it = names.find(name); it != names.end()) {
-    name_index = it->second;
+  size_t name_index = staticNames().find(name);
+  if (name_index != 0) {
     for (size_t i = name_index; i <= kStaticTableSize && kStatic[i - 1].first == name; ++i) {
       if (kStatic[i - 1].second == value) return writeInteger(0x80, 7, i, out);
     }
   }
   if (how != Indexing::kNeverIndex) {
-    for (size_t i = 0; i < table_.size(); ++i) {
-      const HpackTable::Entry e = table_.at(i);
-      if (e.name != name) continue;
-      if (e.value == value) return writeInteger(0x80, 7, kStaticTableSize + 1 + i, out);
-      if (name_index == 0) name_index = kStaticTableSize + 1 + i;
+    if (const size_t hit = table_.find(name, value, name_index == 0 ? &name_index : nullptr); hit != 0) {
+      return writeInteger(0x80, 7, kStaticTableSize + hit, out);
     }
   }
   const bool indexing =

@@ -55,9 +55,14 @@ class HpackTable {
   size_t maxBytes() const { return max_bytes_; }
   // 0 is the newest entry. `i` < size().
   Entry at(size_t i) const {
-    const Slot& s = slots_[(head_ + slots_.size() - 1 - i) % slots_.size()];
+    const Slot& s = slots_[(head_ - 1 - i) & mask_];
     return {std::string_view(s.bytes).substr(0, s.name_len), std::string_view(s.bytes).substr(s.name_len)};
   }
+
+  // The 1-based position of the entry (name, value), 0 when absent; when `name_index`
+  // points at 0, it is set to the HPACK index (static entries counted) of the newest entry
+  // of that name, if any.
+  size_t find(std::string_view name, std::string_view value, size_t* name_index) const;
 
   // Evicts until the table fits `max_bytes`, which becomes the limit.
   void setMaxBytes(size_t max_bytes);
@@ -74,7 +79,8 @@ class HpackTable {
 
   size_t max_bytes_;
   size_t bytes_ = 0;  // by RFC 7541's measure
-  std::vector<Slot> slots_;  // circular: head_ is where the next entry goes
+  std::vector<Slot> slots_;  // circular, a power of two: head_ is where the next entry goes
+  size_t mask_ = 0;  // slots_.size() - 1
   size_t head_ = 0;
   size_t count_ = 0;
 };

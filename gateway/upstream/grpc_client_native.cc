@@ -1,24 +1,25 @@
-// GrpcLoopClient (grpc_client_native.h): unary gRPC over h2c with nghttp2 on a worker loop.
+// GrpcLoopClient (grpc_client_native.h): unary gRPC over h2c on a worker loop, HTTP/2 by
+// the project's own http2::ClientConnection.
 //
 //   Engine       the loop's state: a connection per endpoint (by key), the receive buffer,
 //                the endings waiting to be told.
-//   Connection   a socket, its nghttp2 session, the calls on it by stream id, and the
+//   Connection   a socket, its HTTP/2 state, the calls on it by stream id, and the
 //                output queue (below). Lives in `connections_` from socket() to drop().
 //   Call         one unary call: the request's slices and the cursor over them, the
 //                answer as it is read, the deadline timer. Held (shared) by the caller's
-//                handle, by its connection's stream map while nghttp2 may read from it, and
+//                handle, by its connection's stream map while its body may be framed, and
 //                by the endings list until `done` has run.
 //
-// Output queue. nghttp2 serializes frames through two callbacks: control frames and
+// Output queue. The HTTP/2 connection frames through two handler calls: control frames and
 // frame headers are copied into the queue (small), and each DATA frame's payload is queued
 // as references into the request's slices (each reference keeps its slice alive), so a
 // tensor travels from the client's buffer to the socket without a copy. flush() hands the
 // queue to sendmsg in batches of iovecs. While more than kMaxQueuedBytes wait for the
-// socket, the callbacks answer NGHTTP2_ERR_WOULDBLOCK and nghttp2 keeps the rest.
+// socket, canWrite() says no and the connection keeps the rest.
 //
-// Endings. A call ends (finish) inside nghttp2's callbacks, a timer, or cancel(); `done`
+// Endings. A call ends (finish) inside the connection's callbacks, a timer, or cancel(); `done`
 // runs later, from deliver(): at the end of the socket or timer handler that ended it, or
-// from a task posted to the loop, so that no caller's code runs inside nghttp2 or inside
+// from a task posted to the loop, so that no caller's code runs inside the connection or inside
 // unary() / cancel(). Handlers that may run a caller's code hold the engine's `alive_`
 // token: a callback may destroy the client (the last reference to an upstream set), and
 // the handler then returns without touching it.
@@ -35,7 +36,6 @@
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <nghttp2/nghttp2.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -166,41 +166,43 @@ codecs::StatusOr<GrpcLoopClient::Engine::Connection*> GrpcLoopClient::Engine::co
 }
 
 void GrpcLoopClient::Engine::submit(Connection& c, const std::shared_ptr<Call>& call) {
-  std::vector<nghttp2_nv> nv;
-  nv.reserve(8 + call->metadata.size());
+  using Indexing = http2::HpackEncoder::Indexing;
+  std::vector<http2::ClientConnection::Field> fields;
+  fields.reserve(8 + call->metadata.size());
   std::string timeout;
-  nv.push_back(http2Field(":method", "POST"));
-  nv.push_back(http2Field(":scheme", "http"));
-  nv.push_back(http2Field(":path", call->method));
-  nv.push_back(http2Field(":authority", c.authority));
-  nv.push_back(http2Field("te", "trailers"));
-  nv.push_back(http2Field("content-type", "application/grpc"));
-  nv.push_back(http2Field("user-agent", "infergate"));
+  fields.push_back({":method", "POST"});
+  fields.push_back({":scheme", "http"});
+  fields.push_back({":path", call->method});
+  fields.push_back({":authority", c.authority});
+  fields.push_back({"te", "trailers"});
+  fields.push_back({"content-type", "application/grpc"});
+  fields.push_back({"user-agent", "infergate"});
   if (call->deadline) {
     timeout = grpcTimeout(*call->deadline - std::chrono::system_clock::now());
-    nv.push_back(http2Field("grpc-timeout", timeout));
+    fields.push_back({"grpc-timeout", timeout, Indexing::kNoIndex});
   }
-  for (const auto& [key, value] : call->metadata) nv.push_back(http2Field(key, value));
+  // Forwarded metadata changes from call to call (ids, traces): it stays out of the table,
+  // and credentials are marked never to enter one.
+  for (const auto& [key, value] : call->metadata) {
+    fields.push_back({key, value, key == "authorization" || key == "cookie" ? Indexing::kNeverIndex : Indexing::kNoIndex});
+  }
 
-  nghttp2_data_provider provider;
-  provider.source.ptr = call.get();
-  provider.read_callback = &Engine::onReadPayload;
   call->promised = 0;
   call->deferred = false;
   call->payload.rewind();
   call->headers_at = UINT64_MAX;
-  const int32_t id = nghttp2_submit_request(c.session, nullptr, nv.data(), nv.size(), &provider, call.get());
-  if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE && !c.draining) {
-    // The connection used up its 2^30 stream ids: it serves what it has, and the call
-    // goes on a fresh one.
+  const int32_t id = c.h2->submitRequest(fields, true);
+  if (id == 0 && !c.draining) {
+    // The connection opens no more streams (its 2^31 ids used up): it serves what it has,
+    // and the call goes on a fresh one.
     c.draining = true;
     if (auto it = by_key_.find(c.key); it != by_key_.end() && it->second == &c) by_key_.erase(it);
     codecs::StatusOr<Connection*> next = connectionFor(*call);
     if (!next.ok()) return finish(*call, next.status());
     return submit(**next, call);
   }
-  if (id < 0) {
-    finish(*call, markNotSent(unavailable(*call, strCat("cannot start an HTTP/2 stream: ", nghttp2_strerror(id)))));
+  if (id == 0) {
+    finish(*call, markNotSent(unavailable(*call, "cannot start an HTTP/2 stream on a connection going away")));
     return;
   }
   call->connection = &c;
@@ -211,9 +213,7 @@ void GrpcLoopClient::Engine::submit(Connection& c, const std::shared_ptr<Call>& 
 void GrpcLoopClient::Engine::cancel(Call& call) {
   std::shared_ptr<Call> keep = call.shared_from_this();
   Connection* c = call.connection;
-  if (c != nullptr && call.stream_id > 0) {
-    nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call.stream_id, NGHTTP2_CANCEL);
-  }
+  if (c != nullptr && call.stream_id > 0) c->h2->resetStream(call.stream_id, http2::kCancel);
   finish(call, absl::CancelledError("the request was cancelled"));
   if (c != nullptr && !c->connecting && pump(*c)) maybeClose(*c);  // the RST_STREAM
   scheduleDelivery();
@@ -225,7 +225,7 @@ void GrpcLoopClient::Engine::onArrival(Call& call) {
   if (!call.deferred || c == nullptr || call.stream_id <= 0) return;
   if (call.payload.arrivedFrom(call.promised, *call.arrival) == 0) return;  // not its bytes yet
   call.deferred = false;
-  nghttp2_session_resume_data(c->session, call.stream_id);
+  c->h2->resumeData(call.stream_id);
   if (!c->connecting) pump(*c);
   scheduleDelivery();  // what the pump ended
 }
@@ -233,13 +233,13 @@ void GrpcLoopClient::Engine::onArrival(Call& call) {
 void GrpcLoopClient::Engine::finish(Call& call, Status status, codecs::MovableByteBuffer answer) {
   if (call.owner == nullptr) return;
   call.owner = nullptr;
-  // The arrival stays (nghttp2 may still read the payload) but is no longer watched.
+  // The arrival stays (the connection may still frame the payload) but is no longer watched.
   if (call.arrival != nullptr) call.arrival->unwatch(call.arrival_watch);
   if (call.deadline_timer != nullptr) {
     event_free(call.deadline_timer);
     call.deadline_timer = nullptr;
   }
-  // The connection keeps the call (nghttp2 may still read its payload) until the stream
+  // The connection keeps the call (it may still frame its payload) until the stream
   // closes; what arrives for it meanwhile is ignored.
   endings_.push_back(Ending{call.shared_from_this(), std::move(status), std::move(answer)});
 }
@@ -247,10 +247,7 @@ void GrpcLoopClient::Engine::finish(Call& call, Status status, codecs::MovableBy
 void GrpcLoopClient::Engine::breakAnswer(Call& call, std::string_view why) {
   if (call.broken) return;
   call.broken = brokeGrpc(call, why);
-  if (call.connection != nullptr && call.stream_id > 0) {
-    nghttp2_submit_rst_stream(call.connection->session, NGHTTP2_FLAG_NONE, call.stream_id,
-                              NGHTTP2_CANCEL);
-  }
+  if (call.connection != nullptr && call.stream_id > 0) call.connection->h2->resetStream(call.stream_id, http2::kCancel);
 }
 
 Status GrpcLoopClient::Engine::outcome(Call& call, uint32_t error_code) const {
@@ -268,22 +265,21 @@ Status GrpcLoopClient::Engine::outcome(Call& call, uint32_t error_code) const {
                                                    : grpc::StatusCode::UNKNOWN;
     return toUpstreamStatus(grpc::Status(grpc_code, call.grpc_message), name, call.endpoint);
   }
-  // Refused, by an RST_STREAM or by a GOAWAY that did not cover it (nghttp2 then closes
-  // the streams it names, and the requests still queued, itself): never processed.
-  if (error_code == NGHTTP2_REFUSED_STREAM) {
+  // Refused, by an RST_STREAM or by a GOAWAY that did not cover it (the connection then
+  // closes the streams past its last id, and the requests still queued): never processed.
+  if (error_code == http2::kRefusedStream) {
     return markNotSent(unavailable(call, "the upstream refused the stream before reading it"));
   }
-  if (error_code != NGHTTP2_NO_ERROR && !call.reset_by_upstream) {
-    return brokeHttp2(call);  // nghttp2 closed the stream on a protocol error of the upstream's
+  if (error_code != http2::kNoError && !call.reset_by_upstream) {
+    return brokeHttp2(call);  // the stream was reset on a protocol error of the upstream's
   }
-  if (error_code != NGHTTP2_NO_ERROR) {
+  if (error_code != http2::kNoError) {
     const grpc::StatusCode code =
-        error_code == NGHTTP2_CANCEL ? grpc::StatusCode::CANCELLED : grpc::StatusCode::INTERNAL;
+        error_code == http2::kCancel ? grpc::StatusCode::CANCELLED : grpc::StatusCode::INTERNAL;
     return toUpstreamStatus(grpc::Status(code, strCat("Received RST_STREAM with error code ", error_code)),
                             name, call.endpoint);
   }
-  // No :status at all: HTTP/2 itself was broken (nghttp2 may close such a stream or the
-  // whole session, depending on where the reads fell).
+  // No :status at all: HTTP/2 itself was broken.
   if (call.http_status == 0) return brokeHttp2(call);
   if (call.http_status != 200) return brokeGrpc(call, strCat("answered HTTP status ", call.http_status));
   if (!call.content_type.starts_with("application/grpc")) {

@@ -2,11 +2,10 @@
 
 // GrpcLoopClient's engine (grpc_client_native.h), shared by the two files that define it:
 // grpc_client_native.cc (calls, their answers, endings) and grpc_client_native_session.cc
-// (connections, the nghttp2 session and socket events). Internal: no other file includes
+// (connections, their HTTP/2 state and socket events). Internal: no other file includes
 // it. How it works is told at the top of grpc_client_native.cc.
 
 #include <event2/event.h>
-#include <nghttp2/nghttp2.h>
 
 #include <chrono>
 #include <climits>
@@ -23,6 +22,7 @@
 
 #include "codecs/status.h"
 #include "gateway/http/event_loop.h"
+#include "gateway/http2/client_connection.h"
 #include "gateway/upstream/grpc_client_native.h"
 #include "gateway/upstream/socket_output.h"
 #include "tls/client_session.h"
@@ -79,11 +79,11 @@ class GrpcLoopClient::Engine {
     bool resent = false;
     uint64_t headers_at = UINT64_MAX;  // where its HEADERS start in the connection's output
 
-    // The request's payload, and how much of it was handed to nghttp2 by the read callback.
+    // The request's payload, and how much of it the connection framed (bodyReady).
     GrpcOutMessage payload;
     size_t promised = 0;
     // The client's body that the payload references while it still arrives (null: all
-    // there): the read callback defers the stream at its first missing byte, and the
+    // there): bodyReady defers the stream at its first missing byte, and the
     // arrival's watcher resumes it, or cancels the call when the body never comes.
     std::shared_ptr<http::BodyArrival> arrival;
     uint64_t arrival_watch = 0;
@@ -113,12 +113,31 @@ class GrpcLoopClient::Engine {
     size_t message_size = 0, message_have = 0;
     int messages = 0;
     std::optional<codecs::Status> broken;  // the answer broke the protocol (502)
-    bool reset_by_upstream = false;        // an RST_STREAM came (not nghttp2's own close)
+    bool reset_by_upstream = false;        // an RST_STREAM came (not the connection's own close)
 
     ~Call() = default;
   };
 
-  struct Connection {
+  // A connection is its HTTP/2 state's handler (http2::ClientConnection calls back into
+  // it from receive() and send()).
+  struct Connection final : http2::ClientConnection::Handler {
+    bool canWrite() override;
+    void writeBytes(std::string_view bytes) override;
+    void beforeHeaders(int32_t stream) override;
+    size_t bodyReady(int32_t stream, size_t max, bool& last) override;
+    void writeData(int32_t stream, const uint8_t* head, size_t length) override;
+    void onField(int32_t stream, std::string_view name, std::string_view value) override;
+    void onHeadersEnd(int32_t stream, bool end_stream) override;
+    void onData(int32_t stream, const uint8_t* data, size_t size) override;
+    void onStreamClose(int32_t stream, uint32_t error_code, bool reset_by_peer) override;
+    void onSettings() override;
+    void onPingAck() override;
+    void onGoaway(uint32_t error_code) override;
+    Call* callOf(int32_t stream) {
+      auto it = streams.find(stream);
+      return it == streams.end() ? nullptr : it->second.get();
+    }
+
     Engine* engine = nullptr;
     std::string key;
     std::string authority;  // :authority
@@ -130,8 +149,8 @@ class GrpcLoopClient::Engine {
     bool ping_outstanding = false;
     bool connecting = false;
     bool draining = false;  // GOAWAY received, or failed: no new call
-    bool paused = false;    // a send callback answered WOULDBLOCK in this pump's round
-    nghttp2_session* session = nullptr;
+    bool paused = false;    // the output refused more (canWrite) in this pump's round
+    std::unique_ptr<http2::ClientConnection> h2;
     std::unordered_map<int32_t, std::shared_ptr<Call>> streams;
     SocketOutput out;
     // TLS (options.tls): what reads and writes go through; null for plaintext.
@@ -164,7 +183,7 @@ class GrpcLoopClient::Engine {
   codecs::StatusOr<Connection*> open(const Call& call);
   bool startSession(Connection& c);
   bool connected(Connection& c);  // false: `c` failed (gone)
-  bool pump(Connection& c);  // lets nghttp2 serialize, then writes; false: `c` failed (gone)
+  bool pump(Connection& c);  // lets the connection frame, then writes; false: `c` failed (gone)
   bool flush(Connection& c);  // false: the connection failed (dropped)
   // Whether bytes wait to be written (queued, or taken by the TLS session).
   static bool hasOutput(const Connection& c) {
@@ -175,7 +194,7 @@ class GrpcLoopClient::Engine {
   bool checkHandshake(Connection& c);
   // Whether `c` is still opening: TCP, TLS, no SETTINGS seen yet.
   static bool handshaking(const Connection& c) { return c.tls != nullptr && !c.tls_established; }
-  // Reads what the socket (and the TLS session) holds into nghttp2. False: `c` failed.
+  // Reads what the socket (and the TLS session) holds into the connection. False: `c` failed.
   bool readInput(Connection& c);
   enum class Failure { kConnect, kClosed, kBroken };
   // Ends (or resends) every call on `c` and drops it; `why` is named per call.
@@ -188,7 +207,7 @@ class GrpcLoopClient::Engine {
   void deliver();
   void scheduleDelivery();
 
-  // 502: the upstream broke HTTP/2's rules and nghttp2 ended the stream or the session.
+  // 502: the upstream broke HTTP/2's rules and the stream or the connection was ended.
   codecs::Status brokeHttp2(const Call& call) const {
     return codecs::withOrigin(
         absl::InvalidArgumentError(codecs::strCat("upstream '", options_.upstream_name, "' (", call.endpoint,
@@ -208,20 +227,6 @@ class GrpcLoopClient::Engine {
                                       ") is unavailable: ", why)),
         codecs::ErrorOrigin::kUpstream);
   }
-
-  // nghttp2 callbacks (user_data: the Connection).
-  static ssize_t onSend(nghttp2_session*, const uint8_t* data, size_t size, int, void* user);
-  static int onSendData(nghttp2_session*, nghttp2_frame* frame, const uint8_t* framehd,
-                        size_t length, nghttp2_data_source* source, void* user);
-  static ssize_t onReadPayload(nghttp2_session*, int32_t, uint8_t*, size_t length,
-                               uint32_t* flags, nghttp2_data_source* source, void*);
-  static int onFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user);
-  static int onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user);
-  static int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
-                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* user);
-  static int onDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data,
-                         size_t size, void* user);
-  static int onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user);
 
   // libevent callbacks.
   static void onReadable(evutil_socket_t, short, void* arg);

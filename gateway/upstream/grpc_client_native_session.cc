@@ -1,5 +1,5 @@
 // GrpcLoopClient's connections (grpc_client_native_engine.h; how it all works: the top of
-// grpc_client_native.cc): opening one, its nghttp2 session and what nghttp2 calls back,
+// grpc_client_native.cc): opening one, its HTTP/2 state and what that calls back,
 // the output queue and its flush, a connection's failure and end, and the socket and
 // timer events that drive them.
 
@@ -10,7 +10,6 @@
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <nghttp2/nghttp2.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -105,26 +104,10 @@ codecs::StatusOr<GrpcLoopClient::Engine::Connection*> GrpcLoopClient::Engine::op
 }
 
 bool GrpcLoopClient::Engine::startSession(Connection& c) {
-  static nghttp2_session_callbacks* callbacks = [] {
-    nghttp2_session_callbacks* cb = nullptr;
-    nghttp2_session_callbacks_new(&cb);
-    nghttp2_session_callbacks_set_send_callback(cb, &Engine::onSend);
-    nghttp2_session_callbacks_set_send_data_callback(cb, &Engine::onSendData);
-    nghttp2_session_callbacks_set_before_frame_send_callback(cb, &Engine::onFrameSend);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, &Engine::onFrameRecv);
-    nghttp2_session_callbacks_set_on_header_callback(cb, &Engine::onHeader);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &Engine::onDataChunk);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb, &Engine::onStreamClose);
-    return cb;
-  }();
-  if (callbacks == nullptr || nghttp2_session_client_new(&c.session, callbacks, &c) != 0) return false;
-  const nghttp2_settings_entry settings[] = {
-      {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<uint32_t>(kWindow)},
-      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, kMaxHeaderListBytes},
-  };
-  return nghttp2_submit_settings(c.session, NGHTTP2_FLAG_NONE, settings, std::size(settings)) == 0 &&
-         nghttp2_session_set_local_window_size(c.session, NGHTTP2_FLAG_NONE, 0, kWindow) == 0;
+  http2::ClientConnection::Options options;
+  options.max_header_list_bytes = kMaxHeaderListBytes;
+  c.h2 = std::make_unique<http2::ClientConnection>(c, options);
+  return true;
 }
 
 bool GrpcLoopClient::Engine::connected(Connection& c) {
@@ -137,10 +120,7 @@ bool GrpcLoopClient::Engine::connected(Connection& c) {
 bool GrpcLoopClient::Engine::pump(Connection& c) {
   for (;;) {
     c.paused = false;
-    if (const int rv = nghttp2_session_send(c.session); rv != 0) {
-      fail(c, nghttp2_strerror(rv), Failure::kBroken);
-      return false;
-    }
+    c.h2->send();
     if (!flush(c)) return false;
     if (hasOutput(c)) {
       // A TLS handshake that waits for the upstream's answer: the read brings it and
@@ -153,10 +133,10 @@ bool GrpcLoopClient::Engine::pump(Connection& c) {
       return true;
     }
     // Paused by the queue's cap (even before queueing anything, when the queue was full on
-    // entry), which the socket has now drained: serialize the rest. Not paused: nghttp2
+    // entry), which the socket has now drained: frame the rest. Not paused: the connection
     // has nothing it may send (done, or waiting for the upstream's WINDOW_UPDATE, which a
     // read brings, and the read pumps again).
-    if (!c.paused || !nghttp2_session_want_write(c.session)) break;
+    if (!c.paused || !c.h2->wantsWrite()) break;
   }
   if (!c.read_wants_write) event_del(c.writable);
   return true;
@@ -225,8 +205,8 @@ void GrpcLoopClient::Engine::fail(Connection& c, std::string_view why_text, Fail
       }
       continue;
     }
-    // How nghttp2 ends on a broken session (a GOAWAY, a failed read, streams closed one by
-    // one) depends on where the reads fell; the call is told the same whatever it was.
+    // However a broken connection ended (a GOAWAY, a failed read, streams closed one by
+    // one), the call is told the same whatever it was.
     Status cause = kind == Failure::kBroken ? brokeHttp2(*call) : unavailable(*call, why);
     finish(*call, unsent ? markNotSent(std::move(cause)) : std::move(cause));
   }
@@ -245,7 +225,7 @@ void GrpcLoopClient::Engine::drop(Connection& c) {
   if (c.writable != nullptr) event_free(c.writable);
   if (c.connect_timer != nullptr) event_free(c.connect_timer);
   if (c.keepalive_timer != nullptr) event_free(c.keepalive_timer);
-  if (c.session != nullptr) nghttp2_session_del(c.session);
+  c.h2.reset();
   if (c.tls != nullptr) c.tls->shutdown();
   c.tls.reset();
   if (c.fd >= 0) ::close(c.fd);
@@ -256,7 +236,7 @@ void GrpcLoopClient::Engine::drop(Connection& c) {
 
 
 void GrpcLoopClient::Engine::maybeClose(Connection& c) {
-  const bool finished = !nghttp2_session_want_read(c.session) && !nghttp2_session_want_write(c.session);
+  const bool finished = c.h2->terminated();
   if (finished || (c.draining && c.streams.empty())) {
     if (c.streams.empty()) return drop(c);
     // Only a GOAWAY of the gateway's own ends a session under open streams: the upstream
@@ -265,102 +245,52 @@ void GrpcLoopClient::Engine::maybeClose(Connection& c) {
   }
 }
 
-// ---- nghttp2 callbacks ----
+// ---- the HTTP/2 connection's handler ----
 
-ssize_t GrpcLoopClient::Engine::onSend(nghttp2_session*, const uint8_t* data, size_t size, int, void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  if (c.out.unwritten() > kMaxQueuedBytes) {
-    c.paused = true;
-    return NGHTTP2_ERR_WOULDBLOCK;
-  }
-  c.out.queueOwned(data, size);
-  return static_cast<ssize_t>(size);
+bool GrpcLoopClient::Engine::Connection::canWrite() {
+  if (out.unwritten() <= kMaxQueuedBytes) return true;
+  paused = true;
+  return false;
 }
 
-int GrpcLoopClient::Engine::onSendData(nghttp2_session*, nghttp2_frame* frame, const uint8_t* framehd, size_t length,
-                       nghttp2_data_source* source, void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  if (c.out.unwritten() > kMaxQueuedBytes) {
-    c.paused = true;
-    return NGHTTP2_ERR_WOULDBLOCK;
-  }
-  auto& call = *static_cast<Call*>(source->ptr);
-  c.out.queueDataFrame(framehd, frame->data.padlen, [&] { call.payload.queueInto(c.out, length); });
-  return 0;
+void GrpcLoopClient::Engine::Connection::writeBytes(std::string_view bytes) {
+  out.queueOwned(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
 }
 
-ssize_t GrpcLoopClient::Engine::onReadPayload(nghttp2_session*, int32_t, uint8_t*, size_t length, uint32_t* flags,
-                              nghttp2_data_source* source, void*) {
-  auto& call = *static_cast<Call*>(source->ptr);
-  const size_t ready = call.arrival != nullptr ? call.payload.arrivedFrom(call.promised, *call.arrival)
-                                               : call.payload.size() - call.promised;
-  const size_t n = std::min(length, ready);
-  if (n == 0 && call.promised < call.payload.size()) {  // the client's body has not come this far
-    call.deferred = true;
-    return NGHTTP2_ERR_DEFERRED;
-  }
-  call.promised += n;
-  *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-  if (call.promised == call.payload.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
-  return static_cast<ssize_t>(n);
+void GrpcLoopClient::Engine::Connection::beforeHeaders(int32_t stream) {
+  Call* call = callOf(stream);
+  if (call != nullptr && call->headers_at == UINT64_MAX) call->headers_at = out.queued();  // its first byte is next
 }
 
-int GrpcLoopClient::Engine::onFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  auto it = c.streams.find(frame->hd.stream_id);
-  if (it != c.streams.end() && it->second->headers_at == UINT64_MAX) {
-    it->second->headers_at = c.out.queued();  // its first byte is the next one queued
+size_t GrpcLoopClient::Engine::Connection::bodyReady(int32_t stream, size_t max, bool& last) {
+  Call* call = callOf(stream);
+  if (call == nullptr) {  // not the connection's to frame any more
+    last = true;
+    return 0;
   }
-  return 0;
+  const size_t ready = call->arrival != nullptr ? call->payload.arrivedFrom(call->promised, *call->arrival)
+                                                : call->payload.size() - call->promised;
+  const size_t n = std::min(max, ready);
+  if (n == 0 && call->promised < call->payload.size()) {  // the client's body has not come this far
+    call->deferred = true;
+    last = false;
+    return 0;
+  }
+  call->promised += n;
+  last = call->promised == call->payload.size();
+  return n;
 }
 
-int GrpcLoopClient::Engine::onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  if (frame->hd.type == NGHTTP2_RST_STREAM) {
-    auto it = c.streams.find(frame->hd.stream_id);
-    if (it != c.streams.end()) it->second->reset_by_upstream = true;
-  }
-  if (frame->hd.type == NGHTTP2_HEADERS) {  // the whole block arrived: its fields count
-    auto it = c.streams.find(frame->hd.stream_id);
-    if (it != c.streams.end()) {
-      Call& call = *it->second;
-      Call::Fields& b = call.block;
-      if (b.http_status != 0) call.http_status = b.http_status;
-      if (!b.content_type.empty()) call.content_type = std::move(b.content_type);
-      if (b.grpc_status) call.grpc_status = b.grpc_status;
-      if (!b.grpc_message.empty()) call.grpc_message = std::move(b.grpc_message);
-      b = Call::Fields();
-    }
-  }
-  if (frame->hd.type == NGHTTP2_SETTINGS && (frame->hd.flags & NGHTTP2_FLAG_ACK) == 0 &&
-      c.connect_timer != nullptr) {
-    event_free(c.connect_timer);  // the upstream speaks HTTP/2: connected
-    c.connect_timer = nullptr;
-  }
-  if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK) != 0 &&
-      c.ping_outstanding && c.keepalive_timer != nullptr) {
-    c.ping_outstanding = false;
-    timeval tv = toTimeval(c.engine->options_.keepalive_time);
-    evtimer_add(c.keepalive_timer, &tv);
-  }
-  if (frame->hd.type == NGHTTP2_GOAWAY) {
-    c.draining = true;  // the calls it covers go on; the next call opens a new connection
-    auto it = c.engine->by_key_.find(c.key);
-    if (it != c.engine->by_key_.end() && it->second == &c) c.engine->by_key_.erase(it);
-  }
-  return 0;
+void GrpcLoopClient::Engine::Connection::writeData(int32_t stream, const uint8_t* head, size_t length) {
+  Call* call = callOf(stream);
+  out.queueDataFrame(head, 0, [&] {
+    if (call != nullptr) call->payload.queueInto(out, length);
+  });
 }
 
-int GrpcLoopClient::Engine::onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name_bytes,
-                     size_t namelen, const uint8_t* value_bytes, size_t valuelen, uint8_t, void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  auto it = c.streams.find(frame->hd.stream_id);
-  if (it == c.streams.end() || it->second->owner == nullptr) return 0;
-  Call& call = *it->second;
-  const std::string_view name(reinterpret_cast<const char*>(name_bytes), namelen);
-  const std::string_view value(reinterpret_cast<const char*>(value_bytes), valuelen);
+void GrpcLoopClient::Engine::Connection::onField(int32_t stream, std::string_view name, std::string_view value) {
+  Call* call = callOf(stream);
+  if (call == nullptr || call->owner == nullptr) return;
   auto number = [](std::string_view v) -> int {
     if (v.empty() || v.size() > 9) return -1;
     int n = 0;
@@ -371,54 +301,80 @@ int GrpcLoopClient::Engine::onHeader(nghttp2_session*, const nghttp2_frame* fram
     return n;
   };
   if (name == ":status") {
-    call.block.http_status = number(value);
+    call->block.http_status = number(value);
   } else if (name == "content-type") {
-    call.block.content_type = std::string(value);
+    call->block.content_type = std::string(value);
   } else if (name == "grpc-status") {
     const int code = number(value);
-    call.block.grpc_status = code < 0 ? static_cast<int>(grpc::StatusCode::UNKNOWN) : code;
+    call->block.grpc_status = code < 0 ? static_cast<int>(grpc::StatusCode::UNKNOWN) : code;
   } else if (name == "grpc-message") {
-    call.block.grpc_message = codecs::grpcMessageDecoded(value);
+    call->block.grpc_message = codecs::grpcMessageDecoded(value);
   }
-  return 0;
 }
 
-int GrpcLoopClient::Engine::onDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t size,
-                        void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  auto it = c.streams.find(stream_id);
-  if (it == c.streams.end() || it->second->owner == nullptr) return 0;
-  Call& call = *it->second;
-  if (call.http_status != 200 || !call.content_type.starts_with("application/grpc")) {
-    return 0;  // not a gRPC answer: its body is not read (outcome() names why)
-  }
-  c.engine->receiveData(call, data, size);
-  return 0;
+void GrpcLoopClient::Engine::Connection::onHeadersEnd(int32_t stream, bool) {
+  Call* call = callOf(stream);  // the whole block arrived: its fields count
+  if (call == nullptr) return;
+  Call::Fields& b = call->block;
+  if (b.http_status != 0) call->http_status = b.http_status;
+  if (!b.content_type.empty()) call->content_type = std::move(b.content_type);
+  if (b.grpc_status) call->grpc_status = b.grpc_status;
+  if (!b.grpc_message.empty()) call->grpc_message = std::move(b.grpc_message);
+  b = Call::Fields();
 }
 
-int GrpcLoopClient::Engine::onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  auto it = c.streams.find(stream_id);
-  if (it == c.streams.end()) return 0;
+void GrpcLoopClient::Engine::Connection::onData(int32_t stream, const uint8_t* data, size_t size) {
+  Call* call = callOf(stream);
+  if (call == nullptr || call->owner == nullptr) return;
+  if (call->http_status != 200 || !call->content_type.starts_with("application/grpc")) {
+    return;  // not a gRPC answer: its body is not read (outcome() names why)
+  }
+  engine->receiveData(*call, data, size);
+}
+
+void GrpcLoopClient::Engine::Connection::onStreamClose(int32_t stream, uint32_t error_code, bool reset_by_peer) {
+  auto it = streams.find(stream);
+  if (it == streams.end()) return;
   std::shared_ptr<Call> call = std::move(it->second);
-  c.streams.erase(it);
+  streams.erase(it);
   call->connection = nullptr;
   call->stream_id = -1;
-  if (call->owner == nullptr) return 0;
-  Engine& e = *c.engine;
-  if (error_code == NGHTTP2_REFUSED_STREAM && call->http_status == 0 && !call->broken && !call->resent) {
-    call->resent = true;  // never processed: once more, outside nghttp2 (resendRefused),
+  if (reset_by_peer && error_code != http2::kRefusedStream) call->reset_by_upstream = true;
+  if (call->owner == nullptr) return;
+  Engine& e = *engine;
+  if (error_code == http2::kRefusedStream && call->http_status == 0 && !call->broken && !call->resent) {
+    call->resent = true;  // never processed: once more, outside the connection (resendRefused),
     e.refused_.push_back(std::move(call));
     // on a fresh connection: one that refuses streams is going away (or overloaded)
-    c.draining = true;
-    auto it = e.by_key_.find(c.key);
-    if (it != e.by_key_.end() && it->second == &c) e.by_key_.erase(it);
-    return 0;
+    draining = true;
+    auto by = e.by_key_.find(key);
+    if (by != e.by_key_.end() && by->second == this) e.by_key_.erase(by);
+    return;
   }
   Status status = e.outcome(*call, error_code);
   codecs::MovableByteBuffer answer = status.ok() ? e.takeAnswer(*call) : codecs::MovableByteBuffer();
   e.finish(*call, std::move(status), std::move(answer));
-  return 0;
+}
+
+void GrpcLoopClient::Engine::Connection::onSettings() {
+  if (connect_timer != nullptr) {
+    event_free(connect_timer);  // the upstream speaks HTTP/2: connected
+    connect_timer = nullptr;
+  }
+}
+
+void GrpcLoopClient::Engine::Connection::onPingAck() {
+  if (ping_outstanding && keepalive_timer != nullptr) {
+    ping_outstanding = false;
+    timeval tv = toTimeval(engine->options_.keepalive_time);
+    evtimer_add(keepalive_timer, &tv);
+  }
+}
+
+void GrpcLoopClient::Engine::Connection::onGoaway(uint32_t) {
+  draining = true;  // the calls it covers go on; the next call opens a new connection
+  auto it = engine->by_key_.find(key);
+  if (it != engine->by_key_.end() && it->second == this) engine->by_key_.erase(it);
 }
 
 // ---- libevent callbacks ----
@@ -445,9 +401,9 @@ bool GrpcLoopClient::Engine::readInput(Connection& c) {
     }
     if (n > 0) {
       taken += static_cast<size_t>(n);
-      const ssize_t used = nghttp2_session_mem_recv(c.session, read_buffer_.get(), static_cast<size_t>(n));
-      if (used < 0) {
-        fail(c, nghttp2_strerror(static_cast<int>(used)), Failure::kBroken);
+      if (!c.h2->receive(read_buffer_.get(), static_cast<size_t>(n))) {
+        const std::string why = c.h2->error();
+        fail(c, why, Failure::kBroken);
         return false;
       }
       if (c.tls == nullptr && static_cast<size_t>(n) < kReadBufferBytes) break;
@@ -525,7 +481,7 @@ void GrpcLoopClient::Engine::onKeepalive(evutil_socket_t, short, void* arg) {
   }
   timeval tv = toTimeval(e.options_.keepalive_time);
   if (!c.streams.empty() && !c.connecting) {
-    nghttp2_submit_ping(c.session, NGHTTP2_FLAG_NONE, nullptr);
+    c.h2->ping();
     c.ping_outstanding = true;
     tv = toTimeval(e.options_.keepalive_timeout);
   }
@@ -539,9 +495,7 @@ void GrpcLoopClient::Engine::onDeadline(evutil_socket_t, short, void* arg) {
   Engine& e = *call.owner;  // set: the timer is freed whenever the call ends
   std::shared_ptr<Call> keep = call.shared_from_this();
   Connection* c = call.connection;
-  if (c != nullptr && call.stream_id > 0) {
-    nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call.stream_id, NGHTTP2_CANCEL);
-  }
+  if (c != nullptr && call.stream_id > 0) c->h2->resetStream(call.stream_id, http2::kCancel);
   e.finish(call, toUpstreamStatus(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded"),
                                   e.options_.upstream_name, call.endpoint));
   if (c != nullptr && !c->connecting && e.pump(*c)) e.maybeClose(*c);
