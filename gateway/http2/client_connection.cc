@@ -8,6 +8,13 @@
 namespace infergate::gateway::http2 {
 namespace {
 
+// Acknowledgements the output may owe before a server that sends PING or SETTINGS without
+// reading its answers is cut off, and the entries a SETTINGS frame may hold (nghttp2's
+// limits).
+constexpr size_t kMaxUnsentAcks = 1000;
+constexpr size_t kMaxSettingsEntries = 32;
+constexpr size_t kKeptBlockBytes = 64 * 1024;  // header block room kept between blocks
+
 // The windows this end announces: HTTP/2's largest, given back once half is used.
 constexpr int64_t kReceiveWindow = kLargestWindow;
 
@@ -34,9 +41,15 @@ bool validName(std::string_view name) {
   return true;
 }
 
+bool hasUppercase(std::string_view name) {
+  for (const char c : name) {
+    if (c >= 'A' && c <= 'Z') return true;
+  }
+  return false;
+}
+
+// Leading or trailing blanks are let through: grpc-message may end in a space.
 bool validValue(std::string_view value) {
-  if (value.empty()) return true;
-  if (value.front() == ' ' || value.front() == '\t' || value.back() == ' ' || value.back() == '\t') return false;
   for (const unsigned char c : value) {
     if (c == 0 || c == '\r' || c == '\n') return false;
   }
@@ -178,9 +191,15 @@ void ClientConnection::queueWindowUpdate(int32_t stream, uint32_t increment) {
   appendU32(pending_, increment);
 }
 
+bool ClientConnection::tooManyAcks() {
+  return connectionError(kEnhanceYourCalm, codecs::strCat("more than ", kMaxUnsentAcks,
+                                                          " PING or SETTINGS frames to acknowledge while the output is full"));
+}
+
 bool ClientConnection::flushControl() {
   while (!pending_.empty() || !marks_.empty()) {
     if (!handler_.canWrite()) return false;
+    unsent_acks_ = 0;
     // Swapped out first: what the handler's calls queue meanwhile goes in the next round.
     flushing_.swap(pending_);
     flushing_marks_.swap(marks_);
@@ -462,6 +481,7 @@ bool ClientConnection::onFrame() {
       if (frame_.flags & flags::kAck) {
         handler_.onPingAck();
       } else {
+        if (++unsent_acks_ > kMaxUnsentAcks) return tooManyAcks();
         queueFrame(FrameType::kPing, flags::kAck, 0, payload_);
       }
       return true;
@@ -537,15 +557,18 @@ bool ClientConnection::onBlockDone() {
             }
             status = status * 10 + (c - '0');
           }
-          if (status < 100) malformed = true;
+          if (status < 100 || status == 101) malformed = true;  // 101: no upgrade in HTTP/2 (RFC 9113 8.6)
           if (status >= 200) handler_.onField(id, name, value);
           return;
         }
         regular_seen = true;
-        if (!validName(name) || !validValue(value) || connectionSpecific(name, value)) {
+        if (hasUppercase(name) || connectionSpecific(name, value)) {
           malformed = true;
           return;
         }
+        // Other bytes a field may not hold: the field is dropped, the answer stands (as
+        // nghttp2 did: a gRPC status must not turn into a broken answer over one header).
+        if (!validName(name) || !validValue(value)) return;
         if (status < 0 && !trailers) {
           malformed = true;  // a field before :status, or no :status at all
           return;
@@ -553,6 +576,7 @@ bool ClientConnection::onBlockDone() {
         if (status >= 200 || trailers) handler_.onField(id, name, value);
       });
   block_.clear();
+  if (block_.capacity() > kKeptBlockBytes) block_.shrink_to_fit();  // a rare large block's room goes
   if (!r.status.ok()) return connectionError(kCompressionError, std::string(codecs::messageOf(r.status)));
   if (!live) return true;
   if (r.too_large) {
@@ -584,6 +608,10 @@ bool ClientConnection::onSettingsFrame() {
     return true;
   }
   if (payload_.size() % 6 != 0) return connectionError(kFrameSizeError, "a SETTINGS frame of a size not a multiple of 6");
+  if (payload_.size() / 6 > kMaxSettingsEntries) {
+    return connectionError(kEnhanceYourCalm, codecs::strCat("a SETTINGS frame of more than ", kMaxSettingsEntries,
+                                                            " entries"));
+  }
   const auto* p = reinterpret_cast<const uint8_t*>(payload_.data());
   for (size_t at = 0; at < payload_.size(); at += 6) {
     const uint16_t id = static_cast<uint16_t>((p[at] << 8) | p[at + 1]);
@@ -623,6 +651,7 @@ bool ClientConnection::onSettingsFrame() {
         break;  // SETTINGS_MAX_HEADER_LIST_SIZE (advice) and others: nothing to do
     }
   }
+  if (++unsent_acks_ > kMaxUnsentAcks) return tooManyAcks();
   queueFrame(FrameType::kSettings, flags::kAck, 0, {});
   const bool first = !settings_seen_;
   settings_seen_ = true;
@@ -638,10 +667,11 @@ bool ClientConnection::onGoawayFrame() {
   const uint32_t code = readU32(p + 4);
   goaway_received_ = true;
   goaway_last_ = last;
-  // Streams the server did not take: refused, for the owner to send elsewhere.
+  // Streams the server did not take, and those still waiting for a slot (whatever the
+  // last id says: they were never sent): refused, for the owner to send elsewhere.
   std::vector<int32_t> refused;
   for (const auto& [id, s] : streams_) {
-    if (id > last) refused.push_back(id);
+    if (id > last || !s.opened) refused.push_back(id);
   }
   std::sort(refused.begin(), refused.end());
   waiting_open_.clear();

@@ -141,6 +141,7 @@ class ClientConnection {
   enum class In { kPrefaceSettings, kHead, kPayload, kDataPadLength, kData, kDataPadding };
 
   bool connectionError(uint32_t code, std::string why);
+  bool tooManyAcks();
   void streamError(Stream& s, uint32_t code);
   bool onFrame();  // a whole non-DATA frame is in payload_
   bool onDataStart();
@@ -174,7 +175,9 @@ class ClientConnection {
 
   // The server's settings.
   uint32_t peer_max_frame_ = kDefaultMaxFrameBytes;
-  uint32_t peer_max_streams_ = UINT32_MAX;
+  // Until the server's SETTINGS say otherwise, as many streams as RFC 9113 5.1.2 advises
+  // a server to allow at least.
+  uint32_t peer_max_streams_ = 100;
   int64_t peer_initial_window_ = kDefaultWindow;
   int64_t send_window_ = kDefaultWindow;  // the connection's, toward the server
   int64_t received_ = 0;  // the connection's, since the last WINDOW_UPDATE
@@ -198,6 +201,7 @@ class ClientConnection {
   bool block_end_stream_ = false;
   std::string block_;  // the header block being gathered
   bool settings_seen_ = false;
+  size_t unsent_acks_ = 0;  // PING and SETTINGS ACKs queued since the output last took them
   bool goaway_received_ = false;
   int32_t goaway_last_ = 0;
   bool terminated_ = false;

@@ -525,7 +525,7 @@ TEST(ClientConnection, AMalformedAnswerResetsItsStreamOnly) {
       {{":status", "200"}, {":path", "/"}},  // a request's pseudo-field
       {{":status", "200"}, {"connection", "close"}},  // HTTP/1.1's
       {{":status", "20x"}},
-      {{":status", "200"}, {"x-a", "bad\r\nvalue"}},
+      {{":status", "101"}},  // no upgrade in HTTP/2
   };
   for (const Fields& head : cases) {
     Broken b;
@@ -582,6 +582,98 @@ TEST(ClientConnection, InformationalAnswersAreSkippedAndPaddingIsRead) {
   EXPECT_EQ(c.data, "payload");
   EXPECT_TRUE(c.closed);
   EXPECT_EQ(c.code, kNoError);  // answered before the body went: closed as answered
+}
+
+}  // namespace
+}  // namespace infergate::gateway::http2
+
+namespace infergate::gateway::http2 {
+namespace {
+
+TEST(ClientConnection, AFieldWithAByteItMayNotHoldIsDroppedAndTheAnswerStands) {
+  Broken b;
+  Script s;
+  s.settings().frame(FrameType::kHeaders, flags::kEndHeaders, b.id,
+                     s.block({{":status", "200"}, {"x-a", "bad\r\nvalue"}, {"x b", "v"}, {"x-c", "ok "}}));
+  s.frame(FrameType::kHeaders, flags::kEndHeaders | flags::kEndStream, b.id,
+          s.block({{"grpc-status", "3"}, {"grpc-message", "bad input "}}));
+  ASSERT_TRUE(b.feed(s.bytes));
+  b.client.send();
+  const Owner::Call& c = b.owner.calls[b.id];
+  ASSERT_EQ(c.blocks.size(), 2u);
+  EXPECT_EQ(c.blocks[0], (Fields{{":status", "200"}, {"x-c", "ok "}}));
+  EXPECT_EQ(c.blocks[1], (Fields{{"grpc-status", "3"}, {"grpc-message", "bad input "}}));
+  EXPECT_EQ(c.code, kNoError);
+}
+
+TEST(ClientConnection, StreamsWaitingForASlotAreRefusedByAnyGoaway) {
+  Owner owner;
+  ClientConnection client(owner, {});
+  Server server({{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1}});
+  exchange(client, owner, server);
+  const int32_t a = client.submitRequest(kRequestHead, true);
+  const int32_t b = client.submitRequest(kRequestHead, true);
+  owner.calls[a].body = owner.calls[b].body = "x";
+  exchange(client, owner, server);
+  // A graceful shutdown's first GOAWAY names the largest id: stream b was never sent all
+  // the same, and is refused at once.
+  ASSERT_EQ(nghttp2_submit_goaway(server.session, NGHTTP2_FLAG_NONE, kLargestStreamId, NGHTTP2_NO_ERROR, nullptr, 0), 0);
+  exchange(client, owner, server);
+  EXPECT_TRUE(owner.calls[b].closed);
+  EXPECT_EQ(owner.calls[b].code, kRefusedStream);
+  EXPECT_TRUE(owner.calls[b].by_peer);
+  EXPECT_FALSE(owner.calls[a].closed);
+  server.answer(a, "done");
+  exchange(client, owner, server);
+  EXPECT_EQ(owner.calls[a].data, "done");
+  EXPECT_EQ(client.openStreams(), 0u);
+}
+
+TEST(ClientConnection, AHundredStreamsAtMostBeforeTheServersSettings) {
+  Owner owner;
+  ClientConnection client(owner, {});
+  for (int i = 0; i < 101; ++i) client.submitRequest(kRequestHead, false);
+  client.send();
+  ASSERT_EQ(owner.out.substr(0, kClientPrefaceBytes), std::string(kClientPreface, kClientPrefaceBytes));
+  int headers = 0;
+  for (size_t at = kClientPrefaceBytes; at + kFrameHeaderBytes <= owner.out.size();) {
+    const FrameHeader h = readFrameHeader(reinterpret_cast<const uint8_t*>(owner.out.data() + at));
+    if (h.type == FrameType::kHeaders) ++headers;
+    at += kFrameHeaderBytes + h.length;
+  }
+  EXPECT_EQ(headers, 100);
+}
+
+TEST(ClientConnection, AServerThatFloodsPingsOrSettingsIsCutOff) {
+  {
+    Broken b;
+    b.owner.writable = false;  // the server never reads our answers
+    Script s;
+    s.settings();
+    for (int i = 0; i < 1001; ++i) s.frame(FrameType::kPing, 0, 0, std::string(8, 'p'));
+    EXPECT_FALSE(b.feed(s.bytes));
+    EXPECT_EQ(b.client.error(), "more than 1000 PING or SETTINGS frames to acknowledge while the output is full");
+  }
+  {
+    Broken b;
+    Script s;
+    std::string entries;
+    for (int i = 0; i < 33; ++i) entries += std::string("\x00\x03\x00\x00\x00\x10", 6);
+    EXPECT_FALSE(b.feed(s.frame(FrameType::kSettings, 0, 0, entries).bytes));
+    EXPECT_EQ(b.client.error(), "a SETTINGS frame of more than 32 entries");
+    EXPECT_EQ(b.goawayCode(), kEnhanceYourCalm);
+  }
+  {
+    // While the output takes them, acknowledgements never pile up.
+    Broken b;
+    Script s;
+    s.settings();
+    for (int i = 0; i < 3000; ++i) s.frame(FrameType::kPing, 0, 0, std::string(8, 'p'));
+    for (size_t at = 0; at < s.bytes.size(); at += 1700) {
+      ASSERT_TRUE(b.feed(s.bytes.substr(at, 1700)));
+      b.client.send();
+    }
+  }
 }
 
 }  // namespace

@@ -174,6 +174,8 @@ size_t slotsFor(size_t max_bytes) { return std::bit_ceil(max_bytes / kEntryOverh
 // string or index this layer accepts comes near, and the arithmetic stays in range.
 constexpr uint64_t kMaxInteger = uint64_t{1} << 28;
 
+constexpr size_t kKeptScratchBytes = 64 * 1024;  // Huffman room kept between blocks
+
 bool readInteger(std::span<const uint8_t> in, size_t& pos, int prefix_bits, uint64_t& value) {
   const uint8_t mask = static_cast<uint8_t>((1u << prefix_bits) - 1);
   value = in[pos++] & mask;
@@ -429,6 +431,10 @@ HpackDecoder::Result HpackDecoder::decode(std::span<const uint8_t> block, size_t
     if (indexing) table_.insert(name, value);
   }
   if (update_required_) return fail("no table size update where one was required", block.size());
+  // A rare long Huffman string's room is not kept for every later block.
+  for (std::string* scratch : {&name_scratch_, &value_scratch_}) {
+    if (scratch->size() > kKeptScratchBytes) std::string().swap(*scratch);
+  }
   return r;
 }
 

@@ -282,7 +282,7 @@ Status GrpcLoopClient::Engine::outcome(Call& call, uint32_t error_code) const {
   // No :status at all: HTTP/2 itself was broken.
   if (call.http_status == 0) return brokeHttp2(call);
   if (call.http_status != 200) return brokeGrpc(call, strCat("answered HTTP status ", call.http_status));
-  if (!call.content_type.starts_with("application/grpc")) {
+  if (!call.content_type_grpc) {
     return brokeGrpc(call, strCat("answered content-type '", call.content_type, "'"));
   }
   return brokeGrpc(call, "the call ended without a grpc-status");

@@ -96,12 +96,15 @@ class GrpcLoopClient::Engine {
     struct Fields {
       int http_status = 0;
       std::string content_type;
+      bool content_type_grpc = false;  // it starts "application/grpc" (then not kept above)
+      bool content_type_seen = false;
       std::optional<int> grpc_status;
       std::string grpc_message;
     };
     Fields block;
     int http_status = 0;
     std::string content_type;
+    bool content_type_grpc = false;  // it starts "application/grpc" (then not kept above)
     std::optional<int> grpc_status;
     std::string grpc_message;
     uint8_t frame_head[5] = {};

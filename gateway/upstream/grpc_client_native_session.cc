@@ -303,7 +303,9 @@ void GrpcLoopClient::Engine::Connection::onField(int32_t stream, std::string_vie
   if (name == ":status") {
     call->block.http_status = number(value);
   } else if (name == "content-type") {
-    call->block.content_type = std::string(value);
+    call->block.content_type_seen = true;
+    call->block.content_type_grpc = value.starts_with("application/grpc");
+    if (!call->block.content_type_grpc) call->block.content_type = std::string(value);
   } else if (name == "grpc-status") {
     const int code = number(value);
     call->block.grpc_status = code < 0 ? static_cast<int>(grpc::StatusCode::UNKNOWN) : code;
@@ -317,7 +319,10 @@ void GrpcLoopClient::Engine::Connection::onHeadersEnd(int32_t stream, bool) {
   if (call == nullptr) return;
   Call::Fields& b = call->block;
   if (b.http_status != 0) call->http_status = b.http_status;
-  if (!b.content_type.empty()) call->content_type = std::move(b.content_type);
+  if (b.content_type_seen) {
+    call->content_type = std::move(b.content_type);
+    call->content_type_grpc = b.content_type_grpc;
+  }
   if (b.grpc_status) call->grpc_status = b.grpc_status;
   if (!b.grpc_message.empty()) call->grpc_message = std::move(b.grpc_message);
   b = Call::Fields();
@@ -326,7 +331,7 @@ void GrpcLoopClient::Engine::Connection::onHeadersEnd(int32_t stream, bool) {
 void GrpcLoopClient::Engine::Connection::onData(int32_t stream, const uint8_t* data, size_t size) {
   Call* call = callOf(stream);
   if (call == nullptr || call->owner == nullptr) return;
-  if (call->http_status != 200 || !call->content_type.starts_with("application/grpc")) {
+  if (call->http_status != 200 || !call->content_type_grpc) {
     return;  // not a gRPC answer: its body is not read (outcome() names why)
   }
   engine->receiveData(*call, data, size);
@@ -403,6 +408,12 @@ bool GrpcLoopClient::Engine::readInput(Connection& c) {
       taken += static_cast<size_t>(n);
       if (!c.h2->receive(read_buffer_.get(), static_cast<size_t>(n))) {
         const std::string why = c.h2->error();
+        // The GOAWAY naming the fault, best effort, when nothing else waits before it (a
+        // call's bytes flushed now would count as sent).
+        if (c.out.empty() && c.tls == nullptr) {
+          c.h2->send();
+          (void)c.out.flush(c.fd);
+        }
         fail(c, why, Failure::kBroken);
         return false;
       }

@@ -34,6 +34,7 @@ class SocketOutput {
   void queueOwned(const uint8_t* data, size_t size) {
     if (out_.empty() || out_.back().data != nullptr || out_.back().owned.size() > kOwnedSegmentBytes) {
       out_.emplace_back();
+      out_.back().owned.swap(spare_);  // the last written segment's storage, if kept
     }
     out_.back().owned.append(reinterpret_cast<const char*>(data), size);
     queued_ += size;
@@ -87,6 +88,14 @@ class SocketOutput {
         }
         left -= rest;
         front_offset_ = 0;
+        // A small owned segment's storage is kept for the next: a call's frames then
+        // cost no allocation of their own.
+        Segment& done = out_.front();
+        if (done.data == nullptr && done.owned.capacity() <= kSpareBytes &&
+            done.owned.capacity() > spare_.capacity()) {
+          spare_.swap(done.owned);
+          spare_.clear();
+        }
         out_.pop_front();
       }
     }
@@ -118,6 +127,7 @@ class SocketOutput {
   static constexpr int kMaxIovecs = 512;  // one sendmsg
   static constexpr size_t kOwnedSegmentBytes = 16 * 1024;
   static constexpr size_t kCopiedBufferBytes = 256;
+  static constexpr size_t kSpareBytes = 4096;  // the most storage kept from a written segment
 
   struct Segment {
     std::string owned;           // or, when data is set, a reference into `keep`
@@ -129,6 +139,7 @@ class SocketOutput {
   };
 
   std::deque<Segment> out_;
+  std::string spare_;  // empty; its capacity is reused by the next owned segment
   size_t front_offset_ = 0;  // bytes of out_.front() already written
   uint64_t queued_ = 0, written_ = 0;
 };
