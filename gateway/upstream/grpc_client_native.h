@@ -1,7 +1,8 @@
 #pragma once
 
 // Unary gRPC calls toward upstream endpoints on one worker's own libevent loop: HTTP/2
-// through nghttp2, on non-blocking sockets, in plaintext (h2c, prior knowledge) or TLS
+// through the project's own http2::ClientConnection (gateway/http2/), on non-blocking
+// sockets, in plaintext (h2c, prior knowledge) or TLS
 // (options.tls: tls::ClientSession, ALPN h2), with no thread between the worker and the
 // socket.
 //
@@ -40,7 +41,7 @@
 // ends, and the next call opens a fresh one. A call whose connection dies before any byte
 // of it reached the socket is sent once more on a new connection.
 //
-// TLS: the connection's first bytes start the handshake; what nghttp2 queued meanwhile
+// TLS: the connection's first bytes start the handshake; what the connection queued meanwhile
 // waits for the upstream's answer (the read pumps again), not for a writable socket. A
 // new connection to an endpoint resumes the session of the one before.
 //
