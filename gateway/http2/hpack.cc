@@ -136,11 +136,40 @@ const HuffmanAutomaton& automaton() {
   return a;
 }
 
+// Equality of short strings without a call into libc: eight bytes at a time, inline (the
+// encoder compares a few names and values per field, most under 32 bytes).
+template <typename Word>
+inline bool sameWord(const char* a, const char* b) {
+  Word x, y;
+  std::memcpy(&x, a, sizeof(Word));
+  std::memcpy(&y, b, sizeof(Word));
+  return x == y;
+}
+
+inline bool sameBytes(std::string_view a, std::string_view b) {
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  const char* p = a.data();
+  const char* q = b.data();
+  if (n >= 8) {
+    for (size_t i = 0; i + 8 < n; i += 8) {
+      if (!sameWord<uint64_t>(p + i, q + i)) return false;
+    }
+    return sameWord<uint64_t>(p + n - 8, q + n - 8);  // the last word, overlapping
+  }
+  if (n >= 4) return sameWord<uint32_t>(p, q) && sameWord<uint32_t>(p + n - 4, q + n - 4);
+  return n == 0 || (p[0] == q[0] && p[n / 2] == q[n / 2] && p[n - 1] == q[n - 1]);
+}
+
 // Name -> its first static index, for the encoder: open addressing over a cheap hash of
 // the name's length and three of its bytes (61 names in 256 slots).
 class StaticNames {
  public:
   StaticNames() {
+    for (size_t i = kStaticTableSize; i >= 1; --i) {
+      const bool same_as_next = i < kStaticTableSize && kStatic[i - 1].first == kStatic[i].first;
+      last_[i] = static_cast<uint8_t>(same_as_next ? last_[i + 1] : i);
+    }
     for (size_t i = 1; i <= kStaticTableSize; ++i) {
       if (i > 1 && kStatic[i - 1].first == kStatic[i - 2].first) continue;
       size_t h = hash(kStatic[i - 1].first);
@@ -151,10 +180,12 @@ class StaticNames {
   size_t find(std::string_view name) const {
     if (name.empty()) return 0;
     for (size_t h = hash(name); slot_[h] != 0; h = (h + 1) & 255) {
-      if (kStatic[slot_[h] - 1].first == name) return slot_[h];
+      if (sameBytes(kStatic[slot_[h] - 1].first, name)) return slot_[h];
     }
     return 0;
   }
+  // The last static index with the name of index `i` (the entries of a name are consecutive).
+  size_t lastOfName(size_t i) const { return last_[i]; }
 
  private:
   static size_t hash(std::string_view n) {
@@ -162,6 +193,7 @@ class StaticNames {
     return (n.size() * 131 + b(0) * 7 + b(n.size() / 2) * 17 + b(n.size() - 1) * 31) & 255;
   }
   uint8_t slot_[256] = {};
+  uint8_t last_[kStaticTableSize + 1] = {};
 };
 const StaticNames& staticNames() {
   static const StaticNames names;
@@ -247,8 +279,10 @@ size_t HpackTable::find(std::string_view name, std::string_view value, size_t* n
   const size_t total = name.size() + value.size();
   for (size_t i = 0; i < count_; ++i) {
     const Slot& s = slots_[(head_ - 1 - i) & mask_];
-    if (s.name_len != name.size() || std::string_view(s.bytes.data(), s.name_len) != name) continue;
-    if (s.bytes.size() == total && std::string_view(s.bytes).substr(s.name_len) == value) return i + 1;
+    if (s.name_len != name.size() || !sameBytes(std::string_view(s.bytes.data(), s.name_len), name)) continue;
+    if (s.bytes.size() == total && sameBytes(std::string_view(s.bytes.data() + s.name_len, value.size()), value)) {
+      return i + 1;
+    }
     if (name_index != nullptr && *name_index == 0) *name_index = kStaticTableSize + 1 + i;
   }
   return 0;
@@ -462,8 +496,9 @@ void HpackEncoder::beginBlock(std::string& out) {
 void HpackEncoder::encode(std::string_view name, std::string_view value, Indexing how, std::string& out) {
   size_t name_index = staticNames().find(name);
   if (name_index != 0) {
-    for (size_t i = name_index; i <= kStaticTableSize && kStatic[i - 1].first == name; ++i) {
-      if (kStatic[i - 1].second == value) return writeInteger(0x80, 7, i, out);
+    // The entries of one name are consecutive: only their values are compared.
+    for (size_t i = name_index, last = staticNames().lastOfName(name_index); i <= last; ++i) {
+      if (sameBytes(kStatic[i - 1].second, value)) return writeInteger(0x80, 7, i, out);
     }
   }
   if (how != Indexing::kNeverIndex) {
