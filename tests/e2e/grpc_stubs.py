@@ -37,24 +37,30 @@ def load():
 # ---- channels ----------------------------------------------------------------------------
 
 MAX_MESSAGE = 2 ** 31 - 1
-_channels = {}  # address -> (channel, GRPCInferenceService stub)
+_channels = {}  # address -> (channel, GRPCInferenceService stub, the process it was made for)
 
 
 def stub_of(process):
     """The GRPCInferenceService stub of `process`'s gRPC listener: one channel per address
-    (no message size limit), kept until close_channels() (a module's tear-down)."""
+    (no message size limit), kept until close_channels() (a module's tear-down). A channel
+    made for another process at the same address (a stopped one whose port the kernel gave
+    again) is closed and made anew: its connection state is the old process's."""
     address = process.address("grpc")
-    if address not in _channels:
+    cached = _channels.get(address)
+    if cached is not None and cached[2] is not process:
+        cached[0].close()
+        cached = None
+    if cached is None:
         channel = grpc.insecure_channel(address, options=[
             ("grpc.max_send_message_length", MAX_MESSAGE),
             ("grpc.max_receive_message_length", MAX_MESSAGE)])
-        _channels[address] = (channel, load()[1].GRPCInferenceServiceStub(channel))
+        _channels[address] = (channel, load()[1].GRPCInferenceServiceStub(channel), process)
     return _channels[address][1]
 
 
 def close_channels():
-    for channel, _ in list(_channels.values()):
-        channel.close()
+    for entry in list(_channels.values()):
+        entry[0].close()
     _channels.clear()
 
 

@@ -101,8 +101,8 @@ def setUpModule():
 
 def _stop_everything():
     problems = []
-    for channel, _ in _channels.values():
-        channel.close()
+    for entry in _channels.values():
+        entry[0].close()
     _channels.clear()
     for process in reversed(_started):
         if process.proc is not None:
@@ -168,9 +168,13 @@ def endpoints(g, upstream="fleet"):
 
 def stub_of(process):
     address = process.address("grpc")
-    if address not in _channels:
+    cached = _channels.get(address)
+    if cached is not None and cached[2] is not process:  # another process had this port
+        cached[0].close()
+        cached = None
+    if cached is None:
         channel = grpc.insecure_channel(address)
-        _channels[address] = (channel, pb_grpc.GRPCInferenceServiceStub(channel))
+        _channels[address] = (channel, pb_grpc.GRPCInferenceServiceStub(channel), process)
     return _channels[address][1]
 
 
