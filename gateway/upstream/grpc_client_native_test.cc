@@ -410,6 +410,55 @@ TEST_F(NativeGrpcClient, AnUnansweredKeepalivePingFailsTheCalls) {
   silent.join();
 }
 
+// A peer that breaks HTTP/2 (its first frame is no SETTINGS): the call fails as a broken
+// protocol, and the GOAWAY naming the fault reaches the peer before the connection closes.
+TEST_F(NativeGrpcClient, AProtocolErrorIsToldToThePeerBeforeTheClose) {
+  testing::IdleListener listener;
+  std::string received;
+  std::thread peer_thread([fd = listener.fd(), &received] {
+    const int peer = ::accept(fd, nullptr, nullptr);
+    if (peer < 0) return;
+    char buffer[4096];
+    // The client's preface, SETTINGS and the call first: then the bad frame.
+    while (received.size() < 24 + 9) {
+      const ssize_t n = ::recv(peer, buffer, sizeof(buffer), 0);
+      if (n <= 0) break;
+      received.append(buffer, static_cast<size_t>(n));
+    }
+    const char ping[17] = {0, 0, 8, 6, 0, 0, 0, 0, 0, 'p', 'p', 'p', 'p', 'p', 'p', 'p', 'p'};
+    EXPECT_EQ(::send(peer, ping, sizeof(ping), MSG_NOSIGNAL), 17);
+    for (;;) {
+      const ssize_t n = ::recv(peer, buffer, sizeof(buffer), 0);
+      if (n <= 0) break;
+      received.append(buffer, static_cast<size_t>(n));
+    }
+    ::close(peer);
+  });
+  Answer a = call(tcp(listener.port()), serialized(simpleRequest()));
+  EXPECT_EQ(a.status.code(), absl::StatusCode::kInvalidArgument) << a.status;
+  EXPECT_NE(codecs::messageOf(a.status).find("broke the HTTP/2 protocol"), std::string::npos) << a.status;
+  destroy();
+  peer_thread.join();
+  // Walk the client's frames after its 24-byte preface: the last is GOAWAY, PROTOCOL_ERROR.
+  ASSERT_GT(received.size(), 24u);
+  size_t at = 24;
+  uint8_t last_type = 0xff;
+  uint32_t last_code = 0;
+  while (at + 9 <= received.size()) {
+    const auto* h = reinterpret_cast<const uint8_t*>(received.data() + at);
+    const size_t length = (size_t{h[0]} << 16) | (size_t{h[1]} << 8) | h[2];
+    if (at + 9 + length > received.size()) break;
+    last_type = h[3];
+    if (last_type == 7 && length >= 8) {
+      last_code = (uint32_t{h[13]} << 24) | (uint32_t{h[14]} << 16) | (uint32_t{h[15]} << 8) | h[16];
+    }
+    at += 9 + length;
+  }
+  EXPECT_EQ(at, received.size());
+  EXPECT_EQ(last_type, 7) << "the last frame is no GOAWAY";
+  EXPECT_EQ(last_code, 1u);  // PROTOCOL_ERROR
+}
+
 // An HTTP/1.1 server answers the HTTP/2 preface with bytes that are no HTTP/2: 502.
 TEST_F(NativeGrpcClient, APeerThatIsNotHttp2BreaksTheProtocol) {
   testing::HttpTestUpstream http1([](std::shared_ptr<http::HttpExchange> exchange) {
