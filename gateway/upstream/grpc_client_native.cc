@@ -49,6 +49,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/escaping.h"
 #include "codecs/buffer_pool.h"
 #include "codecs/grpc_byte_buffer.h"
@@ -167,8 +168,7 @@ codecs::StatusOr<GrpcLoopClient::Engine::Connection*> GrpcLoopClient::Engine::co
 
 void GrpcLoopClient::Engine::submit(Connection& c, const std::shared_ptr<Call>& call) {
   using Indexing = http2::HpackEncoder::Indexing;
-  std::vector<http2::ClientConnection::Field> fields;
-  fields.reserve(8 + call->metadata.size());
+  absl::InlinedVector<http2::ClientConnection::Field, 16> fields;  // a call's usual fields, on the stack
   std::string timeout;
   fields.push_back({":method", "POST"});
   fields.push_back({":scheme", "http"});
