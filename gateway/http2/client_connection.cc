@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "codecs/status.h"
+#include "codecs/text.h"
 
 namespace infergate::gateway::http2 {
 namespace {
@@ -22,38 +23,11 @@ constexpr int64_t kReceiveWindow = kLargestWindow;
 // room for HPACK's own bytes.
 size_t maxBlockBytes(const ClientConnection::Options& o) { return size_t{o.max_header_list_bytes} * 2 + 16384; }
 
-// RFC 9110 5.6.2's tchar, uppercase excluded (RFC 9113 8.2.1): a field name's bytes.
-struct NameChars {
-  bool ok[256] = {};
-  NameChars() {
-    for (int c = 'a'; c <= 'z'; ++c) ok[c] = true;
-    for (int c = '0'; c <= '9'; ++c) ok[c] = true;
-    for (const char c : std::string_view("!#$%&'*+-.^_`|~")) ok[static_cast<unsigned char>(c)] = true;
-  }
-};
-const NameChars kNameChars;
-
-bool validName(std::string_view name) {
-  if (name.empty()) return false;
-  for (const unsigned char c : name) {
-    if (!kNameChars.ok[c]) return false;
-  }
-  return true;
-}
-
 bool hasUppercase(std::string_view name) {
   for (const char c : name) {
     if (c >= 'A' && c <= 'Z') return true;
   }
   return false;
-}
-
-// Leading or trailing blanks are let through: grpc-message may end in a space.
-bool validValue(std::string_view value) {
-  for (const unsigned char c : value) {
-    if (c == 0 || c == '\r' || c == '\n') return false;
-  }
-  return true;
 }
 
 // RFC 9113 8.2.2: fields that belong to HTTP/1.1 connections only (and TE but "trailers").
@@ -87,7 +61,6 @@ ClientConnection::ClientConnection(Handler& handler, Options options)
   }
   appendFrameHeader(start, 4, FrameType::kWindowUpdate, 0, 0);
   appendU32(start, static_cast<uint32_t>(kReceiveWindow - kDefaultWindow));
-  in_ = In::kHead;
 }
 
 // ---- requests ----
@@ -103,10 +76,7 @@ int32_t ClientConnection::submitRequest(std::span<const Field> fields, bool has_
   if (waiting_open_.empty() && opened_count_ < peer_max_streams_) {
     open(s, fields);
   } else {
-    for (const Field& f : fields) {
-      s.waiting_fields.emplace_back(std::string(f.name), std::string(f.value));
-      s.waiting_indexing.push_back(f.indexing);
-    }
+    for (const Field& f : fields) s.waiting.push_back({std::string(f.name), std::string(f.value), f.indexing});
     waiting_open_.push_back(id);
   }
   return id;
@@ -169,14 +139,17 @@ void ClientConnection::resumeData(int32_t id) {
 }
 
 void ClientConnection::resetStream(int32_t id, uint32_t code) {
-  Stream* s = find(id);
-  if (s == nullptr || s->resetting) return;
-  s->resetting = true;
-  if (s->opened) {  // a stream the server never saw needs no frame
-    appendFrameHeader(pending_, 4, FrameType::kRstStream, 0, id);
+  if (Stream* s = find(id)) reset(*s, code);
+}
+
+void ClientConnection::reset(Stream& s, uint32_t code, uint32_t close_code) {
+  if (s.resetting) return;
+  s.resetting = true;
+  if (s.opened) {  // a stream the server never saw needs no frame
+    appendFrameHeader(pending_, 4, FrameType::kRstStream, 0, s.id);
     appendU32(pending_, code);
   }
-  marks_.push_back(Mark{pending_.size(), 0, id, code});
+  marks_.push_back(Mark{pending_.size(), 0, s.id, close_code});
 }
 
 void ClientConnection::ping() { queueFrame(FrameType::kPing, 0, 0, std::string_view("\0\0\0\0\0\0\0\0", 8)); }
@@ -245,12 +218,9 @@ void ClientConnection::send() {
       waiting_open_.pop_front();
       if (s == nullptr || s->resetting) continue;
       std::vector<Field> fields;
-      for (size_t i = 0; i < s->waiting_fields.size(); ++i) {
-        fields.push_back({s->waiting_fields[i].first, s->waiting_fields[i].second, s->waiting_indexing[i]});
-      }
+      for (const WaitingField& f : s->waiting) fields.push_back({f.name, f.value, f.indexing});
       open(*s, fields);
-      s->waiting_fields.clear();
-      s->waiting_indexing.clear();
+      s->waiting.clear();
       opened = true;
     }
     if (opened) continue;
@@ -302,9 +272,8 @@ void ClientConnection::closeStream(int32_t id, uint32_t code, bool by_peer) {
   handler_.onStreamClose(id, code, by_peer);
 }
 
-void ClientConnection::streamError(Stream& s, uint32_t code) {
-  if (s.resetting) return;
-  resetStream(s.id, code);
+bool ClientConnection::notOpen(std::string_view frame) {
+  return connectionError(kProtocolError, codecs::strCat(frame, " on stream ", frame_.stream, ", which is not open"));
 }
 
 bool ClientConnection::connectionError(uint32_t code, std::string why) {
@@ -322,9 +291,9 @@ bool ClientConnection::connectionError(uint32_t code, std::string why) {
 void ClientConnection::remoteEnded(Stream& s) {
   s.remote_ended = true;
   if (s.local_ended) return closeStream(s.id, kNoError, false);
-  // Answered before the whole request went: the rest is not wanted.
-  resetStream(s.id, kCancel);
-  marks_.back().close_code = kNoError;
+  // Answered before the whole request went: the rest is not wanted (CANCEL on the wire),
+  // and the stream closes as answered.
+  reset(s, kCancel, kNoError);
 }
 
 // ---- input ----
@@ -333,7 +302,6 @@ bool ClientConnection::receive(const uint8_t* data, size_t size) {
   if (terminated_) return false;
   while (size > 0) {
     switch (in_) {
-      case In::kPrefaceSettings:
       case In::kHead: {
         const size_t n = std::min(size, kFrameHeaderBytes - head_have_);
         std::memcpy(head_ + head_have_, data, n);
@@ -379,9 +347,10 @@ bool ClientConnection::receive(const uint8_t* data, size_t size) {
         --left_;
         if (pad_ > left_) return connectionError(kProtocolError, "a DATA frame's padding is longer than the frame");
         left_ -= pad_;
-        in_ = left_ > 0 ? In::kData : pad_ > 0 ? In::kDataPadding : In::kHead;
-        if (in_ == In::kHead && (frame_.flags & flags::kEndStream)) {
-          if (Stream* s = find(frame_.stream); s != nullptr && !s->resetting) remoteEnded(*s);
+        if (left_ > 0) {
+          in_ = In::kData;
+        } else {
+          dataDone();
         }
         break;
       }
@@ -392,13 +361,7 @@ bool ClientConnection::receive(const uint8_t* data, size_t size) {
         data += n;
         size -= n;
         left_ -= n;
-        if (left_ == 0) {
-          in_ = pad_ > 0 ? In::kDataPadding : In::kHead;
-          left_ = pad_;
-          if (in_ == In::kHead && (frame_.flags & flags::kEndStream)) {
-            if (Stream* t = find(frame_.stream); t != nullptr && !t->resetting) remoteEnded(*t);
-          }
-        }
+        if (left_ == 0) dataDone();
         break;
       }
       case In::kDataPadding: {
@@ -407,10 +370,8 @@ bool ClientConnection::receive(const uint8_t* data, size_t size) {
         size -= n;
         left_ -= n;
         if (left_ == 0) {
-          in_ = In::kHead;
-          if (frame_.flags & flags::kEndStream) {
-            if (Stream* s = find(frame_.stream); s != nullptr && !s->resetting) remoteEnded(*s);
-          }
+          pad_ = 0;
+          dataDone();
         }
         break;
       }
@@ -422,9 +383,7 @@ bool ClientConnection::receive(const uint8_t* data, size_t size) {
 bool ClientConnection::onDataStart() {
   const int32_t id = frame_.stream;
   if (id == 0) return connectionError(kProtocolError, "a DATA frame on stream 0");
-  if ((id & 1) == 0 || id > last_opened_) {
-    return connectionError(kProtocolError, codecs::strCat("a DATA frame on stream ", id, ", which is not open"));
-  }
+  if (neverOpened(id)) return notOpen("a DATA frame");
   // Flow control counts the whole frame, padding included.
   received_ += frame_.length;
   if (received_ > kReceiveWindow) return connectionError(kFlowControlError, "the server sent past the window");
@@ -435,11 +394,11 @@ bool ClientConnection::onDataStart() {
   Stream* s = find(id);
   if (s != nullptr && !s->resetting) {
     if (!s->final_headers || s->remote_ended) {
-      streamError(*s, s->remote_ended ? kStreamClosed : kProtocolError);
+      reset(*s, s->remote_ended ? kStreamClosed : kProtocolError);
     } else {
       s->received += frame_.length;
       if (s->received > kReceiveWindow) {
-        streamError(*s, kFlowControlError);
+        reset(*s, kFlowControlError);
       } else if (s->received >= kReceiveWindow / 2) {
         queueWindowUpdate(id, static_cast<uint32_t>(s->received));
         s->received = 0;
@@ -453,11 +412,24 @@ bool ClientConnection::onDataStart() {
     in_ = In::kDataPadLength;
     return true;
   }
-  in_ = left_ > 0 ? In::kData : In::kHead;
-  if (in_ == In::kHead && (frame_.flags & flags::kEndStream)) {
-    if (Stream* t = find(id); t != nullptr && !t->resetting) remoteEnded(*t);
+  if (left_ > 0) {
+    in_ = In::kData;
+  } else {
+    dataDone();
   }
   return true;
+}
+
+void ClientConnection::dataDone() {
+  if (pad_ > 0) {  // the data is read, its padding is next
+    in_ = In::kDataPadding;
+    left_ = pad_;
+    return;
+  }
+  in_ = In::kHead;
+  if (frame_.flags & flags::kEndStream) {
+    if (Stream* s = find(frame_.stream); s != nullptr && !s->resetting) remoteEnded(*s);
+  }
 }
 
 bool ClientConnection::onFrame() {
@@ -494,7 +466,7 @@ bool ClientConnection::onFrame() {
     case FrameType::kPriority:
       if (frame_.stream == 0) return connectionError(kProtocolError, "a PRIORITY frame on stream 0");
       if (payload_.size() != 5) {
-        if (Stream* s = find(frame_.stream)) streamError(*s, kFrameSizeError);
+        if (Stream* s = find(frame_.stream)) reset(*s, kFrameSizeError);
       }
       return true;
     case FrameType::kPushPromise:
@@ -507,9 +479,7 @@ bool ClientConnection::onFrame() {
 bool ClientConnection::onHeadersFrame() {
   const int32_t id = frame_.stream;
   if (id == 0) return connectionError(kProtocolError, "a HEADERS frame on stream 0");
-  if ((id & 1) == 0 || id > last_opened_) {
-    return connectionError(kProtocolError, codecs::strCat("a HEADERS frame on stream ", id, ", which is not open"));
-  }
+  if (neverOpened(id)) return notOpen("a HEADERS frame");
   std::string_view fragment = payload_;
   size_t pad = 0;
   if (frame_.flags & flags::kPadded) {
@@ -566,9 +536,11 @@ bool ClientConnection::onBlockDone() {
           malformed = true;
           return;
         }
-        // Other bytes a field may not hold: the field is dropped, the answer stands (as
-        // nghttp2 did: a gRPC status must not turn into a broken answer over one header).
-        if (!validName(name) || !validValue(value)) return;
+        // Other bytes a field may not hold (a name not a token, a control byte in a value;
+        // blanks at a value's ends are let through: grpc-message may end in a space): the
+        // field is dropped, the answer stands (as nghttp2 did: a gRPC status must not turn
+        // into a broken answer over one header).
+        if (!codecs::isHttpToken(name) || !codecs::isHttpFieldValue(value)) return;
         if (status < 0 && !trailers) {
           malformed = true;  // a field before :status, or no :status at all
           return;
@@ -580,14 +552,14 @@ bool ClientConnection::onBlockDone() {
   if (!r.status.ok()) return connectionError(kCompressionError, std::string(codecs::messageOf(r.status)));
   if (!live) return true;
   if (r.too_large) {
-    streamError(*s, kProtocolError);
+    reset(*s, kProtocolError);
     return true;
   }
   if (!trailers && status < 0) malformed = true;
   if (trailers && !block_end_stream_) malformed = true;
   if (status >= 100 && status < 200 && block_end_stream_) malformed = true;
   if (malformed) {
-    streamError(*s, kProtocolError);
+    reset(*s, kProtocolError);
     return true;
   }
   if (!trailers && status < 200) return true;  // informational: the final block follows
@@ -604,7 +576,6 @@ bool ClientConnection::onSettingsFrame() {
   if (frame_.stream != 0) return connectionError(kProtocolError, "a SETTINGS frame on a stream");
   if (frame_.flags & flags::kAck) {
     if (!payload_.empty()) return connectionError(kFrameSizeError, "a SETTINGS ACK with a payload");
-    if (!settings_seen_) return connectionError(kProtocolError, "the server's first frame is not SETTINGS");
     return true;
   }
   if (payload_.size() % 6 != 0) return connectionError(kFrameSizeError, "a SETTINGS frame of a size not a multiple of 6");
@@ -666,7 +637,6 @@ bool ClientConnection::onGoawayFrame() {
   const int32_t last = static_cast<int32_t>(readU32(p) & 0x7fffffffu);
   const uint32_t code = readU32(p + 4);
   goaway_received_ = true;
-  goaway_last_ = last;
   // Streams the server did not take, and those still waiting for a slot (whatever the
   // last id says: they were never sent): refused, for the owner to send elsewhere.
   std::vector<int32_t> refused;
@@ -689,18 +659,16 @@ bool ClientConnection::onWindowUpdateFrame() {
     if (send_window_ > kLargestWindow) return connectionError(kFlowControlError, "the connection's window past 2^31-1");
     return true;
   }
-  if ((frame_.stream & 1) == 0 || frame_.stream > last_opened_) {
-    return connectionError(kProtocolError, codecs::strCat("a WINDOW_UPDATE on stream ", frame_.stream, ", which is not open"));
-  }
+  if (neverOpened(frame_.stream)) return notOpen("a WINDOW_UPDATE");
   Stream* s = find(frame_.stream);
   if (s == nullptr || s->resetting) return true;
   if (increment == 0) {
-    streamError(*s, kProtocolError);
+    reset(*s, kProtocolError);
     return true;
   }
   s->send_window += increment;
   if (s->send_window > kLargestWindow) {
-    streamError(*s, kFlowControlError);
+    reset(*s, kFlowControlError);
     return true;
   }
   schedule(*s);
@@ -710,9 +678,7 @@ bool ClientConnection::onWindowUpdateFrame() {
 bool ClientConnection::onRstFrame() {
   if (frame_.stream == 0) return connectionError(kProtocolError, "an RST_STREAM frame on stream 0");
   if (payload_.size() != 4) return connectionError(kFrameSizeError, "an RST_STREAM frame that is not 4 bytes");
-  if ((frame_.stream & 1) == 0 || frame_.stream > last_opened_) {
-    return connectionError(kProtocolError, codecs::strCat("an RST_STREAM on stream ", frame_.stream, ", which is not open"));
-  }
+  if (neverOpened(frame_.stream)) return notOpen("an RST_STREAM");
   Stream* s = find(frame_.stream);
   if (s == nullptr) return true;
   // Even when an RST_STREAM of ours is on its way: closed now, as the server's says.

@@ -114,6 +114,10 @@ class ClientConnection {
   size_t openStreams() const { return streams_.size(); }
 
  private:
+  struct WaitingField {
+    std::string name, value;
+    HpackEncoder::Indexing indexing;
+  };
   struct Stream {
     int32_t id = 0;
     bool opened = false;  // its HEADERS framed
@@ -126,8 +130,7 @@ class ClientConnection {
     bool resetting = false;  // RST_STREAM queued: nothing more of it is read or sent
     int64_t send_window = 0;
     int64_t received = 0;  // since the last WINDOW_UPDATE
-    std::vector<std::pair<std::string, std::string>> waiting_fields;  // not opened yet
-    std::vector<HpackEncoder::Indexing> waiting_indexing;
+    std::vector<WaitingField> waiting;  // its fields, copied, until it opens
   };
   // Queued output is one run of bytes (pending_) and marks in it: where a stream's HEADERS
   // start (beforeHeaders() is called there), and where an RST_STREAM of ours ends (the
@@ -138,11 +141,18 @@ class ClientConnection {
     int32_t closes = 0;
     uint32_t close_code = 0;
   };
-  enum class In { kPrefaceSettings, kHead, kPayload, kDataPadLength, kData, kDataPadding };
+  enum class In { kHead, kPayload, kDataPadLength, kData, kDataPadding };
 
   bool connectionError(uint32_t code, std::string why);
+  // The connection error for `frame` naming a stream this end never opened.
+  bool notOpen(std::string_view frame);
+  // Whether `id` names no stream this end opened (even: the server's; past the last).
+  bool neverOpened(int32_t id) const { return (id & 1) == 0 || id > last_opened_; }
   bool tooManyAcks();
-  void streamError(Stream& s, uint32_t code);
+  // Queues RST_STREAM `code`; the stream closes with `close_code` once it is out.
+  void reset(Stream& s, uint32_t code, uint32_t close_code);
+  void reset(Stream& s, uint32_t code) { reset(s, code, code); }
+  void dataDone();  // a DATA frame's data is read: its padding, or the next frame
   bool onFrame();  // a whole non-DATA frame is in payload_
   bool onDataStart();
   bool onHeadersFrame();
@@ -190,7 +200,7 @@ class ClientConnection {
   int32_t last_opened_ = 0;
 
   // Input.
-  In in_ = In::kPrefaceSettings;
+  In in_ = In::kHead;
   uint8_t head_[kFrameHeaderBytes] = {};
   size_t head_have_ = 0;
   FrameHeader frame_;
@@ -203,7 +213,6 @@ class ClientConnection {
   bool settings_seen_ = false;
   size_t unsent_acks_ = 0;  // PING and SETTINGS ACKs queued since the output last took them
   bool goaway_received_ = false;
-  int32_t goaway_last_ = 0;
   bool terminated_ = false;
   std::string error_;
 };

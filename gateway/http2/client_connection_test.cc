@@ -192,10 +192,14 @@ void exchange(ClientConnection& client, Owner& owner, Server& server) {
     client.send();
     const std::string to_server = std::move(owner.out);
     owner.out.clear();
-    if (!to_server.empty()) ASSERT_TRUE(server.feed(to_server));
+    if (!to_server.empty()) {
+      ASSERT_TRUE(server.feed(to_server));
+    }
     const std::string to_client = server.take();
-    if (!to_client.empty()) ASSERT_TRUE(client.receive(reinterpret_cast<const uint8_t*>(to_client.data()), to_client.size()))
-        << client.error();
+    if (!to_client.empty()) {
+      ASSERT_TRUE(client.receive(reinterpret_cast<const uint8_t*>(to_client.data()), to_client.size()))
+          << client.error();
+    }
     if (to_server.empty() && to_client.empty()) return;
   }
   FAIL() << "the exchange never settled";
