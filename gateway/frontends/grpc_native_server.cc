@@ -31,6 +31,8 @@
 #include "codecs/grpc_message_text.h"
 #include "codecs/text.h"
 #include "gateway/frontends/grpc_native_server_internal.h"
+#include "gateway/http2/frame.h"
+#include "gateway/http2/hpack.h"
 
 namespace infergate::gateway::frontends::grpc_detail {
 
@@ -261,51 +263,33 @@ int onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t, void* user) {
   return 0;
 }
 
-// HPACK integer with an `bits`-bit prefix whose high bits are `first`.
-void hpackInteger(std::string& out, uint8_t first, int bits, size_t value) {
-  const size_t max = (size_t{1} << bits) - 1;
-  if (value < max) {
-    out.push_back(static_cast<char>(first | value));
-    return;
-  }
-  out.push_back(static_cast<char>(first | max));
-  for (value -= max; value >= 128; value >>= 7) out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-  out.push_back(static_cast<char>(value));
-}
-
-void hpackLiteral(std::string& out, std::string_view name, std::string_view value) {
-  out.push_back(0x00);  // literal without indexing, new name: no table changes
-  hpackInteger(out, 0, 7, name.size());
-  out.append(name);
-  hpackInteger(out, 0, 7, value.size());
-  out.append(value);
-}
-
 // A field of the stream's header block passed HPACK's limit: nghttp2 ends the connection
 // (GOAWAY, COMPRESSION_ERROR). Before that GOAWAY (onFrameSend), the stream is answered Trailers-Only
-// RESOURCE_EXHAUSTED, as grpc answers metadata past its limit. The block is written by
-// hand with fields that leave the client's HPACK table as it was (the connection's
-// encoder state does not matter then).
+// RESOURCE_EXHAUSTED, as grpc answers metadata past its limit. The block is written apart
+// from nghttp2's encoder, by a fresh one with fields that enter no table: it leaves the
+// client's HPACK table as it was (the connection's encoder state does not matter then).
 void refuseOversizedHeaders(Connection& c) {
   Stream* s = streamOf(c, c.decoding_stream);
   if (s == nullptr || s->started) return;
   s->started = true;
   s->finished = true;
+  using Indexing = http2::HpackEncoder::Indexing;
+  http2::HpackEncoder encoder;
   std::string block;
-  block.push_back(static_cast<char>(0x88));  // :status 200, static table entry 8
-  hpackLiteral(block, "content-type", "application/grpc");
-  hpackLiteral(block, "grpc-status", std::to_string(static_cast<int>(::grpc::StatusCode::RESOURCE_EXHAUSTED)));
-  hpackLiteral(block, "grpc-message",
-               codecs::grpcMessageEncoded(codecs::strCat("a metadata field is larger than HPACK's 65536-byte limit; "
-                                                         "the call's metadata may have ",
-                                                         sharedOf(c).options.max_metadata_bytes, " bytes")));
-  const uint8_t header[9] = {static_cast<uint8_t>(block.size() >> 16), static_cast<uint8_t>(block.size() >> 8),
-                             static_cast<uint8_t>(block.size()), NGHTTP2_HEADERS,
-                             NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS,
-                             static_cast<uint8_t>((s->id >> 24) & 0x7f), static_cast<uint8_t>(s->id >> 16),
-                             static_cast<uint8_t>(s->id >> 8), static_cast<uint8_t>(s->id)};
-  c.out.queueOwned(header, sizeof(header));
-  c.out.queueOwned(reinterpret_cast<const uint8_t*>(block.data()), block.size());
+  encoder.encode(":status", "200", Indexing::kNoIndex, block);
+  encoder.encode("content-type", "application/grpc", Indexing::kNoIndex, block);
+  encoder.encode("grpc-status", std::to_string(static_cast<int>(::grpc::StatusCode::RESOURCE_EXHAUSTED)),
+                 Indexing::kNoIndex, block);
+  encoder.encode("grpc-message",
+                 codecs::grpcMessageEncoded(codecs::strCat("a metadata field is larger than HPACK's 65536-byte limit; "
+                                                           "the call's metadata may have ",
+                                                           sharedOf(c).options.max_metadata_bytes, " bytes")),
+                 Indexing::kNoIndex, block);
+  std::string frame;
+  http2::appendFrameHeader(frame, block.size(), http2::FrameType::kHeaders,
+                           http2::flags::kEndStream | http2::flags::kEndHeaders, s->id);
+  frame.append(block);
+  c.out.queueOwned(reinterpret_cast<const uint8_t*>(frame.data()), frame.size());
 }
 
 // nghttp2 ends the session with COMPRESSION_ERROR when HPACK refuses a field (past 64
