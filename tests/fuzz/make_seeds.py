@@ -290,7 +290,7 @@ grpc_answer("many_frames", unary(*[grpc_message(b"x" * 3000)[i:i + 1000] for i i
             plan=250)
 
 
-# ---- gRPC client sessions (grpc_server): split-plan byte, then what a client sends after
+# ---- gRPC client sessions (grpc_server, http2_server): split-plan byte, then what a client sends after
 # HTTP/2's connection preface (the driver writes the preface itself) to the gateway's own
 # gRPC server. Built with h2 as above.
 SERVICE = "/inference.GRPCInferenceService/"
@@ -306,6 +306,10 @@ def grpc_session(name, build, plan=0):
     wire = client.data_to_send()
     assert wire.startswith(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
     write("grpc_server", name, bytes([plan]) + wire[24:])
+    # The same client bytes seed the HTTP/2 server alone (http2_server: its plan byte
+    # means other things, so each seed goes once as it is and once with a plan of its own).
+    write("http2_server", name, bytes([plan]) + wire[24:])
+    write("http2_server", name + "_plan", bytes([(plan * 37 + 0x95) & 0xFF]) + wire[24:])
 
 
 def call_head(method, extra=()):

@@ -1,0 +1,240 @@
+#include "gateway/http2/server_connection.h"
+
+#include <algorithm>
+
+#include "codecs/status.h"
+
+namespace infergate::gateway::http2 {
+
+ServerConnection::ServerConnection(Handler& handler, Options options)
+    : Connection(handler, Role::kServer, options.max_header_list_bytes,
+                 std::initializer_list<Setting>{
+                     {SettingId::kMaxConcurrentStreams, options.max_concurrent_streams},
+                     {SettingId::kInitialWindowSize, options.stream_window},
+                 }),
+      owner_(handler),
+      options_(options),
+      reset_tokens_(options.reset_burst),
+      reset_counted_(std::chrono::steady_clock::now()) {}
+
+// ---- answers ----
+
+void ServerConnection::submitResponse(int32_t id, std::span<const Field> fields, bool end_stream) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  Stream& s = it->second;
+  if (s.resetting || s.response_started) return;
+  s.response_started = true;
+  encodeHeaders(id, fields, end_stream);
+  if (end_stream) return localEnded(s);
+  s.sendable = true;
+  schedule(s);
+}
+
+void ServerConnection::onBodyDone(StreamState& state) {
+  auto& s = static_cast<Stream&>(state);
+  trailer_fields_.clear();
+  owner_.trailers(s.id, trailer_fields_);
+  encodeHeaders(s.id, trailer_fields_, true);
+  trailer_fields_.clear();
+  localEnded(s);
+}
+
+void ServerConnection::localEnded(Stream& s) {
+  s.local_ended = true;
+  if (s.remote_ended) return closeAfterQueued(s.id, kNoError);
+  // Answered before the whole request came: the rest is not wanted (RFC 9113 8.1).
+  reset(s, kNoError, kNoError);
+}
+
+void ServerConnection::goAway() {
+  if (goaway_sent_ || terminated_) return;
+  goaway_sent_ = true;
+  goaway_last_ = last_stream_;
+  std::string payload;
+  appendU32(payload, static_cast<uint32_t>(last_stream_));
+  appendU32(payload, kNoError);
+  queueFrame(FrameType::kGoaway, 0, 0, payload);
+}
+
+bool ServerConnection::done() {
+  if (terminated_) return !controlPending();  // its GOAWAY is out: nothing more goes
+  return (goaway_sent_ || goaway_received_) && streams_.empty() && !wantsWrite();
+}
+
+void ServerConnection::closeStream(int32_t id, uint32_t code, bool by_peer) {
+  if (streams_.erase(id) == 0) return;
+  owner_.onStreamClose(id, code, by_peer);
+}
+
+// ---- windows ----
+
+void ServerConnection::consume(int32_t id, size_t bytes) {
+  auto it = streams_.find(id);
+  if (it != streams_.end()) giveBack(it->second, bytes);
+}
+
+void ServerConnection::giveBack(Stream& s, size_t bytes) {
+  if (s.resetting || s.remote_ended) return;  // nothing more comes: no window to give
+  s.consumed += static_cast<int64_t>(bytes);
+  if (s.consumed < s.window / 2) return;
+  queueWindowUpdate(s.id, static_cast<uint32_t>(s.consumed));
+  s.available += s.consumed;
+  s.consumed = 0;
+}
+
+void ServerConnection::setStreamWindow(int32_t id, int32_t window) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  Stream& s = it->second;
+  if (s.resetting || s.remote_ended || window <= s.window) return;
+  // What the owner consumed goes back with the raise, in one WINDOW_UPDATE.
+  const int64_t increment = window - s.window + s.consumed;
+  s.window = window;
+  s.available += increment;
+  s.consumed = 0;
+  queueWindowUpdate(s.id, static_cast<uint32_t>(increment));
+}
+
+// ---- input ----
+
+void ServerConnection::onStreamData(StreamState& state, uint32_t length) {
+  auto& s = static_cast<Stream&>(state);
+  if (s.remote_ended) return reset(s, kStreamClosed);
+  s.available -= length;
+  if (s.available < 0) reset(s, kFlowControlError);
+}
+
+void ServerConnection::onStreamPadding(StreamState& state, size_t bytes) {
+  giveBack(static_cast<Stream&>(state), bytes);
+}
+
+void ServerConnection::onRemoteEnd(StreamState& s) {
+  s.remote_ended = true;
+  owner_.onRequestEnd(s.id);
+}
+
+bool ServerConnection::onHeadersStart(int32_t id) {
+  if ((id & 1) == 0) {
+    return connectionError(kProtocolError, codecs::strCat("a HEADERS frame on stream ", id,
+                                                          ", an even id, which a client may not open"));
+  }
+  return true;
+}
+
+bool ServerConnection::discardBlock() {
+  const HpackDecoder::Result r = decoder_.decode({reinterpret_cast<const uint8_t*>(block_.data()), block_.size()},
+                                                 max_header_list_bytes_, [](std::string_view, std::string_view) {});
+  if (!r.status.ok()) return connectionError(kCompressionError, std::string(codecs::messageOf(r.status)));
+  return true;
+}
+
+bool ServerConnection::onHeaderBlock(int32_t id) {
+  if (id > last_stream_) {  // a new stream
+    last_stream_ = id;
+    if (id > goaway_last_) return discardBlock();  // after this end's GOAWAY: ignored
+    if (streams_.size() >= options_.max_concurrent_streams) {
+      if (!discardBlock()) return false;
+      queueRst(id, kRefusedStream);
+      return true;
+    }
+    Stream& s = streams_[id];
+    s.id = id;
+    s.send_window = peer_initial_window_;
+    s.window = s.available = options_.stream_window;
+    owner_.onRequestStart(id);
+    return requestBlock(s);
+  }
+  auto it = streams_.find(id);
+  if (it == streams_.end() || it->second.resetting) return discardBlock();  // closed: in flight
+  Stream& s = it->second;
+  // A second block: the request's trailers, which must end it and carry no pseudo-field.
+  bool malformed = false;
+  const HpackDecoder::Result r = decoder_.decode(
+      {reinterpret_cast<const uint8_t*>(block_.data()), block_.size()}, max_header_list_bytes_,
+      [&](std::string_view name, std::string_view value) {
+        if ((!name.empty() && name[0] == ':') || checkRegularField(name, value) == FieldCheck::kMalformed) {
+          malformed = true;
+        }
+      });
+  if (!r.status.ok()) return connectionError(kCompressionError, std::string(codecs::messageOf(r.status)));
+  if (s.remote_ended) {
+    reset(s, kStreamClosed);
+  } else if (malformed || !block_end_stream_) {
+    reset(s, kProtocolError);
+  } else {
+    onRemoteEnd(s);
+  }
+  return true;
+}
+
+bool ServerConnection::requestBlock(Stream& s) {
+  const int32_t id = s.id;
+  // What the block must look like (RFC 9113 8.3.1): :method, :scheme and :path once each
+  // (:authority at most once), no other pseudo-field, all before the regular ones.
+  bool method = false, scheme = false, path = false, authority = false;
+  bool malformed = false, regular_seen = false;
+  const HpackDecoder::Result r = decoder_.decode(
+      {reinterpret_cast<const uint8_t*>(block_.data()), block_.size()}, max_header_list_bytes_,
+      [&](std::string_view name, std::string_view value) {
+        if (malformed) return;
+        if (!name.empty() && name[0] == ':') {
+          bool* seen = name == ":method"      ? &method
+                       : name == ":scheme"    ? &scheme
+                       : name == ":path"      ? &path
+                       : name == ":authority" ? &authority
+                                              : nullptr;
+          if (regular_seen || seen == nullptr || *seen || (seen == &path && value.empty())) {
+            malformed = true;
+            return;
+          }
+          *seen = true;
+          owner_.onField(id, name, value);
+          return;
+        }
+        regular_seen = true;
+        const FieldCheck check = checkRegularField(name, value);
+        if (check == FieldCheck::kMalformed) {
+          malformed = true;
+          return;
+        }
+        if (check == FieldCheck::kKeep) owner_.onField(id, name, value);
+      });
+  if (!r.status.ok()) return connectionError(kCompressionError, std::string(codecs::messageOf(r.status)));
+  if (malformed || !method || !scheme || !path) {
+    reset(s, kProtocolError);
+    return true;
+  }
+  s.request_started = true;
+  if (block_end_stream_) s.remote_ended = true;  // before the owner answers: no reset for the rest
+  owner_.onHeadersEnd(id, r.too_large);
+  if (block_end_stream_) {
+    StreamState* t = findStream(id);
+    if (t != nullptr && !t->resetting) owner_.onRequestEnd(id);
+  }
+  return true;
+}
+
+bool ServerConnection::onGoawayFrame(int32_t, uint32_t code) {
+  owner_.onGoaway(code);  // the client leaves: what it asked for is still answered
+  return true;
+}
+
+bool ServerConnection::onRstFrame(uint32_t code) {
+  // A stream never opened: ignored (see the top of server_connection.h).
+  if (findStream(frame_.stream) == nullptr) return true;
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - reset_counted_).count();
+  reset_counted_ = now;
+  reset_tokens_ = std::min<double>(options_.reset_burst, reset_tokens_ + seconds * options_.resets_per_second);
+  if (reset_tokens_ < 1) {
+    return connectionError(kEnhanceYourCalm, codecs::strCat("the client reset streams faster than ",
+                                                            options_.resets_per_second, " a second after a burst of ",
+                                                            options_.reset_burst));
+  }
+  reset_tokens_ -= 1;
+  closeStream(frame_.stream, code, true);
+  return true;
+}
+
+}  // namespace infergate::gateway::http2
