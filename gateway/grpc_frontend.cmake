@@ -17,7 +17,7 @@ target_compile_definitions(infergate_grpc_frontend PUBLIC
 target_link_libraries(infergate_grpc_frontend PUBLIC
   infergate_gateway_core infergate_builtin infergate_http infergate_proto infergate_codecs
   gRPC::grpc++)
-target_link_libraries(infergate_grpc_frontend PRIVATE PkgConfig::NGHTTP2)
+target_link_libraries(infergate_grpc_frontend PRIVATE infergate_http2)
 
 infergate_add_test(grpc_frontend_test
   SOURCES

@@ -390,7 +390,7 @@ void receiveData(Stream& s, const uint8_t* data, size_t size) {
       // ModelInfer's one message is reassembled whole whatever the window: one larger than
       // the stream's window gets a larger one at once instead of WINDOW_UPDATEs on the way.
       if (!s.relay && s.message_size + 5 > static_cast<size_t>(kStreamWindow)) {
-        nghttp2_session_set_local_window_size(s.connection->session, NGHTTP2_FLAG_NONE, s.id, kRaisedStreamWindow);
+        s.connection->h2->setStreamWindow(s.id, kRaisedStreamWindow);
       }
       s.parts = codecs::BufferChain();
       // Past kMaxReservedMessageBytes the message is reserved whole only in a block the

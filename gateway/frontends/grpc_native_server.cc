@@ -1,13 +1,12 @@
 // NativeGrpcServer (grpc_native_server.h): workers and their listening sockets, accepted
-// connections, the nghttp2 server session and its callbacks, the output queue, and
-// shutdown. A stream's calls are in grpc_native_calls.cc.
+// connections, their HTTP/2 (http2::ServerConnection, whose handler a Connection is), the
+// output queue, and shutdown. A stream's calls are in grpc_native_calls.cc.
 //
-// Output: nghttp2 serializes frames; HEADERS and control frames are copied into the
-// connection's queue (upstream/socket_output.h, as the native gRPC client's), DATA frames
-// go as their 9-byte header plus references into the reply's slices
-// (NGHTTP2_DATA_FLAG_NO_COPY); one sendmsg writes the queue (over TLS, the session's
-// writev, which encrypts the small pieces as one record). Past kMaxQueuedBytes unwritten,
-// the send callback answers WOULDBLOCK and the writable event resumes.
+// Output: HTTP/2 frames; HEADERS and control frames are copied into the connection's queue
+// (upstream/socket_output.h, as the native gRPC client's), DATA frames go as their 9-byte
+// header plus references into the reply's Buffers; one sendmsg writes the queue (over TLS,
+// the session's writev, which encrypts the small pieces as one record). Past
+// kMaxQueuedBytes unwritten, canWrite() says no and the writable event resumes.
 
 #include "gateway/frontends/grpc_native_server.h"
 
@@ -75,70 +74,15 @@ void armTimer(Connection& c, std::chrono::milliseconds after) {
   evtimer_add(c.timer, &tv);
 }
 
-// ---- nghttp2's callbacks ----
-
-ssize_t onSend(nghttp2_session*, const uint8_t* data, size_t length, int, void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  if (c.out.unwritten() > kMaxQueuedBytes) {
-    c.paused = true;
-    return NGHTTP2_ERR_WOULDBLOCK;
+// How a reply's field enters HPACK: values unique to a call (its request id, trace
+// context) never enter a table and are marked so; a grpc-message changes with each error;
+// the rest (:status, content-type, grpc-status, metadata that repeats) is indexed.
+http2::Connection::Field replyField(std::string_view name, std::string_view value) {
+  using Indexing = http2::HpackEncoder::Indexing;
+  if (name == "x-request-id" || name == "traceparent" || name == "tracestate") {
+    return {name, value, Indexing::kNeverIndex};
   }
-  c.out.queueOwned(data, length);
-  return static_cast<ssize_t>(length);
-}
-
-int onSendData(nghttp2_session*, nghttp2_frame* frame, const uint8_t* framehd, size_t length,
-               nghttp2_data_source* source, void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  if (c.out.unwritten() > kMaxQueuedBytes) {
-    c.paused = true;
-    return NGHTTP2_ERR_WOULDBLOCK;
-  }
-  auto& s = *static_cast<Stream*>(source->ptr);
-  c.out.queueDataFrame(framehd, frame->data.padlen, [&] {
-    while (length > 0 && !s.out.empty()) {
-      length -= s.out.front().queueInto(c.out, length);
-      if (s.out.front().queuedAll()) s.out.pop_front();
-    }
-  });
-  return 0;
-}
-
-// How much of the reply nghttp2 may frame now: what is queued and not yet promised; at
-// the end, the trailers.
-ssize_t onReadReply(nghttp2_session* session, int32_t stream_id, uint8_t*, size_t length, uint32_t* flags,
-                    nghttp2_data_source* source, void*) {
-  auto& s = *static_cast<Stream*>(source->ptr);
-  const size_t n = std::min(length, s.unpromised);
-  s.unpromised -= n;
-  if (n > 0 && s.relay) replyDrained(s);
-  *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-  if (s.unpromised == 0 && s.finished) {
-    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-    std::vector<nghttp2_nv> nva;
-    nva.reserve(s.trailers.size());
-    for (auto& [key, value] : s.trailers) nva.push_back(upstream::http2Field(key, value));
-    if (nghttp2_submit_trailer(session, stream_id, nva.data(), nva.size()) != 0) {
-      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    }
-    return static_cast<ssize_t>(n);
-  }
-  if (n == 0) {
-    s.deferred = true;
-    return NGHTTP2_ERR_DEFERRED;
-  }
-  return static_cast<ssize_t>(n);
-}
-
-int onBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-  auto s = std::make_unique<Stream>();
-  s->connection = &c;
-  s->id = frame->hd.stream_id;
-  c.decoding_stream = s->id;
-  c.streams.emplace(s->id, std::move(s));
-  return 0;
+  return {name, value, name == "grpc-message" ? Indexing::kNoIndex : Indexing::kIndex};
 }
 
 // A grpc-timeout value: up to 8 digits and a unit (H M S m u n).
@@ -163,18 +107,67 @@ std::optional<std::chrono::nanoseconds> parseTimeout(std::string_view v) {
   }
 }
 
-int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name_bytes, size_t namelen,
-             const uint8_t* value_bytes, size_t valuelen, uint8_t, void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-  Stream* s = streamOf(c, frame->hd.stream_id);
-  if (s == nullptr) return 0;
-  const std::string_view name(reinterpret_cast<const char*>(name_bytes), namelen);
-  const std::string_view value(reinterpret_cast<const char*>(value_bytes), valuelen);
-  s->metadata_bytes += namelen + valuelen + 32;  // HTTP/2's accounting of a field
-  if (s->metadata_bytes > static_cast<size_t>(sharedOf(c).options.max_metadata_bytes)) {
-    s->metadata_too_large = true;
+}  // namespace
+
+// ---- HTTP/2's handler ----
+
+bool Connection::canWrite() {
+  if (out.unwritten() > kMaxQueuedBytes) {
+    paused = true;
+    return false;
+  }
+  return true;
+}
+
+void Connection::writeBytes(std::string_view bytes) {
+  out.queueOwned(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+}
+
+// How much of the reply may be framed now: what is queued and not yet promised; at the
+// end, the trailers follow (trailers()).
+size_t Connection::bodyReady(int32_t stream, size_t max, bool& last) {
+  Stream* s = streamOf(*this, stream);
+  if (s == nullptr) {  // gone with its call: nothing more of it goes
+    last = true;
     return 0;
+  }
+  const size_t n = std::min(max, s->unpromised);
+  s->unpromised -= n;
+  if (n > 0 && s->relay) replyDrained(*s);
+  last = s->unpromised == 0 && s->finished;
+  return n;
+}
+
+void Connection::writeData(int32_t stream, const uint8_t* head, size_t length) {
+  Stream& s = *streamOf(*this, stream);
+  out.queueDataFrame(head, [&] {
+    while (length > 0 && !s.out.empty()) {
+      length -= s.out.front().queueInto(out, length);
+      if (s.out.front().queuedAll()) s.out.pop_front();
+    }
+  });
+}
+
+void Connection::trailers(int32_t stream, std::vector<http2::Connection::Field>& fields) {
+  Stream* s = streamOf(*this, stream);
+  if (s == nullptr) return;
+  for (const auto& [key, value] : s->trailers) fields.push_back(replyField(key, value));
+}
+
+void Connection::onRequestStart(int32_t id) {
+  auto s = std::make_unique<Stream>();
+  s->connection = this;
+  s->id = id;
+  streams.emplace(id, std::move(s));
+}
+
+void Connection::onField(int32_t id, std::string_view name, std::string_view value) {
+  Stream* s = streamOf(*this, id);
+  if (s == nullptr) return;
+  s->metadata_bytes += name.size() + value.size() + 32;  // HTTP/2's accounting of a field
+  if (s->metadata_bytes > static_cast<size_t>(sharedOf(*this).options.max_metadata_bytes)) {
+    s->metadata_too_large = true;
+    return;
   }
   if (name == ":method") {
     s->method = value;
@@ -197,140 +190,51 @@ int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name_b
   } else {
     s->metadata.emplace_back(std::string(name), std::string(value));
   }
-  return 0;
 }
 
-int onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  switch (frame->hd.type) {
-    case NGHTTP2_SETTINGS:
-      if ((frame->hd.flags & NGHTTP2_FLAG_ACK) == 0 && !c.spoke_http2) {
-        c.spoke_http2 = true;  // the handshake is done: the timer watches idleness from now
-        c.last_active = std::chrono::steady_clock::now();
-        armTimer(c, idleTimeout(c));
-      }
-      return 0;
-    case NGHTTP2_HEADERS: {
-      if (c.decoding_stream == frame->hd.stream_id) c.decoding_stream = 0;
-      Stream* s = streamOf(c, frame->hd.stream_id);
-      if (s == nullptr) return 0;
-      if (frame->headers.cat == NGHTTP2_HCAT_REQUEST && !s->started) {
-        s->started = true;
-        startCall(*s);
-      }
-      if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0 && streamOf(c, frame->hd.stream_id) == s) {
-        endRequest(*s);
-      }
-      return 0;
-    }
-    case NGHTTP2_DATA: {
-      Stream* s = streamOf(c, frame->hd.stream_id);
-      if (s != nullptr && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) endRequest(*s);
-      return 0;
-    }
-    default:
-      return 0;
+void Connection::onHeadersEnd(int32_t id, bool too_large) {
+  Stream* s = streamOf(*this, id);
+  if (s == nullptr || s->started) return;
+  if (too_large) s->metadata_too_large = true;
+  s->started = true;
+  startCall(*s);
+}
+
+// A stream's window is given back as its bytes arrive, unless its relay is backlogged
+// (then when it is not: releaseHeld).
+void Connection::onData(int32_t id, const uint8_t* data, size_t size) {
+  // receiveData() cannot end the stream here (nothing is sent inside h2->receive()).
+  Stream* s = streamOf(*this, id);
+  if (s == nullptr) return;
+  receiveData(*s, data, size);
+  if (!s->finished && relayBacklogged(*s)) {
+    s->held += size;
+    return;
   }
+  h2->consume(id, size);
 }
 
-// Windows are given back by hand (no automatic WINDOW_UPDATE): the connection's at once,
-// the stream's at once unless its relay is backlogged (then when it is not: releaseHeld).
-int onDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id, const uint8_t* data, size_t length,
-                void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  // receiveData() cannot end the stream here (nothing is sent inside nghttp2's callbacks).
-  Stream* s = streamOf(c, stream_id);
-  if (s != nullptr) receiveData(*s, data, length);
-  if (nghttp2_session_consume_connection(session, length) != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
-  if (s != nullptr && !s->finished && relayBacklogged(*s)) {
-    s->held += length;
-    return 0;
-  }
-  // A stream nghttp2 still knows (closed ones are no error).
-  (void)nghttp2_session_consume_stream(session, stream_id, length);
-  return 0;
+void Connection::onRequestEnd(int32_t id) {
+  if (Stream* s = streamOf(*this, id)) endRequest(*s);
 }
 
-int onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t, void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  auto it = c.streams.find(stream_id);
-  if (it == c.streams.end()) return 0;
+void Connection::onStreamClose(int32_t id, uint32_t, bool) {
+  auto it = streams.find(id);
+  if (it == streams.end()) return;
   std::unique_ptr<Stream> s = std::move(it->second);
-  c.streams.erase(it);
-  c.last_active = std::chrono::steady_clock::now();
+  streams.erase(it);
+  last_active = std::chrono::steady_clock::now();
   // Closed before its trailers went: the client reset it, or the connection broke.
   detachCall(*s, !(s->finished && s->out.empty()));
-  return 0;
 }
 
-// A field of the stream's header block passed HPACK's limit: nghttp2 ends the connection
-// (GOAWAY, COMPRESSION_ERROR). Before that GOAWAY (onFrameSend), the stream is answered Trailers-Only
-// RESOURCE_EXHAUSTED, as grpc answers metadata past its limit. The block is written apart
-// from nghttp2's encoder, by a fresh one with fields that enter no table: it leaves the
-// client's HPACK table as it was (the connection's encoder state does not matter then).
-void refuseOversizedHeaders(Connection& c) {
-  Stream* s = streamOf(c, c.decoding_stream);
-  if (s == nullptr || s->started) return;
-  s->started = true;
-  s->finished = true;
-  using Indexing = http2::HpackEncoder::Indexing;
-  http2::HpackEncoder encoder;
-  std::string block;
-  encoder.encode(":status", "200", Indexing::kNoIndex, block);
-  encoder.encode("content-type", "application/grpc", Indexing::kNoIndex, block);
-  encoder.encode("grpc-status", std::to_string(static_cast<int>(::grpc::StatusCode::RESOURCE_EXHAUSTED)),
-                 Indexing::kNoIndex, block);
-  encoder.encode("grpc-message",
-                 codecs::grpcMessageEncoded(codecs::strCat("a metadata field is larger than HPACK's 65536-byte limit; "
-                                                           "the call's metadata may have ",
-                                                           sharedOf(c).options.max_metadata_bytes, " bytes")),
-                 Indexing::kNoIndex, block);
-  std::string frame;
-  http2::appendFrameHeader(frame, block.size(), http2::FrameType::kHeaders,
-                           http2::flags::kEndStream | http2::flags::kEndHeaders, s->id);
-  frame.append(block);
-  c.out.queueOwned(reinterpret_cast<const uint8_t*>(frame.data()), frame.size());
+void Connection::onSettings() {
+  spoke_http2 = true;  // the handshake is done: the timer watches idleness from now
+  last_active = std::chrono::steady_clock::now();
+  armTimer(*this, idleTimeout(*this));
 }
 
-// nghttp2 ends the session with COMPRESSION_ERROR when HPACK refuses a field (past 64
-// KiB): the stream whose block it was reading is answered first.
-int onFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user) {
-  auto& c = *static_cast<Connection*>(user);
-  if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code == NGHTTP2_COMPRESSION_ERROR &&
-      c.decoding_stream != 0) {
-    refuseOversizedHeaders(c);
-    c.decoding_stream = 0;
-  }
-  return 0;
-}
-
-nghttp2_session_callbacks* serverCallbacks() {
-  static nghttp2_session_callbacks* callbacks = [] {
-    nghttp2_session_callbacks* cb = nullptr;
-    if (nghttp2_session_callbacks_new(&cb) != 0) return cb;
-    nghttp2_session_callbacks_set_send_callback(cb, &onSend);
-    nghttp2_session_callbacks_set_send_data_callback(cb, &onSendData);
-    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, &onBeginHeaders);
-    nghttp2_session_callbacks_set_on_header_callback(cb, &onHeader);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, &onFrameRecv);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &onDataChunk);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb, &onStreamClose);
-    nghttp2_session_callbacks_set_before_frame_send_callback(cb, &onFrameSend);
-    return cb;
-  }();
-  return callbacks;
-}
-
-// The windows are the server's to give back (onDataChunk, releaseHeld).
-nghttp2_option* serverOptions() {
-  static nghttp2_option* options = [] {
-    nghttp2_option* o = nullptr;
-    if (nghttp2_option_new(&o) != 0) return o;
-    nghttp2_option_set_no_auto_window_update(o, 1);
-    return o;
-  }();
-  return options;
-}
+namespace {
 
 // ---- socket and timer events ----
 
@@ -338,67 +242,7 @@ nghttp2_option* serverOptions() {
 void goAway(Connection& c) {
   if (c.going_away) return;
   c.going_away = true;
-  nghttp2_submit_goaway(c.session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c.session),
-                        NGHTTP2_NO_ERROR, nullptr, 0);
-}
-
-// What the client sent, to nghttp2, less the RST_STREAM frames for streams it never opened.
-// RFC 9113 makes those a connection error, which nghttp2 enforces; grpc's own clients send
-// them (a call cancelled before its HEADERS went out) and grpc's servers let them pass,
-// so does this one: they would otherwise end every call on the connection.
-ssize_t receive(Connection& c, const uint8_t* data, size_t size) {
-  FrameFilter& f = c.filter;
-  const uint8_t* const end = data + size;
-  const uint8_t* run = data;  // scanned, passed on, not yet fed: one mem_recv for a whole read
-  auto feed = [&c](const uint8_t* from, const uint8_t* to) -> ssize_t {
-    return from == to ? 0 : nghttp2_session_mem_recv(c.session, from, static_cast<size_t>(to - from));
-  };
-  // The frame header in f.head is complete: the frame is passed on or dropped.
-  auto decide = [&f] {
-    f.payload_left = (size_t{f.head[0]} << 16) | (size_t{f.head[1]} << 8) | f.head[2];
-    const uint8_t type = f.head[3];
-    const uint32_t stream = ((uint32_t{f.head[5]} & 0x7f) << 24) | (uint32_t{f.head[6]} << 16) |
-                            (uint32_t{f.head[7]} << 8) | f.head[8];
-    if (type == NGHTTP2_HEADERS && stream > f.highest_opened) f.highest_opened = stream;
-    f.dropping = type == NGHTTP2_RST_STREAM && stream > f.highest_opened && (stream & 1) == 1;
-  };
-  const uint8_t* p = data;
-  const size_t preface = std::min(size, f.preface_left);  // the connection preface goes as it is
-  f.preface_left -= preface;
-  p += preface;
-  while (p < end) {
-    if (f.payload_left > 0) {  // the rest of a frame
-      const size_t n = std::min(static_cast<size_t>(end - p), f.payload_left);
-      f.payload_left -= n;
-      p += n;
-      if (f.dropping) run = p;  // the dropped bytes were fed by nobody
-      continue;
-    }
-    if (f.head_have == 0 && end - p >= 9) {  // a whole frame header in this read
-      std::memcpy(f.head, p, 9);
-      decide();
-      if (f.dropping) {
-        if (const ssize_t rv = feed(run, p); rv < 0) return rv;
-        run = p + 9;
-      }
-      p += 9;
-      continue;
-    }
-    // A frame header cut by the read: held back until it is whole, then fed or dropped.
-    if (const ssize_t rv = feed(run, p); rv < 0) return rv;
-    const size_t n = std::min(static_cast<size_t>(end - p), sizeof(f.head) - f.head_have);
-    std::memcpy(f.head + f.head_have, p, n);
-    f.head_have += n;
-    p += n;
-    run = p;
-    if (f.head_have < sizeof(f.head)) break;
-    f.head_have = 0;
-    decide();
-    if (!f.dropping) {
-      if (const ssize_t rv = feed(f.head, f.head + sizeof(f.head)); rv < 0) return rv;
-    }
-  }
-  return feed(run, end);
+  c.h2->goAway();
 }
 
 // The socket's bytes (plaintext), or the TLS session's: as recv / writev would answer.
@@ -406,7 +250,7 @@ ssize_t readSocket(Connection& c, uint8_t* buffer, size_t size) {
   return c.tls ? c.tls->read(buffer, size) : ::recv(c.fd, buffer, size, 0);
 }
 
-// Reads what has arrived and feeds it to nghttp2, then writes what that produced.
+// Reads what has arrived and feeds it to HTTP/2, then writes what that produced.
 void readAndPump(Connection& c) {
   uint8_t* buffer = c.worker->read_buffer.get();
   // Over TLS one read is one record (16 KiB at most): as many reads as one plaintext read.
@@ -425,11 +269,10 @@ void readAndPump(Connection& c) {
       break;
     }
     c.in_callback = true;
-    const ssize_t used = receive(c, buffer, static_cast<size_t>(n));
+    const bool ok = c.h2->receive(buffer, static_cast<size_t>(n));
     c.in_callback = false;
-    if (used < 0) {
-      // Not HTTP/2 (a bad preface), or a broken frame: nghttp2 queued a GOAWAY when it could.
-      nghttp2_session_terminate_session(c.session, NGHTTP2_PROTOCOL_ERROR);
+    if (!ok) {
+      // Not HTTP/2 (a bad preface), or a broken frame: the GOAWAY naming it is queued.
       c.going_away = true;
       c.terminated = true;
       break;
@@ -507,18 +350,16 @@ void adopt(NativeGrpcServer::Worker& w, int fd, std::string peer, std::string cl
   c->readable = event_new(w.loop->base(), fd, EV_READ | EV_PERSIST, &onReadable, c);
   c->writable = event_new(w.loop->base(), fd, EV_WRITE | EV_PERSIST, &onWritable, c);
   c->timer = evtimer_new(w.loop->base(), &onTimer, c);
-  const nghttp2_settings_entry settings[] = {
-      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams},
-      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<uint32_t>(kStreamWindow)},
-  };
+  http2::ServerConnection::Options h2;
+  h2.max_concurrent_streams = kMaxConcurrentStreams;
+  h2.stream_window = static_cast<uint32_t>(kStreamWindow);
+  // The decoder's limit: at least HPACK's usual 64 KiB, so a call whose metadata passes the
+  // frontend's own (smaller) limit is refused alone, RESOURCE_EXHAUSTED, in startCall().
+  h2.max_header_list_bytes = static_cast<uint32_t>(std::max(shared.options.max_metadata_bytes, 65536));
+  c->h2 = std::make_unique<http2::ServerConnection>(*c, h2);
   w.connections.insert(c);
   w.open.fetch_add(1);
-  if (c->readable == nullptr || c->writable == nullptr || c->timer == nullptr || serverCallbacks() == nullptr ||
-      serverOptions() == nullptr || nghttp2_session_server_new2(&c->session, serverCallbacks(), c, serverOptions()) != 0 ||
-      nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, std::size(settings)) != 0 ||
-      nghttp2_session_set_local_window_size(c->session, NGHTTP2_FLAG_NONE, 0, kWindow) != 0) {
-    return closeConnection(*c);
-  }
+  if (c->readable == nullptr || c->writable == nullptr || c->timer == nullptr) return closeConnection(*c);
   event_add(c->readable, nullptr);
   armTimer(*c, std::chrono::milliseconds(std::max(1, shared.options.handshake_timeout_ms)));
   pump(*c);
@@ -532,7 +373,7 @@ void closeConnection(Connection& c) {
   if (c.readable != nullptr) event_free(c.readable);
   if (c.writable != nullptr) event_free(c.writable);
   if (c.timer != nullptr) event_free(c.timer);
-  if (c.session != nullptr) nghttp2_session_del(c.session);
+  c.h2.reset();
   if (c.tls) {
     c.tls->shutdown();  // close_notify, best effort
     c.tls.reset();      // before its socket
@@ -574,7 +415,7 @@ void pump(Connection& c) {
   if (c.in_callback) return;
   for (;;) {
     c.paused = false;
-    if (nghttp2_session_send(c.session) != 0) return closeConnection(c);
+    c.h2->send();
     if (!flushOutput(c)) return closeConnection(c);
     if (!c.out.empty() || (c.tls && c.tls->hasBufferedOutput())) {
       // Over TLS before the handshake is done (or when the session must read before it can
@@ -588,13 +429,10 @@ void pump(Connection& c) {
       }
       return;
     }
-    if (!c.paused || !nghttp2_session_want_write(c.session)) break;
+    if (!c.paused || !c.h2->wantsWrite()) break;
   }
   if (!c.read_wants_write) event_del(c.writable);
-  if ((!nghttp2_session_want_read(c.session) && !nghttp2_session_want_write(c.session)) ||
-      (c.going_away && c.streams.empty())) {
-    return closeConnection(c);
-  }
+  if (c.h2->done() || (c.going_away && c.streams.empty())) return closeConnection(c);
 }
 
 void queueMessage(Stream& s, codecs::MovableByteBuffer message) {
@@ -607,24 +445,20 @@ void submitReply(Stream& s) {
   if (!s.headers_sent) {
     s.headers_sent = true;
     const bool trailers_only = s.finished && s.out.empty();
-    // The fields point into the stream's own strings (nghttp2 copies them before returning).
-    absl::InlinedVector<nghttp2_nv, 8> nva;
-    nva.push_back(upstream::http2Field(":status", "200"));
-    nva.push_back(upstream::http2Field("content-type", "application/grpc"));
+    // The fields point into the stream's own strings (encoded before this returns).
+    absl::InlinedVector<http2::Connection::Field, 8> fields;
+    fields.push_back(replyField(":status", "200"));
+    fields.push_back(replyField("content-type", "application/grpc"));
     for (auto& [key, value] : s.initial_metadata) {
       if (key.ends_with("-bin")) value = codecs::base64Encode(value);
-      nva.push_back(upstream::http2Field(key, value));
+      fields.push_back(replyField(key, value));
     }
     if (trailers_only) {
-      for (auto& [key, value] : s.trailers) nva.push_back(upstream::http2Field(key, value));
+      for (const auto& [key, value] : s.trailers) fields.push_back(replyField(key, value));
     }
-    nghttp2_data_provider provider{};
-    provider.source.ptr = &s;
-    provider.read_callback = &onReadReply;
-    nghttp2_submit_response(c.session, s.id, nva.data(), nva.size(), trailers_only ? nullptr : &provider);
-  } else if (s.deferred) {
-    s.deferred = false;
-    nghttp2_session_resume_data(c.session, s.id);
+    c.h2->submitResponse(s.id, fields, trailers_only);
+  } else {
+    c.h2->resumeData(s.id);
   }
   pump(c);
 }
@@ -755,7 +589,7 @@ void releaseHeld(Stream& s) {
   Connection& c = *s.connection;
   const size_t held = s.held;
   s.held = 0;
-  if (nghttp2_session_consume_stream(c.session, s.id, held) != 0) return closeConnection(c);
+  c.h2->consume(s.id, held);
   pump(c);
 }
 

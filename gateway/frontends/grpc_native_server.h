@@ -1,8 +1,9 @@
 #pragma once
 
 // The gRPC frontend's own HTTP/2 server (not a public header; GrpcFrontend starts it unless
-// told to use grpc++). It serves gRPC over HTTP/2 through nghttp2, on the WorkerPool's
-// event loops: no thread between the socket and the call. In plaintext, HTTP/2 with prior
+// told to use grpc++). It serves gRPC over the project's own HTTP/2
+// (http2::ServerConnection), on the WorkerPool's event loops: no thread between the socket
+// and the call. In plaintext, HTTP/2 with prior
 // knowledge (as every gRPC client speaks it without TLS); with GrpcFrontendOptions::tls,
 // every connection through a tls::ServerSession made from the context current when it was
 // accepted (ALPN h2), the handshake bounded by handshake_timeout_ms as HTTP/2's is.

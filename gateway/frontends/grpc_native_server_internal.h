@@ -1,14 +1,13 @@
 #pragma once
 
 // NativeGrpcServer's insides (grpc_native_server.h), shared by its two files:
-//   grpc_native_server.cc   workers, connections, the nghttp2 session and its callbacks,
-//                           the output queue, shutdown
+//   grpc_native_server.cc   workers, connections, their HTTP/2 (http2::ServerConnection)
+//                           and its handler, the output queue, shutdown
 //   grpc_native_calls.cc    a stream's calls: request messages in, ModelInfer served
 //                           here, every other method relayed to grpc++, replies out
 // Everything here runs on the connection's loop unless said otherwise.
 
 #include <event2/event.h>
-#include <nghttp2/nghttp2.h>
 
 #include <chrono>
 #include <climits>
@@ -30,6 +29,7 @@
 #include "gateway/frontends/grpc_model_infer.h"
 #include "gateway/frontends/grpc_native_server.h"
 #include "gateway/http/event_loop.h"
+#include "gateway/http2/server_connection.h"
 #include "gateway/upstream/socket_output.h"
 #include "tls/peer_identity.h"
 #include "tls/server_session.h"
@@ -116,23 +116,14 @@ struct Stream {
   std::vector<std::pair<std::string, std::string>> initial_metadata;
   std::vector<std::pair<std::string, std::string>> trailers;  // grpc-status first
   std::deque<upstream::GrpcOutMessage> out;
-  size_t unpromised = 0;  // bytes of `out` not yet handed to nghttp2 by the read callback
-  bool deferred = false;  // the data source answered DEFERRED: resume on new output
+  size_t unpromised = 0;  // bytes of `out` not yet promised to HTTP/2 by bodyReady
 
   ~Stream();
 };
 
-// Where the connection's input stands in HTTP/2's framing (grpc_native_server.cc, receive()).
-struct FrameFilter {
-  size_t preface_left = 24;  // the client's connection preface
-  uint8_t head[9] = {};      // a frame header being read
-  size_t head_have = 0;
-  size_t payload_left = 0;   // of the current frame
-  bool dropping = false;     // the current frame is not passed on
-  uint32_t highest_opened = 0;  // the highest stream id a HEADERS frame named
-};
-
-struct Connection {
+// A connection is its HTTP/2 state's handler: http2::ServerConnection calls back into it
+// (grpc_native_server.cc) from inside receive() and send().
+struct Connection final : http2::ServerConnection::Handler {
   NativeGrpcServer::Worker* worker = nullptr;
   http::EventLoop* loop = nullptr;
   int fd = -1;
@@ -148,35 +139,49 @@ struct Connection {
   event* writable = nullptr;
   event* timer = nullptr;  // the handshake's deadline, then the idle timeout
   std::chrono::steady_clock::time_point last_active;  // its last call's end
-  nghttp2_session* session = nullptr;
+  std::unique_ptr<http2::ServerConnection> h2;
   bool spoke_http2 = false;   // the client's SETTINGS arrived
-  bool in_callback = false;   // inside nghttp2_session_mem_recv: no send from here
+  bool in_callback = false;   // inside h2->receive(): no send from here
   bool going_away = false;    // GOAWAY sent: closes once its streams are done
   bool terminated = false;    // ... for a protocol error: nothing more is read
-  bool paused = false;
-  FrameFilter filter;
-  int32_t decoding_stream = 0;     // the stream whose header block is being read
+  bool paused = false;        // the output said it was full
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams;
   upstream::SocketOutput out;
+
+  // http2::ServerConnection::Handler
+  bool canWrite() override;
+  void writeBytes(std::string_view bytes) override;
+  size_t bodyReady(int32_t stream, size_t max, bool& last) override;
+  void writeData(int32_t stream, const uint8_t* head, size_t length) override;
+  void trailers(int32_t stream, std::vector<http2::Connection::Field>& fields) override;
+  void onRequestStart(int32_t stream) override;
+  void onField(int32_t stream, std::string_view name, std::string_view value) override;
+  void onHeadersEnd(int32_t stream, bool too_large) override;
+  void onData(int32_t stream, const uint8_t* data, size_t size) override;
+  void onRequestEnd(int32_t stream) override;
+  void onStreamClose(int32_t stream, uint32_t error_code, bool reset_by_peer) override;
+  void onSettings() override;
+  void onPingAck() override {}
+  void onGoaway(uint32_t) override {}  // the client leaves: its calls are still answered
 };
 
 // grpc_native_server.cc
-// Lets nghttp2 serialize and writes; closes the connection when it is done or broken.
-// Not from inside nghttp2's callbacks (c.in_callback): the read's end pumps then.
+// Lets HTTP/2 frame and writes; closes the connection when it is done or broken. Not from
+// inside h2->receive() (c.in_callback): the read's end pumps then.
 void pump(Connection& c);
 // A message of the stream's reply, queued behind the others (referenced, not copied);
 // submitReply() hands it on.
 void queueMessage(Stream& s, codecs::MovableByteBuffer message);
-// The stream's reply changed (new message, final status): submits what nghttp2 needs.
+// The stream's reply changed (new message, final status): submits what HTTP/2 needs.
 void submitReply(Stream& s);
 // Answers the stream with `status` alone, unless it was answered (Trailers-Only, or the
-// trailers after its messages). Outside nghttp2's callbacks this pumps, which may end the
+// trailers after its messages). Outside h2->receive() this pumps, which may end the
 // stream and its connection: nothing may touch `s` after either of these two.
 void replyStatus(Stream& s, const ::grpc::Status& status,
                  std::vector<std::pair<std::string, std::string>> trailing = {});
 NativeGrpcServer& serverOf(const Connection& c);
 // Gives the stream's held bytes back to its window (the relay's backlog went under the
-// limit) and writes the WINDOW_UPDATE. Outside nghttp2's callbacks.
+// limit) and writes the WINDOW_UPDATE. Outside h2->receive().
 void releaseHeld(Stream& s);
 // The client certificate of `c`'s TLS handshake; null for plaintext, before the handshake is
 // done, or when the client sent none.

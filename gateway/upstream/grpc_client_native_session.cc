@@ -283,7 +283,7 @@ size_t GrpcLoopClient::Engine::Connection::bodyReady(int32_t stream, size_t max,
 
 void GrpcLoopClient::Engine::Connection::writeData(int32_t stream, const uint8_t* head, size_t length) {
   Call* call = callOf(stream);
-  out.queueDataFrame(head, 0, [&] {
+  out.queueDataFrame(head, [&] {
     if (call != nullptr) call->payload.queueInto(out, length);
   });
 }

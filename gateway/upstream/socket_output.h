@@ -4,8 +4,8 @@
 // frontend's server, frontends/grpc_native_server.cc) have not written to their socket
 // yet: owned bytes (frame headers, control frames, small pieces) and references into the
 // messages' Buffers (their bytes, never copied), written by sendmsg many pieces at a time;
-// and GrpcOutMessage, a gRPC message framed into that queue; http2Field, how both hand a
-// header field to nghttp2. One thread (the connection's loop).
+// and GrpcOutMessage, a gRPC message framed into that queue. One thread (the connection's
+// loop).
 
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -18,8 +18,6 @@
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <nghttp2/nghttp2.h>
 
 #include <string_view>
 
@@ -102,20 +100,12 @@ class SocketOutput {
     return true;
   }
 
-  // A DATA frame as nghttp2's send_data callback hands it over: its 9-byte header, the
-  // pad length byte when padded, what `fill()` queues (the frame's data), the padding.
+  // A DATA frame: its 9-byte header, then what `fill()` queues (the frame's data; HTTP/2
+  // here never pads).
   template <typename Fill>
-  void queueDataFrame(const uint8_t* framehd, size_t padlen, Fill&& fill) {
-    queueOwned(framehd, 9);
-    if (padlen > 0) {
-      const uint8_t pad = static_cast<uint8_t>(padlen - 1);
-      queueOwned(&pad, 1);
-    }
+  void queueDataFrame(const uint8_t* head, Fill&& fill) {
+    queueOwned(head, 9);
     fill();
-    if (padlen > 1) {
-      static const uint8_t zeros[256] = {};
-      queueOwned(zeros, padlen - 1);
-    }
   }
 
   bool empty() const { return out_.empty(); }
@@ -214,18 +204,5 @@ class GrpcOutMessage {
   size_t queued_ = 0;
   size_t segment_index_ = 0, segment_offset_ = 0;
 };
-
-// A header field for nghttp2. Fields whose value is new on every call (the request id, the
-// trace context, the time left) are sent "never indexed": entered in the HPACK dynamic
-// table they would only push out the fields that repeat, and make every later lookup in
-// the table walk a list of them.
-inline nghttp2_nv http2Field(std::string_view name, std::string_view value) {
-  const bool unique = name == "x-request-id" || name == "traceparent" || name == "tracestate" ||
-                      name == "grpc-timeout";
-  const auto flags = static_cast<uint8_t>(unique ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE);
-  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
-                    value.size(), flags};
-}
 
 }  // namespace infergate::gateway::upstream
