@@ -98,19 +98,16 @@ void ClientConnection::onRemoteEnd(StreamState& s) {
 
 // ---- input ----
 
-void ClientConnection::onStreamData(StreamState& state, uint32_t length) {
+bool ClientConnection::onStreamData(StreamState& state, uint32_t length) {
   auto& s = static_cast<Stream&>(state);
-  if (!s.final_headers || s.remote_ended) {
-    reset(s, s.remote_ended ? kStreamClosed : kProtocolError);
-    return;
-  }
+  if (!s.final_headers || s.remote_ended) return resetForFault(s, s.remote_ended ? kStreamClosed : kProtocolError);
   s.received += length;
-  if (s.received > kStreamReceiveWindow) {
-    reset(s, kFlowControlError);
-  } else if (s.received >= kStreamReceiveWindow / 2) {
+  if (s.received > kStreamReceiveWindow) return resetForFault(s, kFlowControlError);
+  if (s.received >= kStreamReceiveWindow / 2) {
     queueWindowUpdate(s.id, static_cast<uint32_t>(s.received));
     s.received = 0;
   }
+  return true;
 }
 
 bool ClientConnection::onHeadersStart(int32_t id) {

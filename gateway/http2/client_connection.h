@@ -95,7 +95,7 @@ class ClientConnection final : public Connection {
   }
   // Whether `id` names no stream this end opened (even: the server's; past the last).
   bool idle(int32_t id) const override { return (id & 1) == 0 || id > last_opened_; }
-  void onStreamData(StreamState& s, uint32_t length) override;
+  bool onStreamData(StreamState& s, uint32_t length) override;
   void onRemoteEnd(StreamState& s) override;
   bool onHeadersStart(int32_t id) override;
   bool onHeaderBlock(int32_t id) override;

@@ -656,7 +656,7 @@ TEST(ClientConnection, AServerThatFloodsPingsOrSettingsIsCutOff) {
     s.settings();
     for (int i = 0; i < 1001; ++i) s.frame(FrameType::kPing, 0, 0, std::string(8, 'p'));
     EXPECT_FALSE(b.feed(s.bytes));
-    EXPECT_EQ(b.client.error(), "more than 1000 PING or SETTINGS frames to acknowledge while the output is full");
+    EXPECT_EQ(b.client.error(), "more than 1000 acknowledgements or refusals owed while the output is full");
   }
   {
     Broken b;

@@ -9,10 +9,10 @@
 namespace infergate::gateway::http2 {
 namespace {
 
-// Acknowledgements the output may owe before a peer that sends PING or SETTINGS without
-// reading its answers is cut off, and the entries a SETTINGS frame may hold (nghttp2's
-// limits).
-constexpr size_t kMaxUnsentAcks = 1000;
+// Frames the output may owe before a peer that makes this end answer (PING, SETTINGS, a
+// refused stream) without reading the answers is cut off, and the entries a SETTINGS frame
+// may hold (nghttp2's limits).
+constexpr size_t kMaxOwedFrames = 1000;
 constexpr size_t kMaxSettingsEntries = 32;
 constexpr size_t kKeptBlockBytes = 64 * 1024;  // header block room kept between blocks
 
@@ -101,6 +101,7 @@ void Connection::schedule(StreamState& s) {
 }
 
 void Connection::resumeData(int32_t id) {
+  if (terminated_) return;
   StreamState* s = findStream(id);
   if (s == nullptr || !s->deferred) return;
   s->deferred = false;
@@ -108,7 +109,13 @@ void Connection::resumeData(int32_t id) {
 }
 
 void Connection::resetStream(int32_t id, uint32_t code) {
+  if (terminated_) return;  // the GOAWAY is the last frame
   if (StreamState* s = findStream(id)) reset(*s, code);
+}
+
+bool Connection::resetForFault(StreamState& s, uint32_t code) {
+  reset(s, code);
+  return onFaultReset();
 }
 
 void Connection::reset(StreamState& s, uint32_t code, uint32_t close_code) {
@@ -118,7 +125,9 @@ void Connection::reset(StreamState& s, uint32_t code, uint32_t close_code) {
   closeAfterQueued(s.id, close_code);
 }
 
-void Connection::ping() { queueFrame(FrameType::kPing, 0, 0, std::string_view("\0\0\0\0\0\0\0\0", 8)); }
+void Connection::ping() {
+  if (!terminated_) queueFrame(FrameType::kPing, 0, 0, std::string_view("\0\0\0\0\0\0\0\0", 8));
+}
 
 void Connection::queueFrame(FrameType type, uint8_t f, int32_t stream, std::string_view payload) {
   appendFrameHeader(pending_, payload.size(), type, f, stream);
@@ -135,15 +144,16 @@ void Connection::queueRst(int32_t stream, uint32_t code) {
   appendU32(pending_, code);
 }
 
-bool Connection::tooManyAcks() {
-  return connectionError(kEnhanceYourCalm, codecs::strCat("more than ", kMaxUnsentAcks,
-                                                          " PING or SETTINGS frames to acknowledge while the output is full"));
+bool Connection::owePeer() {
+  if (++owed_ <= kMaxOwedFrames) return true;
+  return connectionError(kEnhanceYourCalm, codecs::strCat("more than ", kMaxOwedFrames,
+                                                          " acknowledgements or refusals owed while the output is full"));
 }
 
 bool Connection::flushControl() {
   while (!pending_.empty() || !marks_.empty()) {
     if (!handler_.canWrite()) return false;
-    unsent_acks_ = 0;
+    owed_ = 0;
     // Swapped out first: what the handler's calls queue meanwhile goes in the next round.
     flushing_.swap(pending_);
     flushing_marks_.swap(marks_);
@@ -357,7 +367,9 @@ bool Connection::onDataStart() {
     received_ = 0;
   }
   // A stream closed or reset meanwhile: its frames still in flight are dropped.
-  if (StreamState* s = findStream(id); s != nullptr && !s->resetting) onStreamData(*s, frame_.length);
+  if (StreamState* s = findStream(id); s != nullptr && !s->resetting && !onStreamData(*s, frame_.length)) {
+    return false;
+  }
   pad_ = 0;
   if (frame_.flags & flags::kPadded) {
     if (left_ == 0) return connectionError(kProtocolError, "a padded DATA frame without its pad length");
@@ -406,7 +418,7 @@ bool Connection::onFrame() {
       if (frame_.flags & flags::kAck) {
         handler_.onPingAck();
       } else {
-        if (++unsent_acks_ > kMaxUnsentAcks) return tooManyAcks();
+        if (!owePeer()) return false;
         queueFrame(FrameType::kPing, flags::kAck, 0, payload_);
       }
       return true;
@@ -426,7 +438,7 @@ bool Connection::onFrame() {
     case FrameType::kPriority:
       if (frame_.stream == 0) return connectionError(kProtocolError, "a PRIORITY frame on stream 0");
       if (payload_.size() != 5) {
-        if (StreamState* s = findStream(frame_.stream)) reset(*s, kFrameSizeError);
+        if (StreamState* s = findStream(frame_.stream)) return resetForFault(*s, kFrameSizeError);
       }
       return true;
     case FrameType::kPushPromise:
@@ -474,6 +486,10 @@ bool Connection::onSettingsFrame() {
   if (frame_.stream != 0) return connectionError(kProtocolError, "a SETTINGS frame on a stream");
   if (frame_.flags & flags::kAck) {
     if (!payload_.empty()) return connectionError(kFrameSizeError, "a SETTINGS ACK with a payload");
+    if (!settings_acked_) {
+      settings_acked_ = true;
+      onSettingsAcked();
+    }
     return true;
   }
   if (payload_.size() % 6 != 0) return connectionError(kFrameSizeError, "a SETTINGS frame of a size not a multiple of 6");
@@ -516,7 +532,7 @@ bool Connection::onSettingsFrame() {
         break;  // SETTINGS_MAX_HEADER_LIST_SIZE (advice) and others: nothing to do
     }
   }
-  if (++unsent_acks_ > kMaxUnsentAcks) return tooManyAcks();
+  if (!owePeer()) return false;
   queueFrame(FrameType::kSettings, flags::kAck, 0, {});
   const bool first = !settings_seen_;
   settings_seen_ = true;
@@ -547,15 +563,9 @@ bool Connection::onWindowUpdateFrame() {
   if (idle(frame_.stream)) return notOpen("a WINDOW_UPDATE");
   StreamState* s = findStream(frame_.stream);
   if (s == nullptr || s->resetting) return true;
-  if (increment == 0) {
-    reset(*s, kProtocolError);
-    return true;
-  }
+  if (increment == 0) return resetForFault(*s, kProtocolError);
   s->send_window += increment;
-  if (s->send_window > kLargestWindow) {
-    reset(*s, kFlowControlError);
-    return true;
-  }
+  if (s->send_window > kLargestWindow) return resetForFault(*s, kFlowControlError);
   schedule(*s);
   return true;
 }

@@ -117,8 +117,8 @@ class Connection {
   // error where RFC 9113 5.1 says so).
   virtual bool idle(int32_t id) const = 0;
   // A DATA frame of `length` (padding included) for a stream that exists and is not
-  // being reset: its own checks and window.
-  virtual void onStreamData(StreamState& s, uint32_t length) = 0;
+  // being reset: its own checks and window. False: the connection ended.
+  virtual bool onStreamData(StreamState& s, uint32_t length) = 0;
   // Of that frame, the bytes that are padding (its pad length byte included): never handed
   // on, so never consumed by the owner.
   virtual void onStreamPadding(StreamState&, size_t) {}
@@ -136,6 +136,11 @@ class Connection {
   virtual void closeStream(int32_t id, uint32_t code, bool by_peer) = 0;
   // The last stream id a GOAWAY of this end names (the client opens, the server takes).
   virtual int32_t lastPeerStream() const = 0;
+  // This end reset a stream for the peer's fault. False: the connection ends for it (the
+  // server counts these with the client's own resets).
+  virtual bool onFaultReset() { return true; }
+  // The peer acknowledged this end's first SETTINGS.
+  virtual void onSettingsAcked() {}
   // Before the bodies: the client opens streams waiting for a slot. True when it queued any.
   virtual bool beforeBodies() { return false; }
   virtual bool wantsWriteMore() const { return false; }
@@ -148,6 +153,13 @@ class Connection {
   // `close_code` once it is out.
   void reset(StreamState& s, uint32_t code, uint32_t close_code);
   void reset(StreamState& s, uint32_t code) { reset(s, code, code); }
+  // The stream's reset for the peer's fault (a stream error, RFC 9113 5.4.2). False: the
+  // connection ended (onFaultReset).
+  bool resetForFault(StreamState& s, uint32_t code);
+  // A frame the peer made this end queue (an acknowledgement, a refusal). False: past
+  // 1,000 while the output takes nothing, the connection ends (a peer that sends without
+  // reading its answers).
+  bool owePeer();
   // The stream closes with `code` once what is queued now is out (no frame of its own).
   void closeAfterQueued(int32_t id, uint32_t code) { marks_.push_back(Mark{pending_.size(), 0, id, code}); }
   void schedule(StreamState& s);
@@ -190,6 +202,7 @@ class Connection {
 
   bool goaway_received_ = false;
   bool terminated_ = false;
+  bool settings_acked_ = false;  // the peer acknowledged this end's first SETTINGS
   std::string error_;
 
  private:
@@ -203,7 +216,6 @@ class Connection {
   };
   enum class In { kPreface, kHead, kPayload, kDataPadLength, kData, kDataPadding };
 
-  bool tooManyAcks();
   // SETTINGS_INITIAL_WINDOW_SIZE changed by `delta`: every stream's send window with it.
   bool applyWindowDelta(int64_t delta);
   void dataDone();  // a DATA frame's data is read: its padding, or the next frame
@@ -232,7 +244,7 @@ class Connection {
   size_t pad_ = 0;
   int32_t continuation_of_ = 0;  // a header block that needs CONTINUATION
   bool settings_seen_ = false;
-  size_t unsent_acks_ = 0;  // PING and SETTINGS ACKs queued since the output last took them
+  size_t owed_ = 0;  // frames owePeer() queued since the output last took some
   bool sending_ = false;  // inside send()
 };
 

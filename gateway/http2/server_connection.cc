@@ -3,8 +3,24 @@
 #include <algorithm>
 
 #include "codecs/status.h"
+#include "codecs/text.h"
 
 namespace infergate::gateway::http2 {
+namespace {
+
+// A pseudo-field's value in the form RFC 9113 8.3.1 gives it: a token (:method, :scheme),
+// a :path from '/' (or '*', for OPTIONS), and in :path and :authority no byte a URI does
+// not hold bare (controls, space, DEL).
+bool pseudoValueOk(bool token, bool path, std::string_view value) {
+  if (token) return codecs::isHttpToken(value);
+  if (path && (value.empty() || (value[0] != '/' && value != "*"))) return false;
+  for (const char c : value) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 ServerConnection::ServerConnection(Handler& handler, Options options)
     : Connection(handler, Role::kServer, options.max_header_list_bytes,
@@ -20,6 +36,7 @@ ServerConnection::ServerConnection(Handler& handler, Options options)
 // ---- answers ----
 
 void ServerConnection::submitResponse(int32_t id, std::span<const Field> fields, bool end_stream) {
+  if (terminated_) return;  // its GOAWAY is the last frame
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
   Stream& s = it->second;
@@ -75,7 +92,7 @@ void ServerConnection::consume(int32_t id, size_t bytes) {
 }
 
 void ServerConnection::giveBack(Stream& s, size_t bytes) {
-  if (s.resetting || s.remote_ended) return;  // nothing more comes: no window to give
+  if (terminated_ || s.resetting || s.remote_ended) return;  // nothing more comes: no window to give
   s.consumed += static_cast<int64_t>(bytes);
   if (s.consumed < s.window / 2) return;
   queueWindowUpdate(s.id, static_cast<uint32_t>(s.consumed));
@@ -87,7 +104,7 @@ void ServerConnection::setStreamWindow(int32_t id, int32_t window) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
   Stream& s = it->second;
-  if (s.resetting || s.remote_ended || window <= s.window) return;
+  if (terminated_ || s.resetting || s.remote_ended || window <= s.window) return;
   // What the owner consumed goes back with the raise, in one WINDOW_UPDATE.
   const int64_t increment = window - s.window + s.consumed;
   s.window = window;
@@ -98,11 +115,20 @@ void ServerConnection::setStreamWindow(int32_t id, int32_t window) {
 
 // ---- input ----
 
-void ServerConnection::onStreamData(StreamState& state, uint32_t length) {
+bool ServerConnection::onStreamData(StreamState& state, uint32_t length) {
   auto& s = static_cast<Stream&>(state);
-  if (s.remote_ended) return reset(s, kStreamClosed);
+  if (s.remote_ended) return resetForFault(s, kStreamClosed);
   s.available -= length;
-  if (s.available < 0) reset(s, kFlowControlError);
+  if (s.available < 0) return resetForFault(s, kFlowControlError);
+  return true;
+}
+
+void ServerConnection::onSettingsAcked() {
+  // Streams opened before the client applied this end's SETTINGS could take the initial
+  // 65,535 (RFC 9113 6.9.2); from now on the client counts with the window announced.
+  if (options_.stream_window >= static_cast<uint32_t>(kDefaultWindow)) return;
+  const int64_t shrink = kDefaultWindow - int64_t{options_.stream_window};
+  for (auto& [id, s] : streams_) s.available -= shrink;
 }
 
 void ServerConnection::onStreamPadding(StreamState& state, size_t bytes) {
@@ -134,14 +160,16 @@ bool ServerConnection::onHeaderBlock(int32_t id) {
     last_stream_ = id;
     if (id > goaway_last_) return discardBlock();  // after this end's GOAWAY: ignored
     if (streams_.size() >= options_.max_concurrent_streams) {
-      if (!discardBlock()) return false;
+      if (!discardBlock() || !owePeer()) return false;
       queueRst(id, kRefusedStream);
       return true;
     }
     Stream& s = streams_[id];
     s.id = id;
     s.send_window = peer_initial_window_;
-    s.window = s.available = options_.stream_window;
+    s.window = options_.stream_window;
+    // Until the client acknowledges the window announced, it may count with HTTP/2's first.
+    s.available = settings_acked_ ? s.window : std::max<int64_t>(s.window, kDefaultWindow);
     owner_.onRequestStart(id);
     return requestBlock(s);
   }
@@ -158,13 +186,9 @@ bool ServerConnection::onHeaderBlock(int32_t id) {
         }
       });
   if (!r.status.ok()) return connectionError(kCompressionError, std::string(codecs::messageOf(r.status)));
-  if (s.remote_ended) {
-    reset(s, kStreamClosed);
-  } else if (malformed || !block_end_stream_) {
-    reset(s, kProtocolError);
-  } else {
-    onRemoteEnd(s);
-  }
+  if (s.remote_ended) return resetForFault(s, kStreamClosed);
+  if (malformed || !block_end_stream_) return resetForFault(s, kProtocolError);
+  onRemoteEnd(s);
   return true;
 }
 
@@ -184,7 +208,8 @@ bool ServerConnection::requestBlock(Stream& s) {
                        : name == ":path"      ? &path
                        : name == ":authority" ? &authority
                                               : nullptr;
-          if (regular_seen || seen == nullptr || *seen || (seen == &path && value.empty())) {
+          if (regular_seen || seen == nullptr || *seen ||
+              !pseudoValueOk(seen == &method || seen == &scheme, seen == &path, value)) {
             malformed = true;
             return;
           }
@@ -201,10 +226,7 @@ bool ServerConnection::requestBlock(Stream& s) {
         if (check == FieldCheck::kKeep) owner_.onField(id, name, value);
       });
   if (!r.status.ok()) return connectionError(kCompressionError, std::string(codecs::messageOf(r.status)));
-  if (malformed || !method || !scheme || !path) {
-    reset(s, kProtocolError);
-    return true;
-  }
+  if (malformed || !method || !scheme || !path) return resetForFault(s, kProtocolError);
   s.request_started = true;
   if (block_end_stream_) s.remote_ended = true;  // before the owner answers: no reset for the rest
   owner_.onHeadersEnd(id, r.too_large);
@@ -223,6 +245,12 @@ bool ServerConnection::onGoawayFrame(int32_t, uint32_t code) {
 bool ServerConnection::onRstFrame(uint32_t code) {
   // A stream never opened: ignored (see the top of server_connection.h).
   if (findStream(frame_.stream) == nullptr) return true;
+  if (!chargeReset()) return false;
+  closeStream(frame_.stream, code, true);
+  return true;
+}
+
+bool ServerConnection::chargeReset() {
   const auto now = std::chrono::steady_clock::now();
   const double seconds = std::chrono::duration<double>(now - reset_counted_).count();
   reset_counted_ = now;
@@ -233,7 +261,6 @@ bool ServerConnection::onRstFrame(uint32_t code) {
                                                             options_.reset_burst));
   }
   reset_tokens_ -= 1;
-  closeStream(frame_.stream, code, true);
   return true;
 }
 

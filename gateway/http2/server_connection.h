@@ -11,7 +11,9 @@
 //     as the bytes arrive;
 //   - requests: a new odd stream id past the last opens a stream; its header block is
 //     checked against HTTP/2's rules for a request (RFC 9113 8.3.1: :method, :scheme and
-//     :path once each, pseudo-fields first, no uppercase or connection-specific names) and
+//     :path once each, pseudo-fields first, no uppercase or connection-specific names;
+//     8.2.1 and 8.3.1's forms for the pseudo-fields' values: a token for :method and
+//     :scheme, a :path from '/' or '*', no control byte or space in :path or :authority) and
 //     handed over field by field; DATA as it arrives; request trailers end the request
 //     (their fields are not handed on);
 //   - streams' windows are the owner's to give back (consume(), setStreamWindow()), so a
@@ -31,8 +33,11 @@
 // (REFUSED_STREAM) and never reaches the owner. RST_STREAM for a stream never opened is
 // ignored (grpc's clients send it for a call cancelled before its HEADERS went; RFC 9113
 // makes it a connection error, which would end every call on the connection). A client
-// that resets streams faster than Options allow (a burst, then a rate: "rapid reset",
-// CVE-2023-44487, each reset stream having started a call) is cut off, ENHANCE_YOUR_CALM.
+// whose streams are reset faster than Options allow, by its RST_STREAM or for its faults
+// (a burst, then a rate: "rapid reset", CVE-2023-44487, and "MadeYouReset", CVE-2025-8671:
+// each such stream had started a call), is cut off, ENHANCE_YOUR_CALM; so is one that
+// makes this end queue more than 1,000 refusals or acknowledgements while it reads none.
+// After a connection error nothing but its GOAWAY goes: the submit calls do nothing.
 //
 // A stream closes once both sides ended it, or when either reset it; an answer that ends
 // before the request does resets the request's rest (RST_STREAM NO_ERROR, RFC 9113 8.1)
@@ -122,7 +127,7 @@ class ServerConnection final : public Connection {
   }
   // Even ids are a server's (it opens none here); odd ones past the last are the client's next.
   bool idle(int32_t id) const override { return (id & 1) == 0 || id > last_stream_; }
-  void onStreamData(StreamState& s, uint32_t length) override;
+  bool onStreamData(StreamState& s, uint32_t length) override;
   void onStreamPadding(StreamState& s, size_t bytes) override;
   void giveBack(Stream& s, size_t bytes);  // consume() of a live stream
   void onRemoteEnd(StreamState& s) override;
@@ -131,6 +136,8 @@ class ServerConnection final : public Connection {
   bool onGoawayFrame(int32_t last_stream, uint32_t code) override;
   bool onRstFrame(uint32_t code) override;
   void onBodyDone(StreamState& s) override;
+  bool onFaultReset() override { return chargeReset(); }
+  void onSettingsAcked() override;
   void closeStream(int32_t id, uint32_t code, bool by_peer) override;
   // Never past what goAway() named (RFC 9113 6.8): the streams ignored since are not taken.
   int32_t lastPeerStream() const override { return std::min(last_stream_, goaway_last_); }
@@ -140,6 +147,9 @@ class ServerConnection final : public Connection {
   // Reads a block nobody takes (the table must follow).
   bool discardBlock();
   bool requestBlock(Stream& s);
+  // A stream reset, by the client or for its fault: one of the burst's tokens. False: none
+  // left, the connection ended.
+  bool chargeReset();
 
   Handler& owner_;
   Options options_;

@@ -721,6 +721,10 @@ TEST(ServerConnection, AMalformedRequestBlockResetsItsStreamOnly) {
       {"transfer-encoding", withField(pseudo, "transfer-encoding", "chunked")},
       {"upgrade", withField(pseudo, "upgrade", "h2c")},
       {"te other than trailers", withField(pseudo, "te", "gzip")},
+      {"a :method that is no token", {{":method", "PO ST"}, {":scheme", "http"}, {":path", "/m"}}},
+      {"a :path not from /", {{":method", "POST"}, {":scheme", "http"}, {":path", "m"}}},
+      {"a :path with a space", {{":method", "POST"}, {":scheme", "http"}, {":path", "/a b"}}},
+      {"an :authority with a control byte", withField(pseudo, ":authority", "a\x01b")},
   };
   for (const Case& c : cases) {
     Served s;
@@ -1179,6 +1183,85 @@ TEST(ServerConnection, TheClientsGoawayLetsTheOpenStreamsFinish) {
   pump(s, client);
   EXPECT_EQ(client.calls[id].data, "bye");
   EXPECT_TRUE(s.conn.done());
+}
+
+// A client that does not read while it makes the server refuse streams: each refusal is an
+// RST_STREAM queued behind the blocked output, so they are capped as acknowledgements are.
+TEST(ServerConnection, RefusalsOwedToAClientThatReadsNothingAreCapped) {
+  ServerConnection::Options options;
+  options.max_concurrent_streams = 1;
+  Served s(options);
+  s.owner.writable = false;
+  Script script;
+  script.preface().headers(1, kRequestHead, flags::kEndHeaders);  // the one slot, held open
+  constexpr int kRefused = 100000;
+  for (int i = 0; i < kRefused; ++i) {
+    script.frame(FrameType::kHeaders, flags::kEndHeaders | flags::kEndStream, 3 + 2 * i, "");
+  }
+  const bool ok = s.feed(script.take());
+  s.owner.writable = true;
+  const std::vector<Frame> frames = s.frames();
+  const auto rsts = std::count_if(frames.begin(), frames.end(),
+                                  [](const Frame& f) { return f.head.type == FrameType::kRstStream; });
+  EXPECT_FALSE(ok) << rsts << " RST_STREAM frames were held for a client that reads nothing";
+  EXPECT_EQ(s.conn.error(), "more than 1000 acknowledgements or refusals owed while the output is full");
+  EXPECT_LT(rsts, 10000);
+}
+
+// Streams the server resets for the client's own fault (here WINDOW_UPDATE 0) count with
+// the client's own resets ("MadeYouReset", CVE-2025-8671): each had started a call.
+TEST(ServerConnection, ResetsForTheClientsFaultsCountWithItsOwn) {
+  ServerConnection::Options options;
+  options.reset_burst = 2;
+  options.resets_per_second = 0;
+  Served s(options);
+  Script script;
+  script.preface();
+  ASSERT_TRUE(s.feed(script.take()));
+  int started = 0;
+  bool ok = true;
+  for (int i = 0; i < 50 && ok; ++i) {
+    const int32_t id = 1 + 2 * i;
+    script.headers(id, kRequestHead, flags::kEndHeaders);
+    script.frame(FrameType::kWindowUpdate, 0, id, std::string(4, '\0'));
+    ok = s.feed(script.take());
+    s.take();
+    if (s.owner.requests[id].events.size() >= 2) ++started;
+  }
+  EXPECT_FALSE(ok) << started << " requests started and reset by the server without the limit noticing";
+  EXPECT_EQ(s.conn.error(), "the client reset streams faster than 0 a second after a burst of 2");
+  EXPECT_LE(started, 3);
+}
+
+// RFC 9113 6.9.2: a receiver that announces a smaller initial window than 65,535 must take
+// what the client sent before it saw the SETTINGS.
+TEST(ServerConnection, DataSentBeforeTheClientSawASmallerWindowIsTaken) {
+  ServerConnection::Options options;
+  options.stream_window = 16384;
+  Served s(options);
+  s.owner.consume = false;  // the owner holds what it reads (as for a backlogged relay)
+  Client client;
+  const int32_t id = client.request(kRequestHead, std::string(40000, 'x'));
+  ASSERT_TRUE(s.feed(client.take())) << s.conn.error();  // sent before the server's SETTINGS came
+  s.take();
+  const Owner::Request& r = s.owner.requests[id];
+  EXPECT_NE(r.code, kFlowControlError) << "a conforming client's stream was reset FLOW_CONTROL_ERROR";
+  EXPECT_EQ(r.data.size(), 40000u);
+}
+
+// RFC 9113 8.2.1: NUL, CR or LF in any field value makes the request malformed. Regular
+// fields with them are dropped; a pseudo-field with them resets the stream (as nghttp2 did:
+// the frontend would take such a :path for a method name).
+TEST(ServerConnection, APseudoFieldWithControlBytesResetsTheStream) {
+  Served s;
+  Script script;
+  const Fields head = {{":method", "POST"}, {":scheme", "http"}, {":path", std::string("/a\r\nx: y\0z", 11)},
+                       {"content-type", "application/grpc"}};
+  ASSERT_TRUE(s.feed(script.preface().headers(1, head).take())) << s.conn.error();
+  const std::vector<Frame> frames = s.frames();
+  EXPECT_EQ(rstCode(frames, 1), kProtocolError);
+  EXPECT_NE(s.owner.requests[1].events, (Events{"start", "headers", "end"}))
+      << "the owner took a :path holding CR, LF and NUL";
 }
 
 }  // namespace
