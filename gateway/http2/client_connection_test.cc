@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "gateway/http2/test_memory_body.h"
 #include "gtest/gtest.h"
 
 namespace infergate::gateway::http2 {
@@ -19,10 +20,7 @@ using Fields = std::vector<std::pair<std::string, std::string>>;
 
 // The connection's owner: keeps what it is told, serves bodies from memory.
 struct Owner : ClientConnection::Handler {
-  struct Call {
-    std::string body;
-    size_t sent = 0;
-    size_t ready = SIZE_MAX;  // bytes of the body available so far
+  struct Call : MemoryBody {
     std::vector<Fields> blocks;
     Fields staged;
     std::vector<bool> block_ended;
@@ -42,18 +40,9 @@ struct Owner : ClientConnection::Handler {
   bool canWrite() override { return writable; }
   void writeBytes(std::string_view bytes) override { out.append(bytes); }
   void beforeHeaders(int32_t stream) override { calls[stream].headers_written = true; }
-  size_t bodyReady(int32_t stream, size_t max, bool& last) override {
-    Call& c = calls[stream];
-    const size_t have = std::min(c.ready, c.body.size());
-    const size_t n = std::min(max, have - c.sent);
-    last = c.sent + n == c.body.size();
-    return n;
-  }
+  size_t bodyReady(int32_t stream, size_t max, bool& last) override { return calls[stream].readyFor(max, last); }
   void writeData(int32_t stream, const uint8_t* head, size_t length) override {
-    Call& c = calls[stream];
-    out.append(reinterpret_cast<const char*>(head), kFrameHeaderBytes);
-    out.append(c.body, c.sent, length);
-    c.sent += length;
+    calls[stream].writeInto(out, head, length);
   }
   void onField(int32_t stream, std::string_view name, std::string_view value) override {
     calls[stream].staged.emplace_back(std::string(name), std::string(value));

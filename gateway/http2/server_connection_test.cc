@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "gateway/http2/test_memory_body.h"
 #include "gtest/gtest.h"
 
 namespace infergate::gateway::http2 {
@@ -49,7 +50,7 @@ std::string describe(FrameType type, uint8_t f, uint32_t code) {
 
 // The connection's owner: keeps what it is told, serves answers' bodies from memory.
 struct Owner : ServerConnection::Handler {
-  struct Request {
+  struct Request : MemoryBody {
     Events events;  // "start", "headers", "data", "end", "close", in order (a run of data as one)
     Fields fields;
     bool too_large = false;
@@ -57,10 +58,7 @@ struct Owner : ServerConnection::Handler {
     bool closed = false;
     uint32_t code = 0;
     bool by_peer = false;
-    // The answer.
-    std::string body;
-    size_t sent = 0;
-    size_t ready = SIZE_MAX;  // bytes of the body available so far
+    // The answer: its body (MemoryBody), then these.
     Fields trailers;
     int trailer_calls = 0;
   };
@@ -91,18 +89,9 @@ struct Owner : ServerConnection::Handler {
 
   bool canWrite() override { return writable; }
   void writeBytes(std::string_view bytes) override { out.append(bytes); }
-  size_t bodyReady(int32_t stream, size_t max, bool& last) override {
-    Request& r = requests[stream];
-    const size_t have = std::min(r.ready, r.body.size());
-    const size_t n = std::min(max, have - r.sent);
-    last = r.sent + n == r.body.size();
-    return n;
-  }
+  size_t bodyReady(int32_t stream, size_t max, bool& last) override { return requests[stream].readyFor(max, last); }
   void writeData(int32_t stream, const uint8_t* head, size_t length) override {
-    Request& r = requests[stream];
-    out.append(reinterpret_cast<const char*>(head), kFrameHeaderBytes);
-    out.append(r.body, r.sent, length);
-    r.sent += length;
+    requests[stream].writeInto(out, head, length);
   }
   void trailers(int32_t stream, std::vector<ServerConnection::Field>& fields) override {
     EXPECT_TRUE(fields.empty());
