@@ -507,10 +507,13 @@ TEST_P(GrpcFrontendTest, StreamPausesReadingAtItsInFlightCap) {
 }
 
 TEST_P(GrpcFrontendTest, AStreamsRequestsInFlightAreBoundedInBytes) {
-  // 200 requests of 1 MiB that each sleep 3 s: far under the count cap (1,024), but once
+  // 200 requests of 1 MiB that each sleep 10 s: far under the count cap (1,024), but once
   // 64 MiB are in flight the stream reads no more, and the client's writes wait in its own
-  // transport. Without the bound all 200 (200 MiB) are taken and held.
-  const int taken = floodStream(*stub_, 200, 2s, [](int i) { return paddedSleepRequest(i, 1024 * 1024); });
+  // transport. Without the bound all 200 (200 MiB) are taken and held. The flood settles
+  // (or 9 s pass) before the first sleep ends, so no request has left meanwhile: a slow
+  // machine (grpc++ under ASan pushes 1 MiB writes slowly) waits longer, not counts fewer.
+  const int taken =
+      floodStream(*stub_, 200, 9s, [](int i) { return paddedSleepRequest(i, 1024 * 1024, 10000); });
   // 64 in flight, plus what the windows and sockets between hold.
   EXPECT_GT(taken, 32);
   EXPECT_LT(taken, 150) << taken;

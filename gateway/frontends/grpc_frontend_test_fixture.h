@@ -72,13 +72,15 @@ inline bool closedByPeerWithin(int fd, std::chrono::milliseconds wait) {
 
 // The flooding tests' message: a 3 s sleep whose id pads it to about `bytes` (a letter
 // that changes with `i`).
-inline ModelInferRequest paddedSleepRequest(int i, size_t bytes) {
-  return sleepRequest(3000, std::string(bytes, static_cast<char>('a' + i % 26)));
+inline ModelInferRequest paddedSleepRequest(int i, size_t bytes, int sleep_ms = 3000) {
+  return sleepRequest(sleep_ms, std::string(bytes, static_cast<char>('a' + i % 26)));
 }
 
 // Opens a ModelStreamInfer stream on `stub` and writes `count` requests made by
-// `make(i)` from a thread; after `wait`, cancels it. Returns how many writes the stream had
-// taken by then (what flow control let through), after checking that it ended CANCELLED.
+// `make(i)` from a thread; once the writes stop being taken for a while (flow control holds
+// them back), or `wait` passed at most, cancels it. Returns how many writes the stream had
+// taken by then, after checking that it ended CANCELLED. Settling rather than a fixed time:
+// a slow (sanitized, loaded) machine takes longer to fill the windows, not fewer.
 template <typename Make>
 int floodStream(inference::GRPCInferenceService::Stub& stub, int count, std::chrono::milliseconds wait,
                 Make make) {
@@ -91,7 +93,20 @@ int floodStream(inference::GRPCInferenceService::Stub& stub, int count, std::chr
       written.fetch_add(1);
     }
   });
-  std::this_thread::sleep_for(wait);
+  constexpr auto kSettled = std::chrono::milliseconds(1000);
+  const auto until = std::chrono::steady_clock::now() + wait;
+  int seen = -1;
+  auto changed = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const int now_written = written.load();
+    if (now_written != seen) {
+      seen = now_written;
+      changed = std::chrono::steady_clock::now();
+    } else if (seen > 0 && std::chrono::steady_clock::now() - changed >= kSettled) {
+      break;
+    }
+  }
   const int taken = written.load();
   ctx.TryCancel();
   writer.join();
