@@ -110,6 +110,8 @@ std::optional<std::chrono::nanoseconds> parseTimeout(std::string_view v) {
 }  // namespace
 
 // ---- HTTP/2's handler ----
+// h2 asks only of streams it holds, and a Stream lives as long as its h2 stream does
+// (onStreamClose erases it; closeConnection drops both): streamOf() finds it for those.
 
 bool Connection::canWrite() {
   if (out.unwritten() > kMaxQueuedBytes) {
@@ -126,15 +128,11 @@ void Connection::writeBytes(std::string_view bytes) {
 // How much of the reply may be framed now: what is queued and not yet promised; at the
 // end, the trailers follow (trailers()).
 size_t Connection::bodyReady(int32_t stream, size_t max, bool& last) {
-  Stream* s = streamOf(*this, stream);
-  if (s == nullptr) {  // gone with its call: nothing more of it goes
-    last = true;
-    return 0;
-  }
-  const size_t n = std::min(max, s->unpromised);
-  s->unpromised -= n;
-  if (n > 0 && s->relay) replyDrained(*s);
-  last = s->unpromised == 0 && s->finished;
+  Stream& s = *streamOf(*this, stream);
+  const size_t n = std::min(max, s.unpromised);
+  s.unpromised -= n;
+  if (n > 0 && s.relay) replyDrained(s);
+  last = s.unpromised == 0 && s.finished;
   return n;
 }
 
@@ -149,9 +147,7 @@ void Connection::writeData(int32_t stream, const uint8_t* head, size_t length) {
 }
 
 void Connection::trailers(int32_t stream, std::vector<http2::Connection::Field>& fields) {
-  Stream* s = streamOf(*this, stream);
-  if (s == nullptr) return;
-  for (const auto& [key, value] : s->trailers) fields.push_back(replyField(key, value));
+  for (const auto& [key, value] : streamOf(*this, stream)->trailers) fields.push_back(replyField(key, value));
 }
 
 void Connection::onRequestStart(int32_t id) {
@@ -162,60 +158,56 @@ void Connection::onRequestStart(int32_t id) {
 }
 
 void Connection::onField(int32_t id, std::string_view name, std::string_view value) {
-  Stream* s = streamOf(*this, id);
-  if (s == nullptr) return;
-  s->metadata_bytes += name.size() + value.size() + 32;  // HTTP/2's accounting of a field
-  if (s->metadata_bytes > static_cast<size_t>(sharedOf(*this).options.max_metadata_bytes)) {
-    s->metadata_too_large = true;
+  Stream& s = *streamOf(*this, id);
+  s.metadata_bytes += name.size() + value.size() + 32;  // HTTP/2's accounting of a field
+  if (s.metadata_bytes > static_cast<size_t>(sharedOf(*this).options.max_metadata_bytes)) {
+    s.metadata_too_large = true;
     return;
   }
   if (name == ":method") {
-    s->method = value;
+    s.method = value;
   } else if (name == ":path") {
-    s->path = value;
+    s.path = value;
   } else if (name == "content-type") {
-    s->content_type = value;
+    s.content_type = value;
   } else if (name == "grpc-encoding") {
-    s->encoding_name = value;
+    s.encoding_name = value;
   } else if (name == "grpc-timeout") {
-    s->timeout = parseTimeout(value);
-    if (!s->timeout) s->bad_timeout = true;
+    s.timeout = parseTimeout(value);
+    if (!s.timeout) s.bad_timeout = true;
   } else if (name.starts_with(':') || name.starts_with("grpc-") || name == "te" || name == "user-agent" ||
              name == "accept-encoding" || name == kNativePeerKey || name == kNativePeerCertificateKey) {
     // pseudo-headers and the transport's own fields are no metadata (as grpc++ keeps them
     // from client_metadata()); a client's own peer keys are dropped
   } else if (name.ends_with("-bin")) {
     std::optional<std::string> decoded = codecs::base64Decode(value);
-    s->metadata.emplace_back(std::string(name), decoded ? std::move(*decoded) : std::string(value));
+    s.metadata.emplace_back(std::string(name), decoded ? std::move(*decoded) : std::string(value));
   } else {
-    s->metadata.emplace_back(std::string(name), std::string(value));
+    s.metadata.emplace_back(std::string(name), std::string(value));
   }
 }
 
 void Connection::onHeadersEnd(int32_t id, bool too_large) {
-  Stream* s = streamOf(*this, id);
-  if (s == nullptr || s->started) return;
-  if (too_large) s->metadata_too_large = true;
-  s->started = true;
-  startCall(*s);
+  Stream& s = *streamOf(*this, id);
+  if (too_large) s.metadata_too_large = true;
+  startCall(s);
 }
 
 // A stream's window is given back as its bytes arrive, unless its relay is backlogged
 // (then when it is not: releaseHeld).
 void Connection::onData(int32_t id, const uint8_t* data, size_t size) {
   // receiveData() cannot end the stream here (nothing is sent inside h2->receive()).
-  Stream* s = streamOf(*this, id);
-  if (s == nullptr) return;
-  receiveData(*s, data, size);
-  if (!s->finished && relayBacklogged(*s)) {
-    s->held += size;
+  Stream& s = *streamOf(*this, id);
+  receiveData(s, data, size);
+  if (!s.finished && relayBacklogged(s)) {
+    s.held += size;
     return;
   }
   h2->consume(id, size);
 }
 
 void Connection::onRequestEnd(int32_t id) {
-  if (Stream* s = streamOf(*this, id)) endRequest(*s);
+  endRequest(*streamOf(*this, id));
 }
 
 void Connection::onStreamClose(int32_t id, uint32_t, bool) {

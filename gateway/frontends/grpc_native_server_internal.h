@@ -86,7 +86,6 @@ struct Stream {
   size_t metadata_bytes = 0;
   bool metadata_too_large = false;
   bool bad_timeout = false;
-  bool started = false;  // the header block was taken (a call, or an answer to it)
 
   // Request messages: the one being reassembled.
   uint8_t head[5] = {};

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "codecs/status.h"
-
 namespace infergate::gateway::http2 {
 namespace {
 
@@ -124,8 +122,8 @@ bool ClientConnection::onHeaderBlock(int32_t id) {
   const bool trailers = live && s->final_headers;
   int status = -1;
   bool malformed = false, regular_seen = false;
-  const HpackDecoder::Result r = decoder_.decode(
-      {reinterpret_cast<const uint8_t*>(block_.data()), block_.size()}, max_header_list_bytes_,
+  HpackDecoder::Result r;
+  const bool decoded = decodeBlock(
       [&](std::string_view name, std::string_view value) {
         if (!live || malformed) return;
         if (!name.empty() && name[0] == ':') {
@@ -157,8 +155,9 @@ bool ClientConnection::onHeaderBlock(int32_t id) {
           return;
         }
         if (status >= 200 || trailers) owner_.onField(id, name, value);
-      });
-  if (!r.status.ok()) return connectionError(kCompressionError, std::string(codecs::messageOf(r.status)));
+      },
+      r);
+  if (!decoded) return false;
   if (!live) return true;
   if (r.too_large) {
     reset(*s, kProtocolError);

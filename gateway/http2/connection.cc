@@ -66,7 +66,7 @@ Connection::Connection(Handler& handler, Role role, uint32_t max_header_list_byt
 void Connection::encodeHeaders(int32_t id, std::span<const Field> fields, bool end_stream) {
   // Encoded in place after room for the frame header; a block past the peer's frame size
   // (rare: large metadata) is cut into CONTINUATIONs afterwards.
-  marks_.push_back(Mark{pending_.size(), id});
+  if (role_ == Role::kClient) marks_.push_back(Mark{pending_.size(), id});
   const size_t head = pending_.size();
   pending_.append(kFrameHeaderBytes, '\0');
   const size_t start = pending_.size();
@@ -92,6 +92,13 @@ void Connection::encodeHeaders(int32_t id, std::span<const Field> fields, bool e
     pending_.append(block, at, n);
     at += n;
   }
+}
+
+bool Connection::decodeBlock(HpackDecoder::FieldFn field, HpackDecoder::Result& result) {
+  result = decoder_.decode({reinterpret_cast<const uint8_t*>(block_.data()), block_.size()}, max_header_list_bytes_,
+                           field);
+  if (result.status.ok()) return true;
+  return connectionError(kCompressionError, std::string(codecs::messageOf(result.status)));
 }
 
 void Connection::schedule(StreamState& s) {

@@ -163,9 +163,13 @@ class Connection {
   // The stream closes with `code` once what is queued now is out (no frame of its own).
   void closeAfterQueued(int32_t id, uint32_t code) { marks_.push_back(Mark{pending_.size(), 0, id, code}); }
   void schedule(StreamState& s);
-  // A header block for `id`: HEADERS, then CONTINUATIONs past the peer's frame size.
-  // onHeadersWritten(id) comes when the output reaches it.
+  // A header block for `id`: HEADERS, then CONTINUATIONs past the peer's frame size. For a
+  // client, onHeadersWritten(id) comes when the output reaches it (a server needs no mark:
+  // none splits its output).
   void encodeHeaders(int32_t id, std::span<const Field> fields, bool end_stream);
+  // Decodes the header block just gathered (block_), handing its fields to `field` within
+  // the list limit. False: HPACK failed, and the connection ended (COMPRESSION_ERROR).
+  bool decodeBlock(HpackDecoder::FieldFn field, HpackDecoder::Result& result);
   void queueWindowUpdate(int32_t stream, uint32_t increment);
   void queueRst(int32_t stream, uint32_t code);
   void queueFrame(FrameType type, uint8_t flags, int32_t stream, std::string_view payload);

@@ -36,16 +36,14 @@ ServerConnection::ServerConnection(Handler& handler, Options options)
 // ---- answers ----
 
 void ServerConnection::submitResponse(int32_t id, std::span<const Field> fields, bool end_stream) {
-  if (terminated_) return;  // its GOAWAY is the last frame
-  auto it = streams_.find(id);
-  if (it == streams_.end()) return;
-  Stream& s = it->second;
-  if (s.resetting || s.response_started) return;
-  s.response_started = true;
+  Stream* s = find(id);
+  // After a connection error its GOAWAY is the last frame.
+  if (terminated_ || s == nullptr || s->resetting || s->response_started) return;
+  s->response_started = true;
   encodeHeaders(id, fields, end_stream);
-  if (end_stream) return localEnded(s);
-  s.sendable = true;
-  schedule(s);
+  if (end_stream) return localEnded(*s);
+  s->sendable = true;
+  schedule(*s);
 }
 
 void ServerConnection::onBodyDone(StreamState& state) {
@@ -87,8 +85,7 @@ void ServerConnection::closeStream(int32_t id, uint32_t code, bool by_peer) {
 // ---- windows ----
 
 void ServerConnection::consume(int32_t id, size_t bytes) {
-  auto it = streams_.find(id);
-  if (it != streams_.end()) giveBack(it->second, bytes);
+  if (Stream* s = find(id)) giveBack(*s, bytes);
 }
 
 void ServerConnection::giveBack(Stream& s, size_t bytes) {
@@ -101,16 +98,14 @@ void ServerConnection::giveBack(Stream& s, size_t bytes) {
 }
 
 void ServerConnection::setStreamWindow(int32_t id, int32_t window) {
-  auto it = streams_.find(id);
-  if (it == streams_.end()) return;
-  Stream& s = it->second;
-  if (terminated_ || s.resetting || s.remote_ended || window <= s.window) return;
+  Stream* s = find(id);
+  if (terminated_ || s == nullptr || s->resetting || s->remote_ended || window <= s->window) return;
   // What the owner consumed goes back with the raise, in one WINDOW_UPDATE.
-  const int64_t increment = window - s.window + s.consumed;
-  s.window = window;
-  s.available += increment;
-  s.consumed = 0;
-  queueWindowUpdate(s.id, static_cast<uint32_t>(increment));
+  const int64_t increment = window - s->window + s->consumed;
+  s->window = window;
+  s->available += increment;
+  s->consumed = 0;
+  queueWindowUpdate(id, static_cast<uint32_t>(increment));
 }
 
 // ---- input ----
@@ -149,10 +144,8 @@ bool ServerConnection::onHeadersStart(int32_t id) {
 }
 
 bool ServerConnection::discardBlock() {
-  const HpackDecoder::Result r = decoder_.decode({reinterpret_cast<const uint8_t*>(block_.data()), block_.size()},
-                                                 max_header_list_bytes_, [](std::string_view, std::string_view) {});
-  if (!r.status.ok()) return connectionError(kCompressionError, std::string(codecs::messageOf(r.status)));
-  return true;
+  HpackDecoder::Result r;
+  return decodeBlock([](std::string_view, std::string_view) {}, r);
 }
 
 bool ServerConnection::onHeaderBlock(int32_t id) {
@@ -173,22 +166,22 @@ bool ServerConnection::onHeaderBlock(int32_t id) {
     owner_.onRequestStart(id);
     return requestBlock(s);
   }
-  auto it = streams_.find(id);
-  if (it == streams_.end() || it->second.resetting) return discardBlock();  // closed: in flight
-  Stream& s = it->second;
+  Stream* s = find(id);
+  if (s == nullptr || s->resetting) return discardBlock();  // closed: in flight
   // A second block: the request's trailers, which must end it and carry no pseudo-field.
   bool malformed = false;
-  const HpackDecoder::Result r = decoder_.decode(
-      {reinterpret_cast<const uint8_t*>(block_.data()), block_.size()}, max_header_list_bytes_,
+  HpackDecoder::Result r;
+  const bool decoded = decodeBlock(
       [&](std::string_view name, std::string_view value) {
         if ((!name.empty() && name[0] == ':') || checkRegularField(name, value) == FieldCheck::kMalformed) {
           malformed = true;
         }
-      });
-  if (!r.status.ok()) return connectionError(kCompressionError, std::string(codecs::messageOf(r.status)));
-  if (s.remote_ended) return resetForFault(s, kStreamClosed);
-  if (malformed || !block_end_stream_) return resetForFault(s, kProtocolError);
-  onRemoteEnd(s);
+      },
+      r);
+  if (!decoded) return false;
+  if (s->remote_ended) return resetForFault(*s, kStreamClosed);
+  if (malformed || !block_end_stream_) return resetForFault(*s, kProtocolError);
+  onRemoteEnd(*s);
   return true;
 }
 
@@ -198,8 +191,8 @@ bool ServerConnection::requestBlock(Stream& s) {
   // (:authority at most once), no other pseudo-field, all before the regular ones.
   bool method = false, scheme = false, path = false, authority = false;
   bool malformed = false, regular_seen = false;
-  const HpackDecoder::Result r = decoder_.decode(
-      {reinterpret_cast<const uint8_t*>(block_.data()), block_.size()}, max_header_list_bytes_,
+  HpackDecoder::Result r;
+  const bool decoded = decodeBlock(
       [&](std::string_view name, std::string_view value) {
         if (malformed) return;
         if (!name.empty() && name[0] == ':') {
@@ -224,10 +217,10 @@ bool ServerConnection::requestBlock(Stream& s) {
           return;
         }
         if (check == FieldCheck::kKeep) owner_.onField(id, name, value);
-      });
-  if (!r.status.ok()) return connectionError(kCompressionError, std::string(codecs::messageOf(r.status)));
+      },
+      r);
+  if (!decoded) return false;
   if (malformed || !method || !scheme || !path) return resetForFault(s, kProtocolError);
-  s.request_started = true;
   if (block_end_stream_) s.remote_ended = true;  // before the owner answers: no reset for the rest
   owner_.onHeadersEnd(id, r.too_large);
   if (block_end_stream_) {

@@ -111,17 +111,17 @@ class ServerConnection final : public Connection {
 
  private:
   struct Stream : StreamState {
-    bool request_started = false;  // its request block was whole and well-formed
     bool response_started = false;  // submitResponse() came
     int64_t window = 0;  // its receive window's size
     int64_t available = 0;  // what the client may still send
     int64_t consumed = 0;  // taken by the owner, not yet given back
   };
 
-  StreamState* findStream(int32_t id) override {
+  Stream* find(int32_t id) {
     auto it = streams_.find(id);
     return it == streams_.end() ? nullptr : &it->second;
   }
+  StreamState* findStream(int32_t id) override { return find(id); }
   void forEachStream(absl::FunctionRef<void(StreamState&)> fn) override {
     for (auto& [id, s] : streams_) fn(s);
   }
