@@ -10,16 +10,14 @@
 #include <utility>
 #include <vector>
 
-#include "gateway/http2/test_memory_body.h"
+#include "gateway/http2/connection_test_support.h"
 #include "gtest/gtest.h"
 
 namespace infergate::gateway::http2 {
 namespace {
 
-using Fields = std::vector<std::pair<std::string, std::string>>;
-
 // The connection's owner: keeps what it is told, serves bodies from memory.
-struct Owner : ClientConnection::Handler {
+struct Owner : CountingHandler<ClientConnection::Handler> {
   struct Call : MemoryBody {
     std::vector<Fields> blocks;
     Fields staged;
@@ -33,8 +31,6 @@ struct Owner : ClientConnection::Handler {
   std::string out;
   bool writable = true;
   std::map<int32_t, Call> calls;
-  int settings = 0, ping_acks = 0, goaways = 0;
-  uint32_t goaway_code = 0;
   std::vector<int32_t> close_order;
 
   bool canWrite() override { return writable; }
@@ -63,12 +59,6 @@ struct Owner : ClientConnection::Handler {
     c.code = code;
     c.by_peer = by_peer;
     close_order.push_back(stream);
-  }
-  void onSettings() override { ++settings; }
-  void onPingAck() override { ++ping_acks; }
-  void onGoaway(uint32_t code) override {
-    ++goaways;
-    goaway_code = code;
   }
 };
 
@@ -417,23 +407,6 @@ TEST(ClientConnection, APausedOutputResumesWhereItStopped) {
 }
 
 // ---- a server that breaks the rules, frame by frame ----
-
-struct Script {
-  std::string bytes;
-  HpackEncoder encoder;
-  Script& frame(FrameType type, uint8_t f, int32_t stream, std::string_view payload) {
-    appendFrameHeader(bytes, payload.size(), type, f, stream);
-    bytes.append(payload);
-    return *this;
-  }
-  Script& settings() { return frame(FrameType::kSettings, 0, 0, ""); }
-  std::string block(const Fields& fields) {
-    std::string b;
-    encoder.beginBlock(b);
-    for (const auto& [n, v] : fields) encoder.encode(n, v, HpackEncoder::Indexing::kIndex, b);
-    return b;
-  }
-};
 
 struct Broken {
   Owner owner;
