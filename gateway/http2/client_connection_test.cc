@@ -122,16 +122,7 @@ struct Server {
     return nghttp2_session_mem_recv(session, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()) ==
            static_cast<ssize_t>(bytes.size());
   }
-  std::string take() {
-    std::string out;
-    for (;;) {
-      const uint8_t* data = nullptr;
-      const ssize_t n = nghttp2_session_mem_send(session, &data);
-      if (n <= 0) break;
-      out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
-    }
-    return out;
-  }
+  std::string take() { return drained(session); }
   // A gRPC answer: HEADERS, the body, trailers.
   void answer(int32_t id, std::string body, Fields trailers = {{"grpc-status", "0"}}) {
     answers[id] = {std::move(body), 0};

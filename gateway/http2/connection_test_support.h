@@ -2,7 +2,8 @@
 
 // What the connection tests (client_connection_test.cc, server_connection_test.cc) share:
 // header fields as the tests write them, a body an owner serves from memory, the
-// connection-wide events an owner counts, and a script of hand-built frames.
+// connection-wide events an owner counts, a script of hand-built frames, and what an
+// nghttp2 session (the peer each side is checked against) has to send.
 
 #include <algorithm>
 #include <cstddef>
@@ -11,6 +12,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <nghttp2/nghttp2.h>
 
 #include "gateway/http2/frame.h"
 #include "gateway/http2/hpack.h"
@@ -40,6 +43,18 @@ struct MemoryBody {
     sent += length;
   }
 };
+
+// What nghttp2's session (the tests' other implementation of HTTP/2) has to send.
+inline std::string drained(nghttp2_session* session) {
+  std::string out;
+  for (;;) {
+    const uint8_t* data = nullptr;
+    const ssize_t n = nghttp2_session_mem_send(session, &data);
+    if (n <= 0) break;
+    out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+  }
+  return out;
+}
 
 // A role's Handler that counts the connection-wide events.
 template <typename Handler>

@@ -363,16 +363,7 @@ struct Client {
     }
     return read && faults.empty();
   }
-  std::string take() {
-    std::string out;
-    for (;;) {
-      const uint8_t* data = nullptr;
-      const ssize_t n = nghttp2_session_mem_send(session, &data);
-      if (n <= 0) break;
-      out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
-    }
-    return out;
-  }
+  std::string take() { return drained(session); }
 };
 
 inline std::string joined(const std::vector<std::string>& lines) {
