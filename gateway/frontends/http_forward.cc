@@ -67,8 +67,15 @@ struct Names {
         client_version(d.versionShown()),
         rewrites(d.rewrites()) {}
   // For relayAnswer() and publicStatus() alone, which read the names only when the route
-  // rewrites: none are copied otherwise.
-  static Names forRelay(const Decision& d) { return d.rewrites() ? Names(d) : Names(); }
+  // rewrites: shared then, null (nothing copied, nothing moved with the callbacks)
+  // otherwise; relayed() gives what they read.
+  static std::shared_ptr<const Names> forRelay(const Decision& d) {
+    return d.rewrites() ? std::make_shared<const Names>(d) : nullptr;
+  }
+  static const Names& relayed(const std::shared_ptr<const Names>& names) {
+    static const Names* const kNone = new Names();
+    return names ? *names : *kNone;
+  }
 
  private:
   Names() = default;
@@ -173,8 +180,18 @@ upstream::HttpUpstreamRequest passthroughRequest(const Decision& d, const http::
   out.method = req.method;
   out.target = std::move(target);
   out.headers = Router::forwardedHeaders(*d.snapshot, req.headers);
-  for (std::string_view name : kBodyHeaders) {
-    if (const std::string_view* v = req.headers.find(name)) out.headers.emplace_back(name, *v);
+  // The first of each body header, in one pass over the request's fields.
+  const std::string_view* body_values[std::size(kBodyHeaders)] = {};
+  for (const auto& [name, value] : req.headers) {
+    for (size_t i = 0; i < std::size(kBodyHeaders); ++i) {
+      if (body_values[i] == nullptr && codecs::equalsIgnoreCase(name, kBodyHeaders[i])) {
+        body_values[i] = &value;
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < std::size(kBodyHeaders); ++i) {
+    if (body_values[i] != nullptr) out.headers.emplace_back(kBodyHeaders[i], *body_values[i]);
   }
   out.body = codecs::BufferChain(req.body);
   out.timeout = d.timeout;
@@ -363,7 +380,7 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
   if (!req.bodyWhole()) out.arrival = req.arrival;
   stampTraceHeaders(out.headers, exchange->info());
   upstream::HttpUpstreamCallbacks callbacks;
-  Names names = Names::forRelay(d);
+  std::shared_ptr<const Names> names = Names::forRelay(d);
   if (m.endpoint == HttpEndpoint::kModelGenerateStream) {
     // Server-sent events go out as they arrive; an error answer (not 200) is relayed whole.
     auto streaming = std::make_shared<bool>(false);
@@ -395,16 +412,18 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
         }
         return exchange->endStream();
       }
-      if (!r.ok()) return exchange->respond(errorResponse(publicStatus(r.status(), names)));
+      const Names& n = Names::relayed(names);
+      if (!r.ok()) return exchange->respond(errorResponse(publicStatus(r.status(), n)));
       r->body = held->flatten();
-      exchange->respond(relayAnswer(std::move(*r), HttpEndpoint::kModelGenerateStream, names));
+      exchange->respond(relayAnswer(std::move(*r), HttpEndpoint::kModelGenerateStream, n));
     };
   } else {
     callbacks.on_complete = [exchange, names = std::move(names), endpoint = m.endpoint](
                                 codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
       exchange->setCancelHandler(nullptr);
-      if (!r.ok()) return exchange->respond(errorResponse(publicStatus(r.status(), names)));
-      exchange->respond(relayAnswer(std::move(*r), endpoint, names));
+      const Names& n = Names::relayed(names);
+      if (!r.ok()) return exchange->respond(errorResponse(publicStatus(r.status(), n)));
+      exchange->respond(relayAnswer(std::move(*r), endpoint, n));
     };
   }
   upstream::PickContext pick = d.pick;

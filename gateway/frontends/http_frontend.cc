@@ -59,9 +59,12 @@ HttpFrontend::HttpFrontend(std::shared_ptr<Router> router, std::shared_ptr<Setti
 
 void HttpFrontend::handle(const std::shared_ptr<HttpExchange>& exchange) {
   http::HttpRequest& request = exchange->mutableRequest();
-  // What admitHeaders() matched and proved, when the server's gate ran it.
-  Route route = request.gate_state != nullptr ? *static_cast<const Route*>(request.gate_state.get())
-                                              : Route{matchHttpRoute(request.method, request.path())};
+  // What admitHeaders() matched and proved, read where the request keeps it (as long as
+  // the exchange lives), when the server's gate ran it; else matched here, and proved by
+  // admit().
+  std::optional<Route> matched;
+  if (request.gate_state == nullptr) matched.emplace(Route{matchHttpRoute(request.method, request.path())});
+  const Route& route = matched ? *matched : *static_cast<const Route*>(request.gate_state.get());
   request.tag = endpointName(route.match.endpoint);
   readTraceHeaders(request.headers, exchange->info());
   if (route.match.endpoint == HttpEndpoint::kNotFound) {
@@ -72,7 +75,8 @@ void HttpFrontend::handle(const std::shared_ptr<HttpExchange>& exchange) {
     exchange->respond(bareError(405, "Method Not Allowed"));
     return;
   }
-  if (!admit(exchange, route)) return;
+  if (!admit(exchange, matched)) return;
+  if (route.principal) exchange->info().principal = route.principal->name;
   dispatch(exchange, route);
 }
 
@@ -132,18 +136,15 @@ void HttpFrontend::placeBody(http::HttpRequest& request, const Route& route) con
   }
 }
 
-bool HttpFrontend::admit(const Exchange& exchange, Route& route) {
-  const http::HttpRequest& request = exchange->request();
-  if (request.gate_state == nullptr) {  // else admitHeaders() proved route.principal
-    codecs::StatusOr<std::optional<tls::Principal>> admitted =
-        authenticate(request, route.match.endpoint, exchange->tlsSession());
-    if (!admitted.ok()) {
-      exchange->respond(refusalOf(admitted.status()));
-      return false;
-    }
-    route.principal = std::move(*admitted);
+bool HttpFrontend::admit(const Exchange& exchange, std::optional<Route>& unproved) {
+  if (!unproved) return true;  // admitHeaders() proved the gate's route
+  codecs::StatusOr<std::optional<tls::Principal>> admitted =
+      authenticate(exchange->request(), unproved->match.endpoint, exchange->tlsSession());
+  if (!admitted.ok()) {
+    exchange->respond(refusalOf(admitted.status()));
+    return false;
   }
-  if (route.principal) exchange->info().principal = route.principal->name;
+  unproved->principal = std::move(*admitted);
   return true;
 }
 

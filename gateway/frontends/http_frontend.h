@@ -27,6 +27,7 @@
 // (the gateway answers 400 where Triton answers 500 for a malformed body).
 
 #include <memory>
+#include <optional>
 
 #include "codecs/limits.h"
 #include "gateway/frontends/http_routes.h"
@@ -73,10 +74,11 @@ class HttpFrontend {
     Caller caller() const { return Caller{principal ? &*principal : nullptr, tls::Listener::kHttp}; }
   };
   using Exchange = std::shared_ptr<http::HttpExchange>;
-  // The security stage: takes admitHeaders()'s decision, or (no gate) authenticates the
-  // request and checks its API group. Answers the refusal itself (401 with
-  // WWW-Authenticate, 403) and returns false.
-  bool admit(const Exchange& exchange, Route& route);
+  // The security stage where no gate ran (admitHeaders() decided otherwise): authenticates
+  // the request for `unproved` (set: the route handle() matched), checks its API group and
+  // records who was proved there. Answers the refusal itself (401 with WWW-Authenticate,
+  // 403) and returns false.
+  bool admit(const Exchange& exchange, std::optional<Route>& unproved);
   // At headers-complete, for an infer request: a binary-tensor body whose tensors its
   // upstream takes through the handoff pool is read straight into a pool slot
   // (handoffBodyPlace, request.body_place), so they go by reference with no copy.

@@ -96,5 +96,53 @@ TEST(HeaderListTest, EmptyValuesAndReservedRoom) {
   EXPECT_EQ(order, "X-Empty=;Expect=100-continue;Host=;");
 }
 
+// Names are told apart by their length first: lengths 64 apart share that first test,
+// and must still be compared byte by byte.
+TEST(HeaderListTest, NamesOfLengthsSixtyFourApartAreToldApart) {
+  const std::string long_name = "X-" + std::string(68, 'n');  // 70 bytes: 6 modulo 64
+  HeaderList h;
+  h.add("X-Path", "short");  // 6 bytes
+  h.add(long_name, "long");
+  EXPECT_EQ(*h.find("x-path"), "short");
+  EXPECT_EQ(*h.find(long_name), "long");
+  EXPECT_EQ(h.find("X-Pat"), nullptr);
+  EXPECT_EQ(h.find("X-" + std::string(132, 'n')), nullptr);  // 134 bytes: 6 modulo 64 too
+  EXPECT_EQ(h.find("X-Other"), nullptr);
+  HeaderList copy;
+  copy = h;
+  EXPECT_EQ(*copy.find(long_name), "long");
+  HeaderList moved = std::move(copy);
+  EXPECT_EQ(*moved.find("X-PATH"), "short");
+  copy.add("Host", "h");  // NOLINT(bugprone-use-after-move): a moved-from list takes new fields
+  EXPECT_EQ(*copy.find("host"), "h");
+  EXPECT_EQ(copy.find("x-path"), nullptr);
+}
+
+TEST(HeaderListTest, FieldsOfAHeadAreCopiedWithItAndKeptInOrder) {
+  std::string head = "POST /x HTTP/1.1\r\nHost: h\r\nX-Empty:\r\nContent-Length: 12\r\n\r\n";
+  auto spanOf = [&head](std::string_view name, std::string_view value) {
+    const size_t n = head.find(name), v = head.find(value, n + name.size());
+    return HeaderList::FieldSpan{static_cast<uint32_t>(n), static_cast<uint32_t>(name.size()),
+                                 static_cast<uint32_t>(v), static_cast<uint32_t>(value.size())};
+  };
+  const HeaderList::FieldSpan fields[] = {spanOf("Host", "h"), spanOf("X-Empty", ""),
+                                          spanOf("Content-Length", "12")};
+  HeaderList h;
+  h.add("Before", "1");  // what was added first stays first
+  h.addFromHead(head, fields);
+  head.assign(head.size(), '?');  // the list keeps its own copy
+  h.add("After", std::string(600, 'a'));  // past the block: the views stay put
+  std::string order;
+  for (const auto& [name, value] : h) order.append(name).append("=").append(value.substr(0, 3)).append(";");
+  EXPECT_EQ(order, "Before=1;Host=h;X-Empty=;Content-Length=12;After=aaa;");
+  EXPECT_EQ(*h.find("content-length"), "12");
+
+  HeaderList moved = std::move(h);
+  EXPECT_EQ(*moved.find("HOST"), "h");
+  HeaderList empty;
+  empty.addFromHead("", {});  // nothing to copy: nothing allocated, nothing added
+  EXPECT_EQ(empty.size(), 0u);
+}
+
 }  // namespace
 }  // namespace infergate::gateway::http

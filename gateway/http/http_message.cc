@@ -50,9 +50,24 @@ void HeaderList::add(std::string_view name, std::string_view value) {
   if (!value.empty()) std::memcpy(at + name.size(), value.data(), value.size());
   last_used_ += size;
   entries_.emplace_back(std::string_view(at, name.size()), std::string_view(at + name.size(), value.size()));
+  name_sizes_ |= sizeBit(name.size());
+}
+
+void HeaderList::addFromHead(std::string_view head, std::span<const FieldSpan> fields) {
+  if (head.size() > room()) newBlock(std::max(kMinBlock, head.size()));
+  char* at = lastBlock() + last_used_;
+  if (!head.empty()) std::memcpy(at, head.data(), head.size());
+  last_used_ += head.size();
+  entries_.reserve(entries_.size() + fields.size());
+  for (const FieldSpan& f : fields) {
+    entries_.emplace_back(std::string_view(at + f.name_at, f.name_size),
+                          std::string_view(at + f.value_at, f.value_size));
+    name_sizes_ |= sizeBit(f.name_size);
+  }
 }
 
 const std::string_view* HeaderList::find(std::string_view name) const {
+  if ((name_sizes_ & sizeBit(name.size())) == 0) return nullptr;
   for (const Entry& entry : entries_) {
     if (codecs::equalsIgnoreCase(entry.first, name)) return &entry.second;
   }

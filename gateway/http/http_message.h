@@ -47,6 +47,14 @@ class HeaderList {
 
   // Copies `name` and `value` into the list.
   void add(std::string_view name, std::string_view value);
+  // Where one field lies in a head: its name's and its value's offsets and sizes from the
+  // head's first byte.
+  struct FieldSpan {
+    uint32_t name_at, name_size, value_at, value_size;
+  };
+  // Adds `fields`, all within `head` (a parser's head, whole in one buffer), with one copy
+  // of the head's bytes instead of one per name and value.
+  void addFromHead(std::string_view head, std::span<const FieldSpan> fields);
   // Room for `count` entries and `bytes` of names and values.
   void reserve(size_t count, size_t bytes = 0);
   // The first value of `name`, or nullptr.
@@ -61,6 +69,11 @@ class HeaderList {
   void newBlock(size_t size);
 
   std::vector<Entry> entries_;
+  // Bit (n % 64) set when a name of n bytes was added: most lookups are for names a
+  // request lacks, and most of those are answered by this bit alone. Only ever set (a
+  // stale bit costs a scan, never a wrong answer).
+  uint64_t name_sizes_ = 0;
+  static uint64_t sizeBit(size_t n) { return uint64_t{1} << (n % 64); }
   // The first block, and any after it (a head that outgrew its first: rare).
   std::unique_ptr<char[]> first_;
   std::vector<std::unique_ptr<char[]>> more_;

@@ -12,6 +12,7 @@
 // token), a value holds no control byte but HTAB. Anything else is declined, and the
 // caller hands the same bytes to http_parser, which decides them as it always did.
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -42,8 +43,7 @@ class QuickHeadReader {
   // bytes or a line breaks the rules above. One pass: the name's bytes up to its colon,
   // the value's up to the first control byte, which must be the line's CRLF.
   Field nextField(std::string_view& name, std::string_view& value) {
-    const char* p = p_;
-    while (p < limit_ && codecs::isHttpTokenChar(*p)) ++p;
+    const char* p = skipTokenBytes(p_);
     if (p == p_) {  // no name: the blank line, or a line the rules refuse
       if (limit_ - p < 2 || p[0] != '\r' || p[1] != '\n') return Field::kDecline;
       p_ = p + 2;
@@ -52,7 +52,7 @@ class QuickHeadReader {
     if (p == limit_ || *p != ':') return Field::kDecline;
     name = std::string_view(p_, static_cast<size_t>(p - p_));
     const char* const value_start = ++p;
-    while (p < limit_ && codecs::isHttpFieldByte(*p)) ++p;
+    p = skipFieldBytes(p);
     if (limit_ - p < 2 || p[0] != '\r' || p[1] != '\n') return Field::kDecline;
     value = trimFieldValue(std::string_view(value_start, static_cast<size_t>(p - value_start)));
     p_ = p + 2;
@@ -63,6 +63,65 @@ class QuickHeadReader {
   size_t consumed() const { return static_cast<size_t>(p_ - begin_); }
 
  private:
+  // Eight bytes at a time (SWAR): a word's bytes as 64 bits, the first byte lowest.
+  static constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  static constexpr uint64_t kHighs = 0x8080808080808080ULL;
+  static uint64_t wordAt(const char* p) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
+    return w;
+  }
+  // The high bit of each byte of `w` (7-bit bytes only) that lies in [lo, hi].
+  static constexpr uint64_t inRange(uint64_t w, uint8_t lo, uint8_t hi) {
+    return (w + (0x80 - lo) * kOnes) & ~(w + (0x7f - hi) * kOnes) & kHighs;
+  }
+  // The index of the lowest byte flagged in `flags` (high bits; not 0). Each flag set by
+  // the arithmetic above or below is exact up to the first true one (borrows and carries
+  // only go upward), so the lowest is always a true one.
+  static size_t firstFlagged(uint64_t flags) { return static_cast<size_t>(__builtin_ctzll(flags)) / 8; }
+
+  // From `p`, past the bytes of a token (a field name). Whole words of letters, digits and
+  // '-' (nearly every name) are passed at once; a word's first other byte, and the last
+  // bytes before the limit, are judged one by one.
+  const char* skipTokenBytes(const char* p) const {
+    while (limit_ - p >= 8) {
+      const uint64_t w = wordAt(p);
+      const uint64_t folded = w | (0x20 * kOnes);  // 'A'..'Z' to 'a'..'z' (7-bit bytes)
+      const uint64_t common = inRange(folded, 'a', 'z') | inRange(w, '0', '9') | inRange(w, '-', '-');
+      const uint64_t other = (~common & kHighs) | (w & kHighs);
+      if (other == 0) {
+        p += 8;
+        continue;
+      }
+      p += firstFlagged(other);
+      if (!codecs::isHttpTokenChar(*p)) return p;
+      ++p;  // a token byte outside the common ones ('_', '.', ...)
+    }
+    while (p < limit_ && codecs::isHttpTokenChar(*p)) ++p;
+    return p;
+  }
+
+  // From `p`, past the bytes a field value may hold (no control byte but HTAB). Whole
+  // words without a control byte or HTAB are passed at once.
+  const char* skipFieldBytes(const char* p) const {
+    while (limit_ - p >= 8) {
+      const uint64_t w = wordAt(p);
+      const uint64_t below_space = (w - 0x20 * kOnes) & ~w & kHighs;  // bytes 0x00..0x1f
+      const uint64_t del = ((w ^ (0x7f * kOnes)) - kOnes) & ~(w ^ (0x7f * kOnes)) & kHighs;
+      const uint64_t flags = below_space | del;
+      if (flags == 0) {
+        p += 8;
+        continue;
+      }
+      p += firstFlagged(flags);
+      if (*p != '\t') return p;
+      ++p;
+    }
+    while (p < limit_ && codecs::isHttpFieldByte(*p)) ++p;
+    return p;
+  }
+
   static std::string_view trimFieldValue(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
     while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);

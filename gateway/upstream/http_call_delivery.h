@@ -82,7 +82,15 @@ void deliverNews(std::vector<std::shared_ptr<Call>>& news, Calls& calls, bool*& 
       return;  // the engine is gone; `batch` only releases Calls
     }
   }
+  // The batch's storage becomes the next one's (no allocation per delivery): released
+  // first, still watched, as releasing a Call may end the engine.
+  batch.clear();
+  if (destroyed) {
+    if (outer != nullptr) *outer = true;
+    return;
+  }
   destroyed_slot = outer;
+  if (news.empty()) news.swap(batch);
 }
 
 }  // namespace infergate::gateway::upstream::http_client_detail

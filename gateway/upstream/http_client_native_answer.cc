@@ -43,6 +43,9 @@ bool socketDrained(int fd) {
 // connection's large answer leaves the loop's other events their turn.
 constexpr int kMaxTlsReads = 256;
 
+// The most fields quickHead() takes; an answer with more goes to http_parser.
+constexpr size_t kQuickMaxFields = 32;
+
 std::string_view trimValue(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -212,8 +215,10 @@ size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t 
   const bool http11 = line[7] == '1';
   bool close = false, keep_alive = false;
   std::optional<uint64_t> length;
-  http::HeaderList headers;
-  headers.reserve(16);
+  // Where each field lies, copied into the call's list at the end with the head's bytes
+  // (left uninitialized: only the first `count` are read). More fields than this: declined.
+  http::HeaderList::FieldSpan fields[kQuickMaxFields];
+  size_t count = 0;
   for (;;) {
     std::string_view name, value;
     const http::QuickHeadReader::Field field = in.nextField(name, value);
@@ -234,7 +239,9 @@ size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t 
         return 0;  // a list of options: http_parser's to read
       }
     }
-    headers.add(name, value);
+    if (count == kQuickMaxFields) return 0;
+    fields[count++] = {static_cast<uint32_t>(name.data() - data), static_cast<uint32_t>(name.size()),
+                       static_cast<uint32_t>(value.data() - data), static_cast<uint32_t>(value.size())};
   }
   if (!length || *length > kMaxReservedBodyBytes) return 0;
   if (*length > 0) {
@@ -245,7 +252,8 @@ size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t 
     }
   }
   call.status = status;
-  call.headers = std::move(headers);
+  call.headers = http::HeaderList();
+  call.headers.addFromHead(std::string_view(data, in.consumed()), std::span(fields, count));
   call.content_length = *length;
   call.head_complete = true;
   call.keep_alive = !close && (http11 || keep_alive);
