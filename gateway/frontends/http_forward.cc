@@ -180,18 +180,8 @@ upstream::HttpUpstreamRequest passthroughRequest(const Decision& d, const http::
   out.method = req.method;
   out.target = std::move(target);
   out.headers = Router::forwardedHeaders(*d.snapshot, req.headers);
-  // The first of each body header, in one pass over the request's fields.
-  const std::string_view* body_values[std::size(kBodyHeaders)] = {};
-  for (const auto& [name, value] : req.headers) {
-    for (size_t i = 0; i < std::size(kBodyHeaders); ++i) {
-      if (body_values[i] == nullptr && codecs::equalsIgnoreCase(name, kBodyHeaders[i])) {
-        body_values[i] = &value;
-        break;
-      }
-    }
-  }
-  for (size_t i = 0; i < std::size(kBodyHeaders); ++i) {
-    if (body_values[i] != nullptr) out.headers.emplace_back(kBodyHeaders[i], *body_values[i]);
+  for (std::string_view name : kBodyHeaders) {
+    if (const std::string_view* v = req.headers.find(name)) out.headers.emplace_back(name, *v);
   }
   out.body = codecs::BufferChain(req.body);
   out.timeout = d.timeout;

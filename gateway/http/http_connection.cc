@@ -14,6 +14,7 @@
 
 #include "codecs/status.h"
 #include "codecs/text.h"
+#include "gateway/http/head_writer.h"
 
 namespace infergate::gateway::http {
 namespace {
@@ -247,7 +248,7 @@ void HttpConnection::queueResponses() {
       if (!queueStream(exchange)) break;
     } else {
       HttpResponse& response = *exchange.response_;
-      out_.push_back(codecs::Buffer::fromString(responseHead(exchange, response, keep_alive, false)));
+      out_.push_back(responseHead(exchange, response, keep_alive, false));
       if (!exchange.head_) {
         for (const codecs::Buffer& segment : response.body.segments()) out_.push_back(segment);
       }
@@ -281,7 +282,7 @@ void HttpConnection::cancelPending(std::deque<std::shared_ptr<HttpExchange>> exc
 bool HttpConnection::queueStream(HttpExchange& exchange) {
   bool keep_alive = exchange.keep_alive_ && !draining_;
   if (!exchange.stream_head_written_) {
-    out_.push_back(codecs::Buffer::fromString(responseHead(exchange, *exchange.response_, keep_alive, true)));
+    out_.push_back(responseHead(exchange, *exchange.response_, keep_alive, true));
     exchange.stream_head_written_ = true;
   }
   for (codecs::Buffer& chunk : exchange.stream_chunks_) {
@@ -297,50 +298,53 @@ bool HttpConnection::queueStream(HttpExchange& exchange) {
   return true;
 }
 
-std::string HttpConnection::responseHead(const HttpExchange& exchange, const HttpResponse& response,
-                                         bool keep_alive, bool chunked) const {
-  size_t size = 96;  // the status line, Content-Length or Transfer-Encoding, Connection
-  for (const auto& [name, value] : response.headers) size += name.size() + value.size() + 4;
-  for (const auto& [name, value] : response.relayed) size += name.size() + value.size() + 4;
-  const std::string& request_id = exchange.info_.request_id;
-  size += request_id.size() + 16;  // x-request-id: ...
+codecs::Buffer HttpConnection::responseHead(const HttpExchange& exchange, const HttpResponse& response,
+                                            bool keep_alive, bool chunked) const {
   using namespace std::string_view_literals;
-  char number[24];
-  auto decimal = [&number](uint64_t n) {
-    return std::string_view(number, static_cast<size_t>(std::to_chars(number, number + sizeof(number), n).ptr - number));
+  auto decimal = [](char (&digits)[24], uint64_t n) {
+    return std::string_view(digits, static_cast<size_t>(std::to_chars(digits, digits + sizeof(digits), n).ptr - digits));
   };
-  std::string head;
-  head.reserve(size);
-  head.append("HTTP/1.1 "sv).append(decimal(static_cast<uint64_t>(response.status))).append(" "sv)
-      .append(reasonPhrase(response.status)).append("\r\n"sv);
-  for (const auto& [name, value] : response.headers) {
-    head.append(name).append(": "sv).append(value).append("\r\n"sv);
-  }
+  char status_digits[24], length_digits[24];
+  const std::string_view status = decimal(status_digits, static_cast<uint64_t>(response.status));
+  const std::string_view reason = reasonPhrase(response.status);
+  const std::string& request_id = exchange.info_.request_id;
+  // Every byte counted before the one allocation: the status line, the fields, and the
+  // longest of each line the connection adds (framing, Connection).
+  size_t size = "HTTP/1.1 "sv.size() + status.size() + 1 + reason.size() + 2;
+  for (const auto& [name, value] : response.headers) size += HeadWriter::fieldSize(name, value);
+  for (const auto& [name, value] : response.relayed) size += HeadWriter::fieldSize(name, value);
+  if (!request_id.empty()) size += "x-request-id: \r\n"sv.size() + request_id.size();
+  size += std::max("Transfer-Encoding: chunked\r\n"sv.size(), "Content-Length: \r\n"sv.size() + 20);
+  size += "Connection: keep-alive\r\n"sv.size() + 2;
+  codecs::MutableBuffer storage = codecs::MutableBuffer::allocate(size);
+  HeadWriter head(storage.data());
+  head.put("HTTP/1.1 "sv).put(status).put(" "sv).put(reason).put("\r\n"sv);
+  for (const auto& [name, value] : response.headers) head.field(name, value);
   const size_t relayable = std::min<size_t>(response.relayed_names.size(), 32);
   uint32_t relayed = 0;  // bit i: relayed_names[i] went out
   for (const auto& [name, value] : response.relayed) {
     for (size_t i = 0; i < relayable; ++i) {
       if ((relayed >> i & 1u) == 0 && codecs::equalsIgnoreCase(name, response.relayed_names[i])) {
         relayed |= 1u << i;
-        head.append(name).append(": "sv).append(value).append("\r\n"sv);
+        head.field(name, value);
         break;
       }
     }
   }
   // Written here, not added to the response's headers: no copy of it per request.
-  if (!request_id.empty()) head.append("x-request-id: "sv).append(request_id).append("\r\n"sv);
+  if (!request_id.empty()) head.field("x-request-id"sv, request_id);
   if (chunked) {
-    head.append("Transfer-Encoding: chunked\r\n"sv);
+    head.put("Transfer-Encoding: chunked\r\n"sv);
   } else {
-    head.append("Content-Length: "sv).append(decimal(response.body.size())).append("\r\n"sv);
+    head.field("Content-Length"sv, decimal(length_digits, response.body.size()));
   }
   if (!keep_alive) {
-    head.append("Connection: close\r\n"sv);
+    head.put("Connection: close\r\n"sv);
   } else if (exchange.request_.http_minor == 0) {
-    head.append("Connection: keep-alive\r\n"sv);
+    head.put("Connection: keep-alive\r\n"sv);
   }
-  head.append("\r\n"sv);
-  return head;
+  head.put("\r\n"sv);
+  return std::move(storage).freeze(head.size());
 }
 
 void HttpConnection::afterResponse(bool keep_alive) {

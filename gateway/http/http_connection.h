@@ -210,8 +210,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void onExchangeResponded();
   void queueResponses();
   bool queueStream(HttpExchange& exchange);
-  std::string responseHead(const HttpExchange& exchange, const HttpResponse& response,
-                           bool keep_alive, bool chunked) const;
+  codecs::Buffer responseHead(const HttpExchange& exchange, const HttpResponse& response,
+                              bool keep_alive, bool chunked) const;
   void afterResponse(bool keep_alive);
   void observe(HttpExchange& exchange, int status, uint64_t body_bytes);
   void cancelPending(std::deque<std::shared_ptr<HttpExchange>> exchanges);

@@ -22,6 +22,80 @@
 
 namespace infergate::gateway::http {
 
+// ---- eight bytes at a time (SWAR): a word's bytes as 64 bits, the first byte lowest ----
+
+namespace quick_detail {
+
+inline constexpr uint64_t kOnes = 0x0101010101010101ULL;
+inline constexpr uint64_t kHighs = 0x8080808080808080ULL;
+
+inline uint64_t wordAt(const char* p) {
+  uint64_t w;
+  std::memcpy(&w, p, 8);
+  if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
+  return w;
+}
+
+// The high bit of each byte of `w` (7-bit bytes only) that lies in [lo, hi].
+constexpr uint64_t inRange(uint64_t w, uint8_t lo, uint8_t hi) {
+  return (w + (0x80 - lo) * kOnes) & ~(w + (0x7f - hi) * kOnes) & kHighs;
+}
+
+// The index of the lowest byte flagged in `flags` (high bits; not 0). Each flag the
+// arithmetic above or below sets is exact up to the first true one (borrows and carries
+// only go upward), so the lowest is always a true one.
+inline size_t firstFlagged(uint64_t flags) { return static_cast<size_t>(__builtin_ctzll(flags)) / 8; }
+
+}  // namespace quick_detail
+
+// From `p` (before `limit`), past the bytes of a token (a field name). Whole words of
+// letters, digits and '-' (nearly every name) are passed at once; a word's first other
+// byte, and the last bytes before the limit, are judged one by one.
+inline const char* skipTokenBytes(const char* p, const char* limit) {
+  using namespace quick_detail;
+  while (limit - p >= 8) {
+    const uint64_t w = wordAt(p);
+    const uint64_t folded = w | (0x20 * kOnes);  // 'A'..'Z' to 'a'..'z' (7-bit bytes)
+    const uint64_t common = inRange(folded, 'a', 'z') | inRange(w, '0', '9') | inRange(w, '-', '-');
+    const uint64_t other = (~common & kHighs) | (w & kHighs);
+    if (other == 0) {
+      p += 8;
+      continue;
+    }
+    p += firstFlagged(other);
+    if (!codecs::isHttpTokenChar(*p)) return p;
+    ++p;  // a token byte outside the common ones ('_', '.', ...)
+  }
+  while (p < limit && codecs::isHttpTokenChar(*p)) ++p;
+  return p;
+}
+
+// Whether `s` is a token (a field name: not empty, token bytes only).
+inline bool isToken(std::string_view s) {
+  return !s.empty() && skipTokenBytes(s.data(), s.data() + s.size()) == s.data() + s.size();
+}
+
+// From `p` (before `limit`), past the bytes a field value may hold (no control byte but
+// HTAB). Whole words without a control byte or HTAB are passed at once.
+inline const char* skipFieldBytes(const char* p, const char* limit) {
+  using namespace quick_detail;
+  while (limit - p >= 8) {
+    const uint64_t w = wordAt(p);
+    const uint64_t below_space = (w - 0x20 * kOnes) & ~w & kHighs;  // bytes 0x00..0x1f
+    const uint64_t del = ((w ^ (0x7f * kOnes)) - kOnes) & ~(w ^ (0x7f * kOnes)) & kHighs;
+    const uint64_t flags = below_space | del;
+    if (flags == 0) {
+      p += 8;
+      continue;
+    }
+    p += firstFlagged(flags);
+    if (*p != '\t') return p;
+    ++p;
+  }
+  while (p < limit && codecs::isHttpFieldByte(*p)) ++p;
+  return p;
+}
+
 class QuickHeadReader {
  public:
   // Reads from the start of [data, data + size).
@@ -63,64 +137,8 @@ class QuickHeadReader {
   size_t consumed() const { return static_cast<size_t>(p_ - begin_); }
 
  private:
-  // Eight bytes at a time (SWAR): a word's bytes as 64 bits, the first byte lowest.
-  static constexpr uint64_t kOnes = 0x0101010101010101ULL;
-  static constexpr uint64_t kHighs = 0x8080808080808080ULL;
-  static uint64_t wordAt(const char* p) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
-    return w;
-  }
-  // The high bit of each byte of `w` (7-bit bytes only) that lies in [lo, hi].
-  static constexpr uint64_t inRange(uint64_t w, uint8_t lo, uint8_t hi) {
-    return (w + (0x80 - lo) * kOnes) & ~(w + (0x7f - hi) * kOnes) & kHighs;
-  }
-  // The index of the lowest byte flagged in `flags` (high bits; not 0). Each flag set by
-  // the arithmetic above or below is exact up to the first true one (borrows and carries
-  // only go upward), so the lowest is always a true one.
-  static size_t firstFlagged(uint64_t flags) { return static_cast<size_t>(__builtin_ctzll(flags)) / 8; }
-
-  // From `p`, past the bytes of a token (a field name). Whole words of letters, digits and
-  // '-' (nearly every name) are passed at once; a word's first other byte, and the last
-  // bytes before the limit, are judged one by one.
-  const char* skipTokenBytes(const char* p) const {
-    while (limit_ - p >= 8) {
-      const uint64_t w = wordAt(p);
-      const uint64_t folded = w | (0x20 * kOnes);  // 'A'..'Z' to 'a'..'z' (7-bit bytes)
-      const uint64_t common = inRange(folded, 'a', 'z') | inRange(w, '0', '9') | inRange(w, '-', '-');
-      const uint64_t other = (~common & kHighs) | (w & kHighs);
-      if (other == 0) {
-        p += 8;
-        continue;
-      }
-      p += firstFlagged(other);
-      if (!codecs::isHttpTokenChar(*p)) return p;
-      ++p;  // a token byte outside the common ones ('_', '.', ...)
-    }
-    while (p < limit_ && codecs::isHttpTokenChar(*p)) ++p;
-    return p;
-  }
-
-  // From `p`, past the bytes a field value may hold (no control byte but HTAB). Whole
-  // words without a control byte or HTAB are passed at once.
-  const char* skipFieldBytes(const char* p) const {
-    while (limit_ - p >= 8) {
-      const uint64_t w = wordAt(p);
-      const uint64_t below_space = (w - 0x20 * kOnes) & ~w & kHighs;  // bytes 0x00..0x1f
-      const uint64_t del = ((w ^ (0x7f * kOnes)) - kOnes) & ~(w ^ (0x7f * kOnes)) & kHighs;
-      const uint64_t flags = below_space | del;
-      if (flags == 0) {
-        p += 8;
-        continue;
-      }
-      p += firstFlagged(flags);
-      if (*p != '\t') return p;
-      ++p;
-    }
-    while (p < limit_ && codecs::isHttpFieldByte(*p)) ++p;
-    return p;
-  }
+  const char* skipTokenBytes(const char* p) const { return http::skipTokenBytes(p, limit_); }
+  const char* skipFieldBytes(const char* p) const { return http::skipFieldBytes(p, limit_); }
 
   static std::string_view trimFieldValue(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);

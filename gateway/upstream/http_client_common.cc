@@ -10,6 +10,7 @@
 #include "codecs/status.h"
 #include "codecs/text.h"
 #include "config/listen_address.h"
+#include "gateway/http/quick_head.h"
 
 namespace infergate::gateway::upstream::http_client_detail {
 
@@ -51,7 +52,7 @@ bool isClientOwnedHeader(std::string_view name) {
   }
 }
 
-bool validHeaderName(std::string_view name) { return codecs::isHttpToken(name); }
+bool validHeaderName(std::string_view name) { return http::isToken(name); }
 
 bool validHeaderValue(std::string_view value) {
   // No CR, LF or NUL (asked for every header of every request: a word at a time).

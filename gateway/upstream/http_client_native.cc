@@ -44,6 +44,7 @@
 
 #include "codecs/buffer.h"
 #include "codecs/status.h"
+#include "gateway/http/head_writer.h"
 #include "gateway/upstream/http_call_delivery.h"
 #include "gateway/upstream/http_client_common.h"
 #include "gateway/upstream/http_client_native_engine.h"
@@ -182,29 +183,32 @@ NativeHttpClient::Engine::Pool* NativeHttpClient::Engine::poolFor(
 void NativeHttpClient::Engine::buildHead(Call& call, const Pool& pool) const {
   using namespace std::string_view_literals;
   const HttpUpstreamRequest& r = *call.request;
-  char length[24];
-  const size_t length_size =
-      call.sends_body ? static_cast<size_t>(
-                            std::to_chars(length, length + sizeof(length), r.body.size()).ptr - length)
-                      : 0;
-  // Sized first (headers that are then dropped included), so the head is one allocation.
+  char digits[24];
+  const std::string_view length =
+      call.sends_body ? std::string_view(digits, static_cast<size_t>(
+                                                     std::to_chars(digits, digits + sizeof(digits), r.body.size()).ptr - digits))
+                      : std::string_view();
+  // Every byte counted first (headers that are then dropped included): one allocation.
   bool has_host = false;
-  size_t size = r.method.size() + r.target.size() + 64 + pool.address.authority.size() + length_size;
+  size_t size = r.method.size() + 1 + r.target.size() + " HTTP/1.1\r\n"sv.size() +
+                http::HeadWriter::fieldSize("Host", pool.address.authority) +
+                http::HeadWriter::fieldSize("Content-Length", length) + 2;
   for (const auto& [name, value] : r.headers) {
     has_host = has_host || equalsIgnoreCase(name, "host"sv);
-    size += name.size() + value.size() + 4;
+    size += http::HeadWriter::fieldSize(name, value);
   }
   std::string& head = call.head;
-  head.reserve(size);
-  head.append(r.method).append(" "sv).append(r.target).append(" HTTP/1.1\r\n"sv);
-  if (!has_host) head.append("Host: "sv).append(pool.address.authority).append("\r\n"sv);
+  head.resize(size);
+  http::HeadWriter out(head.data());
+  out.put(r.method).put(" "sv).put(r.target).put(" HTTP/1.1\r\n"sv);
+  if (!has_host) out.field("Host"sv, pool.address.authority);
   for (const auto& [name, value] : r.headers) {
     // Unsendable headers are dropped: none can come from a parsed client request.
-    if (!forwardableHeader(name, value)) continue;
-    head.append(name).append(": "sv).append(value).append("\r\n"sv);
+    if (forwardableHeader(name, value)) out.field(name, value);
   }
-  if (call.sends_body) head.append("Content-Length: "sv).append(length, length_size).append("\r\n"sv);
-  head.append("\r\n"sv);
+  if (call.sends_body) out.field("Content-Length"sv, length);
+  out.put("\r\n"sv);
+  head.resize(out.size());
 }
 
 void NativeHttpClient::Engine::dispatch(std::shared_ptr<Call> call) {
@@ -297,12 +301,12 @@ void NativeHttpClient::Engine::open(Pool& pool, std::shared_ptr<Call> call) {
     return;
   }
   c.connecting = true;
-  event_add(c.writable, nullptr);
+  watchWritable(c, true);
 }
 
 void NativeHttpClient::Engine::connected(Connection& c) {
   c.connecting = false;
-  event_del(c.writable);
+  watchWritable(c, false);
   if (c.tls == nullptr && c.connect_timer != nullptr) {
     event_free(c.connect_timer);
     c.connect_timer = nullptr;
@@ -395,14 +399,14 @@ void NativeHttpClient::Engine::writeSome(Connection& c) {
     if (c.tls->wantsReadable() && !c.read_wants_write) {
       // A handshake waiting for the upstream's answer: the readable event brings it, and
       // readSome() writes on (a writable socket would only spin).
-      event_del(c.writable);
+      watchWritable(c, false);
       return;
     }
   }
   if (pending || c.read_wants_write) {
-    event_add(c.writable, nullptr);
+    watchWritable(c, true);
   } else {
-    event_del(c.writable);
+    watchWritable(c, false);
   }
 }
 
@@ -543,7 +547,7 @@ void NativeHttpClient::Engine::onWritable(evutil_socket_t, short, void* arg) {
     if (c.call != nullptr) {
       self->writeSome(c);
     } else {
-      event_del(c.writable);  // idle: nothing to write
+      watchWritable(c, false);  // idle: nothing to write
     }
   } else {
     int err = 0;

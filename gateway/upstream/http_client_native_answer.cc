@@ -95,7 +95,7 @@ void NativeHttpClient::Engine::readSome(Connection& c) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         if (c.tls != nullptr && c.tls->wantsWritable()) {
           c.read_wants_write = true;  // onWritable reads again
-          event_add(c.writable, nullptr);
+          watchWritable(c, true);
         }
         break;
       }
@@ -283,7 +283,7 @@ void NativeHttpClient::Engine::completed(Connection& c, bool drained) {
   if (call->keep_alive && all_sent && (drained || nothingUnread(c))) {
     c.reused = true;
     c.read_wants_write = false;
-    event_del(c.writable);  // nothing to write while idle (a TLS round may have armed it)
+    watchWritable(c, false);  // nothing to write while idle (a TLS round may have armed it)
     pool.idle.push_back(&c);  // `readable` stays armed: it is the idle watch
   } else {
     // An answer before the whole request went, an upstream that closes, or bytes beyond the

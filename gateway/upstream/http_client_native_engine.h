@@ -113,6 +113,7 @@ class NativeHttpClient::Engine {
     int fd = -1;
     event* readable = nullptr;  // armed for the connection's whole life (idle watch included)
     event* writable = nullptr;  // armed while connecting or while a write waits for room
+    bool writable_armed = false;  // `writable` is added (watchWritable() keeps it)
     event* connect_timer = nullptr;
     bool connecting = false;
     bool reused = false;  // carried a whole exchange already
@@ -145,6 +146,17 @@ class NativeHttpClient::Engine {
   void attach(Connection& c, std::shared_ptr<Call> call);
   void connected(Connection& c);
   void writeSome(Connection& c);
+  // Adds or deletes `c.writable` when that changes something: most writes find the socket
+  // with room, and libevent would be asked to delete an event that was never added.
+  static void watchWritable(Connection& c, bool on) {
+    if (c.writable_armed == on) return;
+    c.writable_armed = on;
+    if (on) {
+      event_add(c.writable, nullptr);
+    } else {
+      event_del(c.writable);
+    }
+  }
   // TLS: latches the handshake's end (stops the connect timer) and checks its ALPN.
   // kFailed: the connection failed (gone). Plaintext: kEstablished.
   enum class TlsState { kEstablished, kHandshaking, kFailed };
