@@ -19,7 +19,8 @@ configuration). Then, in interleaved rounds, the scenarios (each writes OUT/<sce
             and its peak under 256 concurrent small requests
 and once, after the rounds:
   instructions  instructions per 64 B request of the gateway process on each of the five
-            paths (callgrind, one worker): a figure machine noise does not move
+            paths (callgrind, one worker), and of nginx (one process) on the HTTP
+            passthrough's request: figures machine noise does not move
   copies    bytes moved by memcpy in the gateway per tensor byte carried, 4 MiB requests on
             each path (bench/memcpy_count.cc preloaded, read on SIGUSR2)
   shm       bench/shm_handoff.sh: handoff pool vs inline vs client-shm pass-through at 1,
@@ -191,17 +192,27 @@ routes:
             self.pids[via] = (lambda pid: lambda: [pid])(g.pid)
         self.start_nginx(u_http, u_grpc)
 
-    def start_nginx(self, u_http, u_grpc):
+    def nginx_config(self, name, u_http, u_grpc, single_process=False):
+        """scratch/name: bench/nginx_proxy.conf.in in front of U's listeners on free ports;
+        `single_process`: one process in the foreground that serves itself (no master), as
+        callgrind runs it. The path and the (HTTP, gRPC) ports."""
         http_port, grpc_port = free_port(), free_port()
         os.makedirs(os.path.join(self.scratch, "nginx_tmp"), exist_ok=True)
-        conf = os.path.join(self.scratch, "nginx.conf")
+        conf = os.path.join(self.scratch, name)
         with open(os.path.join(BENCH, "nginx_proxy.conf.in")) as f:
             text = f.read()
-        for name, value in (("SCRATCH", self.scratch), ("U_HTTP", u_http), ("U_GRPC", u_grpc),
-                            ("HTTP", http_port), ("GRPC", grpc_port)):
-            text = text.replace(f"@{name}@", str(value))
+        for key, value in (("SCRATCH", self.scratch), ("U_HTTP", u_http), ("U_GRPC", u_grpc),
+                           ("HTTP", http_port), ("GRPC", grpc_port)):
+            text = text.replace(f"@{key}@", str(value))
+        if single_process:
+            text = text.replace("worker_processes 2;", "worker_processes 1;\nmaster_process off;\ndaemon off;")
+            text = text.replace(f"pid {self.scratch}/nginx.pid;", f"pid {self.scratch}/{name}.pid;")
         with open(conf, "w") as f:
             f.write(text)
+        return conf, http_port, grpc_port
+
+    def start_nginx(self, u_http, u_grpc):
+        conf, http_port, grpc_port = self.nginx_config("nginx.conf", u_http, u_grpc)
         with open(os.path.join(self.scratch, "nginx.out"), "w") as log:  # the child keeps its own
             self.nginx = subprocess.Popen(
                 ["nginx", "-p", self.scratch, "-e", os.path.join(self.scratch, "nginx_error.log"),
@@ -406,6 +417,9 @@ INSTRUCTION_PATHS = (("grpc_passthrough", "grpc", "grpc"), ("http_passthrough", 
                      ("grpc_to_http_bin", "grpc", "http"))
 # The upstream's own serving of the request (no gateway): the server side of each hop.
 UPSTREAM_INSTRUCTION_PATHS = (("upstream_grpc", "grpc"), ("upstream_http_bin", "bin"))
+# nginx's proxy_pass carrying the HTTP passthrough's request to U: the same count for the
+# comparison proxy (its one process, which does all of its work).
+NGINX_INSTRUCTION_PATH = "nginx_http_passthrough"
 INSTRUCTION_COLUMNS = ["scenario", "path", "kind", "upstream", "size_bytes", "requests",
                        "instructions_per_request"]
 
@@ -556,6 +570,52 @@ def scenario_instructions(bench, writer, requests, warmup, keep=None):
             _count_instructions(bench, writer, u, name, kind, "builtin", requests, warmup, keep)
     finally:
         u.stop()
+    _count_nginx_instructions(bench, writer, requests, warmup, keep)
+
+
+def _count_nginx_instructions(bench, writer, requests, warmup, keep):
+    """The nginx_http_passthrough row: Debian's nginx with bench/nginx_proxy.conf.in as one
+    process (no master, one worker's work) under callgrind, the HTTP passthrough's 64 B
+    binary request to U's HTTP listener, counted as the gateway's rows are. All of nginx's
+    work is that process's one thread, so the whole dump counts."""
+    conf, http_port, grpc_port = bench.nginx_config("callgrind_nginx.conf", *bench.ports["direct"],
+                                                     single_process=True)
+    err = os.path.join(bench.scratch, "callgrind_nginx.err")
+    with open(err, "w") as log:
+        proc = subprocess.Popen(["valgrind", "--tool=callgrind",
+                                 "--callgrind-out-file=" + os.path.join(bench.scratch, "cg.%p"),
+                                 "nginx", "-p", bench.scratch, "-e", err, "-c", conf],
+                                stdout=log, stderr=log)
+    try:
+        bench.wait_http_ready(http_port, timeout=120)
+        one, close = path_client(bench, "bin", "http", 64, http_port, grpc_port)
+        for _ in range(warmup):
+            one()
+        for old in _dumps(bench.scratch, proc.pid):
+            os.remove(old)
+        subprocess.run(["callgrind_control", "--zero", str(proc.pid)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(requests):
+            one()
+        subprocess.run(["callgrind_control", "--dump", str(proc.pid)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        close()
+        dumps = sorted(_dumps(bench.scratch, proc.pid))
+        total = sum(_summary_instructions(dump) for dump in dumps)
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            for n, dump in enumerate(dumps):
+                shutil.copyfile(dump, os.path.join(keep, f"{NGINX_INSTRUCTION_PATH}.{n}.callgrind"))
+        writer.row({"scenario": "instructions", "path": NGINX_INSTRUCTION_PATH, "kind": "bin",
+                    "upstream": "http", "size_bytes": 64, "requests": requests,
+                    "instructions_per_request": total // requests})
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _count_instructions(bench, writer, g, name, kind, upstream, requests, warmup, keep):
@@ -594,6 +654,15 @@ def _loop_instructions(dump):
             elif "EventLoop::run()" in line and line.startswith(("fn=", "cfn=")):
                 loop = True
     return total if loop else 0
+
+
+def _summary_instructions(dump):
+    """The instructions in a callgrind dump, whatever ran them."""
+    with open(dump) as f:
+        for line in f:
+            if line.startswith("summary:"):
+                return int(line.split()[1])
+    return 0
 
 
 def _dumps(scratch, pid):

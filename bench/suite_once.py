@@ -15,6 +15,7 @@ import os
 INSTRUCTION_PATHS = ("grpc_passthrough", "http_passthrough", "http_json_to_grpc",
                      "http_bin_to_grpc", "grpc_to_http_bin")
 UPSTREAM_INSTRUCTION_PATHS = ("upstream_grpc", "upstream_http_bin")
+NGINX_INSTRUCTION_PATH = "nginx_http_passthrough"  # nginx's proxy_pass, the same request
 EXTERNAL_NAMES = {"shm": "T5 shm (shm_handoff.sh)", "tls": "T6 tls (tls_cost.sh)"}
 
 
@@ -69,6 +70,14 @@ def lines(directory, figures, show):
             count = f"{instructions[p]['median']:,.0f}" if instructions[p] else "-"
             out.append(f"| {p} | {count} | {show(copies[p])} |")
         out.append("")
+        nginx = figures.get(f"instructions.{NGINX_INSTRUCTION_PATH}.per_request")
+        if nginx:
+            line = (f"nginx's `proxy_pass` carrying http_passthrough's request (its one process, "
+                    f"callgrind): {nginx['median']:,.0f} instructions per request")
+            if instructions["http_passthrough"] and nginx["median"] > 0:
+                ratio = instructions["http_passthrough"]["median"] / nginx["median"]
+                line += f"; http_passthrough / nginx: {ratio:.2f}"
+            out += [line + ".", ""]
     served = {p: figures.get(f"instructions.{p}.per_request") for p in UPSTREAM_INSTRUCTION_PATHS}
     if any(served.values()):
         out += ["The upstream's own serving of the same 64 B request (an infergate serving the "

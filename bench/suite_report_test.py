@@ -235,7 +235,13 @@ class OnceRun(unittest.TestCase):
                         "instructions_per_request": 183141},
                        {"scenario": "instructions", "path": "upstream_grpc", "kind": "grpc",
                         "upstream": "builtin", "size_bytes": 64, "requests": 300,
-                        "instructions_per_request": 40143}])
+                        "instructions_per_request": 40143},
+                       {"scenario": "instructions", "path": "http_passthrough", "kind": "bin",
+                        "upstream": "http", "size_bytes": 64, "requests": 300,
+                        "instructions_per_request": 23000},
+                       {"scenario": "instructions", "path": "nginx_http_passthrough", "kind": "bin",
+                        "upstream": "http", "size_bytes": 64, "requests": 300,
+                        "instructions_per_request": 20000}])
             write_csv(directory, "copies.csv",
                       ["scenario", "path", "kind", "upstream", "size_bytes", "requests",
                        "memcpy_bytes_per_request", "memcpy_calls_per_request",
@@ -270,6 +276,10 @@ class OnceRun(unittest.TestCase):
             self.assertIn("| upstream_grpc | 40,143 |", text)
             self.assertIn("| upstream_http_bin | - |", text)
             self.assertNotIn("| upstream_grpc | 40,143 | -", text)
+            # nginx's count under the gateway's table, with the HTTP passthrough's ratio to it.
+            self.assertIn("(its one process, callgrind): 20,000 instructions per request; "
+                          "http_passthrough / nginx: 1.15.", text)
+            self.assertNotIn("| nginx_http_passthrough |", text)
             self.assertIn("## TLS cost", text)  # its report carried in, a level down
             self.assertIn("(no report: see shm_handoff.log)", text)
 
