@@ -688,10 +688,24 @@ def build(args):
                     "memcpy_count"], check=True)
 
 
-def git_revision():
+def source_of(build_dir):
+    """The source tree `build_dir` was configured from (its CMakeCache.txt says), else this
+    checkout: a --build-dir of another worktree measures that worktree's code."""
     try:
-        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
+        with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
+            for line in f:
+                if line.startswith("CMAKE_HOME_DIRECTORY:"):
+                    return line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    return ROOT
+
+
+def git_revision(build_dir):
+    """The short revision of the tree the measured binaries were built from."""
+    try:
+        return subprocess.run(["git", "-C", source_of(build_dir), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -847,7 +861,7 @@ def main():
             "machine": f"{os.cpu_count()} vCPU {cpu_model()}",
             "load_start": " ".join(load_start), "load_end": " ".join(open("/proc/loadavg").read().split()[:3]),
             "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
-            "seconds": round(time.time() - started), "git": git_revision(), "quick": args.quick,
+            "seconds": round(time.time() - started), "git": git_revision(args.build_dir), "quick": args.quick,
             "malloc": malloc_of(bench.infergate)}
     with open(os.path.join(out, "meta.json"), "w") as f:
         json.dump(meta, f, indent=2)
