@@ -196,9 +196,7 @@ size_t HttpConnection::quickRequest(const char* data, size_t size) {
       case QuickFraming::kDecline:
         return 0;
     }
-    // Offsets within the head, whose size kQuickHeadMax bounds.
-    fields[count++] = {static_cast<uint32_t>(name.data() - data), static_cast<uint32_t>(name.size()),
-                       static_cast<uint32_t>(value.data() - data), static_cast<uint32_t>(value.size())};
+    fields[count++] = in.placeOf(name, value);
   }
   const size_t head = in.consumed();
   const uint64_t body = length.value_or(0);

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "codecs/text.h"
+#include "gateway/http/http_message.h"
 
 namespace infergate::gateway::http {
 
@@ -26,8 +27,8 @@ namespace infergate::gateway::http {
 
 namespace quick_detail {
 
-inline constexpr uint64_t kOnes = 0x0101010101010101ULL;
-inline constexpr uint64_t kHighs = 0x8080808080808080ULL;
+inline constexpr uint64_t kOnes = codecs::kEveryByte;
+inline constexpr uint64_t kHighs = 0x80 * codecs::kEveryByte;
 
 inline uint64_t wordAt(const char* p) {
   uint64_t w;
@@ -135,6 +136,13 @@ class QuickHeadReader {
 
   // Bytes read so far: after kEnd, the head's size with its blank line.
   size_t consumed() const { return static_cast<size_t>(p_ - begin_); }
+
+  // Where a field nextField() gave lies, as offsets from the reader's first byte (its
+  // bytes, one read at most, keep them within 32 bits): for HeaderList::addFromHead.
+  HeaderList::FieldSpan placeOf(std::string_view name, std::string_view value) const {
+    return {static_cast<uint32_t>(name.data() - begin_), static_cast<uint32_t>(name.size()),
+            static_cast<uint32_t>(value.data() - begin_), static_cast<uint32_t>(value.size())};
+  }
 
  private:
   const char* skipTokenBytes(const char* p) const { return http::skipTokenBytes(p, limit_); }

@@ -240,8 +240,7 @@ size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t 
       }
     }
     if (count == kQuickMaxFields) return 0;
-    fields[count++] = {static_cast<uint32_t>(name.data() - data), static_cast<uint32_t>(name.size()),
-                       static_cast<uint32_t>(value.data() - data), static_cast<uint32_t>(value.size())};
+    fields[count++] = in.placeOf(name, value);
   }
   if (!length || *length > kMaxReservedBodyBytes) return 0;
   if (*length > 0) {
