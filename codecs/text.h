@@ -4,6 +4,7 @@
 // absl::string_view, which std::string_view does not convert to).
 
 #include <array>
+#include <bit>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
@@ -21,8 +22,9 @@ inline std::string_view trimAscii(std::string_view s) {
   return s;
 }
 
-// RFC 9110 5.6.2 tchar and 5.5 field-vchar, one table lookup per byte: header names and
-// values are checked on every request.
+// RFC 9110 5.6.2 tchar and 5.5 field-vchar, one table lookup per byte. Header names and
+// values are checked on every request, eight bytes at a time (isHttpToken and
+// isHttpFieldValue below): the table judges the bytes a word's arithmetic leaves open.
 namespace text_detail {
 enum : uint8_t { kControl = 0, kFieldByte = 1, kTokenByte = 2 };  // a token byte is a field byte
 inline constexpr auto kHttpByteClass = [] {
@@ -42,26 +44,9 @@ inline bool isHttpTokenChar(char c) {
   return text_detail::kHttpByteClass[static_cast<unsigned char>(c)] == text_detail::kTokenByte;
 }
 
-// A field name: a token (non-empty, tchar only).
-inline bool isHttpToken(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    if (!isHttpTokenChar(c)) return false;
-  }
-  return true;
-}
-
 // A byte a field value may hold: not a control byte (HTAB allowed).
 inline bool isHttpFieldByte(char c) {
   return text_detail::kHttpByteClass[static_cast<unsigned char>(c)] != text_detail::kControl;
-}
-
-// A field value without control bytes (HTAB allowed): no CR, LF or NUL can hide in it.
-inline bool isHttpFieldValue(std::string_view s) {
-  for (char c : s) {
-    if (!isHttpFieldByte(c)) return false;
-  }
-  return true;
 }
 
 inline char asciiLower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
@@ -93,6 +78,83 @@ bool noByteWhere(std::string_view s, WordHas word_has, ByteIs byte_is) {
     if (byte_is(static_cast<unsigned char>(s[i]))) return false;
   }
   return true;
+}
+
+// A word's eight bytes as 64 bits, the first byte lowest, whatever the machine's order.
+inline uint64_t byteOrderedWord(const char* p) {
+  uint64_t w;
+  std::memcpy(&w, p, 8);
+  if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
+  return w;
+}
+
+namespace text_detail {
+inline constexpr uint64_t kHighs = 0x80 * kEveryByte;
+
+// The high bit of each byte of `w` (7-bit bytes only) that lies in [lo, hi].
+constexpr uint64_t inRange(uint64_t w, uint8_t lo, uint8_t hi) {
+  return (w + (0x80 - lo) * kEveryByte) & ~(w + (0x7f - hi) * kEveryByte) & kHighs;
+}
+
+// The index of the lowest byte flagged in `flags` (high bits; not 0). Each flag the
+// arithmetic above or below sets is exact up to the first true one (borrows and carries
+// only go upward), so the lowest is always a true one.
+inline size_t firstFlagged(uint64_t flags) { return static_cast<size_t>(std::countr_zero(flags)) / 8; }
+}  // namespace text_detail
+
+// From `p` (before `limit`), past the bytes of a token (RFC 9110 5.6.2: a field name).
+// Whole words of letters, digits and '-' (nearly every name) are passed at once; a word's
+// first other byte, and the last bytes before the limit, are judged one by one.
+inline const char* skipHttpTokenBytes(const char* p, const char* limit) {
+  using namespace text_detail;
+  while (limit - p >= 8) {
+    const uint64_t w = byteOrderedWord(p);
+    const uint64_t folded = w | (0x20 * kEveryByte);  // 'A'..'Z' to 'a'..'z' (7-bit bytes)
+    const uint64_t common = inRange(folded, 'a', 'z') | inRange(w, '0', '9') | inRange(w, '-', '-');
+    const uint64_t other = (~common & kHighs) | (w & kHighs);
+    if (other == 0) {
+      p += 8;
+      continue;
+    }
+    p += firstFlagged(other);
+    if (!isHttpTokenChar(*p)) return p;
+    ++p;  // a token byte outside the common ones ('_', '.', ...)
+  }
+  while (p < limit && isHttpTokenChar(*p)) ++p;
+  return p;
+}
+
+// From `p` (before `limit`), past the bytes a field value may hold (RFC 9110 5.5: no
+// control byte but HTAB). Whole words without a control byte or HTAB are passed at once.
+inline const char* skipHttpFieldBytes(const char* p, const char* limit) {
+  using namespace text_detail;
+  while (limit - p >= 8) {
+    const uint64_t w = byteOrderedWord(p);
+    const uint64_t below_space = (w - 0x20 * kEveryByte) & ~w & kHighs;  // bytes 0x00..0x1f
+    const uint64_t del = ((w ^ (0x7f * kEveryByte)) - kEveryByte) & ~(w ^ (0x7f * kEveryByte)) & kHighs;
+    const uint64_t flags = below_space | del;
+    if (flags == 0) {
+      p += 8;
+      continue;
+    }
+    p += firstFlagged(flags);
+    if (*p != '\t') return p;
+    ++p;
+  }
+  while (p < limit && isHttpFieldByte(*p)) ++p;
+  return p;
+}
+
+// A field name: a token (non-empty, tchar only).
+inline bool isHttpToken(std::string_view s) {
+  const char* end = s.data() + s.size();
+  return !s.empty() && skipHttpTokenBytes(s.data(), end) == end;
+}
+
+// A field value without control bytes (HTAB allowed): no CR, LF or NUL can hide in it.
+inline bool isHttpFieldValue(std::string_view s) {
+  const char* end = s.data() + s.size();
+  return skipHttpFieldBytes(s.data(), end) == end;
 }
 
 // Eight bytes with their ASCII capitals lowercased, every other byte (>= 0x80 too) kept.

@@ -77,5 +77,41 @@ TEST(Text, WordByteTestsAgreeWithTheByteRules) {
   }
 }
 
+// isHttpToken and isHttpFieldValue (eight bytes at a time) against their byte rules, for
+// every byte value at every place of strings of 1 to 17 bytes: whole words, and the bytes
+// after them.
+TEST(Text, TokenAndFieldValueChecksAgreeWithTheByteRules) {
+  auto byByte = [](std::string_view s, bool (*rule)(char)) {
+    for (char c : s) {
+      if (!rule(c)) return false;
+    }
+    return true;
+  };
+  size_t refused = 0;
+  for (size_t size = 1; size <= 17; ++size) {
+    for (size_t at = 0; at < size; ++at) {
+      for (int byte = 0; byte < 256; ++byte) {
+        std::string s(size, 'a');
+        s[at] = static_cast<char>(byte);
+        const bool token = byByte(s, isHttpTokenChar);
+        ASSERT_EQ(isHttpToken(s), token) << "byte " << byte << " at " << at << " of " << size;
+        ASSERT_EQ(isHttpFieldValue(s), byByte(s, isHttpFieldByte))
+            << "byte " << byte << " at " << at << " of " << size;
+        refused += token ? 0 : 1;
+      }
+    }
+  }
+  EXPECT_GT(refused, 0u);
+  EXPECT_FALSE(isHttpToken(""));
+  EXPECT_TRUE(isHttpFieldValue(""));
+  EXPECT_TRUE(isHttpToken("Inference-Header-Content-Length"));
+  EXPECT_TRUE(isHttpToken("x_custom.v1~!#$%&'*+^`|"));
+  EXPECT_FALSE(isHttpToken("Content Type"));
+  EXPECT_TRUE(isHttpFieldValue("application/json;\tq=0.9 \x80\xff"));
+  EXPECT_FALSE(isHttpFieldValue("value\r\nInjected: 1"));
+  EXPECT_FALSE(isHttpFieldValue(std::string("nul\0inside", 10)));
+  EXPECT_FALSE(isHttpFieldValue("del\x7f"));
+}
+
 }  // namespace
 }  // namespace infergate::codecs

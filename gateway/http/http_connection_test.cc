@@ -411,25 +411,6 @@ TEST(QuickHeadReader, ReadsEveryByteAtEveryPlaceAsTheByteRulesDo) {
   EXPECT_GT(compared, 10000u);
 }
 
-// isToken (the native client's check of the names it sends) against the byte rule, for
-// every byte value at every place of names from 1 to 17 bytes (whole words, and the bytes
-// after them).
-TEST(QuickHeadReader, IsTokenAgreesWithTheByteRule) {
-  for (size_t size = 1; size <= 17; ++size) {
-    for (size_t at = 0; at < size; ++at) {
-      for (int byte = 0; byte < 256; ++byte) {
-        std::string name(size, 'a');
-        name[at] = static_cast<char>(byte);
-        ASSERT_EQ(isToken(name), codecs::isHttpToken(name)) << "byte " << byte << " at " << at << " of " << size;
-      }
-    }
-  }
-  EXPECT_FALSE(isToken(""));
-  EXPECT_TRUE(isToken("Inference-Header-Content-Length"));
-  EXPECT_TRUE(isToken("x_custom.v1~!#$%&'*+^`|"));
-  EXPECT_FALSE(isToken("Content Type"));
-}
-
 TEST(QuickHeadReader, TakesOnlyPlainContentLengths) {
   EXPECT_EQ(quickContentLength("0"), 0u);
   EXPECT_EQ(quickContentLength("007"), 7u);

@@ -3,8 +3,9 @@
 // The common HTTP/1.1 head, read in one pass without http_parser: the server's requests
 // (http_connection.cc) and the native client's answers (upstream/http_client_native_answer.cc)
 // are nearly always a start line, a few field lines and a Content-Length, whole in the
-// first read. Lines are found with memchr and every byte is checked by one table lookup,
-// a fraction of http_parser's cost per byte.
+// first read. Lines are found with memchr, and names and values are passed eight bytes at
+// a time (codecs/text.h's skipHttpTokenBytes, skipHttpFieldBytes): a fraction of
+// http_parser's cost per byte.
 //
 // The rules are stricter than http_parser's, so that whatever this reader accepts,
 // http_parser would read the same way: every line ends in CRLF, a field name is a token
@@ -12,7 +13,6 @@
 // token), a value holds no control byte but HTAB. Anything else is declined, and the
 // caller hands the same bytes to http_parser, which decides them as it always did.
 
-#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -22,80 +22,6 @@
 #include "gateway/http/http_message.h"
 
 namespace infergate::gateway::http {
-
-// ---- eight bytes at a time (SWAR): a word's bytes as 64 bits, the first byte lowest ----
-
-namespace quick_detail {
-
-inline constexpr uint64_t kOnes = codecs::kEveryByte;
-inline constexpr uint64_t kHighs = 0x80 * codecs::kEveryByte;
-
-inline uint64_t wordAt(const char* p) {
-  uint64_t w;
-  std::memcpy(&w, p, 8);
-  if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
-  return w;
-}
-
-// The high bit of each byte of `w` (7-bit bytes only) that lies in [lo, hi].
-constexpr uint64_t inRange(uint64_t w, uint8_t lo, uint8_t hi) {
-  return (w + (0x80 - lo) * kOnes) & ~(w + (0x7f - hi) * kOnes) & kHighs;
-}
-
-// The index of the lowest byte flagged in `flags` (high bits; not 0). Each flag the
-// arithmetic above or below sets is exact up to the first true one (borrows and carries
-// only go upward), so the lowest is always a true one.
-inline size_t firstFlagged(uint64_t flags) { return static_cast<size_t>(__builtin_ctzll(flags)) / 8; }
-
-}  // namespace quick_detail
-
-// From `p` (before `limit`), past the bytes of a token (a field name). Whole words of
-// letters, digits and '-' (nearly every name) are passed at once; a word's first other
-// byte, and the last bytes before the limit, are judged one by one.
-inline const char* skipTokenBytes(const char* p, const char* limit) {
-  using namespace quick_detail;
-  while (limit - p >= 8) {
-    const uint64_t w = wordAt(p);
-    const uint64_t folded = w | (0x20 * kOnes);  // 'A'..'Z' to 'a'..'z' (7-bit bytes)
-    const uint64_t common = inRange(folded, 'a', 'z') | inRange(w, '0', '9') | inRange(w, '-', '-');
-    const uint64_t other = (~common & kHighs) | (w & kHighs);
-    if (other == 0) {
-      p += 8;
-      continue;
-    }
-    p += firstFlagged(other);
-    if (!codecs::isHttpTokenChar(*p)) return p;
-    ++p;  // a token byte outside the common ones ('_', '.', ...)
-  }
-  while (p < limit && codecs::isHttpTokenChar(*p)) ++p;
-  return p;
-}
-
-// Whether `s` is a token (a field name: not empty, token bytes only).
-inline bool isToken(std::string_view s) {
-  return !s.empty() && skipTokenBytes(s.data(), s.data() + s.size()) == s.data() + s.size();
-}
-
-// From `p` (before `limit`), past the bytes a field value may hold (no control byte but
-// HTAB). Whole words without a control byte or HTAB are passed at once.
-inline const char* skipFieldBytes(const char* p, const char* limit) {
-  using namespace quick_detail;
-  while (limit - p >= 8) {
-    const uint64_t w = wordAt(p);
-    const uint64_t below_space = (w - 0x20 * kOnes) & ~w & kHighs;  // bytes 0x00..0x1f
-    const uint64_t del = ((w ^ (0x7f * kOnes)) - kOnes) & ~(w ^ (0x7f * kOnes)) & kHighs;
-    const uint64_t flags = below_space | del;
-    if (flags == 0) {
-      p += 8;
-      continue;
-    }
-    p += firstFlagged(flags);
-    if (*p != '\t') return p;
-    ++p;
-  }
-  while (p < limit && codecs::isHttpFieldByte(*p)) ++p;
-  return p;
-}
 
 class QuickHeadReader {
  public:
@@ -145,8 +71,8 @@ class QuickHeadReader {
   }
 
  private:
-  const char* skipTokenBytes(const char* p) const { return http::skipTokenBytes(p, limit_); }
-  const char* skipFieldBytes(const char* p) const { return http::skipFieldBytes(p, limit_); }
+  const char* skipTokenBytes(const char* p) const { return codecs::skipHttpTokenBytes(p, limit_); }
+  const char* skipFieldBytes(const char* p) const { return codecs::skipHttpFieldBytes(p, limit_); }
 
   static std::string_view trimFieldValue(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);

@@ -10,7 +10,6 @@
 #include "codecs/status.h"
 #include "codecs/text.h"
 #include "config/listen_address.h"
-#include "gateway/http/quick_head.h"
 
 namespace infergate::gateway::upstream::http_client_detail {
 
@@ -52,7 +51,7 @@ bool isClientOwnedHeader(std::string_view name) {
   }
 }
 
-bool validHeaderName(std::string_view name) { return http::isToken(name); }
+bool validHeaderName(std::string_view name) { return codecs::isHttpToken(name); }
 
 bool validHeaderValue(std::string_view value) {
   // No CR, LF or NUL (asked for every header of every request: a word at a time).
