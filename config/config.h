@@ -106,6 +106,7 @@ struct LimitsConfig {
   uint64_t header_timeout_ms = 10000;              // request line + headers must arrive in
   uint64_t body_timeout_ms = 60000;                // the body must arrive in
   uint64_t idle_timeout_ms = 300000;               // keep-alive connection idle
+  uint64_t send_timeout_ms = 60000;                // a client takes none of its answer's bytes
   uint32_t max_connections = 10000;                // open HTTP client connections
   uint32_t max_connections_per_client = 10000;     // of them from one client address
   uint32_t max_tensors = 65536;                    // inputs or outputs in one message

@@ -145,10 +145,10 @@ void Loader::readListeners(const YamlValue& value) {
   marks_.frontend_listener_written = map->find("http") || map->find("grpc");
 }
 
-// The metrics listener takes no `tls` (an unknown key there).
+// The metrics listener takes `tls` but not `public` (it serves no inference API).
 std::optional<ListenerConfig> Loader::readListener(const YamlValue& value, ListenerKind kind) {
   std::optional<YamlMap> map = kind == ListenerKind::kMetrics
-                                   ? reader_.mapping(value, {"address"})
+                                   ? reader_.mapping(value, {"address", "tls"})
                                    : kind == ListenerKind::kGrpc
                                          ? reader_.mapping(value, {"address", "tls", "public", "server"})
                                          : reader_.mapping(value, {"address", "tls", "public"});
@@ -265,7 +265,7 @@ void Loader::readLimits(const YamlValue& value) {
   std::optional<YamlMap> map = reader_.mapping(
       value, {"max_header_bytes", "max_header_count", "max_input_bytes",
               "max_binary_body_bytes", "max_grpc_message_bytes", "header_timeout_ms",
-              "body_timeout_ms", "idle_timeout_ms", "max_connections",
+              "body_timeout_ms", "idle_timeout_ms", "send_timeout_ms", "max_connections",
               "max_connections_per_client", "max_tensors", "max_tensor_rank",
               "max_tensor_elements", "max_json_depth"});
   if (!map) return;
@@ -278,6 +278,7 @@ void Loader::readLimits(const YamlValue& value) {
   readLimit(*map, "header_timeout_ms", l.header_timeout_ms, kMaxTimeoutMs);
   readLimit(*map, "body_timeout_ms", l.body_timeout_ms, kMaxTimeoutMs);
   readLimit(*map, "idle_timeout_ms", l.idle_timeout_ms, kMaxTimeoutMs);
+  readLimit(*map, "send_timeout_ms", l.send_timeout_ms, kMaxTimeoutMs);
   readLimit(*map, "max_connections", l.max_connections, 10000000);
   readLimit(*map, "max_connections_per_client", l.max_connections_per_client, 10000000);
   readLimit(*map, "max_tensors", l.max_tensors, 1000000);

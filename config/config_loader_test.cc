@@ -72,6 +72,7 @@ routes:
   EXPECT_EQ(c.limits.header_timeout_ms, 10000u);
   EXPECT_EQ(c.limits.body_timeout_ms, 60000u);
   EXPECT_EQ(c.limits.idle_timeout_ms, 300000u);
+  EXPECT_EQ(c.limits.send_timeout_ms, 60000u);  // the default
   EXPECT_EQ(c.limits.max_connections, 10000u);
   ASSERT_EQ(c.upstreams.size(), 1u);
   EXPECT_EQ(c.upstreams[0].name, "demo");
@@ -117,7 +118,7 @@ routes:
 TEST(ConfigLoader, ReadsSomeLimitsAndKeepsTheOthers) {
   auto r = parse(R"(listeners: { http: { address: "localhost:0" } }
 workers: 4
-limits: { max_header_count: 50, idle_timeout_ms: 0x10, max_input_bytes: 1048576 }
+limits: { max_header_count: 50, idle_timeout_ms: 0x10, max_input_bytes: 1048576, send_timeout_ms: 2500 }
 upstreams: [{ name: demo, protocol: builtin, models: [simple, identity_fp32, 7] }]
 routes: [{ match: { model: "*" }, upstream: demo }]
 )");
@@ -126,6 +127,8 @@ routes: [{ match: { model: "*" }, upstream: demo }]
   EXPECT_EQ(r->busy_poll_us, 0u);  // off unless asked
   EXPECT_EQ(r->limits.max_header_count, 50u);
   EXPECT_EQ(r->limits.idle_timeout_ms, 16u);
+  EXPECT_EQ(r->limits.send_timeout_ms, 2500u);
+  EXPECT_EQ(r->limits.body_timeout_ms, 60000u);  // kept
   EXPECT_EQ(r->limits.max_input_bytes, 1048576u);
   EXPECT_EQ(r->limits.max_header_bytes, 65536u);
   EXPECT_EQ(r->upstreams[0].models, (std::vector<std::string>{"simple", "identity_fp32", "7"}));
@@ -325,6 +328,10 @@ limits: { max_header_count: 70000, max_binary_body_bytes: 2147483648, header_tim
   EXPECT_EQ(lines[2], "test.yaml:2:90: limits.header_timeout_ms: must be between 1 and "
                       "86400000, got 0");
   EXPECT_EQ(lines[3].substr(0, 50), "test.yaml:2:110: limits.max_input_bytes: must be b");
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+limits: { send_timeout_ms: 0 }
+)"),
+                  "test.yaml:2:28: limits.send_timeout_ms: ", "must be between 1 and 86400000, got 0");
   expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
 workers: 5000
 )"),

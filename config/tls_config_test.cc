@@ -130,13 +130,38 @@ TEST(TlsConfig, ListenerTlsMustBeAMappingOfKnownKeys) {
   expectErrors(withListeners(R"(listeners:
   http: { address: "0.0.0.0:8443", tls: true }
   grpc: { address: "0.0.0.0:8001", tls: { cert: c.pem, key: k.pem, ca: ca.pem } }
-  metrics: { address: "0.0.0.0:8002", tls: { cert: c.pem, key: k.pem } }
+  metrics: { address: "0.0.0.0:8002", tls: { cert: c.pem, key: k.pem, client_auth: sometimes } }
 )"),
                {"test.yaml:2:41: listeners.http.tls: expected a mapping, got a boolean",
                 "test.yaml:3:68: listeners.grpc.tls.ca: unknown key \"ca\" (allowed: cert, key, "
                 "client_ca, client_auth, min_version, ciphers, ciphersuites, groups, "
                 "watch_interval_ms)",
-                "test.yaml:4:39: listeners.metrics.tls: unknown key \"tls\" (allowed: address)"});
+                "test.yaml:4:84: listeners.metrics.tls.client_auth: unknown client_auth \"sometimes\" "
+                "(allowed: none, optional, require)"});
+}
+
+// The metrics listener (with the admin API) takes the same `tls` as the HTTP listener, and
+// still no `public`.
+TEST(TlsConfig, TheMetricsListenerTakesTls) {
+  auto c = parse(withListeners(R"(listeners:
+  http: { address: "0.0.0.0:8000" }
+  metrics:
+    address: "0.0.0.0:8002"
+    tls: { cert: m.pem, key: m.key, client_ca: ops-ca.pem, client_auth: require, min_version: "1.3" }
+)"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->metrics && c->metrics->tls);
+  EXPECT_EQ(c->metrics->tls->cert, "m.pem");
+  EXPECT_EQ(c->metrics->tls->key, "m.key");
+  EXPECT_EQ(c->metrics->tls->client_ca, "ops-ca.pem");
+  EXPECT_EQ(c->metrics->tls->client_auth, ClientAuth::kRequire);
+  EXPECT_EQ(c->metrics->tls->min_version, TlsVersion::k13);
+  EXPECT_FALSE(c->http->tls);
+  expectErrors(withListeners(R"(listeners:
+  http: { address: "0.0.0.0:8000" }
+  metrics: { address: "0.0.0.0:8002", public: true }
+)"),
+               {"test.yaml:3:39: listeners.metrics.public: unknown key \"public\" (allowed: address, tls)"});
 }
 
 TEST(TlsConfig, EmptyAndNullPathsAreRefused) {

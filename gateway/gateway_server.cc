@@ -50,6 +50,7 @@ http::HttpLimits httpLimitsOf(const config::LimitsConfig& l) {
   h.header_timeout = std::chrono::milliseconds(l.header_timeout_ms);
   h.body_timeout = std::chrono::milliseconds(l.body_timeout_ms);
   h.idle_timeout = std::chrono::milliseconds(l.idle_timeout_ms);
+  h.send_timeout = std::chrono::milliseconds(l.send_timeout_ms);
   return h;
 }
 
@@ -91,6 +92,9 @@ std::vector<std::string> restartOnlyChanges(const config::GatewayConfig& a,
   // grpc's own once it started (it watches the files themselves).
   if (a.http && b.http && a.http->tls.has_value() != b.http->tls.has_value()) {
     changed.push_back("listeners.http.tls");
+  }
+  if (a.metrics && b.metrics && a.metrics->tls.has_value() != b.metrics->tls.has_value()) {
+    changed.push_back("listeners.metrics.tls");
   }
   if (a.grpc && b.grpc && a.grpc->native_grpc_server && b.grpc->native_grpc_server) {
     if (a.grpc->tls.has_value() != b.grpc->tls.has_value()) changed.push_back("listeners.grpc.tls");
@@ -234,13 +238,13 @@ struct GatewayServer::Impl {
   std::unique_ptr<http::HttpServer> metrics_server;
   std::unique_ptr<frontends::GrpcFrontend> grpc_frontend;
   std::shared_ptr<Security> security;
-  // A listener's TLS contexts, built by the gateway (the HTTP listener's; the gRPC
-  // listener's on the native engine), and when its files were last looked at.
+  // A listener's TLS contexts, built by the gateway (the HTTP and metrics listeners'; the
+  // gRPC listener's on the native engine), and when its files were last looked at.
   struct TlsListener {
     std::shared_ptr<tls::ServerContextSource> source;  // null: plaintext (or grpc++'s own)
     std::chrono::steady_clock::time_point checked;     // control thread
   };
-  TlsListener http_tls, grpc_tls;
+  TlsListener http_tls, grpc_tls, metrics_tls;
   // The native gRPC server's connection counts, once it listens (scrapes read it).
   std::atomic<const http::ConnectionCaps*> grpc_connections{nullptr};
   std::atomic<const frontends::GrpcFrontend*> grpc_frontend_view{nullptr};  // for the metrics
@@ -269,11 +273,7 @@ struct GatewayServer::Impl {
                       r.target);
     });
     if (config.http->tls) {
-      auto source = tls::ServerContextSource::create(*config.http->tls, {"http/1.1"});
-      if (!source.ok()) return prefixed("listeners.http.", source.status());
-      http_tls.source = std::move(*source);
-      logTlsContext("http", *http_tls.source->current());
-      http_server->setTls(http_tls.source);
+      INFERGATE_RETURN_IF_ERROR(serveTls("http", *config.http->tls, http_tls, *http_server));
     }
     INFERGATE_ASSIGN_OR_RETURN(http::BoundSockets bound,
                                http_server->listen(listenSpecOf(config.http->address)));
@@ -283,6 +283,18 @@ struct GatewayServer::Impl {
 
   static codecs::Status prefixed(std::string_view prefix, const codecs::Status& status) {
     return codecs::Status(status.code(), codecs::strCat(prefix, codecs::messageOf(status)));
+  }
+
+  // An HTTP/1.1 server (the HTTP or metrics listener) speaking TLS with the listener's
+  // settings; the context is kept in `tls` for reloads and file changes.
+  static codecs::Status serveTls(std::string_view listener, const config::ServerTlsConfig& settings,
+                                 TlsListener& tls, http::HttpServer& server) {
+    auto source = tls::ServerContextSource::create(settings, {"http/1.1"});
+    if (!source.ok()) return prefixed(codecs::strCat("listeners.", listener, "."), source.status());
+    tls.source = std::move(*source);
+    logTlsContext(listener, *tls.source->current());
+    server.setTls(tls.source);
+    return absl::OkStatus();
   }
 
   // GET /metrics (and /metrics/) -> the registry; /admin/... -> the admin API; any other
@@ -303,6 +315,9 @@ struct GatewayServer::Impl {
           }
           e->respond(std::move(response));
         });
+    if (config.metrics->tls) {
+      INFERGATE_RETURN_IF_ERROR(serveTls("metrics", *config.metrics->tls, metrics_tls, *metrics_server));
+    }
     INFERGATE_ASSIGN_OR_RETURN(http::BoundSockets bound,
                                metrics_server->listen(listenSpecOf(config.metrics->address)));
     metrics_address = bound.address;
@@ -320,6 +335,7 @@ struct GatewayServer::Impl {
     options.handshake_timeout_ms = static_cast<int>(config.limits.header_timeout_ms);
     options.max_metadata_bytes = static_cast<int>(config.limits.max_header_bytes);
     options.idle_timeout_ms = static_cast<int>(config.limits.idle_timeout_ms);
+    options.send_timeout_ms = static_cast<int>(config.limits.send_timeout_ms);
     options.max_connections = config.limits.max_connections;
     options.max_connections_per_client = config.limits.max_connections_per_client;
     options.security = security;
@@ -364,9 +380,12 @@ struct GatewayServer::Impl {
     // The listeners' certificates are read again on every reload (the gRPC listener's on
     // the native engine; grpc++ watches its own files); a bad one refuses the reload and the
     // running ones stay.
-    std::shared_ptr<const tls::ServerContext> next_http_tls, next_grpc_tls;
+    std::shared_ptr<const tls::ServerContext> next_http_tls, next_grpc_tls, next_metrics_tls;
     if (status.ok() && http_tls.source) status = rebuildTls("http", *next->http->tls, http_tls, next_http_tls);
     if (status.ok() && grpc_tls.source) status = rebuildTls("grpc", *next->grpc->tls, grpc_tls, next_grpc_tls);
+    if (status.ok() && metrics_tls.source) {
+      status = rebuildTls("metrics", *next->metrics->tls, metrics_tls, next_metrics_tls);
+    }
     // Key and JWKS files are read again too; one that does not load refuses the reload.
     std::shared_ptr<const Security::Prepared> next_security;
     if (status.ok()) {
@@ -389,6 +408,10 @@ struct GatewayServer::Impl {
     if (status.ok() && next_grpc_tls) {
       grpc_tls.source->install(next_grpc_tls);
       logTlsContext("grpc", *next_grpc_tls);
+    }
+    if (status.ok() && next_metrics_tls) {
+      metrics_tls.source->install(next_metrics_tls);
+      logTlsContext("metrics", *next_metrics_tls);
     }
     if (status.ok()) {
       config = std::move(*next);
@@ -428,6 +451,7 @@ struct GatewayServer::Impl {
     if (shutting_down) return;
     watchTlsFilesOf("http", http_tls);
     watchTlsFilesOf("grpc", grpc_tls);
+    watchTlsFilesOf("metrics", metrics_tls);
   }
 
   void watchTlsFilesOf(std::string_view listener, TlsListener& tls) {
@@ -543,6 +567,7 @@ codecs::Status GatewayServer::start() {
       stats.open = server->connectionCount();
       stats.refused_over_total = server->refusedOverTotal();
       stats.refused_over_per_client = server->refusedOverClient();
+      stats.send_timeouts = server->sendTimeouts();
     }
     return stats;
   });
@@ -552,6 +577,7 @@ codecs::Status GatewayServer::start() {
       stats.open = caps->open();
       stats.refused_over_total = caps->refusedOverTotal();
       stats.refused_over_per_client = caps->refusedOverClient();
+      stats.send_timeouts = caps->sendTimeouts();
     }
     return stats;
   });

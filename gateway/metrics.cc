@@ -45,8 +45,15 @@ std::string Metrics::serialize() const {
     refused.counter({{"limit", "max_connections"}}, static_cast<double>(stats.refused_over_total));
     refused.counter({{"limit", "max_connections_per_client"}},
                     static_cast<double>(stats.refused_over_per_client));
+    telemetry::FamilyBuilder send_timeouts(
+        codecs::strCat("infergate_", listener, "_send_timeouts_total"),
+        codecs::strCat("Client ", what, " connections closed because the client took none of the bytes "
+                       "waiting for it for limits.send_timeout_ms"),
+        prometheus::MetricType::Counter);
+    send_timeouts.counter({}, static_cast<double>(stats.send_timeouts));
     families.push_back(connections.take());
     families.push_back(refused.take());
+    families.push_back(send_timeouts.take());
   };
   addConnections("http", "HTTP", connection_stats_);
   addConnections("grpc", "gRPC", grpc_connection_stats_);

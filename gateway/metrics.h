@@ -6,6 +6,7 @@
 //   here                 infergate_build_info{version, git_commit, cuda},
 //                        infergate_{http,grpc}_open_connections,
 //                        infergate_{http,grpc}_connections_refused_total{limit},
+//                        infergate_{http,grpc}_send_timeouts_total,
 //                        infergate_config_reloads_total{result}  (prometheus-cpp objects:
 //                        none is touched per request)
 //   telemetry/request_metrics.h   per request and per API call, lock-free on the
@@ -36,11 +37,13 @@ class Metrics {
   // `requests` null: no per-request metrics.
   Metrics(bool cuda_built_in, std::shared_ptr<telemetry::RequestMetrics> requests);
 
-  // A listener's connections, as read at each scrape.
+  // A listener's connections, as read at each scrape: infergate_<listener>_open_connections,
+  // _connections_refused_total{limit} and _send_timeouts_total.
   struct ConnectionStats {
     size_t open = 0;
     uint64_t refused_over_total = 0;       // limits.max_connections
     uint64_t refused_over_per_client = 0;  // limits.max_connections_per_client
+    uint64_t send_timeouts = 0;            // closed for limits.send_timeout_ms
   };
   // infergate_http_open_connections and infergate_http_connections_refused_total read
   // `stats` at each scrape. Set before the metrics listener starts.

@@ -69,9 +69,45 @@ std::chrono::milliseconds idleTimeout(const Connection& c) {
   return std::chrono::milliseconds(std::max(1, sharedOf(c).options.idle_timeout_ms));
 }
 
+std::chrono::milliseconds sendTimeout(const Connection& c) {
+  return std::chrono::milliseconds(std::max(1, sharedOf(c).options.send_timeout_ms));
+}
+
 void armTimer(Connection& c, std::chrono::milliseconds after) {
   timeval tv = http::toTimeval(after);
   evtimer_add(c.timer, &tv);
+}
+
+// After the handshake the timer watches two deadlines: the idle timeout (counted from the
+// last call's end while there is none, else checked again a whole timeout later) and the
+// send timeout (counted from the last write the socket took, while output waits).
+std::chrono::milliseconds untilNextCheck(const Connection& c, std::chrono::steady_clock::time_point now) {
+  using std::chrono::milliseconds;
+  milliseconds next = idleTimeout(c);
+  // Once told to go away (idle, or shutdown) the connection closes when its streams end,
+  // and only the send timeout is left to watch.
+  if (c.streams.empty() && !c.going_away) {
+    next = std::chrono::duration_cast<milliseconds>(idleTimeout(c) - (now - c.last_active));
+  }
+  if (c.output_stalled_since) {
+    next = std::min(next, std::chrono::duration_cast<milliseconds>(sendTimeout(c) - (now - *c.output_stalled_since)));
+  }
+  return std::max(next, milliseconds(1));
+}
+
+// The send timeout's clock: started when bytes begin to wait for the client, started again
+// by each write the socket takes, stopped once nothing waits.
+void watchOutput(Connection& c, bool waiting, bool wrote) {
+  if (!waiting) {
+    c.output_stalled_since.reset();
+    return;
+  }
+  if (c.output_stalled_since && !wrote) return;
+  const bool started = !c.output_stalled_since;
+  const auto now = std::chrono::steady_clock::now();
+  c.output_stalled_since = now;
+  // Before the handshake's end the timer holds its deadline, which is shorter.
+  if (started && c.spoke_http2) armTimer(c, untilNextCheck(c, now));
 }
 
 // How a reply's field enters HPACK: values unique to a call (its request id, trace
@@ -221,9 +257,10 @@ void Connection::onStreamClose(int32_t id, uint32_t, bool) {
 }
 
 void Connection::onSettings() {
-  spoke_http2 = true;  // the handshake is done: the timer watches idleness from now
+  spoke_http2 = true;  // the handshake is done: the timer watches idleness (and output) from now
   last_active = std::chrono::steady_clock::now();
-  armTimer(*this, idleTimeout(*this));
+  // Over TLS, output may already wait (the SETTINGS sent before the handshake ended).
+  armTimer(*this, untilNextCheck(*this, last_active));
 }
 
 namespace {
@@ -289,19 +326,27 @@ void onWritable(evutil_socket_t, short, void* arg) {
   pump(c);
 }
 
-// The handshake's deadline, then the idle check: a connection without calls for the idle
-// timeout (counted from its last call's end) is told to go away.
+// The handshake's deadline, then two checks: a connection whose client has taken none of
+// the bytes waiting for it for the send timeout is closed (its calls cancelled: a GOAWAY
+// could not reach it either); one without calls for the idle timeout (counted from its
+// last call's end) is told to go away.
 void onTimer(evutil_socket_t, short, void* arg) {
   auto& c = *static_cast<Connection*>(arg);
   if (!c.spoke_http2) return closeConnection(c);
-  const auto idle_for = std::chrono::steady_clock::now() - c.last_active;
-  if (c.streams.empty() && idle_for >= idleTimeout(c)) {
+  const auto now = std::chrono::steady_clock::now();
+  if (c.output_stalled_since && now - *c.output_stalled_since >= sendTimeout(c)) {
+    serverOf(c).caps().countSendTimeout();
+    return closeConnection(c);
+  }
+  if (c.streams.empty() && now - c.last_active >= idleTimeout(c) && !c.going_away) {
     goAway(c);
+    // Armed before the pump (which may close `c`): a GOAWAY the client does not read
+    // leaves the connection open until the send timeout.
+    armTimer(c, untilNextCheck(c, now));
     pump(c);
     return;
   }
-  armTimer(c, c.streams.empty() ? std::chrono::duration_cast<std::chrono::milliseconds>(idleTimeout(c) - idle_for)
-                                : idleTimeout(c));
+  armTimer(c, untilNextCheck(c, now));
 }
 
 void onAccept(evutil_socket_t listen_fd, short, void* arg) {
@@ -408,8 +453,13 @@ void pump(Connection& c) {
   for (;;) {
     c.paused = false;
     c.h2->send();
+    const uint64_t written = c.out.written();
+    const bool tls_held = c.tls && c.tls->hasBufferedOutput();
     if (!flushOutput(c)) return closeConnection(c);
-    if (!c.out.empty() || (c.tls && c.tls->hasBufferedOutput())) {
+    const bool tls_holds = c.tls && c.tls->hasBufferedOutput();
+    const bool waiting = !c.out.empty() || tls_holds;
+    watchOutput(c, waiting, c.out.written() != written || (tls_held && !tls_holds));
+    if (waiting) {
       // Over TLS before the handshake is done (or when the session must read before it can
       // write), the output waits for the client's bytes, which the readable event brings.
       if (c.tls && (!c.tls->handshakeDone() || c.tls->wantsReadable())) {

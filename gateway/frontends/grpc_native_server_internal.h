@@ -136,8 +136,11 @@ struct Connection final : http2::ServerConnection::Handler {
   bool read_wants_write = false;  // a TLS read waits for the socket to take a write
   event* readable = nullptr;
   event* writable = nullptr;
-  event* timer = nullptr;  // the handshake's deadline, then the idle timeout
+  event* timer = nullptr;  // the handshake's deadline, then the idle and send timeouts
   std::chrono::steady_clock::time_point last_active;  // its last call's end
+  // Since when bytes for the client wait that it has taken none of (the send timeout);
+  // unset while nothing waits or the socket took some at its last write.
+  std::optional<std::chrono::steady_clock::time_point> output_stalled_since;
   std::unique_ptr<http2::ServerConnection> h2;
   bool spoke_http2 = false;   // the client's SETTINGS arrived
   bool in_callback = false;   // inside h2->receive(): no send from here

@@ -28,10 +28,28 @@ class NativeServerTest : public GrpcFrontendTest {};
 // and the fields of the final header block that answers it.
 class RawCall {
  public:
-  explicit RawCall(int port) : fd_(connectTo(port)) {
+  explicit RawCall(int port) : RawCall(Socket{connectTo(port)}) {}
+  // `receive_buffer`: the socket's receive buffer in bytes, set before it connects (a
+  // client whose kernel takes little of what the server sends).
+  RawCall(int port, int receive_buffer) : RawCall(Socket{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)}) {
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  }
+
+ private:
+  struct Socket {
+    int fd;
+  };
+  explicit RawCall(Socket socket) : fd_(socket.fd) {
     nghttp2_hd_deflate_new(&deflater_, 4096);
     nghttp2_hd_inflate_new(&inflater_);
   }
+ public:
+
   ~RawCall() {
     nghttp2_hd_deflate_del(deflater_);
     nghttp2_hd_inflate_del(inflater_);
@@ -57,10 +75,35 @@ class RawCall {
     ASSERT_GT(n, 0);
     block.resize(static_cast<size_t>(n));
     std::string wire = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(NGHTTP2_SETTINGS, 0, 0, "") + before +
-                       frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, block) +
-                       frame(NGHTTP2_DATA, end ? NGHTTP2_FLAG_END_STREAM : 0, 1, body);
+                       frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, block);
+    // DATA frames of HTTP/2's default largest size.
+    constexpr size_t kFrame = 16384;
+    for (size_t at = 0; at == 0 || at < body.size(); at += kFrame) {
+      const bool last = at + kFrame >= body.size();
+      wire += frame(NGHTTP2_DATA, end && last ? NGHTTP2_FLAG_END_STREAM : 0, 1, body.substr(at, kFrame));
+    }
     ASSERT_EQ(::send(fd_, wire.data(), wire.size(), MSG_NOSIGNAL), static_cast<ssize_t>(wire.size()));
   }
+
+  // Frames for `before` that open the windows of what the server sends to HTTP/2's largest
+  // (SETTINGS_INITIAL_WINDOW_SIZE, and the connection's WINDOW_UPDATE): only the sockets
+  // then hold a large reply back.
+  static std::string widestWindows() {
+    constexpr uint32_t kLargest = 0x7fffffff;
+    const std::string settings = {0, 4, char(kLargest >> 24), char(kLargest >> 16), char(kLargest >> 8), char(kLargest)};
+    constexpr uint32_t kMore = kLargest - 65535;
+    const std::string more = {char(kMore >> 24), char(kMore >> 16), char(kMore >> 8), char(kMore)};
+    return frame(NGHTTP2_SETTINGS, 0, 0, settings) + frame(NGHTTP2_WINDOW_UPDATE, 0, 0, more);
+  }
+
+  // From now on every read that passes another `every` bytes received is followed by a
+  // pause of `pause` (a client that reads slowly).
+  void pauseEvery(size_t every, std::chrono::milliseconds pause) {
+    pause_every_ = every;
+    pause_ = pause;
+  }
+  // Bytes received so far.
+  size_t received() const { return received_bytes_; }
 
   // The names of the fields received so far that were sent "never indexed".
   const std::set<std::string>& neverIndexed() const { return never_indexed_; }
@@ -81,6 +124,11 @@ class RawCall {
       const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
       if (n <= 0) break;
       in.append(buffer, static_cast<size_t>(n));
+      received_bytes_ += static_cast<size_t>(n);
+      if (pause_every_ > 0 &&
+          received_bytes_ / pause_every_ != (received_bytes_ - static_cast<size_t>(n)) / pause_every_) {
+        std::this_thread::sleep_for(pause_);
+      }
       while (in.size() >= 9) {
         const size_t length = (size_t{uint8_t(in[0])} << 16) | (size_t{uint8_t(in[1])} << 8) | uint8_t(in[2]);
         if (in.size() < 9 + length) break;
@@ -130,6 +178,9 @@ class RawCall {
   }
 
   int fd_;
+  size_t received_bytes_ = 0;
+  size_t pause_every_ = 0;
+  std::chrono::milliseconds pause_{0};
   std::set<std::string> never_indexed_;
   std::map<std::string, std::string> received_;  // every header block's fields so far
   nghttp2_hd_deflater* deflater_ = nullptr;
@@ -419,6 +470,47 @@ template <typename Done>
 bool within5s(Done done) {
   for (int i = 0; i < 500 && !done(); ++i) std::this_thread::sleep_for(10ms);
   return done();
+}
+
+// A client that asks for a large reply and then reads none of it: past the send timeout
+// its connection is closed (it would take no GOAWAY either), counted, and the server
+// serves on.
+TEST_P(NativeServerTest, AClientThatTakesNoneOfItsReplyForTheSendTimeoutIsDisconnected) {
+  stopServer();
+  GrpcFrontendOptions options;
+  options.send_timeout_ms = 200;
+  startServer(1, options);
+  constexpr int64_t kElements = 2 << 20;  // an 8 MiB reply: past the sockets' buffers
+  RawCall call(frontend_->port(), 16 * 1024);
+  call.send("/inference.GRPCInferenceService/ModelInfer", {},
+            grpcFramed(identityRequest(std::vector<float>(kElements, 1.5f))), true, RawCall::widestWindows());
+  const http::ConnectionCaps& caps = *frontend_->connections();
+  ASSERT_TRUE(within5s([&] { return caps.sendTimeouts() == 1; }));
+  EXPECT_TRUE(call.final().empty());  // no trailers: closed mid-reply
+  EXPECT_LT(call.received(), size_t{kElements} * 4);
+  EXPECT_TRUE(within5s([&] { return caps.open() == 0; }));
+  ModelInferResponse response;
+  EXPECT_TRUE(infer(simpleRequest(), &response).ok());
+}
+
+// The send timeout counts from the last write the socket took: a client that pauses often,
+// and reads enough between pauses for the server's writes to go on (the kernel wakes a
+// writer once a third of its send buffer, at most 4 MiB here, is free), gets its whole
+// reply though its pauses add up to far past the timeout.
+TEST_P(NativeServerTest, AClientThatReadsSlowlyButReadsGetsItsWholeReply) {
+  stopServer();
+  GrpcFrontendOptions options;
+  options.send_timeout_ms = 1000;
+  startServer(1, options);
+  constexpr int64_t kElements = 3 << 20;  // a 12 MiB reply
+  RawCall call(frontend_->port(), 64 * 1024);
+  call.pauseEvery(512 * 1024, 100ms);  // 24 pauses, 2.4 s
+  call.send("/inference.GRPCInferenceService/ModelInfer", {},
+            grpcFramed(identityRequest(std::vector<float>(kElements, 1.5f))), true, RawCall::widestWindows());
+  const std::map<std::string, std::string> trailers = call.final();
+  EXPECT_EQ(trailers.count("grpc-status") ? trailers.at("grpc-status") : "none", "0");
+  EXPECT_GT(call.received(), size_t{kElements} * 4);
+  EXPECT_EQ(frontend_->connections()->sendTimeouts(), 0u);
 }
 
 TEST_P(NativeServerTest, ConnectionsPastTheCapsAreClosedAtAcceptAndCounted) {

@@ -3,7 +3,8 @@
 // What a listener admits at accept (limits.max_connections, max_connections_per_client):
 // at most `max_connections` open at once, and at most `max_per_client` of them from one
 // client address (IPv4, IPv6; an IPv4-mapped IPv6 address counts as its IPv4 one). A unix
-// socket's connections count toward the total only. Refusals are counted by cap.
+// socket's connections count toward the total only. Refusals are counted by cap, and so are
+// connections closed for the send timeout (limits.send_timeout_ms), which the server reports.
 // HttpServer and the gRPC frontend's native server each keep one.
 //
 // Threads: any (the loops accept and close on their own threads).
@@ -40,12 +41,18 @@ class ConnectionCaps {
   uint64_t refusedOverTotal() const { return refused_total_.load(std::memory_order_relaxed); }
   uint64_t refusedOverClient() const { return refused_client_.load(std::memory_order_relaxed); }
 
+  // A connection was closed because its client took none of the bytes waiting for it for
+  // the send timeout.
+  void countSendTimeout() { send_timeouts_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t sendTimeouts() const { return send_timeouts_.load(std::memory_order_relaxed); }
+
  private:
   size_t max_connections_;
   size_t max_per_client_;
   std::atomic<size_t> open_{0};
   std::atomic<uint64_t> refused_total_{0};
   std::atomic<uint64_t> refused_client_{0};
+  std::atomic<uint64_t> send_timeouts_{0};
   std::mutex clients_mu_;
   std::unordered_map<std::string, size_t> clients_;  // address bytes -> connections open
 };

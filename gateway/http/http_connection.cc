@@ -23,6 +23,10 @@ constexpr size_t kReadChunk = 64 * 1024;
 // Bodies at least this long (remaining) are read straight into their storage.
 constexpr size_t kDirectReadMin = 16 * 1024;
 constexpr size_t kMaxIov = 64;
+// Between requests, no further request is read while this much of the answers waits for
+// the client: one that sends without reading cannot make the gateway hold its answers
+// without bound (a single answer larger than this is still written whole).
+constexpr uint64_t kMaxUnreadAnswerBytes = 4 << 20;
 
 }  // namespace
 
@@ -82,7 +86,8 @@ HttpConnection::HttpConnection(EventLoop& loop, int fd, const HttpLimits& limits
       gate_(gate && *gate ? gate : nullptr),
       peer_(std::move(peer)),
       tls_(std::move(tls)),
-      timer_(loop, [this] { onTimeout(); }) {
+      timer_(loop, [this] { onTimeout(); }),
+      send_timer_(loop, [this] { onSendTimeout(); }) {
   http_parser_init(&parser_, HTTP_REQUEST);
   parser_.data = this;
   read_buffer_.resize(kReadChunk);
@@ -248,9 +253,9 @@ void HttpConnection::queueResponses() {
       if (!queueStream(exchange)) break;
     } else {
       HttpResponse& response = *exchange.response_;
-      out_.push_back(responseHead(exchange, response, keep_alive, false));
+      queueOut(responseHead(exchange, response, keep_alive, false));
       if (!exchange.head_) {
-        for (const codecs::Buffer& segment : response.body.segments()) out_.push_back(segment);
+        for (const codecs::Buffer& segment : response.body.segments()) queueOut(segment);
       }
     }
     exchange.response_.reset();  // the segments keep the bytes alive
@@ -282,19 +287,19 @@ void HttpConnection::cancelPending(std::deque<std::shared_ptr<HttpExchange>> exc
 bool HttpConnection::queueStream(HttpExchange& exchange) {
   bool keep_alive = exchange.keep_alive_ && !draining_;
   if (!exchange.stream_head_written_) {
-    out_.push_back(responseHead(exchange, *exchange.response_, keep_alive, true));
+    queueOut(responseHead(exchange, *exchange.response_, keep_alive, true));
     exchange.stream_head_written_ = true;
   }
   for (codecs::Buffer& chunk : exchange.stream_chunks_) {
     char size[24];
     int n = std::snprintf(size, sizeof(size), "%zx\r\n", chunk.size());
-    out_.push_back(codecs::Buffer::copyOf(std::string_view(size, static_cast<size_t>(n))));
-    out_.push_back(std::move(chunk));
-    out_.push_back(codecs::Buffer::borrowed("\r\n"));
+    queueOut(codecs::Buffer::copyOf(std::string_view(size, static_cast<size_t>(n))));
+    queueOut(std::move(chunk));
+    queueOut(codecs::Buffer::borrowed("\r\n"));
   }
   exchange.stream_chunks_.clear();
   if (!exchange.stream_ended_) return false;
-  out_.push_back(codecs::Buffer::borrowed("0\r\n\r\n"));
+  queueOut(codecs::Buffer::borrowed("0\r\n\r\n"));
   return true;
 }
 
@@ -358,8 +363,11 @@ void HttpConnection::afterResponse(bool keep_alive) {
 }
 
 void HttpConnection::flush() {
+  const bool was_waiting = want_write_;
+  bool took = false;  // the socket took bytes
   // Over TLS, bytes the session took may still wait in it after out_ is empty.
   while (!out_.empty() || (tls_ && tls_->hasBufferedOutput())) {
+    const bool tls_held = tls_ && tls_->hasBufferedOutput();
     iovec iov[kMaxIov];
     size_t count = 0;
     for (size_t i = 0; i < out_.size() && count < kMaxIov; ++i) {
@@ -370,6 +378,8 @@ void HttpConnection::flush() {
       ++count;
     }
     ssize_t n = writeSocket(iov, static_cast<int>(count));
+    // A TLS session may send what it held and then refuse the next record: progress too.
+    took = took || n > 0 || (tls_held && !tls_->hasBufferedOutput());
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -377,6 +387,7 @@ void HttpConnection::flush() {
       return;
     }
     size_t written = static_cast<size_t>(n);
+    out_bytes_ -= written;
     while (written > 0) {
       size_t left = out_.front().size() - out_offset_;
       if (written >= left) {
@@ -390,6 +401,11 @@ void HttpConnection::flush() {
     }
   }
   want_write_ = !out_.empty() || (tls_ && tls_->hasBufferedOutput());
+  if (!want_write_) {
+    send_timer_.disarm();
+  } else if (took || !was_waiting) {
+    send_timer_.armLoosely(limits_.send_timeout);  // the client must take some within it
+  }
   if (!want_write_ && close_after_write_ && pending_.empty()) {
     if (tls_) tls_->shutdown();
     ::shutdown(fd_, SHUT_WR);
@@ -408,7 +424,8 @@ void HttpConnection::onWritable() { flush(); }
 
 void HttpConnection::updateInterest() {
   if (closed_ || !event_) return;
-  bool read = reading_ && pending_.size() < limits_.max_pipelined;
+  bool read = reading_ && pending_.size() < limits_.max_pipelined &&
+              !(read_state_ == ReadState::kIdle && out_bytes_ >= kMaxUnreadAnswerBytes);
   short want = (read ? EV_READ : 0) | (want_write_ || tls_read_wants_write_ ? EV_WRITE : 0);
   // Reading again after a pause: decrypted bytes already inside the session raise no event.
   if (read && tls_ && tls_->hasBufferedInput()) event_active(event_, EV_READ, 0);
@@ -452,6 +469,12 @@ void HttpConnection::onTimeout() {
   close();
 }
 
+void HttpConnection::onSendTimeout() {
+  if (!want_write_) return;
+  send_timed_out_ = true;
+  close();
+}
+
 void HttpConnection::closeWhenIdle() {
   draining_ = true;
   if (pending_.empty() && out_.empty() && read_state_ == ReadState::kIdle) close();
@@ -462,6 +485,7 @@ void HttpConnection::close() {
   closed_ = true;
   std::shared_ptr<HttpConnection> self = shared_from_this();
   timer_.disarm();
+  send_timer_.disarm();
   if (event_) event_del(event_);
   if (arrival_) std::exchange(arrival_, nullptr)->fail();
   if (current_) current_->cancel();
@@ -470,6 +494,7 @@ void HttpConnection::close() {
   pending_.clear();
   cancelPending(std::move(pending));
   out_.clear();
+  out_bytes_ = 0;
   tls_.reset();  // before its socket
   if (fd_ >= 0) {
     ::close(fd_);

@@ -18,7 +18,9 @@
 // first waits for the earlier ones); Content-Length and chunked request bodies (both
 // together, or any other Transfer-Encoding, are refused, as request smuggling guards);
 // Expect: 100-continue; limits on header bytes, header count, body size and chunk count;
-// header, body and idle timeouts. A body with a Content-Length is read straight from the
+// header, body and idle timeouts, and a send timeout (a client that takes none of the
+// answer bytes waiting for it for that long is disconnected; and while 4 MiB of answers
+// wait for it, no further request is read). A body with a Content-Length is read straight from the
 // socket into its own storage (no intermediate copy), which is kept per connection and
 // reused by the next request once no Buffer refers to it. A request the headers gate asks
 // for early (HttpRequest::early_dispatch_bytes) goes to the handler while its body is still
@@ -58,6 +60,9 @@ struct HttpLimits {
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds body_timeout{60'000};
   std::chrono::milliseconds idle_timeout{300'000};
+  // Bytes of an answer wait for the client, which takes none of them for this long: the
+  // connection is closed (nginx's send_timeout).
+  std::chrono::milliseconds send_timeout{60'000};
   size_t max_pipelined = 64;  // requests parsed ahead of their responses
 };
 
@@ -154,6 +159,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // Stops reading new requests and closes once the pending responses are written.
   void closeWhenIdle();
 
+  // Whether it was closed for the send timeout (HttpLimits::send_timeout). Loop thread.
+  bool sendTimedOut() const { return send_timed_out_; }
+
   // The TLS session, null on a plaintext connection. Loop thread.
   tls::ServerSession* tls() const { return tls_.get(); }
   // Requests read without http_parser (the common shape, whole in one read). Loop thread.
@@ -215,10 +223,15 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void afterResponse(bool keep_alive);
   void observe(HttpExchange& exchange, int status, uint64_t body_bytes);
   void cancelPending(std::deque<std::shared_ptr<HttpExchange>> exchanges);
+  void queueOut(codecs::Buffer bytes) {
+    out_bytes_ += bytes.size();
+    out_.push_back(std::move(bytes));
+  }
   void flush();
   void updateInterest();
   void armTimer();
   void onTimeout();
+  void onSendTimeout();
 
   // http_parser callbacks
   static const http_parser_settings& parserSettings();
@@ -298,7 +311,13 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool close_after_write_ = false;
   bool closed_ = false;
   bool draining_ = false;
+  uint64_t out_bytes_ = 0;  // bytes of out_ not yet written
   bool want_write_ = false;
+  // The send timeout: armed when output begins to wait for the socket and again after each
+  // write the socket took, disarmed once nothing waits. Apart from timer_, whose deadline
+  // follows the request being read.
+  LoopTimer send_timer_;
+  bool send_timed_out_ = false;
   bool reading_ = true;
   short interest_ = EV_READ;  // the events event_ is registered for
 };

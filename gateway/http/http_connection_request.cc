@@ -416,7 +416,7 @@ int HttpConnection::onHeadersComplete(http_parser* p) {
   if (expect && codecs::equalsIgnoreCase(codecs::trimAscii(*expect), "100-continue") &&
       (has_length ? p->content_length > 0 : true) && c->pending_.empty() && c->out_.empty()) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-    c->out_.push_back(codecs::Buffer::borrowed(kContinue));
+    c->queueOut(codecs::Buffer::borrowed(kContinue));
     c->flush();
   }
   return 0;

@@ -98,6 +98,7 @@ void HttpServer::accept(Acceptor& acceptor) {
     auto connection = std::make_shared<HttpConnection>(
         *worker.loop, fd, limits_, handler_,
         [this, &worker, client = std::move(client)](HttpConnection* c) {
+          if (c->sendTimedOut()) caps_.countSendTimeout();
           // Deferred: the connection may be deep in its own call stack right now.
           worker.loop->post([this, &worker, c, client] {
             if (!worker.connections.erase(c)) return;

@@ -56,6 +56,8 @@ class HttpServer {
   // Connections closed at accept: over max_connections, over the per-client cap.
   uint64_t refusedOverTotal() const { return caps_.refusedOverTotal(); }
   uint64_t refusedOverClient() const { return caps_.refusedOverClient(); }
+  // Connections closed for the send timeout (HttpLimits::send_timeout).
+  uint64_t sendTimeouts() const { return caps_.sendTimeouts(); }
 
  private:
   struct Worker;

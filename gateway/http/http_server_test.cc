@@ -21,8 +21,12 @@ namespace {
 // A blocking test client on a raw socket, reading whole responses by Content-Length.
 class RawClient {
  public:
-  explicit RawClient(uint16_t port) {
+  // `receive_buffer` > 0: the socket's receive buffer in bytes, set before it connects (so
+  // the window it offers stays small, and an answer larger than the kernel's buffers waits
+  // in the server until the client reads).
+  explicit RawClient(uint16_t port, int receive_buffer = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (receive_buffer > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(port);
@@ -102,6 +106,16 @@ class RawClient {
     return eof_;
   }
 
+  // From now on every read that passes another `every` bytes received is followed by a
+  // pause of `pause` (a client that reads slowly).
+  void pauseEvery(size_t every, std::chrono::milliseconds pause) {
+    pause_every_ = every;
+    pause_ = pause;
+    next_pause_ = received_ + every;
+  }
+  // Bytes received since the connection opened.
+  size_t received() const { return received_; }
+
  private:
   bool fill() {
     pollfd p{fd_, POLLIN, 0};
@@ -113,6 +127,11 @@ class RawClient {
       return false;
     }
     buffered_.append(buf, static_cast<size_t>(n));
+    received_ += static_cast<size_t>(n);
+    if (pause_every_ > 0 && received_ >= next_pause_) {
+      std::this_thread::sleep_for(pause_);
+      next_pause_ = received_ + pause_every_;
+    }
     return true;
   }
 
@@ -120,6 +139,9 @@ class RawClient {
   bool connected_ = false;
   bool eof_ = false;
   std::string buffered_;
+  size_t received_ = 0;
+  size_t pause_every_ = 0, next_pause_ = 0;
+  std::chrono::milliseconds pause_{0};
 };
 
 class HttpServerTest : public ::testing::Test {
@@ -161,6 +183,14 @@ class HttpServerTest : public ::testing::Test {
       });
       return;
     }
+    if (target.rfind("/big/", 0) == 0) {  // a body of that many bytes: i % 251 at byte i
+      big_answers_.fetch_add(1);
+      std::string body(std::strtoul(target.c_str() + 5, nullptr, 10), '\0');
+      for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i % 251);
+      HttpResponse r;
+      r.body.append(codecs::Buffer::fromString(std::move(body)));
+      return e->respond(std::move(r));
+    }
     if (target == "/relay") {
       // An upstream's answer relayed: only the listed names, the first of each, as they came.
       static constexpr std::string_view kNames[] = {"Content-Type", "Retry-After", "X-Listed"};
@@ -196,6 +226,7 @@ class HttpServerTest : public ::testing::Test {
   std::unique_ptr<HttpServer> server_;
   uint16_t port_ = 0;
   std::atomic<int> cancelled_{0};
+  std::atomic<int> big_answers_{0};
   std::shared_ptr<HttpExchange> held_;  // loop thread only
   std::atomic<bool> held_flag_{false};
 };
@@ -468,6 +499,80 @@ TEST_F(HttpServerTest, ClosesIdleKeepAliveConnections) {
   c.send("GET / HTTP/1.1\r\n\r\n");
   EXPECT_EQ(c.read().status, 200);
   EXPECT_TRUE(c.closedByPeer());
+}
+
+// A client that asks and then reads none of its answer cannot hold the connection and the
+// answer's memory: past the send timeout the connection is closed, counted, and the
+// server serves on.
+TEST_F(HttpServerTest, ClosesAConnectionWhoseClientTakesNoneOfItsAnswerForTheSendTimeout) {
+  HttpLimits limits;
+  limits.send_timeout = std::chrono::milliseconds(200);
+  startServer(limits);
+  constexpr size_t kBody = 16 << 20;  // past the two sockets' buffers (4 MiB + a small window)
+  RawClient c(port_, 16 * 1024);
+  c.send("GET /big/" + std::to_string(kBody) + " HTTP/1.1\r\n\r\n");
+  for (int i = 0; i < 1000 && server_->sendTimeouts() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(server_->sendTimeouts(), 1u);
+  EXPECT_TRUE(c.closedByPeer());
+  EXPECT_LT(c.received(), kBody);  // what the kernel held, not the answer
+  for (int i = 0; i < 1000 && server_->connectionCount() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(server_->connectionCount(), 0u);
+  RawClient after(port_);
+  after.send("GET / HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(after.read().status, 200);
+}
+
+// The timeout counts from the last write the socket took, not from the answer's start: a
+// client that pauses often, and reads enough between pauses for the server's writes to go
+// on (the kernel wakes a writer once a third of its send buffer, at most 4 MiB here, is
+// free), gets the whole answer though its pauses add up to far past the timeout.
+TEST_F(HttpServerTest, KeepsAnsweringAClientThatReadsSlowlyButReads) {
+  HttpLimits limits;
+  limits.send_timeout = std::chrono::milliseconds(1000);
+  startServer(limits);
+  constexpr size_t kBody = 12 << 20;
+  RawClient c(port_, 64 * 1024);
+  c.pauseEvery(512 * 1024, std::chrono::milliseconds(100));  // 24 pauses, 2.4 s
+  c.send("GET /big/" + std::to_string(kBody) + " HTTP/1.1\r\n\r\n");
+  auto r = c.read();
+  ASSERT_EQ(r.status, 200);
+  ASSERT_EQ(r.body.size(), kBody);
+  for (size_t i = 0; i < kBody; i += 4093) ASSERT_EQ(static_cast<uint8_t>(r.body[i]), i % 251) << i;
+  EXPECT_EQ(server_->sendTimeouts(), 0u);
+  // Still open: the next request on it is answered.
+  c.send("GET / HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(c.read().status, 200);
+}
+
+// A client that sends request after request and reads none of the answers: past 4 MiB of
+// answers waiting, the server reads no further request until the client reads; then every
+// answer comes, in order.
+TEST_F(HttpServerTest, ReadsNoMoreRequestsWhileAClientLeavesItsAnswersUnread) {
+  startServer();
+  constexpr int kRequests = 48;
+  constexpr size_t kBody = 1 << 20;
+  RawClient c(port_, 64 * 1024);
+  const std::string request = "GET /big/" + std::to_string(kBody) + " HTTP/1.1\r\n\r\n";
+  std::string requests;
+  for (int i = 0; i < kRequests; ++i) requests += request;
+  // One request per segment, 2 ms apart: each read finds a few at most (the server parses
+  // every request a read brings; the pause stops the reads).
+  c.sendInPieces(requests, request.size());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The kernel's buffers (about 4 MiB), 4 MiB waiting in the server, and the few requests
+  // of the last read: nowhere near all of them.
+  EXPECT_LT(big_answers_.load(), 24);
+  EXPECT_GT(big_answers_.load(), 0);
+  for (int i = 0; i < kRequests; ++i) {
+    auto r = c.read();
+    ASSERT_EQ(r.status, 200) << i;
+    ASSERT_EQ(r.body.size(), kBody) << i;
+  }
+  EXPECT_EQ(big_answers_.load(), kRequests);
 }
 
 TEST_F(HttpServerTest, CancelsRequestsWhoseClientDisconnects) {

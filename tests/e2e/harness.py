@@ -188,25 +188,31 @@ class Gateway:
         finally:
             conn.close()
 
-    def raw(self, data, read_until_close=True, timeout=10):
+    def raw(self, data, read_until_close=True, timeout=10, listener="http"):
         """Sends raw bytes on a new socket; returns everything read until the peer closes."""
-        s = socket.create_connection(("127.0.0.1", self.port("http")), timeout=timeout)
+        s = socket.create_connection(("127.0.0.1", self.port(listener)), timeout=timeout)
         try:
             s.sendall(data)
-            chunks = []
-            while True:
-                try:
-                    chunk = s.recv(65536)
-                except socket.timeout:
-                    break
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                if not read_until_close:
-                    break
-            return b"".join(chunks)
+            return read_until_closed(s, stop_after_first=not read_until_close)
         finally:
             s.close()
+
+
+def read_until_closed(s, stop_after_first=False):
+    """Everything `s` receives until the peer closes it (or resets it, or its timeout
+    passes); with `stop_after_first`, the first piece only."""
+    chunks = []
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+        if stop_after_first:
+            break
+    return b"".join(chunks)
 
 
 class Processes:

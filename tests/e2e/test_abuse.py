@@ -1,7 +1,8 @@
-"""End-to-end: abuse limits of a real infergate. Slow clients (slowloris), connections
-past the per-client cap, a gzip bomb, oversize bodies, deep JSON, and tensors past the
-count, rank and element limits, over HTTP and gRPC. After each the gateway still serves,
-and at the end it exits cleanly without sanitizer reports.
+"""End-to-end: abuse limits of a real infergate. Slow clients (slowloris), a client that
+never reads its answer, connections past the per-client cap, a gzip bomb, oversize
+bodies, deep JSON, and tensors past the count, rank and element limits, over HTTP and
+gRPC. After each the gateway still serves, and at the end it exits cleanly without
+sanitizer reports.
 
 The assertions are about outcomes (answered, refused, closed, how much memory), never
 about how fast."""
@@ -10,6 +11,7 @@ import json
 import resource
 import select
 import socket
+import struct
 import threading
 import time
 import unittest
@@ -18,7 +20,7 @@ import zlib
 import grpc
 
 import grpc_stubs
-from harness import LOOPBACK_HEAD, Gateway, Processes, wait_until
+from harness import LOOPBACK_HEAD, Gateway, Processes, read_until_closed, wait_until
 
 LIMITS = """
 limits:
@@ -294,6 +296,45 @@ class Streams(Base):
         self.assertEqual(ids, [str(i) for i in range(24)])
         self.assertTrue(wait_until(lambda: waiting() == 0), waiting())
         self.assertServes()
+
+
+class StalledReaders(Base):
+    @classmethod
+    def setUpClass(cls):
+        cls.g = P.start("S", Gateway.from_template(BUILTIN, extra="  send_timeout_ms: 500"))
+
+    @classmethod
+    def tearDownClass(cls):
+        P.stop(cls.g)
+
+    def test_a_client_that_reads_none_of_its_answer_is_disconnected_and_counted(self):
+        # A 4 MB binary request whose answer, in JSON, is about 10 MB: far past what the
+        # sockets hold for a client with a small receive buffer that reads nothing. Past
+        # send_timeout_ms the gateway closes the connection and counts it.
+        n = 1000000
+        values = struct.pack("<%df" % n, *[(i % 1000) / 7.0 for i in range(n)])
+        header = json.dumps({"inputs": [{
+            "name": "INPUT0", "shape": [1, n], "datatype": "FP32",
+            "parameters": {"binary_data_size": len(values)}}]}).encode()
+        head = ("POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+                "Content-Type: application/octet-stream\r\n"
+                "Inference-Header-Content-Length: %d\r\nContent-Length: %d\r\n\r\n"
+                % (len(header), len(header) + len(values))).encode()
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        s.settimeout(10)
+        s.connect(("127.0.0.1", self.g.port("http")))
+        try:
+            s.sendall(head + header + values)
+            timeouts = lambda: metric(self.g, "infergate_http_send_timeouts_total")  # noqa: E731
+            self.assertEqual(wait_until(lambda: timeouts() == 1), True, timeouts())
+            received = read_until_closed(s)
+        finally:
+            s.close()
+        self.assertTrue(received.startswith(b"HTTP/1.1 200"), received[:100])
+        self.assertLess(len(received), 8 << 20)  # what the kernel held, not the answer
+        self.assertEqual(metric(self.g, "infergate_grpc_send_timeouts_total"), 0)
+        self.assertServes(self.g)
 
 
 class Bodies(Base):

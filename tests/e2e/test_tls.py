@@ -1,4 +1,5 @@
-"""End-to-end: TLS and mutual TLS on the HTTP and gRPC listeners, and toward upstreams.
+"""End-to-end: TLS and mutual TLS on the HTTP, gRPC and metrics listeners, and toward
+upstreams.
 
 Certificates are made by the test (pki.py). One gateway asks for client certificates
 optionally, one requires them; each serves the demo models. Bad clients (no certificate,
@@ -96,9 +97,9 @@ def client_context(ca=None, cert=None):
     return context
 
 
-def https(g, method, path, body=None, ca=None, cert=None):
+def https(g, method, path, body=None, ca=None, cert=None, listener="http"):
     """(status, body) of one request on a new TLS connection."""
-    conn = http.client.HTTPSConnection("127.0.0.1", g.port("http"), timeout=10,
+    conn = http.client.HTTPSConnection("127.0.0.1", g.port(listener), timeout=10,
                                        context=client_context(ca, cert))
     try:
         conn.request(method, path, body=body)
@@ -257,6 +258,69 @@ class RequiredClientCertificates(unittest.TestCase):
         self.assertEqual(grpc_outcome(self.g, cert=good), "ok")
         status, body = https(self.g, "POST", "/v2/models/simple/infer", SIMPLE, cert=good)
         self.assertEqual(status, 200, body)
+
+
+class MetricsListenerTls(unittest.TestCase):
+    """The metrics listener, which also serves the admin API, behind mutual TLS: only a
+    client with a certificate from client_ca scrapes it or calls /admin/."""
+
+    @classmethod
+    def setUpClass(cls):
+        template = TEMPLATE.replace(
+            '  metrics: { address: "127.0.0.1:0" }',
+            '  metrics:\n    address: "127.0.0.1:0"\n'
+            '    tls: { cert: "$cert", key: "$key", client_ca: "$ca", client_auth: require }')
+        cls.g = P.start("T", Gateway.from_template(template, cert=PKI.cert("server"),
+                                                   key=PKI.key("server"), ca=PKI.ca,
+                                                   auth="optional"))
+
+    @classmethod
+    def tearDownClass(cls):
+        P.stop(cls.g)
+
+    def test_only_a_client_with_a_certificate_reaches_metrics_and_admin(self):
+        good = (PKI.cert("client"), PKI.key("client"))
+        status, body = https(self.g, "GET", "/metrics", cert=good, listener="metrics")
+        self.assertEqual(status, 200, body[:200])
+        self.assertIn(b"infergate_build_info", body)
+        status, body = https(self.g, "GET", "/admin/routes", cert=good, listener="metrics")
+        self.assertEqual(status, 200, body[:200])
+        self.assertIn("routes", json.loads(body))
+        for what, cert in {"none": None,
+                           "another CA": (OTHER.cert("client"), OTHER.key("client"))}.items():
+            with self.assertRaises((ssl.SSLError, ConnectionError, http.client.RemoteDisconnected,
+                                    OSError), msg=what):
+                https(self.g, "GET", "/metrics", cert=cert, listener="metrics")
+        # Plaintext is told to use https, and gets no metrics.
+        answer = self.g.raw(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", listener="metrics")
+        self.assertTrue(answer.startswith(b"HTTP/1.1 400"), answer[:100])
+        self.assertNotIn(b"infergate_build_info", answer)
+        # Inference on the HTTP listener is untouched (its client certificate is optional).
+        self.assertEqual(https_outcome(self.g), "ok")
+
+    def test_a_reload_rebuilds_its_context_and_refuses_to_turn_its_tls_off(self):
+        good = (PKI.cert("client"), PKI.key("client"))
+        status, body = https(self.g, "POST", "/admin/reload", cert=good, listener="metrics")
+        self.assertEqual(status, 200, body)
+        self.assertTrue(json.loads(body)["reloaded"])
+        path = os.path.join(self.g.dir.name, "infergate.yaml")
+        with open(path) as f:
+            original = f.read()
+        try:
+            lines = original.splitlines(keepends=True)
+            at = next(i for i, line in enumerate(lines) if line.startswith("  metrics:"))
+            plain = lines[:at] + ['  metrics: { address: "127.0.0.1:0" }\n'] + lines[at + 3:]
+            with open(path, "w") as f:
+                f.write("".join(plain))
+            status, body = https(self.g, "POST", "/admin/reload", cert=good, listener="metrics")
+            self.assertEqual(status, 400, body)
+            self.assertIn("listeners.metrics.tls", json.loads(body)["error"])
+        finally:
+            with open(path, "w") as f:
+                f.write(original)
+        # Still TLS, still served.
+        status, _ = https(self.g, "GET", "/metrics", cert=good, listener="metrics")
+        self.assertEqual(status, 200)
 
 
 class GrpcppEngine(unittest.TestCase):
