@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 
 namespace infergate::codecs {
@@ -111,6 +112,43 @@ TEST(Text, TokenAndFieldValueChecksAgreeWithTheByteRules) {
   EXPECT_FALSE(isHttpFieldValue("value\r\nInjected: 1"));
   EXPECT_FALSE(isHttpFieldValue(std::string("nul\0inside", 10)));
   EXPECT_FALSE(isHttpFieldValue("del\x7f"));
+}
+
+// The same on random strings with several uncommon bytes each, drawn mostly from the bytes
+// at the edges of the word tests' ranges ('@' and '[' around the capitals, '/' and ':'
+// around the digits, ',' and '.' around '-', HTAB, DEL, 0x80 and 0xFF...): two or more
+// flagged bytes in one word, borrows and carries between neighbours.
+TEST(Text, TokenAndFieldValueChecksAgreeWithTheByteRulesOnRandomStrings) {
+  static constexpr unsigned char kEdges[] = {0x00, 0x09, 0x0a, 0x0d, 0x1f, 0x20, 0x21, ',', '-',  '.',
+                                             '/',  '0',  '9',  ':',  '@',  'A',  'Z',  '[', '`',  'a',
+                                             'z',  '{',  '|',  '~',  0x7f, 0x80, 0x81, 0xbf, 0xc0, 0xff};
+  std::mt19937 random(20261202);
+  auto byByte = [](std::string_view s, bool (*rule)(char)) {
+    for (char c : s) {
+      if (!rule(c)) return false;
+    }
+    return true;
+  };
+  size_t tokens = 0, values = 0;
+  for (int round = 0; round < 200000; ++round) {
+    std::string s(1 + random() % 40, 'a');
+    for (char& c : s) {
+      const uint32_t pick = random() % 8;
+      if (pick < 5) c = static_cast<char>(kEdges[random() % sizeof(kEdges)]);
+      if (pick == 5) c = static_cast<char>(random() % 256);
+    }
+    const bool token = byByte(s, isHttpTokenChar);
+    const bool value = byByte(s, isHttpFieldByte);
+    ASSERT_EQ(isHttpToken(s), token) << testing::PrintToString(s);
+    ASSERT_EQ(isHttpFieldValue(s), value) << testing::PrintToString(s);
+    tokens += token ? 1 : 0;
+    values += value ? 1 : 0;
+  }
+  // Both answers were seen for both checks.
+  EXPECT_GT(tokens, 100u);
+  EXPECT_LT(tokens, 200000u);
+  EXPECT_GT(values, 100u);
+  EXPECT_LT(values, 200000u);
 }
 
 }  // namespace
