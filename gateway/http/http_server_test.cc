@@ -557,16 +557,24 @@ TEST_F(HttpServerTest, ReadsNoMoreRequestsWhileAClientLeavesItsAnswersUnread) {
   constexpr size_t kBody = 1 << 20;
   RawClient c(port_, 64 * 1024);
   const std::string request = "GET /big/" + std::to_string(kBody) + " HTTP/1.1\r\n\r\n";
-  std::string requests;
-  for (int i = 0; i < kRequests; ++i) requests += request;
-  // One request per segment, 2 ms apart: each read finds a few at most (the server parses
-  // every request a read brings; the pause stops the reads).
-  c.sendInPieces(requests, request.size());
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  // The kernel's buffers (about 4 MiB), 4 MiB waiting in the server, and the few requests
-  // of the last read: nowhere near all of them.
-  EXPECT_LT(big_answers_.load(), 24);
-  EXPECT_GT(big_answers_.load(), 0);
+  // One request at a time, each once the one before was handled (the server answers every
+  // request a read brings; the pause stops the reads), until one is not handled within a
+  // second: the server stopped reading. The rest go at once.
+  int handled_at_pause = -1;
+  for (int i = 0; i < kRequests; ++i) {
+    c.send(request);
+    if (handled_at_pause >= 0) continue;
+    for (int t = 0; t < 500 && big_answers_.load() <= i; ++t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    if (big_answers_.load() <= i) handled_at_pause = big_answers_.load();
+  }
+  // The kernel's buffers and 4 MiB waiting in the server: a few answers, not all of them,
+  // and none more while the client still reads nothing.
+  ASSERT_GT(handled_at_pause, 0);
+  EXPECT_LT(handled_at_pause, 16);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(big_answers_.load(), handled_at_pause);
   for (int i = 0; i < kRequests; ++i) {
     auto r = c.read();
     ASSERT_EQ(r.status, 200) << i;
