@@ -11,6 +11,7 @@ import json
 import resource
 import select
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -18,9 +19,13 @@ import unittest
 import zlib
 
 import grpc
+import h2.config
+import h2.connection
+import h2.settings
 
 import grpc_stubs
 from harness import LOOPBACK_HEAD, Gateway, Processes, read_until_closed, wait_until
+from pki import Pki
 
 LIMITS = """
 limits:
@@ -298,14 +303,80 @@ class Streams(Base):
         self.assertServes()
 
 
+# Clients that never read their answers: plaintext HTTP, and gRPC over TLS (the native
+# server's TLS path, and the key's way from the config to it).
+STALLED = """
+listeners:
+  http:    { address: "127.0.0.1:0" }
+  grpc:    { address: "127.0.0.1:0", tls: { cert: "$cert", key: "$key" } }
+  metrics: { address: "127.0.0.1:0" }
+workers: 2
+limits: { send_timeout_ms: 500 }
+upstreams:
+  - name: demo
+    protocol: builtin
+routes:
+  - match: { model: "*" }
+    upstream: demo
+"""
+
+
 class StalledReaders(Base):
     @classmethod
     def setUpClass(cls):
-        cls.g = P.start("S", Gateway.from_template(BUILTIN, extra="  send_timeout_ms: 500"))
+        cls.pki = Pki()
+        cls.pki.issue("server")
+        cls.g = P.start("S", Gateway.from_template(STALLED, cert=cls.pki.cert("server"),
+                                                   key=cls.pki.key("server")))
 
     @classmethod
     def tearDownClass(cls):
         P.stop(cls.g)
+        cls.pki.cleanup()
+
+    def test_a_grpc_client_over_tls_that_reads_none_of_its_reply_is_disconnected(self):
+        # One ModelInfer of 8 MiB each way on a raw HTTP/2 connection (windows opened wide,
+        # a small receive buffer) whose client stops reading once its request is sent.
+        n = 2 << 20
+        pb = grpc_stubs.load()[0]
+        request = pb.ModelInferRequest(model_name="identity_fp32")
+        request.inputs.add(name="INPUT0", datatype="FP32", shape=[1, n])
+        request.raw_input_contents.append(b"\0\0\xc0\x3f" * n)  # 1.5f
+        message = request.SerializeToString()
+        body = b"\0" + struct.pack(">I", len(message)) + message
+        context = ssl.create_default_context(cafile=self.pki.ca)
+        context.set_alpn_protocols(["h2"])
+        raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        raw.settimeout(10)
+        raw.connect(("127.0.0.1", self.g.port("grpc")))
+        s = context.wrap_socket(raw, server_hostname="localhost")
+        try:
+            conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+            conn.initiate_connection()
+            conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 2**31 - 1})
+            conn.increment_flow_control_window(2**31 - 1 - 65535)
+            conn.send_headers(1, [(":method", "POST"), (":scheme", "https"),
+                                  (":path", "/inference.GRPCInferenceService/ModelInfer"),
+                                  (":authority", "localhost"), ("content-type", "application/grpc"),
+                                  ("te", "trailers")])
+            s.sendall(conn.data_to_send())
+            sent = 0
+            while sent < len(body):  # within the windows the server gives
+                room = min(conn.local_flow_control_window(1), conn.max_outbound_frame_size)
+                if room == 0:
+                    conn.receive_data(s.recv(65536))
+                else:
+                    piece = body[sent:sent + room]
+                    sent += len(piece)
+                    conn.send_data(1, piece, end_stream=sent == len(body))
+                s.sendall(conn.data_to_send())
+            timeouts = lambda: metric(self.g, "infergate_grpc_send_timeouts_total")  # noqa: E731
+            self.assertEqual(wait_until(lambda: timeouts() == 1), True, timeouts())
+        finally:
+            s.close()
+        self.assertEqual(metric(self.g, "infergate_grpc_open_connections"), 0)
+        self.assertServes(self.g)
 
     def test_a_client_that_reads_none_of_its_answer_is_disconnected_and_counted(self):
         # A 4 MB binary request whose answer, in JSON, is about 10 MB: far past what the
