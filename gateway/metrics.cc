@@ -47,8 +47,8 @@ std::string Metrics::serialize() const {
                     static_cast<double>(stats.refused_over_per_client));
     telemetry::FamilyBuilder send_timeouts(
         codecs::strCat("infergate_", listener, "_send_timeouts_total"),
-        codecs::strCat("Client ", what, " connections closed because the client took none of the bytes "
-                       "waiting for it for limits.send_timeout_ms"),
+        codecs::strCat("Client ", what, " connections closed (gRPC: or streams reset) because the client "
+                       "took none of the bytes waiting for it for limits.send_timeout_ms"),
         prometheus::MetricType::Counter);
     send_timeouts.counter({}, static_cast<double>(stats.send_timeouts));
     families.push_back(connections.take());

@@ -93,7 +93,8 @@ struct GrpcFrontendOptions {
   int max_metadata_bytes = 65536;
   int idle_timeout_ms = 300000;
   // limits.send_timeout_ms (native server): a connection with bytes for its client that
-  // the client has taken none of for this long is closed, its calls cancelled.
+  // the client has taken none of for this long is closed, its calls cancelled; a stream
+  // whose reply the client gives no flow-control window for as long is reset.
   int send_timeout_ms = 60000;
   // The native server's connection caps (limits.max_connections, max_connections_per_client,
   // http/connection_caps.h): past either, an accepted connection is closed at once. grpc++

@@ -78,20 +78,20 @@ void armTimer(Connection& c, std::chrono::milliseconds after) {
   evtimer_add(c.timer, &tv);
 }
 
-// After the handshake the timer watches two deadlines: the idle timeout (counted from the
-// last call's end while there is none, else checked again a whole timeout later) and the
-// send timeout (counted from the last write the socket took, while output waits).
+// After the handshake the timer watches three deadlines: the idle timeout (counted from the
+// last call's end while there is none, else checked again a whole timeout later), the send
+// timeout (counted from the last write the socket took, while output waits), and the next
+// check of the streams' replies (every send timeout).
 std::chrono::milliseconds untilNextCheck(const Connection& c, std::chrono::steady_clock::time_point now) {
   using std::chrono::milliseconds;
-  milliseconds next = idleTimeout(c);
-  // Once told to go away (idle, or shutdown) the connection closes when its streams end,
-  // and only the send timeout is left to watch.
-  if (c.streams.empty() && !c.going_away) {
-    next = std::chrono::duration_cast<milliseconds>(idleTimeout(c) - (now - c.last_active));
-  }
-  if (c.output_stalled_since) {
-    next = std::min(next, std::chrono::duration_cast<milliseconds>(sendTimeout(c) - (now - *c.output_stalled_since)));
-  }
+  auto left = [now](std::chrono::steady_clock::time_point since, milliseconds timeout) {
+    return std::chrono::duration_cast<milliseconds>(timeout - (now - since));
+  };
+  milliseconds next = left(c.streams_checked, sendTimeout(c));
+  // Once told to go away (idle, or shutdown) the connection closes when its streams end:
+  // it has no idle deadline left.
+  if (!c.going_away) next = std::min(next, c.streams.empty() ? left(c.last_active, idleTimeout(c)) : idleTimeout(c));
+  if (c.output_stalled_since) next = std::min(next, left(*c.output_stalled_since, sendTimeout(c)));
   return std::max(next, milliseconds(1));
 }
 
@@ -167,6 +167,7 @@ size_t Connection::bodyReady(int32_t stream, size_t max, bool& last) {
   Stream& s = *streamOf(*this, stream);
   const size_t n = std::min(max, s.unpromised);
   s.unpromised -= n;
+  s.promised += n;
   if (n > 0 && s.relay) replyDrained(s);
   last = s.unpromised == 0 && s.finished;
   return n;
@@ -259,6 +260,7 @@ void Connection::onStreamClose(int32_t id, uint32_t, bool) {
 void Connection::onSettings() {
   spoke_http2 = true;  // the handshake is done: the timer watches idleness (and output) from now
   last_active = std::chrono::steady_clock::now();
+  streams_checked = last_active;
   // Over TLS, output may already wait (the SETTINGS sent before the handshake ended).
   armTimer(*this, untilNextCheck(*this, last_active));
 }
@@ -326,10 +328,31 @@ void onWritable(evutil_socket_t, short, void* arg) {
   pump(c);
 }
 
-// The handshake's deadline, then two checks: a connection whose client has taken none of
+// Resets the streams whose replies waited from the last check to this one (at least a send
+// timeout apart) without a byte promised: their client reads the socket (or the
+// connection's own send timeout would end it) but gives them no flow-control window. Each
+// has waited at least one send timeout and at most two. Their calls are cancelled; the
+// connection serves on. True when it reset any.
+bool resetStalledStreams(Connection& c) {
+  absl::InlinedVector<int32_t, 4> stalled;
+  for (auto& [id, s] : c.streams) {
+    const bool waiting = s->unpromised > 0;
+    if (waiting && s->waited_at_check && s->promised == s->promised_at_check) stalled.push_back(id);
+    s->waited_at_check = waiting;
+    s->promised_at_check = s->promised;
+  }
+  for (int32_t id : stalled) {
+    serverOf(c).caps().countSendTimeout();
+    c.h2->resetStream(id, http2::kCancel);
+  }
+  return !stalled.empty();
+}
+
+// The handshake's deadline, then three checks: a connection whose client has taken none of
 // the bytes waiting for it for the send timeout is closed (its calls cancelled: a GOAWAY
-// could not reach it either); one without calls for the idle timeout (counted from its
-// last call's end) is told to go away.
+// could not reach it either); a stream whose reply gets no window for as long is reset;
+// a connection without calls for the idle timeout (counted from its last call's end) is
+// told to go away.
 void onTimer(evutil_socket_t, short, void* arg) {
   auto& c = *static_cast<Connection*>(arg);
   if (!c.spoke_http2) return closeConnection(c);
@@ -337,6 +360,14 @@ void onTimer(evutil_socket_t, short, void* arg) {
   if (c.output_stalled_since && now - *c.output_stalled_since >= sendTimeout(c)) {
     serverOf(c).caps().countSendTimeout();
     return closeConnection(c);
+  }
+  if (now - c.streams_checked >= sendTimeout(c)) {
+    c.streams_checked = now;
+    if (resetStalledStreams(c)) {
+      armTimer(c, untilNextCheck(c, now));  // before the pump, which may close `c`
+      pump(c);
+      return;
+    }
   }
   if (c.streams.empty() && now - c.last_active >= idleTimeout(c) && !c.going_away) {
     goAway(c);

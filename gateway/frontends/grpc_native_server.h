@@ -28,8 +28,10 @@
 // does not finish its TLS handshake and send HTTP/2's preface and SETTINGS within
 // handshake_timeout_ms, or has no call for idle_timeout_ms, is closed (GOAWAY first when
 // it spoke HTTP/2); one whose client takes none of the bytes waiting for it for
-// send_timeout_ms is closed at once, its calls cancelled; one whose metadata passes
-// max_metadata_bytes has that call refused (RESOURCE_EXHAUSTED).
+// send_timeout_ms is closed at once, its calls cancelled, and a stream whose reply gets no
+// flow-control window for as long (checked every send_timeout_ms: reset between one and
+// two of them after it stalled) is reset, CANCEL, its call cancelled; one whose metadata
+// passes max_metadata_bytes has that call refused (RESOURCE_EXHAUSTED).
 //
 // Flow control bounds what a relayed stream (ModelStreamInfer above all) holds in the
 // gateway, both ways: the connection's window is HTTP/2's largest, a stream's 8 MiB (a

@@ -116,6 +116,13 @@ struct Stream {
   std::vector<std::pair<std::string, std::string>> trailers;  // grpc-status first
   std::deque<upstream::GrpcOutMessage> out;
   size_t unpromised = 0;  // bytes of `out` not yet promised to HTTP/2 by bodyReady
+  // The send timeout for a stream whose client reads its socket but gives the stream no
+  // flow-control window: bytes promised so far, and at the connection's last check (with
+  // whether bytes waited then). No progress over a whole check with bytes waiting at both
+  // ends of it resets the stream.
+  uint64_t promised = 0;
+  uint64_t promised_at_check = 0;
+  bool waited_at_check = false;
 
   ~Stream();
 };
@@ -141,6 +148,9 @@ struct Connection final : http2::ServerConnection::Handler {
   // Since when bytes for the client wait that it has taken none of (the send timeout);
   // unset while nothing waits or the socket took some at its last write.
   std::optional<std::chrono::steady_clock::time_point> output_stalled_since;
+  // When the streams were last checked for replies stalled on flow control (every send
+  // timeout, from the handshake's end).
+  std::chrono::steady_clock::time_point streams_checked;
   std::unique_ptr<http2::ServerConnection> h2;
   bool spoke_http2 = false;   // the client's SETTINGS arrived
   bool in_callback = false;   // inside h2->receive(): no send from here

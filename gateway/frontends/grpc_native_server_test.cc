@@ -104,6 +104,12 @@ class RawCall {
   }
   // Bytes received so far.
   size_t received() const { return received_bytes_; }
+  // From now on final() gives stream 1 back its window only once `step` bytes of its DATA
+  // arrived, `pause` later (the stream's window is otherwise never given back).
+  void paceWindow(size_t step, std::chrono::milliseconds pause) {
+    window_step_ = step;
+    window_pause_ = pause;
+  }
 
   // The names of the fields received so far that were sent "never indexed".
   const std::set<std::string>& neverIndexed() const { return never_indexed_; }
@@ -111,6 +117,35 @@ class RawCall {
   std::string received(const std::string& name) const {
     auto it = received_.find(name);
     return it == received_.end() ? "" : it->second;
+  }
+
+  // The error code of an RST_STREAM for stream 1 that arrives within 5 s, reading (and
+  // dropping) every other frame meanwhile; -1 when none came.
+  int64_t resetCode() {
+    std::string in;
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      char buffer[65536];
+      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
+      if (n <= 0) break;
+      in.append(buffer, static_cast<size_t>(n));
+      while (in.size() >= 9) {
+        const size_t length = (size_t{uint8_t(in[0])} << 16) | (size_t{uint8_t(in[1])} << 8) | uint8_t(in[2]);
+        if (in.size() < 9 + length) break;
+        const uint8_t type = in[3];
+        const int32_t stream = (int32_t{uint8_t(in[5]) & 0x7f} << 24) | (int32_t{uint8_t(in[6])} << 16) |
+                               (int32_t{uint8_t(in[7])} << 8) | uint8_t(in[8]);
+        const std::string payload = in.substr(9, length);
+        in.erase(0, 9 + length);
+        if (type == NGHTTP2_RST_STREAM && stream == 1 && payload.size() == 4) {
+          return (int64_t{uint8_t(payload[0])} << 24) | (int64_t{uint8_t(payload[1])} << 16) |
+                 (int64_t{uint8_t(payload[2])} << 8) | uint8_t(payload[3]);
+        }
+      }
+    }
+    return -1;
   }
 
   // The fields of stream 1's header block that ends it; empty when none came within 5 s.
@@ -135,6 +170,15 @@ class RawCall {
         const uint8_t type = in[3], flags = in[4];
         const std::string payload = in.substr(9, length);
         in.erase(0, 9 + length);
+        if (type == NGHTTP2_DATA && window_step_ > 0 && (data_unacknowledged_ += length) >= window_step_) {
+          // A client that gives stream 1 its window back slowly, a step at a time.
+          std::this_thread::sleep_for(window_pause_);
+          const uint32_t step = static_cast<uint32_t>(data_unacknowledged_);
+          data_unacknowledged_ = 0;
+          const std::string update = frame(NGHTTP2_WINDOW_UPDATE, 0, 1,
+                                           {char(step >> 24), char(step >> 16), char(step >> 8), char(step)});
+          EXPECT_EQ(::send(fd_, update.data(), update.size(), MSG_NOSIGNAL), static_cast<ssize_t>(update.size()));
+        }
         if (type != NGHTTP2_HEADERS) continue;
         std::map<std::string, std::string> fields = inflate(payload);
         if ((flags & NGHTTP2_FLAG_END_STREAM) != 0) return fields;
@@ -179,6 +223,8 @@ class RawCall {
 
   int fd_;
   size_t received_bytes_ = 0;
+  size_t window_step_ = 0, data_unacknowledged_ = 0;
+  std::chrono::milliseconds window_pause_{0};
   size_t pause_every_ = 0;
   std::chrono::milliseconds pause_{0};
   std::set<std::string> never_indexed_;
@@ -510,6 +556,49 @@ TEST_P(NativeServerTest, AClientThatReadsSlowlyButReadsGetsItsWholeReply) {
   const std::map<std::string, std::string> trailers = call.final();
   EXPECT_EQ(trailers.count("grpc-status") ? trailers.at("grpc-status") : "none", "0");
   EXPECT_GT(call.received(), size_t{kElements} * 4);
+  EXPECT_EQ(frontend_->connections()->sendTimeouts(), 0u);
+}
+
+// A client that reads its socket but never gives a stream's reply more flow-control window
+// than HTTP/2's first 64 KiB: past the send timeout (checked every send timeout) the stream
+// is reset, CANCEL, its call cancelled and counted, and the connection serves on.
+TEST_P(NativeServerTest, AStreamWhoseReplyGetsNoWindowIsResetAndTheConnectionServesOn) {
+  stopServer();
+  GrpcFrontendOptions options;
+  options.send_timeout_ms = 200;
+  startServer(1, options);
+  RawCall call(frontend_->port());
+  call.send("/inference.GRPCInferenceService/ModelInfer", {},
+            grpcFramed(identityRequest(std::vector<float>(256 * 1024, 1.5f))));  // a 1 MiB reply
+  EXPECT_EQ(call.resetCode(), NGHTTP2_CANCEL);
+  const http::ConnectionCaps& caps = *frontend_->connections();
+  EXPECT_EQ(caps.sendTimeouts(), 1u);
+  EXPECT_EQ(caps.open(), 1u);  // the raw connection, still open (the stub has not connected yet)
+  ModelInferResponse response;
+  EXPECT_TRUE(infer(simpleRequest(), &response).ok());
+  EXPECT_EQ(caps.open(), 2u);
+}
+
+// The stream check counts progress, not time: a client that gives a stream its window back
+// 64 KiB at a time, 100 ms apart, gets its whole 1 MiB reply though the reply takes far
+// longer than the send timeout (300 ms; checked every 300 ms, each check sees bytes sent).
+TEST_P(NativeServerTest, AStreamWhoseWindowComesBackSlowlyGetsItsWholeReply) {
+  stopServer();
+  GrpcFrontendOptions options;
+  options.send_timeout_ms = 300;
+  startServer(1, options);
+  constexpr int64_t kElements = 256 * 1024;
+  RawCall call(frontend_->port());
+  call.paceWindow(65535, 100ms);  // 16 steps: about 1.6 s
+  const std::string connection_window =
+      RawCall::frame(NGHTTP2_WINDOW_UPDATE, 0, 0, {0, 0x10, 0, 0});  // + 1 MiB for the connection
+  call.send("/inference.GRPCInferenceService/ModelInfer", {},
+            grpcFramed(identityRequest(std::vector<float>(kElements, 1.5f))), true, connection_window);
+  const auto started = std::chrono::steady_clock::now();
+  const std::map<std::string, std::string> trailers = call.final();
+  EXPECT_EQ(trailers.count("grpc-status") ? trailers.at("grpc-status") : "none", "0");
+  EXPECT_GT(call.received(), size_t{kElements} * 4);
+  EXPECT_GT(std::chrono::steady_clock::now() - started, 900ms);  // the pacing held the reply back
   EXPECT_EQ(frontend_->connections()->sendTimeouts(), 0u);
 }
 

@@ -41,8 +41,8 @@ class ConnectionCaps {
   uint64_t refusedOverTotal() const { return refused_total_.load(std::memory_order_relaxed); }
   uint64_t refusedOverClient() const { return refused_client_.load(std::memory_order_relaxed); }
 
-  // A connection was closed because its client took none of the bytes waiting for it for
-  // the send timeout.
+  // A connection was closed (or, on gRPC, one of its streams reset) because its client took
+  // none of the bytes waiting for it for the send timeout.
   void countSendTimeout() { send_timeouts_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t sendTimeouts() const { return send_timeouts_.load(std::memory_order_relaxed); }
 
