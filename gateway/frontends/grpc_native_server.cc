@@ -84,8 +84,9 @@ void armTimer(Connection& c, std::chrono::milliseconds after) {
 // check of the streams' replies (every send timeout).
 std::chrono::milliseconds untilNextCheck(const Connection& c, std::chrono::steady_clock::time_point now) {
   using std::chrono::milliseconds;
+  // Rounded up: a timer a little early would only find its deadline not yet passed.
   auto left = [now](std::chrono::steady_clock::time_point since, milliseconds timeout) {
-    return std::chrono::duration_cast<milliseconds>(timeout - (now - since));
+    return std::chrono::ceil<milliseconds>(timeout - (now - since));
   };
   milliseconds next = left(c.streams_checked, sendTimeout(c));
   // Once told to go away (idle, or shutdown) the connection closes when its streams end:
@@ -328,15 +329,18 @@ void onWritable(evutil_socket_t, short, void* arg) {
   pump(c);
 }
 
-// Resets the streams whose replies waited from the last check to this one (at least a send
-// timeout apart) without a byte promised: their client reads the socket (or the
-// connection's own send timeout would end it) but gives them no flow-control window. Each
-// has waited at least one send timeout and at most two. Their calls are cancelled; the
-// connection serves on. True when it reset any.
+// Resets the streams whose replies waited for flow-control window at the last check and at
+// this one (at least a send timeout apart), without a byte promised between: their client
+// reads the socket (or the connection's own send timeout would end it) but gives them no
+// window. Each has waited at least one send timeout and at most two. Their calls are
+// cancelled; the connection serves on. True when it reset any.
 bool resetStalledStreams(Connection& c) {
+  if (c.h2->terminated()) return false;  // its GOAWAY is the last frame: closing anyway
   absl::InlinedVector<int32_t, 4> stalled;
   for (auto& [id, s] : c.streams) {
-    const bool waiting = s->unpromised > 0;
+    // Waiting for the client's window, not for its turn or for a busy socket (a stream being
+    // reset has no window to wait for, and is not counted twice).
+    const bool waiting = s->unpromised > 0 && c.h2->windowShut(id);
     if (waiting && s->waited_at_check && s->promised == s->promised_at_check) stalled.push_back(id);
     s->waited_at_check = waiting;
     s->promised_at_check = s->promised;

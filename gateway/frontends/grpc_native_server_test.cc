@@ -559,17 +559,21 @@ TEST_P(NativeServerTest, AClientThatReadsSlowlyButReadsGetsItsWholeReply) {
   EXPECT_EQ(frontend_->connections()->sendTimeouts(), 0u);
 }
 
-// A client that reads its socket but never gives a stream's reply more flow-control window
-// than HTTP/2's first 64 KiB: past the send timeout (checked every send timeout) the stream
-// is reset, CANCEL, its call cancelled and counted, and the connection serves on.
+// A client that reads its socket and opens the connection's window wide, but never gives a
+// stream's reply more window than HTTP/2's first 64 KiB: past the send timeout (checked
+// every send timeout) the stream is reset, CANCEL, its call cancelled and counted, and the
+// connection stays open.
 TEST_P(NativeServerTest, AStreamWhoseReplyGetsNoWindowIsResetAndTheConnectionServesOn) {
   stopServer();
   GrpcFrontendOptions options;
   options.send_timeout_ms = 200;
   startServer(1, options);
   RawCall call(frontend_->port());
+  const std::string connection_window =
+      RawCall::frame(NGHTTP2_WINDOW_UPDATE, 0, 0, {0, 0x10, 0, 0});  // + 1 MiB for the connection
   call.send("/inference.GRPCInferenceService/ModelInfer", {},
-            grpcFramed(identityRequest(std::vector<float>(256 * 1024, 1.5f))));  // a 1 MiB reply
+            grpcFramed(identityRequest(std::vector<float>(256 * 1024, 1.5f))),  // a 1 MiB reply
+            true, connection_window);
   EXPECT_EQ(call.resetCode(), NGHTTP2_CANCEL);
   const http::ConnectionCaps& caps = *frontend_->connections();
   EXPECT_EQ(caps.sendTimeouts(), 1u);
@@ -580,16 +584,16 @@ TEST_P(NativeServerTest, AStreamWhoseReplyGetsNoWindowIsResetAndTheConnectionSer
 }
 
 // The stream check counts progress, not time: a client that gives a stream its window back
-// 64 KiB at a time, 100 ms apart, gets its whole 1 MiB reply though the reply takes far
-// longer than the send timeout (300 ms; checked every 300 ms, each check sees bytes sent).
+// 64 KiB at a time, 100 ms apart, gets its whole 1 MiB reply though the reply takes longer
+// than the send timeout (1 s; checked every second, each check sees bytes sent).
 TEST_P(NativeServerTest, AStreamWhoseWindowComesBackSlowlyGetsItsWholeReply) {
   stopServer();
   GrpcFrontendOptions options;
-  options.send_timeout_ms = 300;
+  options.send_timeout_ms = 1000;
   startServer(1, options);
   constexpr int64_t kElements = 256 * 1024;
   RawCall call(frontend_->port());
-  call.paceWindow(65535, 100ms);  // 16 steps: about 1.6 s
+  call.paceWindow(65535, 100ms);  // 17 steps: about 1.7 s
   const std::string connection_window =
       RawCall::frame(NGHTTP2_WINDOW_UPDATE, 0, 0, {0, 0x10, 0, 0});  // + 1 MiB for the connection
   call.send("/inference.GRPCInferenceService/ModelInfer", {},

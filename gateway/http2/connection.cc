@@ -120,6 +120,11 @@ void Connection::resetStream(int32_t id, uint32_t code) {
   if (StreamState* s = findStream(id)) reset(*s, code);
 }
 
+bool Connection::windowShut(int32_t id) {
+  const StreamState* s = findStream(id);
+  return s != nullptr && !s->resetting && (s->send_window <= 0 || send_window_ <= 0);
+}
+
 bool Connection::resetForFault(StreamState& s, uint32_t code) {
   reset(s, code);
   return onFaultReset();

@@ -82,6 +82,9 @@ class Connection {
   void resumeData(int32_t stream);
   // Resets the stream (RST_STREAM `code`); it closes, by this end, once the frame is out.
   void resetStream(int32_t stream, uint32_t code);
+  // Whether the stream may frame no body now for want of flow-control window: its own
+  // window or the connection's is shut. False for a stream unknown or being reset.
+  bool windowShut(int32_t stream);
   void ping();
 
   bool terminated() const { return terminated_; }
