@@ -401,17 +401,10 @@ struct GatewayServer::Impl {
       status = router->reload(*next, [this](const RouterSnapshot& s) { discovery->prepare(s); });
     }
     if (status.ok()) security->install(*next_security);
-    if (status.ok() && next_http_tls) {
-      http_tls.source->install(next_http_tls);
-      logTlsContext("http", *next_http_tls);
-    }
-    if (status.ok() && next_grpc_tls) {
-      grpc_tls.source->install(next_grpc_tls);
-      logTlsContext("grpc", *next_grpc_tls);
-    }
-    if (status.ok() && next_metrics_tls) {
-      metrics_tls.source->install(next_metrics_tls);
-      logTlsContext("metrics", *next_metrics_tls);
+    if (status.ok()) {
+      installTls("http", http_tls, next_http_tls);
+      installTls("grpc", grpc_tls, next_grpc_tls);
+      installTls("metrics", metrics_tls, next_metrics_tls);
     }
     if (status.ok()) {
       config = std::move(*next);
@@ -441,6 +434,15 @@ struct GatewayServer::Impl {
     if (!next.ok()) return prefixed(codecs::strCat("listeners.", listener, "."), next.status());
     built = std::move(*next);
     return absl::OkStatus();
+  }
+
+  // A context rebuilt by a reload, made current for the connections accepted from now on
+  // (null: the listener has none).
+  static void installTls(std::string_view listener, TlsListener& tls,
+                         const std::shared_ptr<const tls::ServerContext>& built) {
+    if (!built) return;
+    tls.source->install(built);
+    logTlsContext(listener, *built);
   }
 
   // The listeners' certificate files, every tls.watch_interval_ms: a change builds a new

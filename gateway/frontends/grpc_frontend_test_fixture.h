@@ -45,8 +45,11 @@ using upstream::testing::messages::sleepRequest;
 using upstream::testing::messages::valuesOf;
 
 // A plain TCP connection to the frontend's port on 127.0.0.1; -1 when refused.
-inline int connectTo(int port) {
+// `receive_buffer` > 0: the socket's receive buffer in bytes, set before it connects (a
+// client whose kernel takes little of what the server sends).
+inline int connectTo(int port, int receive_buffer = 0) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (receive_buffer > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));

@@ -28,28 +28,11 @@ class NativeServerTest : public GrpcFrontendTest {};
 // and the fields of the final header block that answers it.
 class RawCall {
  public:
-  explicit RawCall(int port) : RawCall(Socket{connectTo(port)}) {}
-  // `receive_buffer`: the socket's receive buffer in bytes, set before it connects (a
-  // client whose kernel takes little of what the server sends).
-  RawCall(int port, int receive_buffer) : RawCall(Socket{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)}) {
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  }
-
- private:
-  struct Socket {
-    int fd;
-  };
-  explicit RawCall(Socket socket) : fd_(socket.fd) {
+  // `receive_buffer`: as connectTo's.
+  explicit RawCall(int port, int receive_buffer = 0) : fd_(connectTo(port, receive_buffer)) {
     nghttp2_hd_deflate_new(&deflater_, 4096);
     nghttp2_hd_inflate_new(&inflater_);
   }
- public:
-
   ~RawCall() {
     nghttp2_hd_deflate_del(deflater_);
     nghttp2_hd_inflate_del(inflater_);
@@ -90,10 +73,12 @@ class RawCall {
   // then hold a large reply back.
   static std::string widestWindows() {
     constexpr uint32_t kLargest = 0x7fffffff;
-    const std::string settings = {0, 4, char(kLargest >> 24), char(kLargest >> 16), char(kLargest >> 8), char(kLargest)};
-    constexpr uint32_t kMore = kLargest - 65535;
-    const std::string more = {char(kMore >> 24), char(kMore >> 16), char(kMore >> 8), char(kMore)};
-    return frame(NGHTTP2_SETTINGS, 0, 0, settings) + frame(NGHTTP2_WINDOW_UPDATE, 0, 0, more);
+    return frame(NGHTTP2_SETTINGS, 0, 0, std::string{0, NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE} + be32(kLargest)) +
+           windowUpdate(0, kLargest - 65535);
+  }
+  // A WINDOW_UPDATE of `bytes` for `stream` (0: the connection).
+  static std::string windowUpdate(int32_t stream, uint32_t bytes) {
+    return frame(NGHTTP2_WINDOW_UPDATE, 0, stream, be32(bytes));
   }
 
   // From now on every read that passes another `every` bytes received is followed by a
@@ -122,69 +107,27 @@ class RawCall {
   // The error code of an RST_STREAM for stream 1 that arrives within 5 s, reading (and
   // dropping) every other frame meanwhile; -1 when none came.
   int64_t resetCode() {
-    std::string in;
-    const auto until = std::chrono::steady_clock::now() + 5s;
-    while (std::chrono::steady_clock::now() < until) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0) continue;
-      char buffer[65536];
-      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
-      if (n <= 0) break;
-      in.append(buffer, static_cast<size_t>(n));
-      while (in.size() >= 9) {
-        const size_t length = (size_t{uint8_t(in[0])} << 16) | (size_t{uint8_t(in[1])} << 8) | uint8_t(in[2]);
-        if (in.size() < 9 + length) break;
-        const uint8_t type = in[3];
-        const int32_t stream = (int32_t{uint8_t(in[5]) & 0x7f} << 24) | (int32_t{uint8_t(in[6])} << 16) |
-                               (int32_t{uint8_t(in[7])} << 8) | uint8_t(in[8]);
-        const std::string payload = in.substr(9, length);
-        in.erase(0, 9 + length);
-        if (type == NGHTTP2_RST_STREAM && stream == 1 && payload.size() == 4) {
-          return (int64_t{uint8_t(payload[0])} << 24) | (int64_t{uint8_t(payload[1])} << 16) |
-                 (int64_t{uint8_t(payload[2])} << 8) | uint8_t(payload[3]);
-        }
-      }
-    }
-    return -1;
+    int64_t code = -1;
+    readFrames([&code](uint8_t type, uint8_t, int32_t stream, const std::string& payload) {
+      if (type != NGHTTP2_RST_STREAM || stream != 1 || payload.size() != 4) return false;
+      code = (int64_t{uint8_t(payload[0])} << 24) | (int64_t{uint8_t(payload[1])} << 16) |
+             (int64_t{uint8_t(payload[2])} << 8) | uint8_t(payload[3]);
+      return true;
+    });
+    return code;
   }
 
   // The fields of stream 1's header block that ends it; empty when none came within 5 s.
   std::map<std::string, std::string> final() {
-    std::string in;
-    const auto until = std::chrono::steady_clock::now() + 5s;
-    while (std::chrono::steady_clock::now() < until) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0) continue;
-      char buffer[65536];
-      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
-      if (n <= 0) break;
-      in.append(buffer, static_cast<size_t>(n));
-      received_bytes_ += static_cast<size_t>(n);
-      if (pause_every_ > 0 &&
-          received_bytes_ / pause_every_ != (received_bytes_ - static_cast<size_t>(n)) / pause_every_) {
-        std::this_thread::sleep_for(pause_);
-      }
-      while (in.size() >= 9) {
-        const size_t length = (size_t{uint8_t(in[0])} << 16) | (size_t{uint8_t(in[1])} << 8) | uint8_t(in[2]);
-        if (in.size() < 9 + length) break;
-        const uint8_t type = in[3], flags = in[4];
-        const std::string payload = in.substr(9, length);
-        in.erase(0, 9 + length);
-        if (type == NGHTTP2_DATA && window_step_ > 0 && (data_unacknowledged_ += length) >= window_step_) {
-          // A client that gives stream 1 its window back slowly, a step at a time.
-          std::this_thread::sleep_for(window_pause_);
-          const uint32_t step = static_cast<uint32_t>(data_unacknowledged_);
-          data_unacknowledged_ = 0;
-          const std::string update = frame(NGHTTP2_WINDOW_UPDATE, 0, 1,
-                                           {char(step >> 24), char(step >> 16), char(step >> 8), char(step)});
-          EXPECT_EQ(::send(fd_, update.data(), update.size(), MSG_NOSIGNAL), static_cast<ssize_t>(update.size()));
-        }
-        if (type != NGHTTP2_HEADERS) continue;
-        std::map<std::string, std::string> fields = inflate(payload);
-        if ((flags & NGHTTP2_FLAG_END_STREAM) != 0) return fields;
-      }
-    }
-    return {};
+    std::map<std::string, std::string> last;
+    readFrames([this, &last](uint8_t type, uint8_t flags, int32_t, const std::string& payload) {
+      if (type != NGHTTP2_HEADERS) return false;
+      std::map<std::string, std::string> fields = inflate(payload);
+      if ((flags & NGHTTP2_FLAG_END_STREAM) == 0) return false;
+      last = std::move(fields);
+      return true;
+    });
+    return last;
   }
 
  public:
@@ -195,6 +138,48 @@ class RawCall {
   }
 
  private:
+  static std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
+
+  // Reads for at most 5 s, as the client set up (pauseEvery, paceWindow), handing each
+  // whole frame to `visit(type, flags, stream, payload)` until it returns true (then true)
+  // or the server closes the connection (false).
+  template <typename Visit>
+  bool readFrames(Visit visit) {
+    std::string in;
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      char buffer[65536];
+      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
+      if (n <= 0) return false;
+      in.append(buffer, static_cast<size_t>(n));
+      received_bytes_ += static_cast<size_t>(n);
+      if (pause_every_ > 0 &&
+          received_bytes_ / pause_every_ != (received_bytes_ - static_cast<size_t>(n)) / pause_every_) {
+        std::this_thread::sleep_for(pause_);
+      }
+      while (in.size() >= 9) {
+        const size_t length = (size_t{uint8_t(in[0])} << 16) | (size_t{uint8_t(in[1])} << 8) | uint8_t(in[2]);
+        if (in.size() < 9 + length) break;
+        const uint8_t type = in[3], flags = in[4];
+        const int32_t stream = (int32_t{uint8_t(in[5]) & 0x7f} << 24) | (int32_t{uint8_t(in[6])} << 16) |
+                               (int32_t{uint8_t(in[7])} << 8) | uint8_t(in[8]);
+        const std::string payload = in.substr(9, length);
+        in.erase(0, 9 + length);
+        if (type == NGHTTP2_DATA && window_step_ > 0 && (data_unacknowledged_ += length) >= window_step_) {
+          // A client that gives stream 1 its window back slowly, a step at a time.
+          std::this_thread::sleep_for(window_pause_);
+          const std::string update = windowUpdate(1, static_cast<uint32_t>(data_unacknowledged_));
+          data_unacknowledged_ = 0;
+          EXPECT_EQ(::send(fd_, update.data(), update.size(), MSG_NOSIGNAL), static_cast<ssize_t>(update.size()));
+        }
+        if (visit(type, flags, stream, payload)) return true;
+      }
+    }
+    return false;
+  }
+
   std::map<std::string, std::string> inflate(const std::string& block) {
     std::map<std::string, std::string> fields;
     const auto* in = reinterpret_cast<const uint8_t*>(block.data());
@@ -569,8 +554,7 @@ TEST_P(NativeServerTest, AStreamWhoseReplyGetsNoWindowIsResetAndTheConnectionSer
   options.send_timeout_ms = 200;
   startServer(1, options);
   RawCall call(frontend_->port());
-  const std::string connection_window =
-      RawCall::frame(NGHTTP2_WINDOW_UPDATE, 0, 0, {0, 0x10, 0, 0});  // + 1 MiB for the connection
+  const std::string connection_window = RawCall::windowUpdate(0, 1 << 20);
   call.send("/inference.GRPCInferenceService/ModelInfer", {},
             grpcFramed(identityRequest(std::vector<float>(256 * 1024, 1.5f))),  // a 1 MiB reply
             true, connection_window);
@@ -594,8 +578,7 @@ TEST_P(NativeServerTest, AStreamWhoseWindowComesBackSlowlyGetsItsWholeReply) {
   constexpr int64_t kElements = 256 * 1024;
   RawCall call(frontend_->port());
   call.paceWindow(65535, 100ms);  // 17 steps: about 1.7 s
-  const std::string connection_window =
-      RawCall::frame(NGHTTP2_WINDOW_UPDATE, 0, 0, {0, 0x10, 0, 0});  // + 1 MiB for the connection
+  const std::string connection_window = RawCall::windowUpdate(0, 1 << 20);
   call.send("/inference.GRPCInferenceService/ModelInfer", {},
             grpcFramed(identityRequest(std::vector<float>(kElements, 1.5f))), true, connection_window);
   const auto started = std::chrono::steady_clock::now();

@@ -20,9 +20,9 @@
 // Expect: 100-continue; limits on header bytes, header count, body size and chunk count;
 // header, body and idle timeouts, and a send timeout (a client that takes none of the
 // answer bytes waiting for it for that long is disconnected; and while 4 MiB of answers
-// wait for it, no further request is read). A body with a Content-Length is read straight from the
-// socket into its own storage (no intermediate copy), which is kept per connection and
-// reused by the next request once no Buffer refers to it. A request the headers gate asks
+// wait for it, no further request is read). A body with a Content-Length is read straight
+// from the socket into its own storage (no intermediate copy), which is kept per
+// connection and reused by the next request once no Buffer refers to it. A request the headers gate asks
 // for early (HttpRequest::early_dispatch_bytes) goes to the handler while its body is still
 // arriving, and its BodyArrival is told every 256 KiB, of the end, or of the failure (the
 // client went away, the body timed out: a request the handler answered already gets no

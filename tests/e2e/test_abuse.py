@@ -39,7 +39,8 @@ limits:
   max_json_depth: 32
 """
 
-BUILTIN = LOOPBACK_HEAD + LIMITS + """$extra
+# Every model to the builtin ones.
+TO_BUILTIN = """
 upstreams:
   - name: demo
     protocol: builtin
@@ -47,6 +48,8 @@ routes:
   - match: { model: "*" }
     upstream: demo
 """
+
+BUILTIN = LOOPBACK_HEAD + LIMITS + "$extra" + TO_BUILTIN
 
 # In front of another infergate over HTTP: an inference body is forwarded undecoded.
 PASSTHROUGH = LOOPBACK_HEAD + LIMITS + """
@@ -305,20 +308,11 @@ class Streams(Base):
 
 # Clients that never read their answers: plaintext HTTP, and gRPC over TLS (the native
 # server's TLS path, and the key's way from the config to it).
-STALLED = """
-listeners:
-  http:    { address: "127.0.0.1:0" }
-  grpc:    { address: "127.0.0.1:0", tls: { cert: "$cert", key: "$key" } }
-  metrics: { address: "127.0.0.1:0" }
-workers: 2
-limits: { send_timeout_ms: 500 }
-upstreams:
-  - name: demo
-    protocol: builtin
-routes:
-  - match: { model: "*" }
-    upstream: demo
-"""
+PLAIN_GRPC = '  grpc:    { address: "127.0.0.1:0" }'
+assert PLAIN_GRPC in LOOPBACK_HEAD
+STALLED = (LOOPBACK_HEAD.replace(
+    PLAIN_GRPC, '  grpc:    { address: "127.0.0.1:0", tls: { cert: "$cert", key: "$key" } }')
+    + "limits: { send_timeout_ms: 500 }" + TO_BUILTIN)
 
 
 class StalledReaders(Base):
