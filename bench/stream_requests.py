@@ -93,20 +93,22 @@ def floor_us(bench, size):
     return costs["memcpy_us"] + costs["loopback_us"]
 
 
-def main():
-    args = parse_args()
+def measure(args, prefix, start_more, proxies):
+    """The suite's processes plus those `start_more(bench)` starts, every arm (direct and
+    `proxies`) at every size of --sizes in interleaved rounds, the floor in each round at
+    c=1. Returns (sizes, rows: (size, arm) -> [(p50 us, req/s, CPU us/req)] per round,
+    floors: size -> [floor us] per round)."""
     sizes = [int(s) * MIB for s in args.sizes.split(",")]
-    scratch = tempfile.mkdtemp(prefix="infergate-stream-requests.")
+    scratch = tempfile.mkdtemp(prefix=prefix)
     bench = suite.Bench(None, scratch, args.build_dir)
     bench.requests = suite.Requests(scratch, forwarding_report.load_pb(scratch))
     for size in sizes:
         bench.requests.write(("bin",), size)
-    rows = {}  # (size, arm) -> [(p50 us, req/s, CPU us/req)] per round
-    floors = {}  # size -> [floor us] per round (c=1 only: the latency table's)
-    arms = ["direct"] + PROXIES
+    rows, floors = {}, {}
+    arms = ["direct"] + proxies
     try:
         bench.start()
-        start_streaming_gateways(bench)
+        start_more(bench)
         for rnd in range(args.rounds):
             for size in sizes:
                 if args.concurrency == 1:
@@ -117,9 +119,14 @@ def main():
             print(f"round {rnd + 1} done", flush=True)
     finally:
         bench.stop()
+    return sizes, rows, floors
 
+
+def main():
+    args = parse_args()
+    sizes, rows, floors = measure(args, "infergate-stream-requests.", start_streaming_gateways, PROXIES)
     if args.concurrency > 1:
-        return report_load(rows, sizes, args)
+        return report_load(rows, sizes, args, PROXIES)
     rows = {k: [run_[0] for run_ in runs] for k, runs in rows.items()}  # the p50s
 
     def ms(us):
@@ -150,16 +157,16 @@ def main():
         print(f"| {size // MIB} MiB | - | floor | {ms(statistics.median(floor))} | | | |")
 
 
-def report_load(rows, sizes, args):
+def report_load(rows, sizes, args, proxies):
     """Throughput and the proxy's CPU per request at --concurrency, each against nginx's
-    in the same round."""
+    in the same round, for `proxies` (nginx among them)."""
     print(f"\n{args.rounds} round(s), c={args.concurrency}, medians over rounds; ratios to nginx "
           "taken round by round.\n")
     print("| size | arm | req/s | proxy CPU us/req | req/s / nginx's (per round) | CPU / nginx's (per round) |")
     print("|---|---|---:|---:|---|---|")
     for size in sizes:
         nginx = rows[(size, "nginx")]
-        for via in PROXIES:
+        for via in proxies:
             runs = rows[(size, via)]
             rps = ", ".join(f"{r[1] / n[1]:.2f}" for r, n in zip(runs, nginx)) if via != "nginx" else ""
             cpu = ", ".join(f"{r[2] / n[2]:.2f}" for r, n in zip(runs, nginx) if n[2]) if via != "nginx" else ""

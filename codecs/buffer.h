@@ -77,6 +77,12 @@ class MutableBuffer {
   // The first `used` bytes as an immutable Buffer; this MutableBuffer is left empty.
   Buffer freeze(size_t used) &&;
   Buffer freeze() && { return std::move(*this).freeze(size_); }
+  // Bytes [offset, offset + length), already written, as a Buffer sharing the storage
+  // while the writer goes on filling the bytes after them: it never writes these again.
+  // For handing on a body as it arrives (a relayed answer). The caller checks bounds.
+  Buffer shareWritten(size_t offset, size_t length) const {
+    return Buffer(std::shared_ptr<const void>(storage_, data_), data_ + offset, length);
+  }
 
  private:
   std::shared_ptr<uint8_t[]> storage_;

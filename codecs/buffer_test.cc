@@ -25,6 +25,22 @@ TEST(Buffer, MutableBufferFreezesWithoutCopy) {
   EXPECT_EQ(m.data(), nullptr);
 }
 
+TEST(Buffer, SharedWrittenBytesOutliveTheWriter) {
+  Buffer first, second;
+  {
+    MutableBuffer m = MutableBuffer::allocate(8);
+    std::memcpy(m.data(), "abcd", 4);
+    first = m.shareWritten(0, 4);
+    std::memcpy(m.data() + 4, "efgh", 4);  // the writer goes on after what it shared
+    second = m.shareWritten(4, 4);
+    EXPECT_EQ(first.data(), m.data());
+    EXPECT_EQ(second.data(), m.data() + 4);
+  }
+  // The storage is kept by the shares once the MutableBuffer is gone (ASan checks).
+  EXPECT_EQ(first.view(), "abcd");
+  EXPECT_EQ(second.view(), "efgh");
+}
+
 TEST(BufferChain, FlattensAndSkipsEmptySegments) {
   BufferChain chain;
   chain.append(Buffer::copyOf("ab"));

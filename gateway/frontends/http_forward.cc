@@ -407,6 +407,29 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
       r->body = held->flatten();
       exchange->respond(relayAnswer(std::move(*r), HttpEndpoint::kModelGenerateStream, n));
     };
+  } else if (names == nullptr) {
+    // Nothing of the answer is rewritten: one still arriving once its head is in goes on
+    // to the client as it comes, from the buffer the upstream client reads it into; any
+    // other is relayed whole, as sent.
+    callbacks.stream_arriving_only = true;
+    callbacks.on_head = [exchange](int status, const http::HeaderList& headers) {
+      HttpResponse head;
+      head.status = status;
+      head.relayed = headers;
+      head.relayed_names = kAnswerHeaders;
+      const std::string_view* length = headers.find("Content-Length");
+      exchange->beginStream(std::move(head), length ? codecs::parseUint64(*length) : std::nullopt);
+    };
+    callbacks.on_data = [exchange](codecs::Buffer piece) { exchange->sendChunk(std::move(piece)); };
+    callbacks.on_complete = [exchange, endpoint = m.endpoint](
+                                codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+      exchange->setCancelHandler(nullptr);
+      // Broken mid-answer: ended short, so the connection closes after what was sent.
+      if (exchange->streaming()) return exchange->endStream();
+      const Names& n = Names::relayed(nullptr);
+      if (!r.ok()) return exchange->respond(errorResponse(publicStatus(r.status(), n)));
+      exchange->respond(relayAnswer(std::move(*r), endpoint, n));
+    };
   } else {
     callbacks.on_complete = [exchange, names = std::move(names), endpoint = m.endpoint](
                                 codecs::StatusOr<upstream::HttpUpstreamResponse> r) {

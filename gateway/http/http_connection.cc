@@ -37,10 +37,11 @@ void HttpExchange::respond(HttpResponse response) {
   if (auto connection = connection_.lock()) connection->onExchangeResponded();
 }
 
-void HttpExchange::beginStream(HttpResponse head) {
+void HttpExchange::beginStream(HttpResponse head, std::optional<uint64_t> length) {
   if (responded_) return;
   responded_ = true;
   streaming_ = true;
+  stream_length_ = length;
   response_ = std::move(head);
   response_->body = codecs::BufferChain();
   if (auto connection = connection_.lock()) connection->onExchangeResponded();
@@ -248,12 +249,14 @@ void HttpConnection::queueResponses() {
     if (!exchange.response_) break;
     bool keep_alive = exchange.keep_alive_ && !draining_;
     observe(exchange, exchange.response_->status,
-            exchange.streaming_ ? 0 : exchange.response_->body.size());
+            exchange.streaming_ ? exchange.stream_length_.value_or(0) : exchange.response_->body.size());
     if (exchange.streaming_) {
       if (!queueStream(exchange)) break;
+      // Cut short: only the close tells the client that no more is coming.
+      if (exchange.stream_length_ && exchange.stream_queued_ != *exchange.stream_length_) keep_alive = false;
     } else {
       HttpResponse& response = *exchange.response_;
-      queueOut(responseHead(exchange, response, keep_alive, false));
+      queueOut(responseHead(exchange, response, keep_alive, response.body.size()));
       if (!exchange.head_) {
         for (const codecs::Buffer& segment : response.body.segments()) queueOut(segment);
       }
@@ -287,8 +290,18 @@ void HttpConnection::cancelPending(std::deque<std::shared_ptr<HttpExchange>> exc
 bool HttpConnection::queueStream(HttpExchange& exchange) {
   bool keep_alive = exchange.keep_alive_ && !draining_;
   if (!exchange.stream_head_written_) {
-    queueOut(responseHead(exchange, *exchange.response_, keep_alive, true));
+    queueOut(responseHead(exchange, *exchange.response_, keep_alive, exchange.stream_length_));
     exchange.stream_head_written_ = true;
+  }
+  if (exchange.stream_length_) {
+    for (codecs::Buffer& piece : exchange.stream_chunks_) {
+      const uint64_t room = *exchange.stream_length_ - exchange.stream_queued_;
+      if (piece.size() > room) piece = piece.slice(0, static_cast<size_t>(room));
+      exchange.stream_queued_ += piece.size();
+      if (!piece.empty()) queueOut(std::move(piece));
+    }
+    exchange.stream_chunks_.clear();
+    return exchange.stream_ended_;
   }
   for (codecs::Buffer& chunk : exchange.stream_chunks_) {
     char size[24];
@@ -304,7 +317,7 @@ bool HttpConnection::queueStream(HttpExchange& exchange) {
 }
 
 codecs::Buffer HttpConnection::responseHead(const HttpExchange& exchange, const HttpResponse& response,
-                                            bool keep_alive, bool chunked) const {
+                                            bool keep_alive, std::optional<uint64_t> length) const {
   using namespace std::string_view_literals;
   auto decimal = [](char (&digits)[24], uint64_t n) {
     return std::string_view(digits, static_cast<size_t>(std::to_chars(digits, digits + sizeof(digits), n).ptr - digits));
@@ -338,10 +351,10 @@ codecs::Buffer HttpConnection::responseHead(const HttpExchange& exchange, const 
   }
   // Written here, not added to the response's headers: no copy of it per request.
   if (!request_id.empty()) head.field("x-request-id"sv, request_id);
-  if (chunked) {
+  if (!length) {
     head.put("Transfer-Encoding: chunked\r\n"sv);
   } else {
-    head.field("Content-Length"sv, decimal(length_digits, response.body.size()));
+    head.field("Content-Length"sv, decimal(length_digits, *length));
   }
   if (!keep_alive) {
     head.put("Connection: close\r\n"sv);

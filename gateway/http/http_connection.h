@@ -85,7 +85,11 @@ class HttpExchange {
   // Streams the response instead: `head`'s status and headers go out with
   // Transfer-Encoding: chunked (its body is ignored), then each sendChunk() as one chunk,
   // then endStream() ends it. Loop thread; counts as the response for responded().
-  void beginStream(HttpResponse head);
+  // With `length`, the head says Content-Length: length instead and the pieces go out as
+  // they are (a relayed answer). Bytes past `length` are dropped; a stream ended short of
+  // it closes the connection once its bytes are written (the client learns that the
+  // answer was cut from the close, as from any proxy).
+  void beginStream(HttpResponse head, std::optional<uint64_t> length = std::nullopt);
   void sendChunk(codecs::Buffer data);
   void endStream();
   bool streaming() const { return streaming_; }
@@ -117,6 +121,8 @@ class HttpExchange {
   bool streaming_ = false;
   bool stream_head_written_ = false;
   bool stream_ended_ = false;
+  std::optional<uint64_t> stream_length_;  // a sized stream's Content-Length
+  uint64_t stream_queued_ = 0;             // its bytes queued for writing so far
   std::vector<codecs::Buffer> stream_chunks_;
   bool keep_alive_ = true;
   bool head_ = false;
@@ -127,7 +133,8 @@ class HttpExchange {
 
 using HttpHandler = std::function<void(std::shared_ptr<HttpExchange>)>;
 // Told once of every request the handler got: when its response is queued for writing
-// (a streamed one: its head), with the status and the body's bytes (streamed: 0 so far),
+// (a streamed one: its head), with the status and the body's bytes (streamed: 0 so far;
+// a sized stream: its length),
 // or, when the client went away first, with status 499 and no bytes. `exchange.info()`
 // holds what the pipeline recorded. Loop thread; must not block.
 using ResponseObserver = std::function<void(HttpExchange& exchange, int status, uint64_t body_bytes)>;
@@ -218,8 +225,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void onExchangeResponded();
   void queueResponses();
   bool queueStream(HttpExchange& exchange);
+  // `length`: the Content-Length; none: chunked.
   codecs::Buffer responseHead(const HttpExchange& exchange, const HttpResponse& response,
-                              bool keep_alive, bool chunked) const;
+                              bool keep_alive, std::optional<uint64_t> length) const;
   void afterResponse(bool keep_alive);
   void observe(HttpExchange& exchange, int status, uint64_t body_bytes);
   void cancelPending(std::deque<std::shared_ptr<HttpExchange>> exchanges);

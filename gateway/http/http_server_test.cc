@@ -8,12 +8,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <future>
 #include <thread>
+#include <vector>
 
 namespace infergate::gateway::http {
 namespace {
@@ -99,6 +101,9 @@ class RawClient {
     return out;
   }
 
+  // What was received and not yet read as a response (after closedByPeer(): all of it).
+  const std::string& unread() const { return buffered_; }
+
   // True when the server closed the connection (EOF) within 10 s.
   bool closedByPeer() {
     while (fill()) {
@@ -179,6 +184,28 @@ class HttpServerTest : public ::testing::Test {
       e->sendChunk(codecs::Buffer::copyOf("data: 1\n\n"));
       e->loop().post([e] {
         e->sendChunk(codecs::Buffer::copyOf("data: 2\n\n"));
+        e->endStream();
+      });
+      return;
+    }
+    if (target.rfind("/sized/", 0) == 0) {
+      // /sized/<length>/<sent>: a sized stream of `length` whose producer gives `sent`
+      // bytes ('a', 'b', ... one letter per piece of 4), over two turns of the loop.
+      char* rest = nullptr;
+      const uint64_t length = std::strtoull(target.c_str() + 7, &rest, 10);
+      const size_t sent = std::strtoul(rest + 1, nullptr, 10);
+      HttpResponse head;
+      head.header("Content-Type", "application/octet-stream");
+      e->beginStream(std::move(head), length);
+      std::vector<codecs::Buffer> pieces;
+      for (size_t at = 0; at < sent; at += 4) {
+        pieces.push_back(codecs::Buffer::fromString(std::string(std::min<size_t>(4, sent - at),
+                                                                static_cast<char>('a' + at / 4))));
+      }
+      const size_t first = pieces.size() / 2;
+      for (size_t i = 0; i < first; ++i) e->sendChunk(pieces[i]);
+      e->loop().post([e, pieces = std::move(pieces), first] {
+        for (size_t i = first; i < pieces.size(); ++i) e->sendChunk(pieces[i]);
         e->endStream();
       });
       return;
@@ -284,6 +311,46 @@ TEST_F(HttpServerTest, StreamsChunkedResponsesInOrderWithPipelining) {
   EXPECT_EQ(raw.find("Content-Length"), std::string::npos);
   EXPECT_NE(raw.find("\r\n\r\n9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n0\r\n\r\n"), std::string::npos) << raw;
   EXPECT_TRUE(c.read().has("X-Target: /after"));
+}
+
+TEST_F(HttpServerTest, StreamsASizedResponseAsItsPiecesComeAndKeepsTheConnection) {
+  startServer();
+  RawClient c(port_);
+  c.send("GET /sized/10/10 HTTP/1.1\r\n\r\nGET /after HTTP/1.1\r\n\r\n");
+  auto r = c.read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.has("Content-Length: 10\r\n"));
+  EXPECT_FALSE(r.has("Transfer-Encoding"));
+  EXPECT_FALSE(r.has("Connection: close"));
+  EXPECT_EQ(r.body, "aaaabbbbcc");  // the pieces as they are: no chunk framing
+  EXPECT_TRUE(c.read().has("X-Target: /after"));
+}
+
+TEST_F(HttpServerTest, DropsSizedStreamBytesPastTheLength) {
+  startServer();
+  RawClient c(port_);
+  c.send("GET /sized/6/12 HTTP/1.1\r\n\r\nGET /after HTTP/1.1\r\n\r\n");
+  auto r = c.read();
+  EXPECT_TRUE(r.has("Content-Length: 6\r\n"));
+  EXPECT_EQ(r.body, "aaaabb");
+  // Nothing past the length reached the wire: the next response follows at once.
+  auto after = c.read();
+  EXPECT_EQ(after.status, 200);
+  EXPECT_TRUE(after.has("X-Target: /after"));
+}
+
+TEST_F(HttpServerTest, ClosesAfterASizedStreamEndedShortOfItsLength) {
+  startServer();
+  RawClient c(port_);
+  c.send("GET /sized/10/6 HTTP/1.1\r\n\r\nGET /after HTTP/1.1\r\n\r\n");
+  // The client has the head and the 6 bytes, then the close: nothing else follows, the
+  // pipelined request included.
+  ASSERT_TRUE(c.closedByPeer());
+  const std::string& got = c.unread();
+  EXPECT_NE(got.find("Content-Length: 10\r\n"), std::string::npos) << got;
+  ASSERT_GE(got.size(), 6u);
+  EXPECT_EQ(got.substr(got.size() - 6), "aaaabb");
+  EXPECT_EQ(got.find("/after"), std::string::npos);
 }
 
 TEST_F(HttpServerTest, DechunksChunkedBodies) {

@@ -361,6 +361,7 @@ class FleetHttpCall final : public HttpCallHandle,
       callbacks.on_data = [self](codecs::Buffer piece) {
         if (self->callbacks_.on_data) self->callbacks_.on_data(std::move(piece));
       };
+      callbacks.stream_arriving_only = callbacks_.stream_arriving_only;
     }
     callbacks.on_complete = [self](codecs::StatusOr<HttpUpstreamResponse> response) {
       self->onComplete(std::move(response));

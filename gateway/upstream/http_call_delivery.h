@@ -31,7 +31,7 @@ bool deliverCall(Call& call, Calls& calls, const bool& destroyed) {
   HttpUpstreamCallbacks cb = std::move(call.callbacks);
   call.callbacks = {};
   auto stopped = [&] { return destroyed || call.owner == nullptr; };
-  if (cb.on_head) {
+  if (call.streaming && cb.on_head) {  // a relay not begun (stream_arriving_only) is buffered
     if (call.head_complete && !call.head_delivered) {
       call.head_delivered = true;
       cb.on_head(call.status, call.headers);

@@ -23,7 +23,9 @@
 //                   handed to on_complete; or, when on_head is set, streamed: on_head once
 //                   the status and headers are in, on_data for each piece as it arrives
 //                   (server-sent events are relayed this way), then on_complete with an
-//                   empty body
+//                   empty body; with stream_arriving_only (native engine), only a large
+//                   sized body still arriving is streamed so, from the buffer it is read
+//                   into (a passthrough answer relayed as it comes)
 //
 // Endpoints: "host:port", "[v6]:port" or "unix:/path".
 //
@@ -93,10 +95,21 @@ struct HttpUpstreamResponse {
   codecs::Buffer body;       // empty when streamed
 };
 
+// How much of a stream_arriving_only body is handed on at a time (the last piece may be
+// less): a write toward the client per piece, not per read of the upstream's socket.
+inline constexpr size_t kRelayStepBytes = 256 * 1024;
+
 struct HttpUpstreamCallbacks {
   // Optional; set to stream the body.
   std::function<void(int status, const http::HeaderList& headers)> on_head;
   std::function<void(codecs::Buffer piece)> on_data;
+  // With on_head: stream only a final answer whose body (Content-Length above
+  // kRelayStepBytes, not chunked) is still arriving once its head is in, and stream it
+  // without a copy: the body is read
+  // into one buffer of its length as when buffered, and its pieces are slices of that
+  // buffer, handed on every kRelayStepBytes and at the end. Any other answer is buffered
+  // whole for on_complete, on_head not called. libcurl buffers every answer then.
+  bool stream_arriving_only = false;
   // Once, last (not after cancel()).
   std::function<void(codecs::StatusOr<HttpUpstreamResponse> response)> on_complete;
 };

@@ -101,7 +101,8 @@ std::shared_ptr<HttpCallHandle> NativeHttpClient::Engine::send(
   auto call = std::make_shared<Call>();
   call->owner = this;
   call->request = std::move(request);
-  call->streaming = static_cast<bool>(callbacks.on_head);
+  call->relay = callbacks.on_head && callbacks.stream_arriving_only;
+  call->streaming = callbacks.on_head && !call->relay;
   call->callbacks = std::move(callbacks);
   call->endpoint = endpointText(endpoint);
   const std::string& method = call->request->method;

@@ -73,7 +73,11 @@ class NativeHttpClient::Engine {
 
     SharedHttpRequest request;
     HttpUpstreamCallbacks callbacks;
-    bool streaming = false;  // on_head was given
+    bool streaming = false;  // on_head was given (with relay: once the relay began)
+    // stream_arriving_only: a sized body still arriving after its head is relayed from
+    // `body` as it comes; `relayed` of its bytes were handed on as pieces.
+    bool relay = false;
+    size_t relayed = 0;
     bool head_only = false;  // HEAD: no body follows whatever the headers say
     bool sends_body = false;
     std::string endpoint;  // for messages
@@ -183,6 +187,10 @@ class NativeHttpClient::Engine {
   size_t quickHead(Call& call, const char* data, size_t size) const;
   // After quickHead(): the body's bytes that came with the head.
   void quickBody(Call& call, const char* data, size_t size) const;
+  // After a read of a relay call's answer (Call::relay): once the body is read straight
+  // into its buffer (so it did not come whole with the head), the head is news, and each
+  // kRelayStepBytes of body (and the rest at the end) a piece.
+  void relayProgress(Call& call);
   // The connection failed under its call: closed (err 0) or an errno, while sending or not.
   void broken(Connection& c, int err, bool sending);
   void failExchange(Connection& c, codecs::Status status);

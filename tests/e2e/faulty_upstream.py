@@ -26,6 +26,9 @@ HTTP faults (HTTP_FAULTS):
   garbage       bytes that are no HTTP response, then held open until the peer closes
   html          200 with Content-Type: text/html and an HTML body, correctly framed
   truncated     Content-Length of the whole body, half of it sent, then FIN
+  truncated_large  the same with a large body (the JSON answer and LARGE_PADDING bytes of
+                JSON whitespace): a gateway that relays a large answer as it arrives has
+                sent the head and some of the body before the FIN
   bad_chunk     Transfer-Encoding: chunked with a chunk-size line that is not hex
   chunk_crlf    chunked, a chunk's data longer than its size says (no CRLF after it)
   excess        Content-Length covering a correct JSON answer, followed in the same write by
@@ -86,7 +89,7 @@ if HERE not in sys.path:
 import grpc_stubs  # noqa: E402  (the stubs are generated at run time)
 
 HTTP_FAULTS = ("ok", "close", "rst", "reset_head", "reset_body", "stall", "garbage", "html",
-               "truncated", "bad_chunk", "chunk_crlf", "excess", "excess_late", "ihcl_long",
+               "truncated", "truncated_large", "bad_chunk", "chunk_crlf", "excess", "excess_late", "ihcl_long",
                "ihcl_short", "bds_long", "bds_short", "status_500")
 GRPC_FAULTS = ("ok", "rst", "rst_mid", "no_status", "no_message", "garbage", "bad_frame",
                "prefix_long", "prefix_short", "html", "stall", "goaway", "tcp_reset", "status",
@@ -97,6 +100,7 @@ HTTP_GARBAGE = b"\x16\x03\x01\x00\xa5garbage where an HTTP response belongs\x00\
 HTML = b"<html><body><h1>502 Bad Gateway</h1><p>a load balancer page</p></body></html>"
 ERROR_TEXT = "fault injected: the upstream refuses this request"
 POISON_VALUE = 666
+LARGE_PADDING = 4 << 20
 
 # struct formats of the fixed-size KServe datatypes.
 FORMATS = {"BOOL": "?", "INT8": "b", "INT16": "h", "INT32": "i", "INT64": "q", "UINT8": "B",
@@ -394,6 +398,12 @@ class FaultyUpstream:
         if fault == "truncated":
             whole = http_response(200, [json_type, ("Content-Length", len(text))], text)
             conn.sendall(whole[:len(whole) - len(text) // 2])
+            conn.shutdown(socket.SHUT_RDWR)
+            return False
+        if fault == "truncated_large":
+            length = len(text) + LARGE_PADDING
+            conn.sendall(http_response(200, [json_type, ("Content-Length", length)], b""))
+            conn.sendall(text + b" " * (length // 2 - len(text)))
             conn.shutdown(socket.SHUT_RDWR)
             return False
         if fault == "excess":

@@ -124,6 +124,11 @@ class Relay:
     """Passthrough: the upstream's answer as it sent it."""
 
 
+class Cut:
+    """Relayed as it arrived, then cut: the client got the upstream's head and part of the
+    body, then the close (HTTP's only way to tell that an answer ended short)."""
+
+
 class Correct:
     """A correct answer: OUTPUT0 echoes the request's INPUT0."""
 
@@ -148,6 +153,9 @@ HTTP_CASES = {
     "reset_head": GONE,
     "reset_body": GONE,
     "truncated": GONE,   # closed before the whole answer: UNAVAILABLE (http_client.h)
+    # A large answer goes on as it arrives (passthrough), so the client learns of the cut
+    # from the close; decoded for a gRPC client, it is still read whole first.
+    "truncated_large": {HH: Cut(), GH: GONE},
     "stall": LATE,
     "garbage": BAD,
     "bad_chunk": BAD,
@@ -472,6 +480,8 @@ class UpstreamFaults(unittest.TestCase):
                 self.assertEqual((outcome.code, outcome.message), (e.code, F.ERROR_TEXT), outcome)
         elif isinstance(e, Relay):
             self.assertRelayed(outcome, protocol, fault, path)
+        elif isinstance(e, Cut):
+            self.assertIn("IncompleteRead", outcome.error or "", outcome)
         else:
             self.assertTrue(outcome.ok, outcome)
             if path == HH:  # exactly the bytes the upstream announced, nothing after them
@@ -558,6 +568,8 @@ def describe(e):
         return "%d / %s" % (e.status, e.code().name)
     if isinstance(e, UpstreamError):
         return "the upstream's %d / %s" % (e.status, e.code.name)
+    if isinstance(e, Cut):
+        return "relayed as it arrived, then closed short"
     return "relayed as sent" if isinstance(e, Relay) else "a correct answer"
 
 

@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""What relaying a large HTTP answer as it arrives does, against holding it whole first.
+
+The gateway under test (the --build-dir tree) relays an HTTP passthrough answer whose body
+is still arriving once its head is in: the client gets each 256 KiB as the upstream's
+bytes land (gateway/README.md). A second gateway runs another build (--base-binary, e.g. one
+of the commit before), which holds every answer whole before it answers. Both sit in front
+of the same upstream U's HTTP listener with the same configuration; a third runs the tree
+under test with `stream_requests: true` as well, so that neither direction waits for a
+whole body.
+
+Arms: direct (U), nginx (BASELINES.md's proxy_pass), ig_http (relay), ig_http_base (held
+whole), ig_http_stream (relay and streamed requests). Each round runs every arm at every
+size (the binary-extension request of an FP32 [1, N] tensor, binary output asked, so the
+answer is as large as the request), then bench/copy_costs for the floor of one memcpy plus
+one loopback transfer of the size. Printed per size: each arm's p50 and added p50 over
+direct (medians over rounds), the relay / held-whole ratio of the added p50 round by round,
+and the added p50 minus the floor. With --concurrency N: throughput and the proxy's CPU
+per request instead, as ratios to nginx's.
+
+  /usr/bin/python3 bench/answer_relay.py --base-binary /tmp/base/infergate --sizes 4,64 --rounds 3
+"""
+import argparse
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stream_requests  # noqa: E402
+import suite  # noqa: E402
+from infergate_process import InfergateProcess  # noqa: E402
+
+MIB = 1 << 20
+PROXIES = ["nginx", "ig_http", "ig_http_base", "ig_http_stream"]
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--base-binary", required=True, help="the infergate binary that holds answers whole")
+    p.add_argument("--sizes", default="4,64", help="tensor sizes in MiB, comma-separated")
+    p.add_argument("--concurrency", type=int, default=1,
+                   help="requests in flight; above 1, throughput and CPU per request instead of p50")
+    suite.add_round_args(p)
+    return p.parse_args()
+
+
+def config(port, extra=""):
+    return f"""upstreams:
+  - name: u
+    protocol: http
+    endpoints: ["127.0.0.1:{port}"]{extra}
+routes:
+  - match: {{ model: "*" }}
+    upstream: u
+"""
+
+
+def start_gateways(bench, base_binary):
+    """ig_http_base (the other build) and ig_http_stream (this one, stream_requests on)."""
+    u_http, _ = bench.ports["direct"]
+    for via, binary, extra in (("ig_http_base", base_binary, ""),
+                               ("ig_http_stream", bench.infergate, "\n    stream_requests: true")):
+        path = suite.write_config(bench.scratch, via, 2, config(u_http, extra))
+        p = InfergateProcess(binary, via, path, bench.scratch)
+        bench.processes.append(p)
+        if not p.wait_ready(30):
+            raise suite.SetupError(f"{via} did not start; see {bench.scratch}/{via}.err")
+        bench.wait_http_ready(p.port("http"))
+        bench.ports[via] = (p.port("http"), p.port("grpc"))
+        bench.pids[via] = (lambda pid: lambda: [pid])(p.pid)
+
+
+def main():
+    args = parse_args()
+    sizes, rows, floors = stream_requests.measure(
+        args, "infergate-answer-relay.", lambda bench: start_gateways(bench, args.base_binary), PROXIES)
+    if args.concurrency > 1:
+        return stream_requests.report_load(rows, sizes, args, PROXIES)
+    rows = {k: [run_[0] for run_ in runs] for k, runs in rows.items()}  # the p50s
+
+    def ms(us):
+        return f"{us / 1000:.2f}"
+
+    print(f"\n{args.rounds} round(s), c=1, medians over rounds (ms); added: p50 minus direct's p50 in "
+          "the same round; floor: one memcpy + one loopback transfer of the size, same round.\n")
+    print("| size | arm | p50 | added | added - floor | added / ig_http_base's (per round) |")
+    print("|---|---|---:|---:|---:|---|")
+    for size in sizes:
+        direct = rows[(size, "direct")]
+        floor = floors[size]
+        base = [a - d for a, d in zip(rows[(size, "ig_http_base")], direct)]
+        for via in PROXIES:
+            added = [a - d for a, d in zip(rows[(size, via)], direct)]
+            over = [a - f for a, f in zip(added, floor)]
+            ratios = ", ".join(f"{a / b:.2f}" if b > 0 else "n/a" for a, b in zip(added, base))
+            print(f"| {size // MIB} MiB | {via} | {ms(statistics.median(rows[(size, via)]))} | "
+                  f"{ms(statistics.median(added))} | {ms(statistics.median(over))} | "
+                  f"{ratios if via not in ('nginx', 'ig_http_base') else ''} |")
+        print(f"| {size // MIB} MiB | direct | {ms(statistics.median(direct))} | | | |")
+        print(f"| {size // MIB} MiB | floor | {ms(statistics.median(floor))} | | | |")
+
+
+if __name__ == "__main__":
+    main()
