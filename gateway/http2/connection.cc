@@ -273,8 +273,10 @@ bool Connection::connectionError(uint32_t code, std::string why) {
 // ---- input ----
 
 bool Connection::receive(const uint8_t* data, size_t size) {
-  if (terminated_) return false;
+  // Checked per step too: a stream's end (dataDone) may charge a fault reset that ends the
+  // connection without a return value to say so.
   while (size > 0) {
+    if (terminated_) return false;
     switch (in_) {
       case In::kPreface: {
         const size_t n = std::min(size, kClientPrefaceBytes - preface_have_);
@@ -364,7 +366,7 @@ bool Connection::receive(const uint8_t* data, size_t size) {
       }
     }
   }
-  return true;
+  return !terminated_;
 }
 
 bool Connection::onDataStart() {

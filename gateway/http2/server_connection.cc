@@ -113,6 +113,7 @@ void ServerConnection::setStreamWindow(int32_t id, int32_t window) {
 bool ServerConnection::onStreamData(StreamState& state, uint32_t length) {
   auto& s = static_cast<Stream&>(state);
   if (s.remote_ended) return resetForFault(s, kStreamClosed);
+  s.data_bytes += length;  // the padding, counted here, comes off in onStreamPadding
   s.available -= length;
   if (s.available < 0) return resetForFault(s, kFlowControlError);
   return true;
@@ -127,10 +128,19 @@ void ServerConnection::onSettingsAcked() {
 }
 
 void ServerConnection::onStreamPadding(StreamState& state, size_t bytes) {
-  giveBack(static_cast<Stream&>(state), bytes);
+  auto& s = static_cast<Stream&>(state);
+  s.data_bytes -= bytes;
+  giveBack(s, bytes);
 }
 
-void ServerConnection::onRemoteEnd(StreamState& s) {
+void ServerConnection::onRemoteEnd(StreamState& state) {
+  auto& s = static_cast<Stream&>(state);
+  // A content-length the DATA did not add up to: the request is malformed, and what the
+  // owner was handed of it is not a request (RFC 9113 8.1.1).
+  if (s.content_length && *s.content_length != s.data_bytes) {
+    resetForFault(s, kProtocolError);
+    return;
+  }
   s.remote_ended = true;
   owner_.onRequestEnd(s.id);
 }
@@ -216,10 +226,22 @@ bool ServerConnection::requestBlock(Stream& s) {
           malformed = true;
           return;
         }
-        if (check == FieldCheck::kKeep) owner_.onField(id, name, value);
+        if (check == FieldCheck::kKeep) {
+          if (name == "content-length") {
+            // Digits only; given twice, the same both times (RFC 9110 8.6).
+            const std::optional<uint64_t> n = codecs::parseUint64(value);
+            if (!n || (s.content_length && *s.content_length != *n)) {
+              malformed = true;
+              return;
+            }
+            s.content_length = n;
+          }
+          owner_.onField(id, name, value);
+        }
       },
       r);
   if (!decoded) return false;
+  if (block_end_stream_ && s.content_length && *s.content_length != 0) malformed = true;
   if (malformed || !method || !scheme || !path) return resetForFault(s, kProtocolError);
   if (block_end_stream_) s.remote_ended = true;  // before the owner answers: no reset for the rest
   owner_.onHeadersEnd(id, r.too_large);

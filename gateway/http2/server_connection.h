@@ -50,6 +50,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -115,6 +116,10 @@ class ServerConnection final : public Connection {
     int64_t window = 0;  // its receive window's size
     int64_t available = 0;  // what the client may still send
     int64_t consumed = 0;  // taken by the owner, not yet given back
+    // The request's content-length, when it gave one, and the DATA payload so far (padding
+    // not counted): they must agree at the request's end (RFC 9113 8.1.1).
+    std::optional<uint64_t> content_length;
+    uint64_t data_bytes = 0;
   };
 
   Stream* find(int32_t id) {

@@ -648,6 +648,58 @@ TEST(ServerConnection, RequestTrailersThatBreakTheRulesResetTheStream) {
   }
 }
 
+// RFC 9113 8.1.1: a request whose content-length the DATA frames do not add up to is
+// malformed; its stream is reset, the connection serves on. One that adds up is served.
+TEST(ServerConnection, AContentLengthTheDataDoesNotMatchResetsTheStream) {
+  auto with_length = [](std::string length) {
+    Fields fields = kRequestHead;
+    fields.push_back({"content-length", std::move(length)});
+    return fields;
+  };
+  struct Case {
+    const char* name;
+    Fields fields;
+    std::vector<std::string> data;  // the last one ends the stream; none: HEADERS ends it
+  };
+  const Case cases[] = {
+      {"more than announced", with_length("3"), {"ab", "cd"}},
+      {"less than announced", with_length("10"), {"abcd"}},
+      {"announced, none sent", with_length("4"), {}},
+      {"not a number", with_length("4x"), {"abcd"}},
+      {"negative", with_length("-4"), {"abcd"}},
+  };
+  for (const Case& c : cases) {
+    Served s;
+    Script script;
+    script.preface().headers(1, c.fields, c.data.empty() ? flags::kEndHeaders | flags::kEndStream : flags::kEndHeaders);
+    for (size_t i = 0; i < c.data.size(); ++i) {
+      script.data(1, c.data[i], i + 1 == c.data.size() ? flags::kEndStream : 0);
+    }
+    ASSERT_TRUE(s.feed(script.take())) << c.name << ": " << s.conn.error();
+    EXPECT_EQ(rstCode(s.frames(), 1), kProtocolError) << c.name;
+    const Owner::Request& r = s.owner.requests[1];
+    EXPECT_EQ(std::count(r.events.begin(), r.events.end(), "end"), 0) << c.name << ": never a whole request";
+    EXPECT_EQ(r.code, kProtocolError) << c.name;
+    ASSERT_TRUE(s.feed(script.headers(3, kRequestHead).take())) << c.name;
+    expectServed(s, 3, c.name);
+  }
+  {
+    // Padded frames: the padding is not payload. Twice the same value is one value.
+    Served s;
+    Fields fields = with_length("6");
+    fields.push_back({"content-length", "6"});
+    Script script;
+    script.preface().headers(1, fields, flags::kEndHeaders);
+    script.data(1, std::string("\x02", 1) + "abc" + "pp", flags::kPadded);
+    script.data(1, "def", flags::kEndStream);
+    ASSERT_TRUE(s.feed(script.take())) << s.conn.error();
+    const Owner::Request& r = s.owner.requests[1];
+    EXPECT_EQ(r.data, "abcdef");
+    EXPECT_EQ(r.events, (Events{"start", "headers", "data", "end"}));
+    EXPECT_EQ(rstCode(s.frames(), 1), UINT32_MAX) << "no reset";
+  }
+}
+
 TEST(ServerConnection, AStreamsOwnFaultResetsItOnly) {
   {
     // Past its window: the owner gave nothing back.
