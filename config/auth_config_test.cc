@@ -46,6 +46,7 @@ auth:
     shared-memory: deny
     health: public
     statistics: [ci, web]
+    admin: { allow: [ops] }
   watch_interval_ms: 2000
 rate_limits:
   - { per: principal, requests_per_second: 50, burst: 100 }
@@ -74,6 +75,8 @@ rate_limits:
 
   ASSERT_TRUE(a.rule(ApiGroup::kInference));
   EXPECT_EQ(a.rule(ApiGroup::kInference)->allow, Allow::kAuthenticated);
+  ASSERT_TRUE(a.rule(ApiGroup::kAdmin));
+  EXPECT_EQ(a.rule(ApiGroup::kAdmin)->principals, std::vector<std::string>{"ops"});
   const std::optional<AccessRule>& repo = a.rule(ApiGroup::kModelRepository);
   ASSERT_TRUE(repo);
   EXPECT_EQ(repo->allow, Allow::kPrincipals);
@@ -182,6 +185,7 @@ TEST(AuthConfig, Errors) {
     statistics: []
     trace: { allow: [ci], listeners: [http, http] }
     logging: { listeners: [grpc] }
+    admin: { allow: [ci], listeners: [http] }
   watch_interval_ms: 10
 )"),
                {
@@ -202,14 +206,16 @@ TEST(AuthConfig, Errors) {
                    "(allowed: public, authenticated, deny, or a list of principals)",
                    "test.yaml:15:5: auth.api_groups.everything: unknown API group "
                    "\"everything\" (allowed: health, metadata, inference, shared-memory, "
-                   "model-config, model-repository, statistics, trace, logging)",
+                   "model-config, model-repository, statistics, trace, logging, admin)",
                    "test.yaml:16:17: auth.api_groups.statistics: an empty list admits nobody: "
                    "write deny",
                    "test.yaml:17:45: auth.api_groups.trace.listeners[1]: listener \"http\" is "
                    "listed twice",
                    "test.yaml:18:14: auth.api_groups.logging.allow: missing required key \"allow\" "
                    "(public, authenticated, deny or a list of principals)",
-                   "test.yaml:19:22: auth.watch_interval_ms: must be between 1000 and "
+                   "test.yaml:19:38: auth.api_groups.admin.listeners: the admin API is served "
+                   "on the metrics listener only: no listeners here",
+                   "test.yaml:20:22: auth.watch_interval_ms: must be between 1000 and "
                    "86400000, got 10",
                });
 }

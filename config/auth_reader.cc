@@ -266,7 +266,7 @@ std::optional<size_t> readListenerList(YamlReader& reader, const YamlValue& valu
   return items->size();
 }
 
-std::optional<AccessRule> readAccessRule(YamlReader& reader, const YamlValue& value) {
+std::optional<AccessRule> readAccessRule(YamlReader& reader, const YamlValue& value, bool listeners_allowed) {
   AccessRule rule;
   rule.where = value.where;
   if (!value.node.IsMap()) {
@@ -281,7 +281,13 @@ std::optional<AccessRule> readAccessRule(YamlReader& reader, const YamlValue& va
   } else {
     ok = false;
   }
-  if (const YamlValue* v = map->find("listeners")) readRuleListeners(reader, *v, rule);
+  if (const YamlValue* v = map->find("listeners")) {
+    if (listeners_allowed) {
+      readRuleListeners(reader, *v, rule);
+    } else {
+      reader.error(*v, "the admin API is served on the metrics listener only: no listeners here");
+    }
+  }
   if (!ok) return std::nullopt;
   return rule;
 }
@@ -331,7 +337,8 @@ void readAuth(YamlReader& reader, const YamlValue& value, AuthConfig& auth) {
                        strCat("unknown API group \"", entry.key, "\" (allowed: ", names, ")"));
           continue;
         }
-        auth.api_groups[static_cast<size_t>(*group)] = readAccessRule(reader, entry.value);
+        auth.api_groups[static_cast<size_t>(*group)] =
+            readAccessRule(reader, entry.value, /*listeners_allowed=*/*group != ApiGroup::kAdmin);
       }
     }
   }

@@ -24,7 +24,7 @@ namespace {
 
 constexpr const char* kApiGroupNames[kApiGroupCount] = {
     "health", "metadata", "inference", "shared-memory", "model-config",
-    "model-repository", "statistics", "trace", "logging"};
+    "model-repository", "statistics", "trace", "logging", "admin"};
 
 }  // namespace
 

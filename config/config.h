@@ -255,11 +255,12 @@ const char* protocolName(UpstreamConfig::Protocol protocol);
 // The API groups of Triton's restricted-API feature (PROTOCOL.md), which access rules
 // name: "health", "metadata", "inference", "shared-memory", "model-config",
 // "model-repository", "statistics", "trace", "logging".
+// kAdmin: the gateway's own admin API (/admin/ on the metrics listener), not Triton's.
 enum class ApiGroup {
   kHealth, kMetadata, kInference, kSharedMemory, kModelConfig, kModelRepository,
-  kStatistics, kTrace, kLogging,
+  kStatistics, kTrace, kLogging, kAdmin,
 };
-inline constexpr size_t kApiGroupCount = 9;
+inline constexpr size_t kApiGroupCount = 10;
 const char* apiGroupName(ApiGroup group);
 std::optional<ApiGroup> apiGroupNamed(std::string_view name);
 

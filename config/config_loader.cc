@@ -145,10 +145,10 @@ void Loader::readListeners(const YamlValue& value) {
   marks_.frontend_listener_written = map->find("http") || map->find("grpc");
 }
 
-// The metrics listener takes `tls` but not `public` (it serves no inference API).
+// The metrics listener takes `tls` and `public` (for the admin API's default), not `server`.
 std::optional<ListenerConfig> Loader::readListener(const YamlValue& value, ListenerKind kind) {
   std::optional<YamlMap> map = kind == ListenerKind::kMetrics
-                                   ? reader_.mapping(value, {"address", "tls"})
+                                   ? reader_.mapping(value, {"address", "tls", "public"})
                                    : kind == ListenerKind::kGrpc
                                          ? reader_.mapping(value, {"address", "tls", "public", "server"})
                                          : reader_.mapping(value, {"address", "tls", "public"});

@@ -76,7 +76,9 @@ std::optional<size_t> readListenerList(YamlReader& reader, const YamlValue& valu
 
 // `routes[].auth` and each `auth.api_groups` entry: public | authenticated | deny | a list
 // of principals, or a mapping {allow: ..., listeners: [http, grpc]}. auth_reader.cc.
-std::optional<AccessRule> readAccessRule(YamlReader& reader, const YamlValue& value);
+// `listeners_allowed`: false where `listeners` means nothing (the admin API's rule).
+std::optional<AccessRule> readAccessRule(YamlReader& reader, const YamlValue& value,
+                                         bool listeners_allowed = true);
 // The `auth` section into `auth`; the `rate_limits` section into `out`.
 void readAuth(YamlReader& reader, const YamlValue& value, AuthConfig& auth);
 void readRateLimits(YamlReader& reader, const YamlValue& value, std::vector<RateLimitConfig>& out);

@@ -157,11 +157,19 @@ TEST(TlsConfig, TheMetricsListenerTakesTls) {
   EXPECT_EQ(c->metrics->tls->client_auth, ClientAuth::kRequire);
   EXPECT_EQ(c->metrics->tls->min_version, TlsVersion::k13);
   EXPECT_FALSE(c->http->tls);
+  // `public` decides the admin API's default there (auth.api_groups.admin); `server` is gRPC's.
+  auto open = parse(withListeners(R"(listeners:
+  http: { address: "0.0.0.0:8000" }
+  metrics: { address: "0.0.0.0:8002", public: false }
+)"));
+  ASSERT_TRUE(open.ok()) << open.status();
+  EXPECT_FALSE(open->metrics->isPublic());
   expectErrors(withListeners(R"(listeners:
   http: { address: "0.0.0.0:8000" }
-  metrics: { address: "0.0.0.0:8002", public: true }
+  metrics: { address: "0.0.0.0:8002", server: native }
 )"),
-               {"test.yaml:3:39: listeners.metrics.public: unknown key \"public\" (allowed: address, tls)"});
+               {"test.yaml:3:39: listeners.metrics.server: unknown key \"server\" (allowed: address, tls, "
+                "public)"});
 }
 
 TEST(TlsConfig, EmptyAndNullPathsAreRefused) {

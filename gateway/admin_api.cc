@@ -1,6 +1,7 @@
 #include "gateway/admin_api.h"
 
 #include "codecs/json_writer.h"
+#include "gateway/frontends/http_frontend.h"
 
 namespace infergate::gateway {
 namespace {
@@ -91,8 +92,13 @@ void writeEndpoint(codecs::JsonWriter& w, const upstream::Endpoint& e,
 
 }  // namespace
 
-AdminApi::AdminApi(std::shared_ptr<Router> router, Reload reload)
-    : router_(std::move(router)), reload_(std::move(reload)) {}
+AdminApi::AdminApi(std::shared_ptr<Router> router, Reload reload, std::shared_ptr<const Security> security)
+    : router_(std::move(router)), reload_(std::move(reload)), security_(std::move(security)) {}
+
+bool AdminApi::loopbackClient(std::string_view client_address) {
+  return client_address == "unix" || client_address.starts_with("127.") ||
+         client_address.starts_with("[::1]:") || client_address.starts_with("[::ffff:127.");
+}
 
 std::string AdminApi::routesJson(const RouterSnapshot& snapshot) {
   std::string out;
@@ -172,6 +178,16 @@ std::string AdminApi::upstreamsJson(const RouterSnapshot& snapshot) {
 
 void AdminApi::handle(const std::shared_ptr<http::HttpExchange>& exchange) {
   const http::HttpRequest& r = exchange->request();
+  auto header = [&r](std::string_view name) -> std::string_view {
+    const std::string_view* v = r.headers.find(name);
+    return v != nullptr ? *v : std::string_view();
+  };
+  tls::ServerSession* session = exchange->tlsSession();
+  codecs::StatusOr<std::optional<tls::Principal>> admitted = security_->admitAdmin(
+      header, session != nullptr ? session->peer() : nullptr, /*write=*/r.method != "GET",
+      loopbackClient(exchange->info().client_address));
+  if (!admitted.ok()) return exchange->respond(frontends::refusalResponse(admitted.status()));
+  if (*admitted) exchange->info().principal = (*admitted)->name;
   const std::string_view path = r.path();
   auto only = [&](std::string_view method) {
     if (r.method == method) return true;

@@ -528,7 +528,7 @@ codecs::Status GatewayServer::start() {
       [impl = &s] { impl->tick(); });
   s.admin = std::make_unique<AdminApi>(s.router, [impl = &s](std::function<void(codecs::Status)> done) {
     impl->control->post([impl, done = std::move(done)] { done(impl->reload()); });
-  });
+  }, s.security);
   // The log's starting point: the config's level and format, as the logging endpoint
   // then reports and changes them.
   const config::ObservabilityConfig::Log& log_config = s.config.observability.log;

@@ -9,6 +9,7 @@ std::shared_ptr<const Security::Settings> Security::settingsOf(const config::Gat
   if (!config.rate_limits.empty()) s->limiter = std::make_shared<RateLimiter>(config.rate_limits);
   s->http_public = config.http && config.http->isPublic();
   s->grpc_public = config.grpc && config.grpc->isPublic();
+  s->metrics_public = config.metrics && config.metrics->isPublic();
   return s;
 }
 
@@ -27,6 +28,20 @@ std::shared_ptr<Security> Security::open() {
 codecs::StatusOr<std::optional<tls::Principal>> Security::admit(HeaderLookup header, const tls::PeerIdentity* peer,
                                                                 config::ApiGroup group, bool write,
                                                                 tls::Listener listener) const {
+  return admitOn(header, peer, group, write, listener, /*loopback=*/false);
+}
+
+codecs::StatusOr<std::optional<tls::Principal>> Security::admitAdmin(HeaderLookup header,
+                                                                     const tls::PeerIdentity* peer,
+                                                                     bool write, bool loopback) const {
+  return admitOn(header, peer, config::ApiGroup::kAdmin, write, tls::Listener::kMetrics, loopback);
+}
+
+codecs::StatusOr<std::optional<tls::Principal>> Security::admitOn(HeaderLookup header,
+                                                                  const tls::PeerIdentity* peer,
+                                                                  config::ApiGroup group, bool write,
+                                                                  tls::Listener listener,
+                                                                  bool loopback) const {
   // Both as this thread holds them: no reference count touched per request.
   const tls::Authenticator* auth = &auth_->view();
   const Settings* settings = settings_.get();
@@ -38,8 +53,15 @@ codecs::StatusOr<std::optional<tls::Principal>> Security::admit(HeaderLookup hea
     presented.peer = peer;
     INFERGATE_ASSIGN_OR_RETURN(principal, auth->authenticate(presented, static_cast<int64_t>(std::time(nullptr))));
   }
-  const bool is_public = listener == tls::Listener::kHttp ? settings->http_public : settings->grpc_public;
-  INFERGATE_RETURN_IF_ERROR(tls::authorizeGroup(auth->config(), tls::AccessRequest{group, write, listener, is_public},
+  bool is_public = false;
+  switch (listener) {
+    case tls::Listener::kHttp: is_public = settings->http_public; break;
+    case tls::Listener::kGrpc: is_public = settings->grpc_public; break;
+    case tls::Listener::kMetrics: is_public = settings->metrics_public; break;
+  }
+  if (loopback) is_public = false;
+  INFERGATE_RETURN_IF_ERROR(tls::authorizeGroup(auth->config(),
+                                                tls::AccessRequest{group, write, listener, is_public},
                                                 principal ? &*principal : nullptr));
   return principal;
 }

@@ -52,6 +52,11 @@ class Security {
   codecs::StatusOr<std::optional<tls::Principal>> admit(HeaderLookup header, const tls::PeerIdentity* peer,
                                                         config::ApiGroup group, bool write,
                                                         tls::Listener listener) const;
+  // The same for the admin API (the metrics listener): a client on loopback (`loopback`:
+  // its address is 127.0.0.0/8, ::1 or a unix socket) is not held to a public listener's
+  // defaults, so that an operator on the host (or through a port-forward) reaches it.
+  codecs::StatusOr<std::optional<tls::Principal>> admitAdmin(HeaderLookup header, const tls::PeerIdentity* peer,
+                                                             bool write, bool loopback) const;
   codecs::Status rateLimit(const Caller& caller, std::string_view model) const;
 
   // A reload in two steps, so that nothing changes unless the whole reload succeeds:
@@ -67,7 +72,7 @@ class Security {
  private:
   struct Settings {
     std::shared_ptr<RateLimiter> limiter;  // null: no rate_limits
-    bool http_public = false, grpc_public = false;
+    bool http_public = false, grpc_public = false, metrics_public = false;
   };
 
  public:
@@ -80,6 +85,10 @@ class Security {
   Security() = default;
   std::shared_ptr<const tls::Authenticator> authenticator() const { return auth_->current(); }
   static std::shared_ptr<const Settings> settingsOf(const config::GatewayConfig& config);
+  // admit(), with `loopback`: the listener does not count as public for this client.
+  codecs::StatusOr<std::optional<tls::Principal>> admitOn(HeaderLookup header, const tls::PeerIdentity* peer,
+                                                          config::ApiGroup group, bool write,
+                                                          tls::Listener listener, bool loopback) const;
 
   std::shared_ptr<tls::AuthenticatorSource> auth_;
   codecs::Published<Settings> settings_;  // never null once created

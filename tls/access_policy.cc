@@ -16,6 +16,7 @@ bool privateByDefault(const AccessRequest& r) {
     case ApiGroup::kSharedMemory:
     case ApiGroup::kTrace:
     case ApiGroup::kLogging:
+    case ApiGroup::kAdmin:
       return true;
     case ApiGroup::kModelRepository:
       return r.write;
@@ -24,14 +25,22 @@ bool privateByDefault(const AccessRequest& r) {
   }
 }
 
-const char* listenerName(Listener l) { return l == Listener::kHttp ? "http" : "grpc"; }
+const char* listenerName(Listener l) {
+  switch (l) {
+    case Listener::kHttp: return "http";
+    case Listener::kGrpc: return "grpc";
+    case Listener::kMetrics: return "metrics";
+  }
+  return "?";
+}
 
 }  // namespace
 
 codecs::Status authorizeRule(const config::AccessRule& rule, std::string_view what,
                              Listener listener, const Principal* principal) {
   using Allow = config::AccessRule::Allow;
-  if (!(listener == Listener::kHttp ? rule.http : rule.grpc)) {
+  const bool served = listener == Listener::kMetrics || (listener == Listener::kHttp ? rule.http : rule.grpc);
+  if (!served) {
     return absl::PermissionDeniedError(
         strCat(what, " is not served on the ", listenerName(listener), " listener"));
   }
@@ -64,7 +73,8 @@ codecs::Status authorizeGroup(const config::AuthConfig& auth, const AccessReques
   if (request.public_listener && privateByDefault(request)) {
     return absl::PermissionDeniedError(
         strCat(what(), request.write && request.group == ApiGroup::kModelRepository ? " (load, unload)" : "",
-               " is not served on a public listener unless auth.api_groups allows it"));
+               " is not served on a public listener unless auth.api_groups allows it",
+               request.group == ApiGroup::kAdmin ? " (loopback clients are served)" : ""));
   }
   return absl::OkStatus();
 }

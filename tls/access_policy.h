@@ -6,10 +6,12 @@
 //   rule given       allow: public (anyone) | authenticated (any principal) | deny |
 //                    [principal, ...], and optionally only on some listeners
 //   rule not given   anyone, except on a public listener (ListenerConfig::isPublic):
-//                    there shared-memory, trace and logging, and model-repository's load
-//                    and unload, are refused (PERMISSION_DENIED), since a client from the
-//                    network has no business changing what the gateway serves or reading
-//                    other clients' regions. An operator opens them by writing a rule.
+//                    there shared-memory, trace and logging, model-repository's load
+//                    and unload, and the admin API are refused (PERMISSION_DENIED), since
+//                    a client from the network has no business changing what the gateway
+//                    serves or reading other clients' regions. An operator opens them by
+//                    writing a rule. (The admin API's caller counts a loopback client as
+//                    not public: AccessRequest::public_listener is the caller's to set.)
 //
 // Answers: OK; UNAUTHENTICATED when a principal is needed and the request has none (HTTP
 // 401 with WWW-Authenticate); PERMISSION_DENIED when the principal is not allowed, or
@@ -25,7 +27,8 @@
 
 namespace infergate::tls {
 
-enum class Listener { kHttp, kGrpc };
+// kMetrics serves only the admin API; a rule's `listeners` says nothing about it.
+enum class Listener { kHttp, kGrpc, kMetrics };
 
 struct AccessRequest {
   config::ApiGroup group = config::ApiGroup::kInference;

@@ -453,6 +453,27 @@ TEST(AccessPolicy, DefaultsRefuseSensitiveGroupsOnPublicListenersOnly) {
             "API group 'logging' is not served on a public listener unless auth.api_groups allows it");
 }
 
+TEST(AccessPolicy, TheAdminApiIsPrivateByDefaultAndItsRuleIgnoresListeners) {
+  config::AuthConfig auth;
+  auto check = [&](bool is_public, const Principal* who) {
+    return authorizeGroup(auth, AccessRequest{ApiGroup::kAdmin, false, Listener::kMetrics, is_public}, who);
+  };
+  EXPECT_TRUE(check(false, nullptr).ok());
+  codecs::Status refused = check(true, nullptr);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(codecs::messageOf(refused),
+            "API group 'admin' is not served on a public listener unless auth.api_groups allows it "
+            "(loopback clients are served)");
+  // A rule decides wherever the caller is; `listeners` (http / grpc) is not the metrics one.
+  Principal ops{"ops"}, web{"web"};
+  auth.api_groups[static_cast<size_t>(ApiGroup::kAdmin)] =
+      AccessRule{.allow = AccessRule::Allow::kPrincipals, .principals = {"ops"}, .http = false, .grpc = false};
+  EXPECT_TRUE(check(true, &ops).ok());
+  EXPECT_EQ(check(false, &web).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(codecs::messageOf(check(false, &web)), "principal 'web' may not use API group 'admin'");
+  EXPECT_EQ(check(false, nullptr).code(), absl::StatusCode::kUnauthenticated);
+}
+
 TEST(AccessPolicy, RulesByPrincipalAndListener) {
   Principal ci{"ci"}, web{"web"};
   AccessRule rule{.allow = AccessRule::Allow::kPrincipals, .principals = {"ci"}, .http = false, .grpc = true};

@@ -80,17 +80,13 @@ void HttpFrontend::handle(const std::shared_ptr<HttpExchange>& exchange) {
   dispatch(exchange, route);
 }
 
-namespace {
-
-HttpResponse refusalOf(const codecs::Status& status) {
+HttpResponse refusalResponse(const codecs::Status& status) {
   HttpResponse refusal = errorResponse(status);
   if (status.code() == absl::StatusCode::kUnauthenticated) {
     refusal.header("WWW-Authenticate", "Bearer realm=\"infergate\"");
   }
   return refusal;
 }
-
-}  // namespace
 
 std::optional<HttpResponse> HttpFrontend::admitHeaders(http::HttpRequest& request,
                                                        tls::ServerSession* session) {
@@ -99,7 +95,7 @@ std::optional<HttpResponse> HttpFrontend::admitHeaders(http::HttpRequest& reques
   if (match.endpoint == HttpEndpoint::kNotFound || !match.method_allowed) return std::nullopt;
   codecs::StatusOr<std::optional<tls::Principal>> admitted =
       authenticate(request, match.endpoint, session);
-  if (!admitted.ok()) return refusalOf(admitted.status());
+  if (!admitted.ok()) return refusalResponse(admitted.status());
   // For handle(): the route, matched once, and who the credentials proved.
   auto route = std::make_shared<const Route>(Route{std::move(match), std::move(*admitted)});
   if (route->match.endpoint == HttpEndpoint::kModelInfer) placeBody(request, *route);
@@ -141,7 +137,7 @@ bool HttpFrontend::admit(const Exchange& exchange, std::optional<Route>& unprove
   codecs::StatusOr<std::optional<tls::Principal>> admitted =
       authenticate(exchange->request(), unproved->match.endpoint, exchange->tlsSession());
   if (!admitted.ok()) {
-    exchange->respond(refusalOf(admitted.status()));
+    exchange->respond(refusalResponse(admitted.status()));
     return false;
   }
   unproved->principal = std::move(*admitted);

@@ -49,6 +49,9 @@ struct HttpFrontendOptions {
 // The error body and status of `status` (gateway/error_mapping), with Retry-After on a
 // rate limit: every HTTP error the frontend sends goes through here.
 http::HttpResponse errorResponse(const codecs::Status& status);
+// A refusal by the security stage: errorResponse(), with WWW-Authenticate when credentials
+// are missing (401).
+http::HttpResponse refusalResponse(const codecs::Status& status);
 
 class HttpFrontend {
  public:

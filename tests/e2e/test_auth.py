@@ -59,6 +59,7 @@ auth:
     model-repository: [ops]
     statistics: { allow: [ci, ops], listeners: [grpc] }
     logging: deny
+    admin: [ops]
 upstreams:
   - name: demo
     protocol: builtin
@@ -368,6 +369,38 @@ class AccessLog(unittest.TestCase):
         self.assertNotIn(OPS_KEY, "".join(G.stderr_lines))
 
 
+class AdminApi(unittest.TestCase):
+    """auth.api_groups.admin: [ops] guards /admin/ on the metrics listener; /metrics stays
+    open. A refusal comes before the path is looked at."""
+
+    def test_only_ops_reaches_the_admin_api(self):
+        for method, path in (("GET", "/admin/routes"), ("GET", "/admin/upstreams"),
+                             ("POST", "/admin/reload"), ("GET", "/admin/nothing-here")):
+            with self.subTest(path=path):
+                status, headers, body = G.request(method, path, b"", listener="metrics")
+                self.assertEqual(status, 401, body)
+                self.assertEqual(headers.get("www-authenticate"), 'Bearer realm="infergate"')
+                self.assertEqual(json.loads(body)["error"], "credentials are required for API group 'admin'")
+                status, _, body = G.request(method, path, b"", {"x-api-key": WEB_KEY}, listener="metrics")
+                self.assertEqual(status, 403, body)
+                self.assertEqual(json.loads(body)["error"], "principal 'web' may not use API group 'admin'")
+                status, _, body = G.request(method, path, b"", {"Authorization": "Bearer not-a-key-of-anyone"},
+                                            listener="metrics")
+                self.assertEqual(status, 401, body)
+        status, _, body = G.request("GET", "/admin/routes", headers={"x-api-key": OPS_KEY}, listener="metrics")
+        self.assertEqual(status, 200, body)
+        self.assertIn("generation", json.loads(body))
+        status, _, body = G.request("POST", "/admin/reload", b"", {"Authorization": "Bearer " + OPS_KEY},
+                                    listener="metrics")
+        self.assertEqual(status, 200, body)
+        self.assertTrue(json.loads(body)["reloaded"])
+        status, _, body = G.request("GET", "/admin/nothing-here", headers={"x-api-key": OPS_KEY}, listener="metrics")
+        self.assertEqual(status, 404, body)
+        status, _, body = G.request("GET", "/metrics", listener="metrics")
+        self.assertEqual(status, 200)
+        self.assertIn(b"infergate_", body)
+
+
 class PublicListenerDefaults(unittest.TestCase):
     """No auth section: a public listener refuses the sensitive groups; a private one not."""
 
@@ -375,7 +408,7 @@ class PublicListenerDefaults(unittest.TestCase):
 listeners:
   http: { address: "127.0.0.1:0", public: $public }
   grpc: { address: "127.0.0.1:0", public: $public }
-  metrics: { address: "127.0.0.1:0" }
+  metrics: { address: "127.0.0.1:0", public: $public }
 shm: { enabled: true, allowed_key_prefixes: ["/infergate_e2e_"] }
 upstreams: [{ name: demo, protocol: builtin }]
 routes: [{ match: { model: "*" }, upstream: demo }]
@@ -404,6 +437,11 @@ routes: [{ match: { model: "*" }, upstream: demo }]
             self.assertEqual(code, grpc.StatusCode.PERMISSION_DENIED)
             self.assertEqual(grpc_stubs.grpc_outcome(lambda: stub.RepositoryIndex(
                 pb.RepositoryIndexRequest(), timeout=10))[0], "ok")
+            # The admin API on a public metrics listener: this client is on loopback, which
+            # the default serves (an operator on the host); from the network it is refused
+            # (tls/auth_test.cc, AccessPolicy.TheAdminApiIsPrivateByDefault...).
+            for g in (pub, priv):
+                self.assertEqual(g.request("GET", "/admin/routes", listener="metrics")[0], 200)
         finally:
             P.stop(pub)
             P.stop(priv)
