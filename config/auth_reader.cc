@@ -393,12 +393,13 @@ void checkAuth(const GatewayConfig& config, ConfigErrors& errors) {
   auto asksForCertificates = [](const std::optional<ListenerConfig>& l) {
     return l && l->tls && l->tls->client_auth != ServerTlsConfig::ClientAuth::kNone;
   };
-  if (!asksForCertificates(config.http) && !asksForCertificates(config.grpc)) {
+  if (!asksForCertificates(config.http) && !asksForCertificates(config.grpc) &&
+      !asksForCertificates(config.metrics)) {
     for (const PrincipalConfig& p : auth.principals) {
       if (p.client_cert) {
         errors.add(p.where, strCat("auth.principals[", p.name, "].client_cert"),
                    "no listener asks for client certificates: set client_auth (optional or "
-                   "require) with client_ca on the http or grpc listener's tls");
+                   "require) with client_ca on the http, grpc or metrics listener's tls");
       }
     }
   }

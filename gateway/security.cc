@@ -27,21 +27,7 @@ std::shared_ptr<Security> Security::open() {
 
 codecs::StatusOr<std::optional<tls::Principal>> Security::admit(HeaderLookup header, const tls::PeerIdentity* peer,
                                                                 config::ApiGroup group, bool write,
-                                                                tls::Listener listener) const {
-  return admitOn(header, peer, group, write, listener, /*loopback=*/false);
-}
-
-codecs::StatusOr<std::optional<tls::Principal>> Security::admitAdmin(HeaderLookup header,
-                                                                     const tls::PeerIdentity* peer,
-                                                                     bool write, bool loopback) const {
-  return admitOn(header, peer, config::ApiGroup::kAdmin, write, tls::Listener::kMetrics, loopback);
-}
-
-codecs::StatusOr<std::optional<tls::Principal>> Security::admitOn(HeaderLookup header,
-                                                                  const tls::PeerIdentity* peer,
-                                                                  config::ApiGroup group, bool write,
-                                                                  tls::Listener listener,
-                                                                  bool loopback) const {
+                                                                tls::Listener listener, bool loopback) const {
   // Both as this thread holds them: no reference count touched per request.
   const tls::Authenticator* auth = &auth_->view();
   const Settings* settings = settings_.get();

@@ -49,14 +49,18 @@ class Security {
   // gives a value ("" = absent), asked only when credentials are configured (without,
   // nothing presented is looked at); `peer`: the verified client certificate, if any.
   using HeaderLookup = absl::FunctionRef<std::string_view(std::string_view name)>;
+  // `loopback`: the client is on this host's loopback, and the listener does not count as
+  // public for it (the admin API's default, through admitAdmin()).
   codecs::StatusOr<std::optional<tls::Principal>> admit(HeaderLookup header, const tls::PeerIdentity* peer,
                                                         config::ApiGroup group, bool write,
-                                                        tls::Listener listener) const;
+                                                        tls::Listener listener, bool loopback = false) const;
   // The same for the admin API (the metrics listener): a client on loopback (`loopback`:
   // its address is 127.0.0.0/8, ::1 or a unix socket) is not held to a public listener's
   // defaults, so that an operator on the host (or through a port-forward) reaches it.
   codecs::StatusOr<std::optional<tls::Principal>> admitAdmin(HeaderLookup header, const tls::PeerIdentity* peer,
-                                                             bool write, bool loopback) const;
+                                                             bool write, bool loopback) const {
+    return admit(header, peer, config::ApiGroup::kAdmin, write, tls::Listener::kMetrics, loopback);
+  }
   codecs::Status rateLimit(const Caller& caller, std::string_view model) const;
 
   // A reload in two steps, so that nothing changes unless the whole reload succeeds:
@@ -85,10 +89,6 @@ class Security {
   Security() = default;
   std::shared_ptr<const tls::Authenticator> authenticator() const { return auth_->current(); }
   static std::shared_ptr<const Settings> settingsOf(const config::GatewayConfig& config);
-  // admit(), with `loopback`: the listener does not count as public for this client.
-  codecs::StatusOr<std::optional<tls::Principal>> admitOn(HeaderLookup header, const tls::PeerIdentity* peer,
-                                                          config::ApiGroup group, bool write,
-                                                          tls::Listener listener, bool loopback) const;
 
   std::shared_ptr<tls::AuthenticatorSource> auth_;
   codecs::Published<Settings> settings_;  // never null once created

@@ -73,8 +73,7 @@ codecs::Status authorizeGroup(const config::AuthConfig& auth, const AccessReques
   if (request.public_listener && privateByDefault(request)) {
     return absl::PermissionDeniedError(
         strCat(what(), request.write && request.group == ApiGroup::kModelRepository ? " (load, unload)" : "",
-               " is not served on a public listener unless auth.api_groups allows it",
-               request.group == ApiGroup::kAdmin ? " (loopback clients are served)" : ""));
+               " is not served on a public listener unless auth.api_groups allows it"));
   }
   return absl::OkStatus();
 }

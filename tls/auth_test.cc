@@ -462,8 +462,7 @@ TEST(AccessPolicy, TheAdminApiIsPrivateByDefaultAndItsRuleIgnoresListeners) {
   codecs::Status refused = check(true, nullptr);
   EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(codecs::messageOf(refused),
-            "API group 'admin' is not served on a public listener unless auth.api_groups allows it "
-            "(loopback clients are served)");
+            "API group 'admin' is not served on a public listener unless auth.api_groups allows it");
   // A rule decides wherever the caller is; `listeners` (http / grpc) is not the metrics one.
   Principal ops{"ops"}, web{"web"};
   auth.api_groups[static_cast<size_t>(ApiGroup::kAdmin)] =

@@ -285,6 +285,38 @@ HttpResponse relayAnswer(upstream::HttpUpstreamResponse r, HttpEndpoint endpoint
   return errorResponse(upstreamGarbage(n.upstream_name, endpointName(endpoint), failed));
 }
 
+// A passthrough answer toward the client when nothing in it is rewritten: relayed as it
+// arrives when the upstream client streams it (a large one), else whole, as sent.
+class ExchangeRelay final : public upstream::AnswerRelay {
+ public:
+  ExchangeRelay(std::shared_ptr<HttpExchange> exchange, HttpEndpoint endpoint)
+      : exchange_(std::move(exchange)), endpoint_(endpoint) {}
+
+  void onHead(int status, const http::HeaderList& headers) override {
+    HttpResponse head;
+    head.status = status;
+    head.relayed = headers;
+    head.relayed_names = kAnswerHeaders;
+    const std::string_view* length = headers.find("Content-Length");
+    exchange_->beginStream(std::move(head),
+                           length ? codecs::parseUint64(codecs::trimAscii(*length)) : std::nullopt);
+  }
+  void onPiece(codecs::Buffer piece) override { exchange_->sendChunk(std::move(piece)); }
+
+  void complete(codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+    exchange_->setCancelHandler(nullptr);
+    // Broken mid-answer: ended short, so the connection closes after what was sent.
+    if (exchange_->streaming()) return exchange_->endStream();
+    const Names& n = Names::relayed(nullptr);
+    if (!r.ok()) return exchange_->respond(errorResponse(publicStatus(r.status(), n)));
+    exchange_->respond(relayAnswer(std::move(*r), endpoint_, n));
+  }
+
+ private:
+  std::shared_ptr<HttpExchange> exchange_;
+  HttpEndpoint endpoint_;
+};
+
 // Sends `request` to the gRPC upstream as `method`; `on_answer` runs on the exchange's
 // loop with the parsed answer. Errors (the call's, or an unparsable answer) are answered
 // here, under the client's names.
@@ -411,24 +443,10 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
     // Nothing of the answer is rewritten: one still arriving once its head is in goes on
     // to the client as it comes, from the buffer the upstream client reads it into; any
     // other is relayed whole, as sent.
-    callbacks.stream_arriving_only = true;
-    callbacks.on_head = [exchange](int status, const http::HeaderList& headers) {
-      HttpResponse head;
-      head.status = status;
-      head.relayed = headers;
-      head.relayed_names = kAnswerHeaders;
-      const std::string_view* length = headers.find("Content-Length");
-      exchange->beginStream(std::move(head), length ? codecs::parseUint64(*length) : std::nullopt);
-    };
-    callbacks.on_data = [exchange](codecs::Buffer piece) { exchange->sendChunk(std::move(piece)); };
-    callbacks.on_complete = [exchange, endpoint = m.endpoint](
-                                codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
-      exchange->setCancelHandler(nullptr);
-      // Broken mid-answer: ended short, so the connection closes after what was sent.
-      if (exchange->streaming()) return exchange->endStream();
-      const Names& n = Names::relayed(nullptr);
-      if (!r.ok()) return exchange->respond(errorResponse(publicStatus(r.status(), n)));
-      exchange->respond(relayAnswer(std::move(*r), endpoint, n));
+    auto relay = std::make_shared<ExchangeRelay>(exchange, m.endpoint);
+    callbacks.relay = relay;
+    callbacks.on_complete = [relay = std::move(relay)](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+      relay->complete(std::move(r));
     };
   } else {
     callbacks.on_complete = [exchange, names = std::move(names), endpoint = m.endpoint](

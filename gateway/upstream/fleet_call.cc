@@ -361,8 +361,10 @@ class FleetHttpCall final : public HttpCallHandle,
       callbacks.on_data = [self](codecs::Buffer piece) {
         if (self->callbacks_.on_data) self->callbacks_.on_data(std::move(piece));
       };
-      callbacks.stream_arriving_only = callbacks_.stream_arriving_only;
     }
+    // Passed on as it is: a relay's head comes only once the request was sent, after which
+    // no failure is retried (wasNotSent), so the attempt needs no watch on it.
+    callbacks.relay = callbacks_.relay;
     callbacks.on_complete = [self](codecs::StatusOr<HttpUpstreamResponse> response) {
       self->onComplete(std::move(response));
     };

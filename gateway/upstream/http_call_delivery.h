@@ -31,17 +31,26 @@ bool deliverCall(Call& call, Calls& calls, const bool& destroyed) {
   HttpUpstreamCallbacks cb = std::move(call.callbacks);
   call.callbacks = {};
   auto stopped = [&] { return destroyed || call.owner == nullptr; };
-  if (call.streaming && cb.on_head) {  // a relay not begun (stream_arriving_only) is buffered
+  // A relay not begun (HttpUpstreamCallbacks::relay) is buffered: not streaming.
+  if (call.streaming && (cb.on_head || cb.relay)) {
     if (call.head_complete && !call.head_delivered) {
       call.head_delivered = true;
-      cb.on_head(call.status, call.headers);
+      if (cb.relay) {
+        cb.relay->onHead(call.status, call.headers);
+      } else {
+        cb.on_head(call.status, call.headers);
+      }
       if (stopped()) return !destroyed;
     }
     while (!call.pieces.empty()) {
       std::vector<codecs::Buffer> pieces;
       pieces.swap(call.pieces);
       for (codecs::Buffer& piece : pieces) {
-        if (cb.on_data) cb.on_data(std::move(piece));
+        if (cb.relay) {
+          cb.relay->onPiece(std::move(piece));
+        } else if (cb.on_data) {
+          cb.on_data(std::move(piece));
+        }
         if (stopped()) return !destroyed;
       }
     }

@@ -179,7 +179,7 @@ std::shared_ptr<HttpCallHandle> CurlMultiClient::send(const config::ListenAddres
   auto call = std::make_shared<Call>();
   call->owner = this;
   call->request = std::move(request);
-  call->streaming = callbacks.on_head && !callbacks.stream_arriving_only;  // relays: native only
+  call->streaming = static_cast<bool>(callbacks.on_head);  // never a relay: libcurl buffers
   call->callbacks = std::move(callbacks);
   call->endpoint = endpointText(endpoint);
   call->started = std::chrono::steady_clock::now();

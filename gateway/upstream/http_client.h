@@ -23,8 +23,8 @@
 //                   handed to on_complete; or, when on_head is set, streamed: on_head once
 //                   the status and headers are in, on_data for each piece as it arrives
 //                   (server-sent events are relayed this way), then on_complete with an
-//                   empty body; with stream_arriving_only (native engine), only a large
-//                   sized body still arriving is streamed so, from the buffer it is read
+//                   empty body; with `relay` (native engine), only a large sized body
+//                   still arriving is streamed, to the relay, from the buffer it is read
 //                   into (a passthrough answer relayed as it comes)
 //
 // Endpoints: "host:port", "[v6]:port" or "unix:/path".
@@ -95,21 +95,32 @@ struct HttpUpstreamResponse {
   codecs::Buffer body;       // empty when streamed
 };
 
-// How much of a stream_arriving_only body is handed on at a time (the last piece may be
-// less): a write toward the client per piece, not per read of the upstream's socket.
+// How much of a relayed body is handed on at a time (the last piece may be less): a
+// write toward the client per piece, not per read of the upstream's socket.
 inline constexpr size_t kRelayStepBytes = 256 * 1024;
+
+// Where a relayed answer goes (HttpUpstreamCallbacks::relay): its head, then its body's
+// pieces; on_complete still ends the call (an empty body when the head went here). One
+// object rather than two more std::functions per request: most answers never relay, and
+// the object is the only thing a request pays for the possibility. Loop thread.
+class AnswerRelay {
+ public:
+  virtual ~AnswerRelay() = default;
+  virtual void onHead(int status, const http::HeaderList& headers) = 0;
+  virtual void onPiece(codecs::Buffer piece) = 0;
+};
 
 struct HttpUpstreamCallbacks {
   // Optional; set to stream the body.
   std::function<void(int status, const http::HeaderList& headers)> on_head;
   std::function<void(codecs::Buffer piece)> on_data;
-  // With on_head: stream only a final answer whose body (Content-Length above
-  // kRelayStepBytes, not chunked) is still arriving once its head is in, and stream it
-  // without a copy: the body is read
-  // into one buffer of its length as when buffered, and its pieces are slices of that
-  // buffer, handed on every kRelayStepBytes and at the end. Any other answer is buffered
-  // whole for on_complete, on_head not called. libcurl buffers every answer then.
-  bool stream_arriving_only = false;
+  // Optional, instead of on_head: only a final answer whose body (Content-Length above
+  // kRelayStepBytes, not chunked) is still arriving once its head is in goes here, without
+  // a copy: the body is read into one buffer of its length as when buffered, and its
+  // pieces are slices of that buffer, handed on every kRelayStepBytes and at the end (and
+  // what arrived, when the call fails after its head). Any other answer is buffered whole
+  // for on_complete. libcurl buffers every answer.
+  std::shared_ptr<AnswerRelay> relay;
   // Once, last (not after cancel()).
   std::function<void(codecs::StatusOr<HttpUpstreamResponse> response)> on_complete;
 };

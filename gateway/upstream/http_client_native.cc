@@ -101,7 +101,7 @@ std::shared_ptr<HttpCallHandle> NativeHttpClient::Engine::send(
   auto call = std::make_shared<Call>();
   call->owner = this;
   call->request = std::move(request);
-  call->relay = callbacks.on_head && callbacks.stream_arriving_only;
+  call->relay = callbacks.relay != nullptr;
   call->streaming = callbacks.on_head && !call->relay;
   call->callbacks = std::move(callbacks);
   call->endpoint = endpointText(endpoint);
@@ -482,6 +482,12 @@ void NativeHttpClient::Engine::cancel(Call& call) {
 void NativeHttpClient::Engine::finish(Call& call, Status outcome) {
   if (call.finished) return;
   call.finished = true;
+  // A relay cut short (the upstream went, the deadline passed): what arrived goes on before
+  // the error, not just the whole steps of it.
+  if (call.relay && call.streaming && call.body_used > call.relayed) {
+    call.pieces.push_back(call.body.shareWritten(call.relayed, call.body_used - call.relayed));
+    call.relayed = call.body_used;
+  }
   if (call.request->arrival != nullptr) call.request->arrival->unwatch(call.arrival_watch);
   call.outcome = std::move(outcome);
   dropDeadline(call);

@@ -131,7 +131,7 @@ void NativeHttpClient::Engine::readSome(Connection& c) {
     } else if (!parse(c, into, static_cast<size_t>(n))) {
       return;
     }
-    if (call->relay) relayProgress(*call);
+    if (call->relay && call->direct) relayProgress(*call);  // only a body still arriving relays
     if (call->message_complete) {
       // A read short of its room emptied the socket: nothing follows the answer, so the
       // connection needs no probe before it carries the next request. A sized body read
@@ -275,9 +275,6 @@ void NativeHttpClient::Engine::quickBody(Call& call, const char* data, size_t si
 
 void NativeHttpClient::Engine::relayProgress(Call& call) {
   if (!call.streaming) {
-    // Not read straight into its buffer: it came whole with its head, or has no length
-    // the buffer was sized by (chunked, or too large to reserve). Buffered, as asked.
-    if (!call.direct) return;
     if (*call.content_length <= kRelayStepBytes) {
       call.relay = false;  // not one whole step before its end: nothing to gain
       return;

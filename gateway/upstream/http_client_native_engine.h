@@ -74,7 +74,7 @@ class NativeHttpClient::Engine {
     SharedHttpRequest request;
     HttpUpstreamCallbacks callbacks;
     bool streaming = false;  // on_head was given (with relay: once the relay began)
-    // stream_arriving_only: a sized body still arriving after its head is relayed from
+    // callbacks.relay given: a sized body still arriving after its head is relayed from
     // `body` as it comes; `relayed` of its bytes were handed on as pieces.
     bool relay = false;
     size_t relayed = 0;
@@ -187,9 +187,10 @@ class NativeHttpClient::Engine {
   size_t quickHead(Call& call, const char* data, size_t size) const;
   // After quickHead(): the body's bytes that came with the head.
   void quickBody(Call& call, const char* data, size_t size) const;
-  // After a read of a relay call's answer (Call::relay): once the body is read straight
-  // into its buffer (so it did not come whole with the head), the head is news, and each
-  // kRelayStepBytes of body (and the rest at the end) a piece.
+  // After a read of a relay call's answer (Call::relay) whose body is read straight into
+  // its buffer (`direct`: it did not come whole with its head, and has a length the buffer
+  // was sized by): the head is news once, then each kRelayStepBytes of body (and the rest
+  // at the end) a piece. A body of one step or less is not relayed.
   void relayProgress(Call& call);
   // The connection failed under its call: closed (err 0) or an errno, while sending or not.
   void broken(Connection& c, int err, bool sending);
