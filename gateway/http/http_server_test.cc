@@ -326,6 +326,18 @@ TEST_F(HttpServerTest, StreamsASizedResponseAsItsPiecesComeAndKeepsTheConnection
   EXPECT_TRUE(c.read().has("X-Target: /after"));
 }
 
+TEST_F(HttpServerTest, ASizedStreamBehindAnotherResponseWaitsItsTurn) {
+  startServer();
+  RawClient c(port_);
+  // The first answer comes 100 ms late; the sized stream, ready at once, goes after it.
+  c.send("GET /delay/100 HTTP/1.1\r\n\r\nGET /sized/10/10 HTTP/1.1\r\n\r\nGET /after HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(c.read().has("X-Target: /delay/100"));
+  auto sized = c.read();
+  EXPECT_TRUE(sized.has("Content-Length: 10\r\n"));
+  EXPECT_EQ(sized.body, "aaaabbbbcc");
+  EXPECT_TRUE(c.read().has("X-Target: /after"));
+}
+
 TEST_F(HttpServerTest, DropsSizedStreamBytesPastTheLength) {
   startServer();
   RawClient c(port_);

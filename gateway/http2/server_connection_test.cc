@@ -684,6 +684,15 @@ TEST(ServerConnection, AContentLengthTheDataDoesNotMatchResetsTheStream) {
     expectServed(s, 3, c.name);
   }
   {
+    // Ended by trailers, short of the length.
+    Served s;
+    Script script;
+    script.preface().headers(1, with_length("4"), flags::kEndHeaders).data(1, "ab");
+    ASSERT_TRUE(s.feed(script.headers(1, {{"x-checksum", "abc"}}).take())) << s.conn.error();
+    EXPECT_EQ(rstCode(s.frames(), 1), kProtocolError);
+    EXPECT_EQ(std::count(s.owner.requests[1].events.begin(), s.owner.requests[1].events.end(), "end"), 0);
+  }
+  {
     // Padded frames: the padding is not payload. Twice the same value is one value.
     Served s;
     Fields fields = with_length("6");
