@@ -178,10 +178,7 @@ std::string AdminApi::upstreamsJson(const RouterSnapshot& snapshot) {
 
 void AdminApi::handle(const std::shared_ptr<http::HttpExchange>& exchange) {
   const http::HttpRequest& r = exchange->request();
-  auto header = [&r](std::string_view name) -> std::string_view {
-    const std::string_view* v = r.headers.find(name);
-    return v != nullptr ? *v : std::string_view();
-  };
+  auto header = frontends::headerLookup(r);
   tls::ServerSession* session = exchange->tlsSession();
   codecs::StatusOr<std::optional<tls::Principal>> admitted = security_->admitAdmin(
       header, session != nullptr ? session->peer() : nullptr, /*write=*/r.method != "GET",

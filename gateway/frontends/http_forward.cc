@@ -292,14 +292,12 @@ class ExchangeRelay final : public upstream::AnswerRelay {
   ExchangeRelay(std::shared_ptr<HttpExchange> exchange, HttpEndpoint endpoint)
       : exchange_(std::move(exchange)), endpoint_(endpoint) {}
 
-  void onHead(int status, const http::HeaderList& headers) override {
+  void onHead(int status, const http::HeaderList& headers, uint64_t length) override {
     HttpResponse head;
     head.status = status;
     head.relayed = headers;
     head.relayed_names = kAnswerHeaders;
-    const std::string_view* length = headers.find("Content-Length");
-    exchange_->beginStream(std::move(head),
-                           length ? codecs::parseUint64(codecs::trimAscii(*length)) : std::nullopt);
+    exchange_->beginStream(std::move(head), length);
   }
   void onPiece(codecs::Buffer piece) override { exchange_->sendChunk(std::move(piece)); }
 

@@ -152,10 +152,7 @@ codecs::StatusOr<std::optional<tls::Principal>> HttpFrontend::authenticate(
       e == HttpEndpoint::kCudaShmRegister || e == HttpEndpoint::kCudaShmUnregister ||
       ((e == HttpEndpoint::kTraceSetting || e == HttpEndpoint::kModelTraceSetting ||
         e == HttpEndpoint::kLogging) && request.method != "GET");
-  auto header = [&request](std::string_view name) -> std::string_view {
-    const std::string_view* v = request.headers.find(name);
-    return v != nullptr ? std::string_view(*v) : std::string_view();
-  };
+  auto header = headerLookup(request);
   // Every endpoint past the 404 check has a group.
   const std::optional<config::ApiGroup> group = config::apiGroupNamed(endpointCategory(e));
   return options_.security->admit(header, session != nullptr ? session->peer() : nullptr,

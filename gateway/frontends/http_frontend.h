@@ -52,6 +52,14 @@ http::HttpResponse errorResponse(const codecs::Status& status);
 // A refusal by the security stage: errorResponse(), with WWW-Authenticate when credentials
 // are missing (401).
 http::HttpResponse refusalResponse(const codecs::Status& status);
+// The security stage's view of a request's headers (Security::HeaderLookup): a field's
+// first value, "" when absent. Lives as long as `request`.
+inline auto headerLookup(const http::HttpRequest& request) {
+  return [&request](std::string_view name) -> std::string_view {
+    const std::string_view* v = request.headers.find(name);
+    return v != nullptr ? *v : std::string_view();
+  };
+}
 
 class HttpFrontend {
  public:

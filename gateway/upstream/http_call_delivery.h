@@ -36,7 +36,7 @@ bool deliverCall(Call& call, Calls& calls, const bool& destroyed) {
     if (call.head_complete && !call.head_delivered) {
       call.head_delivered = true;
       if (cb.relay) {
-        cb.relay->onHead(call.status, call.headers);
+        cb.relay->onHead(call.status, call.headers, *call.content_length);  // a relay is sized
       } else {
         cb.on_head(call.status, call.headers);
       }

@@ -99,14 +99,15 @@ struct HttpUpstreamResponse {
 // write toward the client per piece, not per read of the upstream's socket.
 inline constexpr size_t kRelayStepBytes = 256 * 1024;
 
-// Where a relayed answer goes (HttpUpstreamCallbacks::relay): its head, then its body's
-// pieces; on_complete still ends the call (an empty body when the head went here). One
+// Where a relayed answer goes (HttpUpstreamCallbacks::relay): its head with the body's
+// length (its Content-Length, as the client read it), then the body's pieces; on_complete
+// still ends the call (an empty body when the head went here). One
 // object rather than two more std::functions per request: most answers never relay, and
 // the object is the only thing a request pays for the possibility. Loop thread.
 class AnswerRelay {
  public:
   virtual ~AnswerRelay() = default;
-  virtual void onHead(int status, const http::HeaderList& headers) = 0;
+  virtual void onHead(int status, const http::HeaderList& headers, uint64_t length) = 0;
   virtual void onPiece(codecs::Buffer piece) = 0;
 };
 

@@ -1,0 +1,176 @@
+// HttpUpstreamClient's relay (HttpUpstreamCallbacks::relay): a large sized answer handed on
+// as it arrives, from the one buffer it is read into, against real upstreams on loopback
+// (raw sockets where the upstream must pause or die mid-answer). Both engines: libcurl
+// never relays, and the tests say what it does instead.
+
+#include <functional>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "gateway/upstream/http_client_test_fixture.h"
+
+namespace infergate::gateway::upstream::testing {
+namespace {
+
+// ---- relay: a large answer handed on from the buffer it is read into ----
+
+// What one call with a relay saw, in order.
+struct RelayRecord {
+  std::vector<std::string> events;
+  std::vector<Buffer> pieces;
+  StatusOr<HttpUpstreamResponse> result = absl::UnknownError("not yet");
+  std::string text() const {
+    std::string out;
+    for (const Buffer& p : pieces) out += p.view();
+    return out;
+  }
+};
+
+// An AnswerRelay that records what it is told into a RelayRecord (client loop only).
+class RecordingRelay final : public AnswerRelay {
+ public:
+  RecordingRelay(RelayRecord& record, std::function<void()> on_first_piece)
+      : record_(record), on_first_piece_(std::move(on_first_piece)) {}
+  void onHead(int status, const http::HeaderList& headers, uint64_t length) override {
+    const std::string_view* announced = headers.find("Content-Length");
+    record_.events.push_back("head " + std::to_string(status) + " " + std::to_string(length) + " " +
+                             std::string(announced ? *announced : ""));
+  }
+  void onPiece(Buffer piece) override {
+    record_.events.push_back("data");
+    record_.pieces.push_back(std::move(piece));
+    if (record_.pieces.size() == 1 && on_first_piece_) on_first_piece_();
+  }
+
+ private:
+  RelayRecord& record_;
+  std::function<void()> on_first_piece_;
+};
+
+// Sends `request` with a relay; `on_first_piece` runs on the client's loop when the first
+// piece arrives. Waits for on_complete.
+RelayRecord relay(LoopThread& thread, HttpUpstreamClient& client,
+                  const config::ListenAddress& endpoint, HttpUpstreamRequest request,
+                  std::function<void()> on_first_piece = nullptr) {
+  RelayRecord record;
+  std::promise<void> complete;
+  thread.run([&] {
+    HttpUpstreamCallbacks callbacks;
+    callbacks.relay = std::make_shared<RecordingRelay>(record, on_first_piece);
+    callbacks.on_complete = [&](StatusOr<HttpUpstreamResponse> r) {
+      record.events.push_back("complete");
+      record.result = std::move(r);
+      complete.set_value();
+    };
+    client.send(endpoint, std::move(request), std::move(callbacks));
+  });
+  EXPECT_EQ(complete.get_future().wait_for(kWait), std::future_status::ready);
+  return record;
+}
+
+std::string patterned(size_t size) {
+  std::string body(size, '\0');
+  for (size_t i = 0; i < size; ++i) body[i] = static_cast<char>(i % 251);
+  return body;
+}
+
+TEST_P(HttpClientTest, ARelayGetsALargeSizedBodyAsItComesFromOneBuffer) {
+  // The upstream sends the head and a little over one step, then waits until the client
+  // has handed on a piece (native) before it sends the rest. libcurl relays nothing: the
+  // upstream sends everything at once and the answer comes whole.
+  const bool native = GetParam() == HttpClientEngine::kAuto;
+  const std::string body = patterned(3 * kRelayStepBytes + 1000);
+  const size_t first = kRelayStepBytes + 100;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  RawUpstream upstream([&](RawUpstream& u) {
+    int fd = u.accept();
+    ASSERT_GE(fd, 0);
+    RawUpstream::readRequest(fd);
+    RawUpstream::write(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: " +
+                               std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, first));
+    if (native) EXPECT_EQ(released.wait_for(kWait), std::future_status::ready);
+    RawUpstream::write(fd, std::string_view(body).substr(first));
+    RawUpstream::drain(fd);
+    ::close(fd);
+  });
+  bool released_once = false;
+  RelayRecord r = relay(client_thread_, client(), upstream.endpoint(), post("/x", "q"), [&] {
+    released_once = true;
+    release.set_value();
+  });
+  client_thread_.run([this] { client_.reset(); });
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(r.result->status, 200);
+  if (!native) {
+    EXPECT_EQ(r.events, (std::vector<std::string>{"complete"}));  // buffered, no on_head
+    EXPECT_TRUE(r.result->body.view() == body);
+    return;
+  }
+  EXPECT_TRUE(released_once);
+  EXPECT_TRUE(r.result->body.empty());
+  ASSERT_GE(r.events.size(), 4u);
+  EXPECT_EQ(r.events.front(), "head 200 " + std::to_string(body.size()) + " " + std::to_string(body.size()));
+  EXPECT_EQ(r.events.back(), "complete");
+  EXPECT_TRUE(r.text() == body);
+  // The first piece went on before the upstream sent the rest, and every piece but the
+  // last is at least a step.
+  ASSERT_GE(r.pieces.size(), 2u);
+  EXPECT_GE(r.pieces.front().size(), kRelayStepBytes);
+  EXPECT_LT(r.pieces.front().size(), body.size());
+  for (size_t i = 0; i + 1 < r.pieces.size(); ++i) {
+    EXPECT_GE(r.pieces[i].size(), kRelayStepBytes) << "piece " << i;
+    // No copy: each piece starts where the one before ended, in the one buffer.
+    EXPECT_EQ(r.pieces[i + 1].data(), r.pieces[i].data() + r.pieces[i].size()) << "piece " << i;
+  }
+}
+
+TEST_P(HttpClientTest, ARelayIsNotUsedForAnAnswerThatCameWithItsHead) {
+  RelayRecord r = relay(client_thread_, client(), endpoint_, post("/echo", "small body"));
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(r.events, (std::vector<std::string>{"complete"}));
+  EXPECT_EQ(r.result->body.view(), "small body");
+  ASSERT_NE(r.result->headers.find("X-Reply"), nullptr);
+}
+
+TEST_P(HttpClientTest, ARelayIsNotUsedForAChunkedAnswer) {
+  RelayRecord r = relay(client_thread_, client(), endpoint_, get("/chunks"));
+  ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(r.events, (std::vector<std::string>{"complete"}));  // no length to relay by
+  EXPECT_EQ(r.result->body.size(), 40u * 30000 + 780);
+}
+
+TEST_P(HttpClientTest, ARelayCutShortGetsWhatCameThenUnavailable) {
+  const bool native = GetParam() == HttpClientEngine::kAuto;
+  const std::string body = patterned(4 * kRelayStepBytes);
+  const size_t sent = kRelayStepBytes + 5000;
+  RawUpstream upstream([&](RawUpstream& u) {
+    int fd = u.accept();
+    ASSERT_GE(fd, 0);
+    RawUpstream::readRequest(fd);
+    RawUpstream::write(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+                               "\r\n\r\n" + body.substr(0, sent));
+    ::close(fd);  // the upstream dies mid-answer
+  });
+  RelayRecord r = relay(client_thread_, client(), upstream.endpoint(), post("/x", "q"));
+  client_thread_.run([this] { client_.reset(); });
+  ASSERT_FALSE(r.result.ok());
+  EXPECT_EQ(r.result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(std::string(r.result.status().message()).find("triton-a"), std::string::npos)
+      << r.result.status();
+  if (!native) {
+    EXPECT_EQ(r.events, (std::vector<std::string>{"complete"}));
+    return;
+  }
+  // The head and everything that came went on (the part of a step too), then the error.
+  ASSERT_GE(r.events.size(), 3u);
+  EXPECT_EQ(r.events.front(), "head 200 " + std::to_string(body.size()) + " " + std::to_string(body.size()));
+  EXPECT_EQ(r.events.back(), "complete");
+  const std::string got = r.text();
+  EXPECT_EQ(got.size(), sent);
+  EXPECT_TRUE(got == body.substr(0, sent));
+}
+
+}  // namespace
+}  // namespace infergate::gateway::upstream::testing
