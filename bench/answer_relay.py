@@ -1,24 +1,33 @@
 #!/usr/bin/python3
-"""What relaying a large HTTP answer as it arrives does, against holding it whole first.
+"""What sending a large answer on as it arrives does, against holding it whole first.
 
-The gateway under test (the --build-dir tree) relays an HTTP passthrough answer whose body
-is still arriving once its head is in: the client gets each 256 KiB as the upstream's
-bytes land (gateway/README.md). A second gateway runs another build (--base-binary, e.g. one
-of the commit before), which holds every answer whole before it answers. Both sit in front
-of the same upstream U's HTTP listener with the same configuration; a third runs the tree
-under test with `stream_requests: true` as well, so that neither direction waits for a
-whole body.
+The gateway under test (the --build-dir tree) starts its client's answer before the
+upstream's is whole:
 
-Arms: direct (U), nginx (BASELINES.md's proxy_pass), ig_http (relay), ig_http_base (held
-whole), ig_http_stream (relay and streamed requests). Each round runs every arm at every
-size (the binary-extension request of an FP32 [1, N] tensor, binary output asked, so the
-answer is as large as the request), then bench/copy_costs for the floor of one memcpy plus
-one loopback transfer of the size. Printed per size: each arm's p50 and added p50 over
-direct (medians over rounds), the relay / held-whole ratio of the added p50 round by round,
-and the added p50 minus the floor. With --concurrency N: throughput and the proxy's CPU
-per request instead, as ratios to nginx's.
+  --path http   HTTP passthrough (ig_http -> U's HTTP listener): the answer's body is
+                relayed as it lands, every 256 KiB (gateway/README.md, "Large answers go on
+                as they arrive")
+  --path grpc   HTTP binary -> gRPC (ig_grpc -> U's gRPC listener, the suite's T3 path):
+                the ModelInferResponse is transcoded as it lands, the JSON header once its
+                head is in, then the tensor (gateway/README.md, "Large binary outputs go on
+                as they arrive")
+
+A second gateway runs another build (--base-binary, e.g. one of the commit before), which
+holds the answer whole before it answers: <ig>_base. Both sit in front of the same upstream
+U with the same configuration; a third, <ig>_stream, runs the tree under test with
+`stream_requests: true` as well, so that neither direction waits for a whole body.
+
+Arms: direct (U's HTTP listener), nginx (BASELINES.md's proxy_pass to it), <ig> (the tree),
+<ig>_base (held whole), <ig>_stream (answer and request as they arrive). Each round runs every
+arm at every size (the binary-extension request of an FP32 [1, N] tensor, binary output
+asked, so the answer is as large as the request), then bench/copy_costs for the floor of
+one memcpy plus one loopback transfer of the size. Printed per size: each arm's p50 and
+added p50 over direct (medians over rounds), the tree / held-whole ratio of the added p50
+round by round, and the added p50 minus the floor. With --concurrency N: throughput and the
+proxy's CPU per request instead, as ratios to nginx's.
 
   /usr/bin/python3 bench/answer_relay.py --base-binary /tmp/base/infergate --sizes 4,64 --rounds 3
+  /usr/bin/python3 bench/answer_relay.py --path grpc --base-binary /tmp/base/infergate --sizes 4,64
 """
 import argparse
 import os
@@ -31,12 +40,18 @@ import suite  # noqa: E402
 from infergate_process import InfergateProcess  # noqa: E402
 
 MIB = 1 << 20
-PROXIES = ["nginx", "ig_http", "ig_http_base", "ig_http_stream"]
+
+
+def proxies(path):
+    ig = "ig_" + path
+    return ["nginx", ig, ig + "_base", ig + "_stream"]
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--base-binary", required=True, help="the infergate binary that holds answers whole")
+    p.add_argument("--path", choices=("http", "grpc"), default="http",
+                   help="http: HTTP passthrough; grpc: HTTP binary -> gRPC (default http)")
     p.add_argument("--sizes", default="4,64", help="tensor sizes in MiB, comma-separated")
     p.add_argument("--concurrency", type=int, default=1,
                    help="requests in flight; above 1, throughput and CPU per request instead of p50")
@@ -44,10 +59,10 @@ def parse_args():
     return p.parse_args()
 
 
-def config(port, extra=""):
+def config(protocol, port, extra=""):
     return f"""upstreams:
   - name: u
-    protocol: http
+    protocol: {protocol}
     endpoints: ["127.0.0.1:{port}"]{extra}
 routes:
   - match: {{ model: "*" }}
@@ -55,13 +70,15 @@ routes:
 """
 
 
-def start_gateways(bench, base_binary):
-    """ig_http_base (the other build) and ig_http_stream (this one, stream_requests on)."""
-    u_http, _ = bench.ports["direct"]
-    for via, binary, extra in (("ig_http_base", base_binary, ""),
-                               ("ig_http_stream", bench.infergate, "\n    stream_requests: true")):
-        path = suite.write_config(bench.scratch, via, 2, config(u_http, extra))
-        p = InfergateProcess(binary, via, path, bench.scratch)
+def start_gateways(bench, base_binary, path):
+    """<ig>_base (the other build) and <ig>_stream (this one, stream_requests on), toward U's
+    listener of `path`'s protocol."""
+    u_http, u_grpc = bench.ports["direct"]
+    port = u_http if path == "http" else u_grpc
+    for via, binary, extra in ((f"ig_{path}_base", base_binary, ""),
+                               (f"ig_{path}_stream", bench.infergate, "\n    stream_requests: true")):
+        path_ = suite.write_config(bench.scratch, via, 2, config(path, port, extra))
+        p = InfergateProcess(binary, via, path_, bench.scratch)
         bench.processes.append(p)
         if not p.wait_ready(30):
             raise suite.SetupError(f"{via} did not start; see {bench.scratch}/{via}.err")
@@ -72,10 +89,12 @@ def start_gateways(bench, base_binary):
 
 def main():
     args = parse_args()
+    arms = proxies(args.path)
+    base_arm = arms[2]
     sizes, rows, floors = stream_requests.measure(
-        args, "infergate-answer-relay.", lambda bench: start_gateways(bench, args.base_binary), PROXIES)
+        args, "infergate-answer-relay.", lambda bench: start_gateways(bench, args.base_binary, args.path), arms)
     if args.concurrency > 1:
-        return stream_requests.report_load(rows, sizes, args, PROXIES)
+        return stream_requests.report_load(rows, sizes, args, arms)
     rows = {k: [run_[0] for run_ in runs] for k, runs in rows.items()}  # the p50s
 
     def ms(us):
@@ -83,19 +102,19 @@ def main():
 
     print(f"\n{args.rounds} round(s), c=1, medians over rounds (ms); added: p50 minus direct's p50 in "
           "the same round; floor: one memcpy + one loopback transfer of the size, same round.\n")
-    print("| size | arm | p50 | added | added - floor | added / ig_http_base's (per round) |")
+    print(f"| size | arm | p50 | added | added - floor | added / {base_arm}'s (per round) |")
     print("|---|---|---:|---:|---:|---|")
     for size in sizes:
         direct = rows[(size, "direct")]
         floor = floors[size]
-        base = [a - d for a, d in zip(rows[(size, "ig_http_base")], direct)]
-        for via in PROXIES:
+        base = [a - d for a, d in zip(rows[(size, base_arm)], direct)]
+        for via in arms:
             added = [a - d for a, d in zip(rows[(size, via)], direct)]
             over = [a - f for a, f in zip(added, floor)]
             ratios = ", ".join(f"{a / b:.2f}" if b > 0 else "n/a" for a, b in zip(added, base))
             print(f"| {size // MIB} MiB | {via} | {ms(statistics.median(rows[(size, via)]))} | "
                   f"{ms(statistics.median(added))} | {ms(statistics.median(over))} | "
-                  f"{ratios if via not in ('nginx', 'ig_http_base') else ''} |")
+                  f"{ratios if via not in ('nginx', base_arm) else ''} |")
         print(f"| {size // MIB} MiB | direct | {ms(statistics.median(direct))} | | | |")
         print(f"| {size // MIB} MiB | floor | {ms(statistics.median(floor))} | | | |")
 

@@ -62,6 +62,7 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     // The loop's own gRPC client (the call moves to the loop when started elsewhere).
     if (options_.loop != nullptr) options.on_loop = decision_.upstream->grpcOnLoop(*options_.loop);
     options.arrival = options_.arrival;
+    options.answer_progress = options_.answer_progress;
     auto self = shared_from_this();
     auto build = [self, stats = pick.stats](
                      upstream::Endpoint& e) -> codecs::StatusOr<codecs::MovableByteBuffer> {

@@ -29,6 +29,7 @@
 #include "gateway/handoff_request.h"
 #include "gateway/http/event_loop.h"
 #include "gateway/router.h"
+#include "gateway/upstream/grpc_client.h"
 
 namespace infergate::gateway {
 
@@ -41,6 +42,8 @@ struct DecodedForwardOptions {
   // gRPC sent as it comes (GrpcCallOptions::arrival); toward HTTP the call waits for it.
   // Needs `loop`, the body's loop.
   std::shared_ptr<http::BodyArrival> arrival;
+  // Toward gRPC: told of a large answer as it arrives (GrpcCallOptions::answer_progress).
+  std::shared_ptr<upstream::AnswerProgress> answer_progress;
 };
 
 using DecodedDone = std::function<void(codecs::StatusOr<codecs::InferResponse> response)>;

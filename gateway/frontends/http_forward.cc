@@ -32,6 +32,7 @@
 #include "gateway/error_mapping.h"
 #include "gateway/execution_runner.h"
 #include "gateway/frontends/http_frontend.h"
+#include "gateway/frontends/http_binary_relay.h"
 #include "gateway/frontends/http_frontend_internal.h"
 #include "gateway/decoded_forward.h"
 #include "gateway/handoff_request.h"
@@ -606,9 +607,19 @@ void HttpFrontend::inferDecoded(const Exchange& exchange, const Decision& d) {
     if (!toward_grpc || !k.ends_with("-bin")) options.metadata.emplace_back(std::move(k), std::move(v));
   }
   stampTraceHeaders(options.metadata, exchange->info());
-  auto respond = [exchange, request = *request, names = Names(d)](
+  // A large answer toward the client's binary outputs goes on as it arrives
+  // (http_binary_relay.h); never one the handoff pool takes (it is read back from slots).
+  std::shared_ptr<BinaryAnswerRelay> relay;
+  if (toward_grpc && !d.upstream->config().handoff.enabled) {
+    relay = BinaryAnswerRelay::forRequest(
+        exchange, std::shared_ptr<const codecs::InferRequest>(*request, &(*request)->request()), d.client_model,
+        std::string(d.versionShown()), options_.limits);
+    options.answer_progress = relay;
+  }
+  auto respond = [exchange, request = *request, names = Names(d), relay = std::move(relay)](
                      codecs::StatusOr<codecs::InferResponse> response) {
     exchange->setCancelHandler(nullptr);
+    if (relay != nullptr && relay->finish(response)) return;
     if (exchange->responded()) return;
     if (!response.ok()) return exchange->respond(errorResponse(publicStatus(response.status(), names)));
     response->model_name = names.client_model;

@@ -42,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "codecs/buffer.h"
 #include "codecs/status.h"
 #include "config/config.h"
 #include "gateway/http/body_arrival.h"
@@ -49,6 +50,20 @@
 namespace infergate::gateway::upstream {
 
 class GrpcLoopClient;  // grpc_client_native.h
+
+// A unary call's answer message while it arrives (GrpcCallOptions::answer_progress), for a
+// caller that transcodes it and starts its own client's answer before the message is whole.
+// Loop thread.
+class AnswerProgress {
+ public:
+  virtual ~AnswerProgress() = default;
+  // The message's first `have` bytes (of `size`) are in `message`, which the call goes on
+  // filling after them: slices of those bytes may be kept (MutableBuffer::shareWritten).
+  // Told after a read that brought at least upstream::kRelayStepBytes since the last time,
+  // only while the message is still incomplete (have < size: its last bytes, and so the
+  // whole message, come with `done` and the call's status), never once the call ended.
+  virtual void onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) = 0;
+};
 
 struct GrpcCallOptions {
   // None by default. A deadline also bounds connecting.
@@ -67,6 +82,9 @@ struct GrpcCallOptions {
   // (http/body_arrival.h) and the request's slices reference it. The worker's own client
   // sends the bytes as they come; any other waits for the whole body before it starts.
   std::shared_ptr<http::BodyArrival> arrival;
+  // Fleet calls only: told of a large answer message as it arrives, by the worker's own
+  // client (grpc_client_native.h); grpc++ delivers only whole answers.
+  std::shared_ptr<AnswerProgress> answer_progress;
 };
 
 // A call in flight; cancel() from any thread, any number of times (after the end: nothing).

@@ -54,6 +54,7 @@
 #include "codecs/buffer_pool.h"
 #include "codecs/grpc_byte_buffer.h"
 #include "codecs/text.h"
+#include "gateway/upstream/http_client.h"
 #include "gateway/upstream/http_client_common.h"
 #include "gateway/upstream/upstream_status.h"
 
@@ -107,6 +108,7 @@ std::shared_ptr<GrpcCallHandle> GrpcLoopClient::Engine::unary(const config::List
   call->address = endpoint;
   call->method = std::string(method);
   call->deadline = options.deadline;
+  call->progress = options.answer_progress;
 
   // The client's own headers are never taken from the metadata (an HTTP client's
   // content-type, say); binary values travel base64-encoded, as gRPC's wire format says.
@@ -337,6 +339,10 @@ void GrpcLoopClient::Engine::receiveData(Call& call, const uint8_t* data, size_t
     if (call.message_have == call.message_size) {
       call.messages = 1;
       call.frame_head_have = 0;  // what follows starts another message's prefix
+    } else if (call.progress != nullptr && !call.progress_due &&
+               call.message_have - call.progress_told >= kRelayStepBytes) {
+      call.progress_due = true;  // told from deliver(), outside the connection
+      progressed_.push_back(call.shared_from_this());
     }
   }
 }
@@ -359,8 +365,25 @@ void GrpcLoopClient::Engine::resendRefused() {
   }
 }
 
+bool GrpcLoopClient::Engine::tellProgress() {
+  std::weak_ptr<bool> alive = alive_;
+  std::vector<std::shared_ptr<Call>> now = std::move(progressed_);
+  progressed_.clear();
+  for (const std::shared_ptr<Call>& call : now) {
+    call->progress_due = false;
+    // Ended meanwhile, or whole: the message comes with `done`.
+    if (call->owner == nullptr || call->messages > 0) continue;
+    call->progress_told = call->message_have;
+    std::shared_ptr<AnswerProgress> progress = call->progress;  // the callee may cancel the call
+    progress->onProgress(call->message, call->message_have, call->message_size);
+    if (alive.expired()) return false;  // it destroyed the client
+  }
+  return true;
+}
+
 void GrpcLoopClient::Engine::deliver() {
   resendRefused();
+  if (!progressed_.empty() && !tellProgress()) return;
   std::weak_ptr<bool> alive = alive_;
   while (!endings_.empty()) {
     std::vector<Ending> now = std::move(endings_);
@@ -389,6 +412,7 @@ void GrpcLoopClient::Engine::scheduleDelivery() {
 }
 
 void GrpcLoopClient::Engine::abandonAll() {
+  progressed_.clear();
   for (Ending& e : endings_) e.call->done = nullptr;
   endings_.clear();
   for (const std::shared_ptr<Call>& call : refused_) {

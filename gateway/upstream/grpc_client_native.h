@@ -51,6 +51,11 @@
 // answer is received into one buffer of the message's size, which the message given to
 // `done` holds as a one-segment chain (no grpc slice made unless someone asks for one).
 //
+// Progress: with options.answer_progress, a large answer's message is told as it lands
+// (after a read that brought kRelayStepBytes more, while it is incomplete: the caller may
+// start its own client's answer from the buffer's bytes; grpc_client.h, AnswerProgress).
+// Told from the socket handler's end, like `done`, never inside the connection.
+//
 // Flow control: the gateway announces the largest windows HTTP/2 allows (it reads every
 // byte as it arrives); the upstream's windows are obeyed.
 //

@@ -115,6 +115,10 @@ class GrpcLoopClient::Engine {
     codecs::MutableBuffer message;
     size_t message_size = 0, message_have = 0;
     int messages = 0;
+    // GrpcCallOptions::answer_progress, and how much of the message it was last told of.
+    std::shared_ptr<AnswerProgress> progress;
+    size_t progress_told = 0;
+    bool progress_due = false;  // in the engine's `progressed_`
     std::optional<codecs::Status> broken;  // the answer broke the protocol (502)
     bool reset_by_upstream = false;        // an RST_STREAM came (not the connection's own close)
 
@@ -207,6 +211,8 @@ class GrpcLoopClient::Engine {
 
   // -- endings --
   void resendRefused();  // the calls refused unread, once, on a fresh connection
+  // Tells each answer in `progressed_` what arrived. False: a callee destroyed the client.
+  bool tellProgress();
   void deliver();
   void scheduleDelivery();
 
@@ -245,6 +251,7 @@ class GrpcLoopClient::Engine {
   std::unordered_map<Connection*, std::unique_ptr<Connection>> connections_;
   std::vector<Ending> endings_;
   std::vector<std::shared_ptr<Call>> refused_;  // REFUSED_STREAM before any answer: sent again
+  std::vector<std::shared_ptr<Call>> progressed_;  // answers to tell their progress (deliver)
   bool delivery_posted_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

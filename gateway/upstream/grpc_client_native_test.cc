@@ -22,6 +22,7 @@
 #include "gateway/http/body_arrival.h"
 #include "gateway/frontends/grpc_frontend.h"
 #include "gateway/upstream/grpc_test_messages.h"
+#include "gateway/upstream/http_client.h"
 #include "gateway/upstream/upstream_status.h"
 #include "gateway/upstream/upstream_test_servers.h"
 #include "grpc_service.grpc.pb.h"
@@ -241,6 +242,87 @@ TEST_F(NativeGrpcClient, ConcurrentLargeCallsAllComplete) {
     ASSERT_EQ(answer.raw_output_contents_size(), 1);
     EXPECT_TRUE(answer.raw_output_contents(0) == inputs[i]) << "call " << i << "'s answer differs";
   }  destroy();
+}
+
+// What an AnswerProgress is told (GrpcCallOptions::answer_progress). Loop thread.
+struct ProgressLog final : AnswerProgress {
+  struct Tell {
+    size_t have, size;
+    codecs::Buffer seen;  // the bytes told, sharing the message's storage
+  };
+  void onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) override {
+    tells.push_back(Tell{have, size, message.shareWritten(0, have)});
+    if (cancel != nullptr) cancel->cancel();
+  }
+  std::vector<Tell> tells;
+  std::shared_ptr<GrpcCallHandle> cancel;  // cancelled when told, if set
+};
+
+inference::ModelInferRequest identityRequest(const std::string& tensor) {
+  inference::ModelInferRequest r;
+  r.set_model_name("identity_fp32");
+  addInput(r, "INPUT0", "FP32", {1, static_cast<int64_t>(tensor.size() / 4)}, tensor);
+  return r;
+}
+
+// A 64 MiB answer is read 4 MiB an event at most, so its progress is told while it is
+// incomplete, in steps of at least 256 KiB, from the storage the whole answer then comes in.
+TEST_F(NativeGrpcClient, ALargeAnswerIsToldAsItArrives) {
+  GrpcTestUpstream up;
+  std::vector<float> values(size_t{16} << 20);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 7717) * 0.75f;
+  const std::string tensor = bytesOf(values);
+  auto log = std::make_shared<ProgressLog>();
+  GrpcCallOptions options;
+  options.answer_progress = log;
+  Answer a = call(tcp(up.port()), serialized(identityRequest(tensor)), options);
+  ASSERT_TRUE(a.status.ok()) << a.status;
+  std::string whole;
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(a.message.Dump(&slices).ok());
+  for (const grpc::Slice& slice : slices) whole.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  ASSERT_FALSE(log->tells.empty());
+  size_t last = 0;
+  for (const ProgressLog::Tell& t : log->tells) {
+    EXPECT_EQ(t.size, whole.size());
+    EXPECT_LT(t.have, t.size);  // never the whole message: that comes with the status
+    EXPECT_GE(t.have, last + kRelayStepBytes);
+    last = t.have;
+    EXPECT_TRUE(t.seen.view() == std::string_view(whole).substr(0, t.have)) << "the bytes told at " << t.have;
+  }
+  EXPECT_TRUE(parsed<inference::ModelInferResponse>(a.message).raw_output_contents(0) == tensor);
+  destroy();
+}
+
+// Small answers, and calls without answer_progress, are never told; a callee that cancels
+// the call from onProgress ends it there with CANCELLED, told once, and the connection
+// serves the next call.
+TEST_F(NativeGrpcClient, SmallAnswersAreNotToldAndACancelFromProgressEndsTheCall) {
+  GrpcTestUpstream up;
+  auto log = std::make_shared<ProgressLog>();
+  GrpcCallOptions options;
+  options.answer_progress = log;
+  Answer small = call(tcp(up.port()), serialized(simpleRequest("", 3)), options);
+  ASSERT_TRUE(small.status.ok()) << small.status;
+  expectSimpleAnswer(parsed<inference::ModelInferResponse>(small.message), 3);
+  EXPECT_TRUE(log->tells.empty());
+
+  const std::string tensor(size_t{64} << 20, '\x11');
+  auto promise = std::make_shared<std::promise<Answer>>();
+  std::future<Answer> answer = promise->get_future();
+  loop_.run([&] {
+    log->cancel = client_->unary(tcp(up.port()), kModelInfer, serialized(identityRequest(tensor)), options,
+                                 [promise](codecs::Status status, grpc::ByteBuffer message) {
+                                   promise->set_value(Answer{std::move(status), std::move(message), true});
+                                 });
+  });
+  Answer cancelled = wait(answer);
+  EXPECT_EQ(cancelled.status.code(), absl::StatusCode::kCancelled) << cancelled.status;
+  loop_.run([&] { EXPECT_EQ(log->tells.size(), 1u); log->cancel.reset(); });
+  Answer next = call(tcp(up.port()), serialized(simpleRequest("", 4)));
+  ASSERT_TRUE(next.status.ok()) << next.status;
+  expectSimpleAnswer(parsed<inference::ModelInferResponse>(next.message), 4);
+  destroy();
 }
 
 // HTTP/2 carries every call in flight on the one connection; answers find their calls.

@@ -64,6 +64,13 @@ gRPC faults (GRPC_FAULTS), after the whole request (END_STREAM) has arrived:
   tcp_reset     the TCP connection reset (RST) under the stream
   status        trailers-only answer: grpc-status 9 (FAILED_PRECONDITION), grpc-message
                 ERROR_TEXT
+  status_after  HEADERS, the whole message (the echo), then trailers grpc-status 13
+                (INTERNAL), grpc-message ERROR_TEXT: an error told after the answer's bytes
+
+hold(timeout): the next ok, rst_mid or status_after answer stops after HEADERS and the first
+half of its message until release() (or `timeout` seconds), then goes on as its fault says;
+`held` records, per hold, whether release() came first. A test thereby learns whether the
+gateway began its client's answer before the upstream's message was whole.
   unavailable   trailers-only answer: grpc-status 14 (UNAVAILABLE), grpc-message ERROR_TEXT
 
 `requests` counts the requests each fault got, per listener ("http", "grpc"), so a test
@@ -93,7 +100,7 @@ HTTP_FAULTS = ("ok", "close", "rst", "reset_head", "reset_body", "stall", "garba
                "ihcl_short", "bds_long", "bds_short", "status_500")
 GRPC_FAULTS = ("ok", "rst", "rst_mid", "no_status", "no_message", "garbage", "bad_frame",
                "prefix_long", "prefix_short", "html", "stall", "goaway", "tcp_reset", "status",
-               "unavailable")
+               "unavailable", "status_after")
 
 GARBAGE = b"\x07\x00this is not a protobuf message\xff\xff\xff"
 HTTP_GARBAGE = b"\x16\x03\x01\x00\xa5garbage where an HTTP response belongs\x00\xff\r\n\r\n"
@@ -212,6 +219,22 @@ class FaultyUpstream:
         self.open_sockets = set()
         self.threads = []
         self.stopping = False
+        self._hold = None  # (threading.Event, timeout) armed by hold(), until an answer takes it
+        self._release = None  # the last hold's event
+        self.held = []     # per hold: released before its timeout
+
+    def hold(self, timeout):
+        """Arms a hold of the next ok / rst_mid / status_after gRPC answer (see the top)."""
+        with self.lock:
+            self._hold = (threading.Event(), timeout)
+            self._release = self._hold[0]
+
+    def release(self):
+        """Ends the last hold armed (whether or not an answer took it yet)."""
+        with self.lock:
+            event = self._release
+        if event is not None:
+            event.set()
 
     # ---- life cycle --------------------------------------------------------------------
     def start(self):
@@ -493,15 +516,18 @@ class FaultyUpstream:
         framed = b"\x00" + struct.pack(">I", len(answer)) + answer
         ok_trailers = [("grpc-status", "0")]
 
-        if fault == "ok":
+        if fault in ("ok", "rst_mid", "status_after"):
             conn.send_headers(stream_id, ok_head)
-            conn.send_data(stream_id, framed)
-            conn.send_headers(stream_id, ok_trailers, end_stream=True)
+            half = len(framed) // 2
+            self._send_data(sock, conn, stream_id, framed[:half])
+            self._wait_hold(sock, conn)
+            if fault == "rst_mid":
+                conn.reset_stream(stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
+            else:
+                self._send_data(sock, conn, stream_id, framed[half:])
+                conn.send_headers(stream_id, ok_trailers if fault == "ok" else [
+                    ("grpc-status", "13"), ("grpc-message", ERROR_TEXT)], end_stream=True)
         elif fault == "rst":
-            conn.reset_stream(stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
-        elif fault == "rst_mid":
-            conn.send_headers(stream_id, ok_head)
-            conn.send_data(stream_id, framed[:len(framed) // 2])
             conn.reset_stream(stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
         elif fault == "no_status":
             conn.send_headers(stream_id, ok_head)
@@ -540,6 +566,27 @@ class FaultyUpstream:
             conn.send_headers(stream_id, ok_head + [("grpc-status", "3"), (
                 "grpc-message", "unknown fault '%s'" % fault)], end_stream=True)
         return True
+
+    @staticmethod
+    def _send_data(sock, conn, stream_id, data):
+        """`data` on the stream in frames the peer accepts (its windows are the gateway's,
+        HTTP/2's largest), written to the socket as they are made."""
+        step = conn.max_outbound_frame_size
+        for at in range(0, len(data), step):
+            conn.send_data(stream_id, data[at:at + step])
+            if at % (64 * step) == 0:
+                sock.sendall(conn.data_to_send())
+
+    def _wait_hold(self, sock, conn):
+        """A hold armed by hold(): what was made so far goes out, then the wait."""
+        with self.lock:
+            hold, self._hold = self._hold, None
+        if hold is None:
+            return
+        sock.sendall(conn.data_to_send())
+        released = hold[0].wait(hold[1])
+        with self.lock:
+            self.held.append(released)
 
     def _grpc_echo(self, request):
         response = self.pb.ModelInferResponse(model_name=request.model_name, model_version="1",

@@ -186,6 +186,8 @@ GRPC_CASES = {
     "stall": LATE,
     "status": UpstreamError(400, grpc.StatusCode.FAILED_PRECONDITION),
     "unavailable": Err(503, holds=F.ERROR_TEXT),
+    # An error told after the whole message: the message is never taken for the answer.
+    "status_after": UpstreamError(500, grpc.StatusCode.INTERNAL),
 }
 
 # Findings not fixed yet: each case must still fail (so that a fix is noticed and the case
@@ -247,6 +249,16 @@ def warm_up():
                 finally:
                     conn.close()
         close_channels()
+    # A large binary answer relayed as it arrives, on a connection per worker (the buffers
+    # the answers take are in the figures: BinaryAnswerAsItArrives sends more).
+    for _ in range(2):
+        test = BinaryAnswerAsItArrives()
+        test.setUp()
+        conn, resp = test.send("grpc_ok")
+        try:
+            assert resp.status == 200 and len(resp.read()) > len(test.values), resp.status
+        finally:
+            conn.close()
 
 
 def tear_down():
@@ -574,6 +586,103 @@ def describe(e):
 
 
 add_fault_tests()
+
+
+class BinaryAnswerAsItArrives(unittest.TestCase):
+    """HTTP binary client -> gRPC upstream (HG) with a 4 MiB answer asked as a binary output:
+    the gateway starts its client's answer once the upstream's message head is in
+    (gateway/frontends/http_binary_relay.h). UP holds its answer half-way until the test
+    has the response's head (faulty_upstream.py, hold()), so a gateway that read the whole
+    message first could not have answered: UP's `held` then says the hold timed out."""
+
+    FLOATS = 1 << 20
+
+    def setUp(self):
+        self.values = struct.pack("<%df" % self.FLOATS, *(float(i % 977) * 0.5 for i in range(self.FLOATS)))
+
+    def send(self, model, binary=True):
+        header = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, self.FLOATS],
+                              "parameters": {"binary_data_size": len(self.values)}}],
+                  "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": binary}}]}
+        text = json.dumps(header).encode()
+        conn = GW.connection()
+        conn.request("POST", "/v2/models/%s/infer" % model, body=text + self.values,
+                     headers={"Content-Type": "application/octet-stream",
+                              "Inference-Header-Content-Length": str(len(text))})
+        return conn, conn.getresponse()
+
+    def assertServedAfter(self):
+        conn = GW.connection()
+        try:
+            outcome = Client(GW, HG, conn).infer("grpc_ok")
+        finally:
+            conn.close()
+        self.assertTrue(outcome.ok, outcome)
+
+    def test_the_answer_begins_before_the_message_is_whole(self):
+        UP.hold(30)
+        held = len(UP.held)
+        conn, resp = self.send("grpc_ok")
+        try:
+            UP.release()
+            body = resp.read()
+        finally:
+            conn.close()
+        self.assertEqual(UP.held[held:], [True], "the head came only once UP's message was whole")
+        self.assertEqual(resp.status, 200, body[:300])
+        self.assertEqual(resp.getheader("Content-Type"), "application/octet-stream")
+        length = int(resp.getheader("Inference-Header-Content-Length"))
+        self.assertEqual(int(resp.getheader("Content-Length")), len(body))
+        self.assertEqual(json.loads(body[:length]), {
+            "model_name": "grpc_ok", "model_version": "1",
+            "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1, self.FLOATS],
+                         "parameters": {"binary_data_size": len(self.values)}}]})
+        self.assertTrue(body[length:] == self.values, "the tensor differs")
+        self.assertServedAfter()
+
+    def test_an_upstream_failure_after_the_head_cuts_the_answer(self):
+        """Reset mid-message, or an error status after the whole message: the client has
+        the head and some of the body, then the close (never a complete answer)."""
+        for fault in ("rst_mid", "status_after"):
+            with self.subTest(fault=fault):
+                UP.hold(30)
+                held = len(UP.held)
+                conn, resp = self.send("grpc_" + fault)
+                try:
+                    UP.release()
+                    self.assertEqual(resp.status, 200)
+                    with self.assertRaises(http.client.IncompleteRead) as cut:
+                        resp.read()
+                finally:
+                    conn.close()
+                self.assertEqual(UP.held[held:], [True])
+                self.assertLess(len(cut.exception.partial), int(resp.getheader("Content-Length")))
+                self.assertServedAfter()
+
+    def test_json_outputs_wait_for_the_whole_message(self):
+        UP.hold(1.5)
+        held = len(UP.held)
+        conn, resp = self.send("grpc_ok", binary=False)
+        try:
+            UP.release()
+            body = resp.read()
+        finally:
+            conn.close()
+        self.assertEqual(UP.held[held:], [False], "a JSON answer began before its message was whole")
+        self.assertEqual(resp.status, 200, body[:300])
+        out = json.loads(body)["outputs"][0]
+        self.assertEqual(out["shape"], [1, self.FLOATS])
+        self.assertEqual(struct.pack("<%df" % self.FLOATS, *out["data"]), self.values)
+
+    def test_a_client_that_leaves_mid_answer_leaves_the_gateway_serving(self):
+        UP.hold(30)
+        conn, resp = self.send("grpc_ok")
+        self.assertEqual(resp.status, 200)
+        resp.read(1000)
+        conn.close()
+        UP.release()
+        self.assertServedAfter()
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,154 @@
+#include "gateway/frontends/http_binary_relay.h"
+
+#include <algorithm>
+
+#include "codecs/compression.h"
+#include "codecs/json_response_encoder.h"
+#include "gateway/telemetry/request_info.h"
+
+namespace infergate::gateway::frontends {
+namespace {
+
+// A head (fields 1-5) still not all in after this many bytes is not worth waiting for: the
+// answer is read whole.
+constexpr size_t kMaxHeadBytes = 1 << 20;
+
+}  // namespace
+
+std::shared_ptr<BinaryAnswerRelay> BinaryAnswerRelay::forRequest(std::shared_ptr<http::HttpExchange> exchange,
+                                                                 std::shared_ptr<const codecs::InferRequest> request,
+                                                                 std::string client_model, std::string client_version,
+                                                                 const codecs::DecodeLimits& limits) {
+  const codecs::InferRequest& r = *request;
+  if (r.outputs.empty() && !r.binary_data_output.value_or(false)) return nullptr;  // all JSON
+  for (const codecs::RequestedOutput& output : r.outputs) {
+    if (output.shared_memory || output.classification > 0 || !codecs::wantsBinaryOutput(r, output.name)) {
+      return nullptr;
+    }
+  }
+  if (const std::string_view* accept = exchange->request().headers.find("Accept-Encoding");
+      accept != nullptr && codecs::negotiateAcceptEncoding(*accept) != codecs::ContentEncoding::kIdentity) {
+    return nullptr;  // the answer is compressed whole
+  }
+  return std::make_shared<BinaryAnswerRelay>(std::move(exchange), std::move(request), std::move(client_model),
+                                             std::move(client_version), limits);
+}
+
+BinaryAnswerRelay::BinaryAnswerRelay(std::shared_ptr<http::HttpExchange> exchange,
+                                     std::shared_ptr<const codecs::InferRequest> request, std::string client_model,
+                                     std::string client_version, const codecs::DecodeLimits& limits)
+    : exchange_(std::move(exchange)),
+      request_(std::move(request)),
+      client_model_(std::move(client_model)),
+      client_version_(std::move(client_version)),
+      limits_(limits) {}
+
+void BinaryAnswerRelay::onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) {
+  auto written = [&message](size_t, size_t offset, size_t length) { return message.shareWritten(offset, length); };
+  if (state_ == State::kStreaming) {
+    if (!sendBefore(have, written)) cut();
+    return;
+  }
+  if (state_ != State::kWaiting) return;
+  if (exchange_->responded()) {
+    state_ = State::kDeclined;
+    return;
+  }
+  codecs::ResponseLayoutScan scan = codecs::scanResponseLayout(message.shareWritten(0, have), size, limits_);
+  switch (scan.result) {
+    case codecs::ResponseLayoutScan::Result::kNeedMore:
+      if (have >= kMaxHeadBytes) state_ = State::kDeclined;
+      return;
+    case codecs::ResponseLayoutScan::Result::kUnknown:
+      state_ = State::kDeclined;
+      return;
+    case codecs::ResponseLayoutScan::Result::kLaidOut:
+      break;
+  }
+  const auto encode_start = telemetry::Clock::now();
+  codecs::InferResponse& response = scan.layout.head;
+  for (size_t i = 0; i < response.outputs.size(); ++i) {
+    codecs::InferOutput& output = response.outputs[i];
+    if (!codecs::wantsBinaryOutput(*request_, output.name)) {
+      state_ = State::kDeclined;  // an output the request did not name, and JSON by default
+      return;
+    }
+    // The bytes the tensor will have: the encoder takes only the size of a fixed-size
+    // binary output, and the Buffer is dropped once the header is written.
+    const codecs::ResponseLayout::Entry& e = scan.layout.entries[i];
+    output.data = message.shareWritten(e.data_at, e.length);
+  }
+  response.model_name = client_model_;
+  if (!client_version_.empty()) response.model_version = client_version_;
+  codecs::StatusOr<codecs::HttpInferBody> body = codecs::JsonResponseEncoder().encode(response, *request_);
+  exchange_->info().transcode += telemetry::Clock::now() - encode_start;
+  if (!body.ok() || !body->header_length || body->body.segments().empty()) {
+    state_ = State::kDeclined;  // the whole answer's encode says why
+    return;
+  }
+  http::HttpResponse head;
+  head.status = 200;
+  head.header("Content-Type", std::string(body->contentType()));
+  head.header("Inference-Header-Content-Length", std::to_string(*body->header_length));
+  exchange_->beginStream(std::move(head), body->body.size());
+  exchange_->sendChunk(body->body.segments().front());  // the JSON
+
+  state_ = State::kStreaming;
+  message_ = message.shareWritten(0, have).data();
+  size_ = size;
+  entries_ = std::move(scan.layout.entries);
+  if (!sendBefore(have, written)) cut();
+}
+
+bool BinaryAnswerRelay::finish(const codecs::StatusOr<codecs::InferResponse>& response) {
+  if (state_ != State::kStreaming) {
+    const bool ended = state_ == State::kEnded;
+    state_ = State::kEnded;
+    return ended;
+  }
+  state_ = State::kEnded;
+  // The whole message decoded to the tensors where the layout put them: the rest goes.
+  bool whole = response.ok() && response->outputs.size() == entries_.size();
+  for (size_t i = 0; whole && i < entries_.size(); ++i) {
+    const codecs::Buffer& data = response->outputs[i].data;
+    whole = data.data() == message_ + entries_[i].data_at && data.size() == entries_[i].length;
+  }
+  if (whole) {
+    (void)sendBefore(size_, [&response, this](size_t i, size_t offset, size_t length) {
+      return response->outputs[i].data.slice(offset - entries_[i].data_at, length);
+    });
+  }
+  // Complete, or short of its Content-Length (failed, not laid out as begun, an entry
+  // framed otherwise): then the connection closes after what was sent.
+  exchange_->endStream();
+  return true;
+}
+
+template <typename Piece>
+bool BinaryAnswerRelay::sendBefore(size_t limit, Piece piece) {
+  while (next_ < entries_.size()) {
+    const codecs::ResponseLayout::Entry& e = entries_[next_];
+    if (limit < e.data_at) return true;  // its tag and length are not all in yet
+    if (!next_framed_) {
+      if (!codecs::entryFramed(e, message_)) return false;
+      next_framed_ = true;
+      sent_ = e.data_at;
+    }
+    const size_t end = std::min(limit, e.data_at + e.length);
+    if (end > sent_) {
+      exchange_->sendChunk(piece(next_, sent_, end - sent_));
+      sent_ = end;
+    }
+    if (end < e.data_at + e.length) return true;
+    ++next_;
+    next_framed_ = false;
+  }
+  return true;
+}
+
+void BinaryAnswerRelay::cut() {
+  state_ = State::kEnded;
+  exchange_->endStream();  // short of its Content-Length: the connection closes
+}
+
+}  // namespace infergate::gateway::frontends

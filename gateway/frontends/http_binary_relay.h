@@ -1,0 +1,91 @@
+#pragma once
+
+// An HTTP client's /infer answered by a gRPC upstream, sent on in the binary-tensor form
+// while the upstream's ModelInferResponse is still arriving. Internal to the HTTP frontend
+// (http_forward.cc's inferDecoded).
+//
+// Without it the gateway reads the whole message, transcodes it, and only then starts the
+// client's transfer: for a 64 MiB output, one loopback transfer after the other. With it:
+//
+//   the message's head is in          the JSON header is built as for a whole answer (the
+//   (GrpcCallOptions::answer_progress, same encoder, the client's model name), the
+//   codecs/protobuf_response_layout.h) response starts with its Content-Length and
+//                                     Inference-Header-Content-Length, then the JSON
+//   every 256 KiB that lands          that much of the tensors, as slices of the message's
+//                                     own buffer (no copy), each entry's framing checked
+//                                     before its first byte goes
+//   the call ends OK                  the rest, and the response is complete
+//   the call fails, or the whole      the connection closes after what was sent: HTTP/1.1's
+//   message is not what its head said only way to tell an answer ended short
+//
+// The message's last bytes are never told before the call's status (AnswerProgress), so a
+// grpc-status error after a whole message still reaches the client as a cut answer, never as
+// a complete one.
+//
+// It applies only where the client's answer is a JSON header and the tensors as they are:
+// every output binary (asked per output, or by binary_data_output), none into a client
+// region or a pool slot, no classification, no compression; and only to a message the
+// layout can read ahead (fixed-size outputs, raw contents). Every other answer is read whole
+// and answered as before (finish() says false).
+//
+// Threads: the exchange's loop (the worker's own gRPC client tells progress there).
+
+#include <memory>
+#include <string>
+
+#include "codecs/buffer.h"
+#include "codecs/infer.h"
+#include "codecs/limits.h"
+#include "codecs/protobuf_response_layout.h"
+#include "gateway/http/http_connection.h"
+#include "gateway/upstream/grpc_client.h"
+
+namespace infergate::gateway::frontends {
+
+class BinaryAnswerRelay final : public upstream::AnswerProgress {
+ public:
+  // Null when this request's answer can never go on this way (see the top).
+  // `client_model` / `client_version` are what the answer shows ("" keeps the upstream's
+  // version).
+  static std::shared_ptr<BinaryAnswerRelay> forRequest(std::shared_ptr<http::HttpExchange> exchange,
+                                                       std::shared_ptr<const codecs::InferRequest> request,
+                                                       std::string client_model, std::string client_version,
+                                                       const codecs::DecodeLimits& limits);
+
+  BinaryAnswerRelay(std::shared_ptr<http::HttpExchange> exchange, std::shared_ptr<const codecs::InferRequest> request,
+                    std::string client_model, std::string client_version, const codecs::DecodeLimits& limits);
+
+  void onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) override;
+
+  // The call ended: `response` is the whole message decoded, or why there is none. True
+  // when the relay had begun and so ended the client's answer here (complete, or cut);
+  // false: nothing was sent, answer as usual.
+  bool finish(const codecs::StatusOr<codecs::InferResponse>& response);
+
+ private:
+  enum class State { kWaiting, kDeclined, kStreaming, kEnded };
+
+  void begin(const codecs::MutableBuffer& message, codecs::ResponseLayout layout);
+  // Sends the tensor bytes before `limit` (a message offset) not sent yet; piece(i, offset,
+  // length) gives bytes of entry i. False: an entry is not framed as the layout said (cut).
+  template <typename Piece>
+  bool sendBefore(size_t limit, Piece piece);
+  void cut();
+
+  std::shared_ptr<http::HttpExchange> exchange_;
+  std::shared_ptr<const codecs::InferRequest> request_;
+  std::string client_model_, client_version_;
+  codecs::DecodeLimits limits_;
+  State state_ = State::kWaiting;
+  // Once streaming: the message (its storage lives as long as the call or its answer) and
+  // where its tensors lie; `next_` is the first entry not sent whole, `sent_` the message
+  // offset sent up to within it.
+  const uint8_t* message_ = nullptr;
+  size_t size_ = 0;
+  std::vector<codecs::ResponseLayout::Entry> entries_;
+  size_t next_ = 0;
+  size_t sent_ = 0;
+  bool next_framed_ = false;  // entries_[next_]'s framing was checked
+};
+
+}  // namespace infergate::gateway::frontends
