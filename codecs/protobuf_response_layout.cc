@@ -34,6 +34,10 @@ ResponseLayoutScan scanResponseLayout(const Buffer& prefix, size_t message_size,
   ResponseLayoutScan scan;
   const uint8_t* bytes = prefix.data();
   const size_t have = std::min(prefix.size(), message_size);
+  if (message_size > limits.max_binary_body_bytes) {
+    scan.result = Result::kUnknown;  // the whole decode refuses it, and says why
+    return scan;
+  }
 
   // The head: LEN fields 1 to 5, until the first raw entry's tag.
   size_t at = 0;

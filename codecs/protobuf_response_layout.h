@@ -54,7 +54,8 @@ struct ResponseLayoutScan {
 };
 
 // `prefix`: the message's first bytes, of `message_size` in all. Decoding the head obeys
-// `limits` (a head past them is kUnknown, and the whole message's decode names the error).
+// `limits`, and a message over limits.max_binary_body_bytes is kUnknown (the whole
+// message's decode names the error).
 ResponseLayoutScan scanResponseLayout(const Buffer& prefix, size_t message_size, const DecodeLimits& limits);
 
 // Whether `message` (at least entry.data_at bytes of it) frames `entry` as the layout says.

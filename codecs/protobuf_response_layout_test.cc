@@ -136,6 +136,11 @@ TEST(ResponseLayout, AHeadPastTheLimitsIsUnknown) {
   DecodeLimits limits;
   limits.max_tensors = 2;  // three outputs
   EXPECT_EQ(scanResponseLayout(bytesOf(message), message.size(), limits).result, Result::kUnknown);
+  DecodeLimits small;
+  small.max_binary_body_bytes = message.size() - 1;  // the whole message is refused
+  EXPECT_EQ(scanResponseLayout(bytesOf(message), message.size(), small).result, Result::kUnknown);
+  small.max_binary_body_bytes = message.size();
+  EXPECT_EQ(scanResponseLayout(bytesOf(message), message.size(), small).result, Result::kLaidOut);
 }
 
 TEST(ResponseLayout, EntryFramedCatchesAnotherLayout) {

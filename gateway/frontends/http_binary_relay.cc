@@ -45,12 +45,17 @@ BinaryAnswerRelay::BinaryAnswerRelay(std::shared_ptr<http::HttpExchange> exchang
 
 void BinaryAnswerRelay::onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) {
   auto written = [&message](size_t, size_t offset, size_t length) { return message.shareWritten(offset, length); };
+  std::shared_ptr<http::HttpExchange> exchange = exchange_.lock();
+  if (exchange == nullptr) {
+    state_ = State::kEnded;
+    return;
+  }
   if (state_ == State::kStreaming) {
-    if (!sendBefore(have, written)) cut();
+    if (!sendBefore(*exchange, std::min(have, last_byte_), written)) cut(*exchange);
     return;
   }
   if (state_ != State::kWaiting) return;
-  if (exchange_->responded()) {
+  if (exchange->responded()) {
     state_ = State::kDeclined;
     return;
   }
@@ -64,6 +69,13 @@ void BinaryAnswerRelay::onProgress(const codecs::MutableBuffer& message, size_t 
       return;
     case codecs::ResponseLayoutScan::Result::kLaidOut:
       break;
+  }
+  // The last tensor byte (the last of the last output that has any): none, nothing to relay.
+  const auto last = std::find_if(scan.layout.entries.rbegin(), scan.layout.entries.rend(),
+                                 [](const codecs::ResponseLayout::Entry& e) { return e.length > 0; });
+  if (last == scan.layout.entries.rend()) {
+    state_ = State::kDeclined;
+    return;
   }
   const auto encode_start = telemetry::Clock::now();
   codecs::InferResponse& response = scan.layout.head;
@@ -81,7 +93,7 @@ void BinaryAnswerRelay::onProgress(const codecs::MutableBuffer& message, size_t 
   response.model_name = client_model_;
   if (!client_version_.empty()) response.model_version = client_version_;
   codecs::StatusOr<codecs::HttpInferBody> body = codecs::JsonResponseEncoder().encode(response, *request_);
-  exchange_->info().transcode += telemetry::Clock::now() - encode_start;
+  exchange->info().transcode += telemetry::Clock::now() - encode_start;
   if (!body.ok() || !body->header_length || body->body.segments().empty()) {
     state_ = State::kDeclined;  // the whole answer's encode says why
     return;
@@ -90,14 +102,15 @@ void BinaryAnswerRelay::onProgress(const codecs::MutableBuffer& message, size_t 
   head.status = 200;
   head.header("Content-Type", std::string(body->contentType()));
   head.header("Inference-Header-Content-Length", std::to_string(*body->header_length));
-  exchange_->beginStream(std::move(head), body->body.size());
-  exchange_->sendChunk(body->body.segments().front());  // the JSON
+  exchange->beginStream(std::move(head), body->body.size());
+  exchange->sendChunk(body->body.segments().front());  // the JSON
 
   state_ = State::kStreaming;
   message_ = message.shareWritten(0, have).data();
   size_ = size;
+  last_byte_ = last->data_at + last->length - 1;
   entries_ = std::move(scan.layout.entries);
-  if (!sendBefore(have, written)) cut();
+  if (!sendBefore(*exchange, std::min(have, last_byte_), written)) cut(*exchange);
 }
 
 bool BinaryAnswerRelay::finish(const codecs::StatusOr<codecs::InferResponse>& response) {
@@ -107,6 +120,8 @@ bool BinaryAnswerRelay::finish(const codecs::StatusOr<codecs::InferResponse>& re
     return ended;
   }
   state_ = State::kEnded;
+  std::shared_ptr<http::HttpExchange> exchange = exchange_.lock();
+  if (exchange == nullptr) return true;
   // The whole message decoded to the tensors where the layout put them: the rest goes.
   bool whole = response.ok() && response->outputs.size() == entries_.size();
   for (size_t i = 0; whole && i < entries_.size(); ++i) {
@@ -114,18 +129,18 @@ bool BinaryAnswerRelay::finish(const codecs::StatusOr<codecs::InferResponse>& re
     whole = data.data() == message_ + entries_[i].data_at && data.size() == entries_[i].length;
   }
   if (whole) {
-    (void)sendBefore(size_, [&response, this](size_t i, size_t offset, size_t length) {
+    (void)sendBefore(*exchange, size_, [&response, this](size_t i, size_t offset, size_t length) {
       return response->outputs[i].data.slice(offset - entries_[i].data_at, length);
     });
   }
   // Complete, or short of its Content-Length (failed, not laid out as begun, an entry
   // framed otherwise): then the connection closes after what was sent.
-  exchange_->endStream();
+  exchange->endStream();
   return true;
 }
 
 template <typename Piece>
-bool BinaryAnswerRelay::sendBefore(size_t limit, Piece piece) {
+bool BinaryAnswerRelay::sendBefore(http::HttpExchange& exchange, size_t limit, Piece piece) {
   while (next_ < entries_.size()) {
     const codecs::ResponseLayout::Entry& e = entries_[next_];
     if (limit < e.data_at) return true;  // its tag and length are not all in yet
@@ -136,7 +151,7 @@ bool BinaryAnswerRelay::sendBefore(size_t limit, Piece piece) {
     }
     const size_t end = std::min(limit, e.data_at + e.length);
     if (end > sent_) {
-      exchange_->sendChunk(piece(next_, sent_, end - sent_));
+      exchange.sendChunk(piece(next_, sent_, end - sent_));
       sent_ = end;
     }
     if (end < e.data_at + e.length) return true;
@@ -146,9 +161,9 @@ bool BinaryAnswerRelay::sendBefore(size_t limit, Piece piece) {
   return true;
 }
 
-void BinaryAnswerRelay::cut() {
+void BinaryAnswerRelay::cut(http::HttpExchange& exchange) {
   state_ = State::kEnded;
-  exchange_->endStream();  // short of its Content-Length: the connection closes
+  exchange.endStream();  // short of its Content-Length: the connection closes
 }
 
 }  // namespace infergate::gateway::frontends

@@ -18,15 +18,15 @@
 //   the call fails, or the whole      the connection closes after what was sent: HTTP/1.1's
 //   message is not what its head said only way to tell an answer ended short
 //
-// The message's last bytes are never told before the call's status (AnswerProgress), so a
-// grpc-status error after a whole message still reaches the client as a cut answer, never as
-// a complete one.
+// The last tensor byte is never sent before the call's status, so a grpc-status error
+// after a whole message still reaches the client as a cut answer, never as a complete one.
 //
 // It applies only where the client's answer is a JSON header and the tensors as they are:
 // every output binary (asked per output, or by binary_data_output), none into a client
 // region or a pool slot, no classification, no compression; and only to a message the
-// layout can read ahead (fixed-size outputs, raw contents). Every other answer is read whole
-// and answered as before (finish() says false).
+// layout can read ahead (fixed-size outputs, raw contents, a head within 1 MiB, at least
+// one tensor byte, within the body limit). Every other answer is read whole and answered as
+// before (finish() says false).
 //
 // Threads: the exchange's loop (the worker's own gRPC client tells progress there).
 
@@ -65,14 +65,15 @@ class BinaryAnswerRelay final : public upstream::AnswerProgress {
  private:
   enum class State { kWaiting, kDeclined, kStreaming, kEnded };
 
-  void begin(const codecs::MutableBuffer& message, codecs::ResponseLayout layout);
   // Sends the tensor bytes before `limit` (a message offset) not sent yet; piece(i, offset,
-  // length) gives bytes of entry i. False: an entry is not framed as the layout said (cut).
+  // length) gives bytes of entry i. False: an entry is not framed as the layout said.
   template <typename Piece>
-  bool sendBefore(size_t limit, Piece piece);
-  void cut();
+  bool sendBefore(http::HttpExchange& exchange, size_t limit, Piece piece);
+  void cut(http::HttpExchange& exchange);
 
-  std::shared_ptr<http::HttpExchange> exchange_;
+  // Weak: the call holds this (GrpcCallOptions::answer_progress), and the exchange's cancel
+  // handler holds the call.
+  std::weak_ptr<http::HttpExchange> exchange_;
   std::shared_ptr<const codecs::InferRequest> request_;
   std::string client_model_, client_version_;
   codecs::DecodeLimits limits_;
@@ -85,6 +86,9 @@ class BinaryAnswerRelay final : public upstream::AnswerProgress {
   std::vector<codecs::ResponseLayout::Entry> entries_;
   size_t next_ = 0;
   size_t sent_ = 0;
+  // Where the last tensor byte lies: it waits for the call's status (the message's own last
+  // bytes may be framing of empty outputs, which the client does not get).
+  size_t last_byte_ = 0;
   bool next_framed_ = false;  // entries_[next_]'s framing was checked
 };
 

@@ -353,7 +353,7 @@ void callTyped(const std::shared_ptr<HttpExchange>& exchange,
           on_answer(exchange, typed);
         });
       });
-  exchange->setCancelHandler([call] { call->cancel(); });
+  if (!exchange->responded()) exchange->setCancelHandler([call] { call->cancel(); });  // as forwardHttp
 }
 
 HttpResponse emptyOk() {
@@ -461,7 +461,9 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
   auto call = upstream::fleetHttp(d.upstream->fleet(), d.upstream->http(exchange->loop()),
                                   exchange->loop(), std::move(out), std::move(pick),
                                   std::move(callbacks));
-  if (call) exchange->setCancelHandler([call] { call->cancel(); });
+  // Not once answered already (a refusal answers at once): the handler would hold the call,
+  // whose callbacks hold the exchange, and nothing would clear it.
+  if (call && !exchange->responded()) exchange->setCancelHandler([call] { call->cancel(); });
 }
 
 void HttpFrontend::forwardGrpc(const Exchange& exchange, const Route& route, const Decision& d) {
@@ -638,7 +640,7 @@ void HttpFrontend::inferDecoded(const Exchange& exchange, const Decision& d) {
     };
   }
   auto call = forwardDecoded(d, *request, std::move(options), std::move(done));
-  exchange->setCancelHandler([call] { call->cancel(); });
+  if (!exchange->responded()) exchange->setCancelHandler([call] { call->cancel(); });  // as forwardHttp
 }
 
 // Shadow traffic: the same infer request to the mirror upstream, in its protocol, the

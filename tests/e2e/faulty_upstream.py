@@ -64,14 +64,18 @@ gRPC faults (GRPC_FAULTS), after the whole request (END_STREAM) has arrived:
   tcp_reset     the TCP connection reset (RST) under the stream
   status        trailers-only answer: grpc-status 9 (FAILED_PRECONDITION), grpc-message
                 ERROR_TEXT
+  unavailable   trailers-only answer: grpc-status 14 (UNAVAILABLE), grpc-message ERROR_TEXT
   status_after  HEADERS, the whole message (the echo), then trailers grpc-status 13
                 (INTERNAL), grpc-message ERROR_TEXT: an error told after the answer's bytes
+A gRPC fault name may end in "_empty" ("ok_empty", "status_after_empty"): the echo then has
+one more output after OUTPUT0, EMPTY (INT8, shape [0]), whose raw entry is the message's last
+two bytes.
 
 hold(timeout): the next ok, rst_mid or status_after answer stops after HEADERS and the first
 half of its message until release() (or `timeout` seconds), then goes on as its fault says;
 `held` records, per hold, whether release() came first. A test thereby learns whether the
-gateway began its client's answer before the upstream's message was whole.
-  unavailable   trailers-only answer: grpc-status 14 (UNAVAILABLE), grpc-message ERROR_TEXT
+gateway began its client's answer before the upstream's message was whole. disarm() drops
+a hold no answer took.
 
 `requests` counts the requests each fault got, per listener ("http", "grpc"), so a test
 can tell that a fault reached the upstream; `connections` counts accepted connections;
@@ -228,6 +232,12 @@ class FaultyUpstream:
         with self.lock:
             self._hold = (threading.Event(), timeout)
             self._release = self._hold[0]
+
+    def disarm(self):
+        """Drops a hold no answer took, and ends the last one."""
+        with self.lock:
+            self._hold = None
+        self.release()
 
     def release(self):
         """Ends the last hold armed (whether or not an answer took it yet)."""
@@ -512,7 +522,9 @@ class FaultyUpstream:
         message = self.pb.ModelInferRequest.FromString(data[5:5 + length])
         fault = fault_of(message.model_name)
         self._note("grpc", fault)
-        answer = self._grpc_echo(message).SerializeToString()
+        empty_tail = fault.endswith("_empty")
+        fault = fault[:-len("_empty")] if empty_tail else fault
+        answer = self._grpc_echo(message, empty_tail).SerializeToString()
         framed = b"\x00" + struct.pack(">I", len(answer)) + answer
         ok_trailers = [("grpc-status", "0")]
 
@@ -588,7 +600,7 @@ class FaultyUpstream:
         with self.lock:
             self.held.append(released)
 
-    def _grpc_echo(self, request):
+    def _grpc_echo(self, request, empty_tail=False):
         response = self.pb.ModelInferResponse(model_name=request.model_name, model_version="1",
                                               id=request.id)
         if request.inputs:
@@ -600,6 +612,11 @@ class FaultyUpstream:
                 response.raw_output_contents.append(request.raw_input_contents[0])
             else:
                 out.contents.CopyFrom(tensor.contents)
+            if empty_tail and request.raw_input_contents:
+                empty = response.outputs.add()
+                empty.name, empty.datatype = "EMPTY", "INT8"
+                empty.shape.append(0)
+                response.raw_output_contents.append(b"")
         return response
 
 

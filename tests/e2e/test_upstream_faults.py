@@ -596,14 +596,26 @@ class BinaryAnswerAsItArrives(unittest.TestCase):
     message first could not have answered: UP's `held` then says the hold timed out."""
 
     FLOATS = 1 << 20
+    VALUES = None
 
     def setUp(self):
-        self.values = struct.pack("<%df" % self.FLOATS, *(float(i % 977) * 0.5 for i in range(self.FLOATS)))
+        if BinaryAnswerAsItArrives.VALUES is None:
+            BinaryAnswerAsItArrives.VALUES = struct.pack(
+                "<%df" % self.FLOATS, *(float(i % 977) * 0.5 for i in range(self.FLOATS)))
+        self.values = self.VALUES
+
+    def tearDown(self):
+        UP.disarm()
 
     def send(self, model, binary=True):
+        """binary: OUTPUT0 asked binary; False: asked JSON; "all": every output binary
+        (binary_data_output, no output named)."""
         header = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, self.FLOATS],
-                              "parameters": {"binary_data_size": len(self.values)}}],
-                  "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": binary}}]}
+                              "parameters": {"binary_data_size": len(self.values)}}]}
+        if binary == "all":
+            header["parameters"] = {"binary_data_output": True}
+        else:
+            header["outputs"] = [{"name": "OUTPUT0", "parameters": {"binary_data": binary}}]
         text = json.dumps(header).encode()
         conn = GW.connection()
         conn.request("POST", "/v2/models/%s/infer" % model, body=text + self.values,
@@ -620,34 +632,39 @@ class BinaryAnswerAsItArrives(unittest.TestCase):
         self.assertTrue(outcome.ok, outcome)
 
     def test_the_answer_begins_before_the_message_is_whole(self):
-        UP.hold(30)
-        held = len(UP.held)
-        conn, resp = self.send("grpc_ok")
-        try:
-            UP.release()
-            body = resp.read()
-        finally:
-            conn.close()
-        self.assertEqual(UP.held[held:], [True], "the head came only once UP's message was whole")
-        self.assertEqual(resp.status, 200, body[:300])
-        self.assertEqual(resp.getheader("Content-Type"), "application/octet-stream")
-        length = int(resp.getheader("Inference-Header-Content-Length"))
-        self.assertEqual(int(resp.getheader("Content-Length")), len(body))
-        self.assertEqual(json.loads(body[:length]), {
-            "model_name": "grpc_ok", "model_version": "1",
-            "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1, self.FLOATS],
-                         "parameters": {"binary_data_size": len(self.values)}}]})
-        self.assertTrue(body[length:] == self.values, "the tensor differs")
-        self.assertServedAfter()
+        """One output; and with an empty output after it (its raw entry the message's last
+        bytes), asked by binary_data_output."""
+        output0 = {"name": "OUTPUT0", "datatype": "FP32", "shape": [1, self.FLOATS],
+                   "parameters": {"binary_data_size": len(self.values)}}
+        empty = {"name": "EMPTY", "datatype": "INT8", "shape": [0], "parameters": {"binary_data_size": 0}}
+        for model, binary, outputs in (("grpc_ok", True, [output0]), ("grpc_ok_empty", "all", [output0, empty])):
+            with self.subTest(model=model):
+                UP.hold(30)
+                held = len(UP.held)
+                conn, resp = self.send(model, binary)
+                try:
+                    UP.release()
+                    body = resp.read()
+                finally:
+                    conn.close()
+                self.assertEqual(UP.held[held:], [True], "the head came only once UP's message was whole")
+                self.assertEqual(resp.status, 200, body[:300])
+                self.assertEqual(resp.getheader("Content-Type"), "application/octet-stream")
+                length = int(resp.getheader("Inference-Header-Content-Length"))
+                self.assertEqual(int(resp.getheader("Content-Length")), len(body))
+                self.assertEqual(json.loads(body[:length]),
+                                 {"model_name": model, "model_version": "1", "outputs": outputs})
+                self.assertTrue(body[length:] == self.values, "the tensor differs")
+                self.assertServedAfter()
 
     def test_an_upstream_failure_after_the_head_cuts_the_answer(self):
         """Reset mid-message, or an error status after the whole message: the client has
         the head and some of the body, then the close (never a complete answer)."""
-        for fault in ("rst_mid", "status_after"):
+        for fault, binary in (("rst_mid", True), ("status_after", True), ("status_after_empty", "all")):
             with self.subTest(fault=fault):
                 UP.hold(30)
                 held = len(UP.held)
-                conn, resp = self.send("grpc_" + fault)
+                conn, resp = self.send("grpc_" + fault, binary)
                 try:
                     UP.release()
                     self.assertEqual(resp.status, 200)
