@@ -248,13 +248,14 @@ void HttpConnection::queueResponses() {
     HttpExchange& exchange = *pending_.front();
     if (!exchange.response_) break;
     bool keep_alive = exchange.keep_alive_ && !draining_;
-    observe(exchange, exchange.response_->status,
-            exchange.streaming_ ? exchange.stream_length_.value_or(0) : exchange.response_->body.size());
     if (exchange.streaming_) {
       if (!queueStream(exchange)) break;
+      // Told at its end, with the body bytes it carried (a cut one: those before the cut).
+      observe(exchange, exchange.response_->status, exchange.stream_queued_);
       // Cut short: only the close tells the client that no more is coming.
       if (exchange.stream_length_ && exchange.stream_queued_ != *exchange.stream_length_) keep_alive = false;
     } else {
+      observe(exchange, exchange.response_->status, exchange.response_->body.size());
       HttpResponse& response = *exchange.response_;
       queueOut(responseHead(exchange, response, keep_alive, response.body.size()));
       if (!exchange.head_) {
@@ -278,11 +279,16 @@ void HttpConnection::observe(HttpExchange& exchange, int status, uint64_t body_b
 
 // Exchanges that will get no response (the connection closes, or an earlier response
 // closes it): their handlers are told, and the observer sees them as 499 (the client
-// went away) unless it saw their response already.
+// went away) unless it saw their response already; a stream the connection closes under
+// is seen with its status and the body bytes it carried.
 void HttpConnection::cancelPending(std::deque<std::shared_ptr<HttpExchange>> exchanges) {
   for (auto& exchange : exchanges) {
     exchange->cancel();
-    observe(*exchange, 499, 0);
+    if (exchange->stream_head_written_) {
+      observe(*exchange, exchange->response_->status, exchange->stream_queued_);
+    } else {
+      observe(*exchange, 499, 0);
+    }
   }
 }
 
@@ -304,6 +310,7 @@ bool HttpConnection::queueStream(HttpExchange& exchange) {
     return exchange.stream_ended_;
   }
   for (codecs::Buffer& chunk : exchange.stream_chunks_) {
+    exchange.stream_queued_ += chunk.size();
     char size[24];
     int n = std::snprintf(size, sizeof(size), "%zx\r\n", chunk.size());
     queueOut(codecs::Buffer::copyOf(std::string_view(size, static_cast<size_t>(n))));

@@ -122,7 +122,7 @@ class HttpExchange {
   bool stream_head_written_ = false;
   bool stream_ended_ = false;
   std::optional<uint64_t> stream_length_;  // a sized stream's Content-Length
-  uint64_t stream_queued_ = 0;             // its bytes queued for writing so far
+  uint64_t stream_queued_ = 0;             // its body bytes queued for writing so far
   std::vector<codecs::Buffer> stream_chunks_;
   bool keep_alive_ = true;
   bool head_ = false;
@@ -132,11 +132,12 @@ class HttpExchange {
 };
 
 using HttpHandler = std::function<void(std::shared_ptr<HttpExchange>)>;
-// Told once of every request the handler got: when its response is queued for writing
-// (a streamed one: its head), with the status and the body's bytes (streamed: 0 so far;
-// a sized stream: its length),
-// or, when the client went away first, with status 499 and no bytes. `exchange.info()`
-// holds what the pipeline recorded. Loop thread; must not block.
+// Told once of every request the handler got: when its response is queued for writing,
+// with the status and the body's bytes; a streamed one when it ends, or when the
+// connection closes under it, with the body bytes it carried (a relay cut short: those
+// before the cut; chunk framing not counted); when the client went away before any
+// response, with status 499 and no bytes. `exchange.info()` holds what the pipeline
+// recorded. Loop thread; must not block.
 using ResponseObserver = std::function<void(HttpExchange& exchange, int status, uint64_t body_bytes)>;
 // Looks at a request once its headers are in, before any of its body is read: returns the
 // response that refuses it (the connection answers it and closes, the body unread), or

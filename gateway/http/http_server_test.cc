@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -120,6 +121,14 @@ class RawClient {
   }
   // Bytes received since the connection opened.
   size_t received() const { return received_; }
+  // Reads until what was received holds `text`; false if the connection closed first, or
+  // nothing came for 10 s.
+  bool readUntil(std::string_view text) {
+    while (buffered_.find(text) == std::string::npos) {
+      if (!fill()) return false;
+    }
+    return true;
+  }
 
  private:
   bool fill() {
@@ -154,6 +163,10 @@ class HttpServerTest : public ::testing::Test {
   void startServer(HttpLimits limits = {}, size_t max_connections = 1000) {
     server_ = std::make_unique<HttpServer>(pool_, limits, max_connections,
                                            [this](std::shared_ptr<HttpExchange> e) { handle(e); });
+    server_->setObserver([this](HttpExchange& e, int status, uint64_t body_bytes) {
+      std::lock_guard<std::mutex> lock(observed_mu_);
+      observed_.push_back(Observed{e.request().target, status, body_bytes});
+    });
     auto bound = server_->listen(ListenSpec::tcp("127.0.0.1", 0));
     ASSERT_TRUE(bound.ok()) << bound.status();
     port_ = bound->port;
@@ -210,6 +223,18 @@ class HttpServerTest : public ::testing::Test {
       });
       return;
     }
+    if (target.rfind("/open/", 0) == 0) {
+      // /open/<length>/<sent>: a sized stream that sends `sent` bytes and never ends (until
+      // its client goes away).
+      char* rest = nullptr;
+      const uint64_t length = std::strtoull(target.c_str() + 6, &rest, 10);
+      const size_t sent = std::strtoul(rest + 1, nullptr, 10);
+      e->beginStream(HttpResponse(), length);
+      e->sendChunk(codecs::Buffer::fromString(std::string(sent, 'o')));
+      e->setCancelHandler([this] { cancelled_.fetch_add(1); });
+      held_ = e;
+      return;
+    }
     if (target.rfind("/big/", 0) == 0) {  // a body of that many bytes: i % 251 at byte i
       big_answers_.fetch_add(1);
       std::string body(std::strtoul(target.c_str() + 5, nullptr, 10), '\0');
@@ -249,7 +274,28 @@ class HttpServerTest : public ::testing::Test {
     e->respond(std::move(r));
   }
 
+  // What the ResponseObserver was told, once `count` responses were (waits up to 10 s).
+  struct Observed {
+    std::string target;
+    int status;
+    uint64_t body_bytes;
+    bool operator==(const Observed&) const = default;
+  };
+  std::vector<Observed> observedOnce(size_t count) {
+    for (int i = 0; i < 1000; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(observed_mu_);
+        if (observed_.size() >= count) return observed_;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::lock_guard<std::mutex> lock(observed_mu_);
+    return observed_;
+  }
+
   WorkerPool pool_{2};
+  std::mutex observed_mu_;
+  std::vector<Observed> observed_;
   std::unique_ptr<HttpServer> server_;
   uint16_t port_ = 0;
   std::atomic<int> cancelled_{0};
@@ -363,6 +409,41 @@ TEST_F(HttpServerTest, ClosesAfterASizedStreamEndedShortOfItsLength) {
   ASSERT_GE(got.size(), 6u);
   EXPECT_EQ(got.substr(got.size() - 6), "aaaabb");
   EXPECT_EQ(got.find("/after"), std::string::npos);
+}
+
+// A streamed response is observed when it ends, with the body bytes it carried: what the
+// access log and the request metrics then say of a relay cut short, of chunks, of bytes
+// past a length, and of a stream its client left.
+TEST_F(HttpServerTest, ObservesStreamsAtTheirEndWithTheBytesTheyCarried) {
+  startServer();
+  {
+    RawClient c(port_);
+    c.send("GET /sized/10/10 HTTP/1.1\r\n\r\nGET /sized/6/12 HTTP/1.1\r\n\r\nGET /stream HTTP/1.1\r\n\r\n");
+    EXPECT_EQ(c.read().body, "aaaabbbbcc");
+    EXPECT_EQ(c.read().body, "aaaabb");
+    EXPECT_FALSE(c.readChunkedRaw().empty());
+    RawClient cut(port_);
+    cut.send("GET /sized/10/6 HTTP/1.1\r\n\r\n");
+    EXPECT_TRUE(cut.closedByPeer());
+  }
+  std::vector<Observed> seen = observedOnce(4);
+  ASSERT_EQ(seen.size(), 4u);
+  std::sort(seen.begin(), seen.end(), [](const Observed& a, const Observed& b) { return a.target < b.target; });
+  EXPECT_EQ(seen[0], (Observed{"/sized/10/10", 200, 10}));
+  EXPECT_EQ(seen[1], (Observed{"/sized/10/6", 200, 6}));  // cut: not the 10 its head announced
+  EXPECT_EQ(seen[2], (Observed{"/sized/6/12", 200, 6}));
+  EXPECT_EQ(seen[3], (Observed{"/stream", 200, 18}));  // two events of 9 bytes, framing not counted
+
+  // A stream whose client leaves before its end: observed then, with what it carried.
+  {
+    RawClient c(port_);
+    c.send("GET /open/100/40 HTTP/1.1\r\n\r\n");
+    ASSERT_TRUE(c.readUntil(std::string(40, 'o')));
+    EXPECT_EQ(observedOnce(4).size(), 4u);  // not at its head
+  }
+  seen = observedOnce(5);
+  ASSERT_EQ(seen.size(), 5u);
+  EXPECT_EQ(seen[4], (Observed{"/open/100/40", 200, 40}));
 }
 
 TEST_F(HttpServerTest, DechunksChunkedBodies) {
