@@ -187,6 +187,7 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
   void deliver(codecs::StatusOr<codecs::InferResponse> response) {
     DecodedDone done = std::move(done_);
     done_ = nullptr;
+    options_.answer_progress.reset();  // no attempt follows; it may hold the client's side
     if (done) done(std::move(response));
   }
 

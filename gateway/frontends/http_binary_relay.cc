@@ -1,6 +1,7 @@
 #include "gateway/frontends/http_binary_relay.h"
 
 #include <algorithm>
+#include <string>
 
 #include "codecs/compression.h"
 #include "codecs/json_response_encoder.h"
@@ -15,47 +16,33 @@ constexpr size_t kMaxHeadBytes = 1 << 20;
 
 }  // namespace
 
-std::shared_ptr<BinaryAnswerRelay> BinaryAnswerRelay::forRequest(std::shared_ptr<http::HttpExchange> exchange,
-                                                                 std::shared_ptr<const codecs::InferRequest> request,
-                                                                 std::string client_model, std::string client_version,
-                                                                 const codecs::DecodeLimits& limits) {
-  const codecs::InferRequest& r = *request;
-  if (r.outputs.empty() && !r.binary_data_output.value_or(false)) return nullptr;  // all JSON
-  for (const codecs::RequestedOutput& output : r.outputs) {
-    if (output.shared_memory || output.classification > 0 || !codecs::wantsBinaryOutput(r, output.name)) {
-      return nullptr;
+std::optional<BinaryAnswerRelay> BinaryAnswerRelay::forRequest(const http::HttpExchange& exchange,
+                                                               const codecs::InferRequest& request,
+                                                               std::string_view client_model,
+                                                               std::string_view client_version,
+                                                               const codecs::DecodeLimits& limits) {
+  if (request.outputs.empty() && !request.binary_data_output.value_or(false)) return std::nullopt;  // all JSON
+  for (const codecs::RequestedOutput& output : request.outputs) {
+    if (output.shared_memory || output.classification > 0 || !codecs::wantsBinaryOutput(request, output.name)) {
+      return std::nullopt;
     }
   }
-  if (const std::string_view* accept = exchange->request().headers.find("Accept-Encoding");
+  if (const std::string_view* accept = exchange.request().headers.find("Accept-Encoding");
       accept != nullptr && codecs::negotiateAcceptEncoding(*accept) != codecs::ContentEncoding::kIdentity) {
-    return nullptr;  // the answer is compressed whole
+    return std::nullopt;  // the answer is compressed whole
   }
-  return std::make_shared<BinaryAnswerRelay>(std::move(exchange), std::move(request), std::move(client_model),
-                                             std::move(client_version), limits);
+  return BinaryAnswerRelay(request, client_model, client_version, limits);
 }
 
-BinaryAnswerRelay::BinaryAnswerRelay(std::shared_ptr<http::HttpExchange> exchange,
-                                     std::shared_ptr<const codecs::InferRequest> request, std::string client_model,
-                                     std::string client_version, const codecs::DecodeLimits& limits)
-    : exchange_(std::move(exchange)),
-      request_(std::move(request)),
-      client_model_(std::move(client_model)),
-      client_version_(std::move(client_version)),
-      limits_(limits) {}
-
-void BinaryAnswerRelay::onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) {
+void BinaryAnswerRelay::onProgress(http::HttpExchange& exchange, const codecs::MutableBuffer& message, size_t have,
+                                   size_t size) {
   auto written = [&message](size_t, size_t offset, size_t length) { return message.shareWritten(offset, length); };
-  std::shared_ptr<http::HttpExchange> exchange = exchange_.lock();
-  if (exchange == nullptr) {
-    state_ = State::kEnded;
-    return;
-  }
   if (state_ == State::kStreaming) {
-    if (!sendBefore(*exchange, std::min(have, last_byte_), written)) cut(*exchange);
+    if (!sendBefore(exchange, std::min(have, last_byte_), written)) cut(exchange);
     return;
   }
   if (state_ != State::kWaiting) return;
-  if (exchange->responded()) {
+  if (exchange.responded()) {
     state_ = State::kDeclined;
     return;
   }
@@ -90,10 +77,10 @@ void BinaryAnswerRelay::onProgress(const codecs::MutableBuffer& message, size_t 
     const codecs::ResponseLayout::Entry& e = scan.layout.entries[i];
     output.data = message.shareWritten(e.data_at, e.length);
   }
-  response.model_name = client_model_;
-  if (!client_version_.empty()) response.model_version = client_version_;
+  response.model_name = std::string(client_model_);
+  if (!client_version_.empty()) response.model_version = std::string(client_version_);
   codecs::StatusOr<codecs::HttpInferBody> body = codecs::JsonResponseEncoder().encode(response, *request_);
-  exchange->info().transcode += telemetry::Clock::now() - encode_start;
+  exchange.info().transcode += telemetry::Clock::now() - encode_start;
   if (!body.ok() || !body->header_length || body->body.segments().empty()) {
     state_ = State::kDeclined;  // the whole answer's encode says why
     return;
@@ -102,26 +89,24 @@ void BinaryAnswerRelay::onProgress(const codecs::MutableBuffer& message, size_t 
   head.status = 200;
   head.header("Content-Type", std::string(body->contentType()));
   head.header("Inference-Header-Content-Length", std::to_string(*body->header_length));
-  exchange->beginStream(std::move(head), body->body.size());
-  exchange->sendChunk(body->body.segments().front());  // the JSON
+  exchange.beginStream(std::move(head), body->body.size());
+  exchange.sendChunk(body->body.segments().front());  // the JSON
 
   state_ = State::kStreaming;
   message_ = message.shareWritten(0, have).data();
   size_ = size;
   last_byte_ = last->data_at + last->length - 1;
   entries_ = std::move(scan.layout.entries);
-  if (!sendBefore(*exchange, std::min(have, last_byte_), written)) cut(*exchange);
+  if (!sendBefore(exchange, std::min(have, last_byte_), written)) cut(exchange);
 }
 
-bool BinaryAnswerRelay::finish(const codecs::StatusOr<codecs::InferResponse>& response) {
+bool BinaryAnswerRelay::finish(http::HttpExchange& exchange, const codecs::StatusOr<codecs::InferResponse>& response) {
   if (state_ != State::kStreaming) {
     const bool ended = state_ == State::kEnded;
     state_ = State::kEnded;
     return ended;
   }
   state_ = State::kEnded;
-  std::shared_ptr<http::HttpExchange> exchange = exchange_.lock();
-  if (exchange == nullptr) return true;
   // The whole message decoded to the tensors where the layout put them: the rest goes.
   bool whole = response.ok() && response->outputs.size() == entries_.size();
   for (size_t i = 0; whole && i < entries_.size(); ++i) {
@@ -129,13 +114,13 @@ bool BinaryAnswerRelay::finish(const codecs::StatusOr<codecs::InferResponse>& re
     whole = data.data() == message_ + entries_[i].data_at && data.size() == entries_[i].length;
   }
   if (whole) {
-    (void)sendBefore(*exchange, size_, [&response, this](size_t i, size_t offset, size_t length) {
+    (void)sendBefore(exchange, size_, [&response, this](size_t i, size_t offset, size_t length) {
       return response->outputs[i].data.slice(offset - entries_[i].data_at, length);
     });
   }
   // Complete, or short of its Content-Length (failed, not laid out as begun, an entry
   // framed otherwise): then the connection closes after what was sent.
-  exchange->endStream();
+  exchange.endStream();
   return true;
 }
 

@@ -28,42 +28,47 @@
 // one tensor byte, within the body limit). Every other answer is read whole and answered as
 // before (finish() says false).
 //
+// The holder (http_forward.cc's DecodedInferAnswer, one object per request) is the call's
+// upstream::AnswerProgress and hands each progress on; the relay itself holds nothing.
+//
 // Threads: the exchange's loop (the worker's own gRPC client tells progress there).
 
-#include <memory>
-#include <string>
+#include <optional>
+#include <string_view>
+#include <vector>
 
 #include "codecs/buffer.h"
 #include "codecs/infer.h"
 #include "codecs/limits.h"
 #include "codecs/protobuf_response_layout.h"
 #include "gateway/http/http_connection.h"
-#include "gateway/upstream/grpc_client.h"
 
 namespace infergate::gateway::frontends {
 
-class BinaryAnswerRelay final : public upstream::AnswerProgress {
+class BinaryAnswerRelay {
  public:
-  // Null when this request's answer can never go on this way (see the top).
-  // `client_model` / `client_version` are what the answer shows ("" keeps the upstream's
-  // version).
-  static std::shared_ptr<BinaryAnswerRelay> forRequest(std::shared_ptr<http::HttpExchange> exchange,
-                                                       std::shared_ptr<const codecs::InferRequest> request,
-                                                       std::string client_model, std::string client_version,
-                                                       const codecs::DecodeLimits& limits);
+  // Nothing when this request's answer can never go on this way (see the top).
+  // `request`, `client_model` and `client_version` (what the answer shows; "" keeps the
+  // upstream's version) are the holder's, kept as long as the relay.
+  static std::optional<BinaryAnswerRelay> forRequest(const http::HttpExchange& exchange,
+                                                     const codecs::InferRequest& request,
+                                                     std::string_view client_model, std::string_view client_version,
+                                                     const codecs::DecodeLimits& limits);
 
-  BinaryAnswerRelay(std::shared_ptr<http::HttpExchange> exchange, std::shared_ptr<const codecs::InferRequest> request,
-                    std::string client_model, std::string client_version, const codecs::DecodeLimits& limits);
-
-  void onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) override;
+  // The call's upstream::AnswerProgress, told to its holder, for the client of `exchange`.
+  void onProgress(http::HttpExchange& exchange, const codecs::MutableBuffer& message, size_t have, size_t size);
 
   // The call ended: `response` is the whole message decoded, or why there is none. True
   // when the relay had begun and so ended the client's answer here (complete, or cut);
   // false: nothing was sent, answer as usual.
-  bool finish(const codecs::StatusOr<codecs::InferResponse>& response);
+  bool finish(http::HttpExchange& exchange, const codecs::StatusOr<codecs::InferResponse>& response);
 
  private:
   enum class State { kWaiting, kDeclined, kStreaming, kEnded };
+
+  BinaryAnswerRelay(const codecs::InferRequest& request, std::string_view client_model,
+                    std::string_view client_version, const codecs::DecodeLimits& limits)
+      : request_(&request), client_model_(client_model), client_version_(client_version), limits_(limits) {}
 
   // Sends the tensor bytes before `limit` (a message offset) not sent yet; piece(i, offset,
   // length) gives bytes of entry i. False: an entry is not framed as the layout said.
@@ -71,11 +76,8 @@ class BinaryAnswerRelay final : public upstream::AnswerProgress {
   bool sendBefore(http::HttpExchange& exchange, size_t limit, Piece piece);
   void cut(http::HttpExchange& exchange);
 
-  // Weak: the call holds this (GrpcCallOptions::answer_progress), and the exchange's cancel
-  // handler holds the call.
-  std::weak_ptr<http::HttpExchange> exchange_;
-  std::shared_ptr<const codecs::InferRequest> request_;
-  std::string client_model_, client_version_;
+  const codecs::InferRequest* request_;
+  std::string_view client_model_, client_version_;
   codecs::DecodeLimits limits_;
   State state_ = State::kWaiting;
   // Once streaming: the message (its storage lives as long as the call or its answer) and

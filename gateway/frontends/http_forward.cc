@@ -585,6 +585,58 @@ bool HttpFrontend::sendsAsArrives(const http::HttpRequest& req, const Decision& 
   return protocol == Upstream::Protocol::kHttp || header->text.find("BYTES") == std::string_view::npos;
 }
 
+namespace {
+
+// The client's side of an /infer decoded toward its upstream: the answer in the client's
+// form once the call ends, and toward gRPC the relay that may begin it sooner
+// (http_binary_relay.h), whose progress this object is told as the call's
+// upstream::AnswerProgress. One object per request, so that every callback holds one
+// pointer. It holds the exchange, whose cancel handler holds the call that holds this:
+// respond() clears the handler, and a cancelled exchange drops it.
+class DecodedInferAnswer final : public upstream::AnswerProgress {
+ public:
+  DecodedInferAnswer(std::shared_ptr<HttpExchange> exchange, std::shared_ptr<HandoffRequest> request,
+                     const Decision& d)
+      : exchange_(std::move(exchange)), request_(std::move(request)), names_(d) {}
+  DecodedInferAnswer(const DecodedInferAnswer&) = delete;  // the relay views names_
+  DecodedInferAnswer& operator=(const DecodedInferAnswer&) = delete;
+
+  http::EventLoop& loop() const { return exchange_->loop(); }
+
+  // Whether the answer may go on as it arrives (then make this the call's answer_progress).
+  bool mayRelay(const codecs::DecodeLimits& limits) {
+    relay_ = BinaryAnswerRelay::forRequest(*exchange_, request_->request(), names_.client_model,
+                                           names_.client_version, limits);
+    return relay_.has_value();
+  }
+
+  void onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) override {
+    if (relay_) relay_->onProgress(*exchange_, message, have, size);
+  }
+
+  // The loop thread.
+  void respond(codecs::StatusOr<codecs::InferResponse> response) {
+    exchange_->setCancelHandler(nullptr);
+    if (relay_ && relay_->finish(*exchange_, response)) return;
+    if (exchange_->responded()) return;
+    if (!response.ok()) return exchange_->respond(errorResponse(publicStatus(response.status(), names_)));
+    response->model_name = names_.client_model;
+    if (!names_.client_version.empty()) response->model_version = names_.client_version;
+    const auto encode_start = telemetry::Clock::now();
+    HttpResponse encoded = inferResponse(*response, request_->request(), exchange_->request());
+    exchange_->info().transcode += telemetry::Clock::now() - encode_start;
+    exchange_->respond(std::move(encoded));
+  }
+
+ private:
+  std::shared_ptr<HttpExchange> exchange_;
+  std::shared_ptr<HandoffRequest> request_;
+  Names names_;
+  std::optional<BinaryAnswerRelay> relay_;
+};
+
+}  // namespace
+
 // An /infer the gateway decodes and sends in the upstream's protocol: toward gRPC always;
 // toward HTTP when the request names client regions or the upstream takes tensors through
 // the handoff (decoded_forward.h).
@@ -609,33 +661,19 @@ void HttpFrontend::inferDecoded(const Exchange& exchange, const Decision& d) {
     if (!toward_grpc || !k.ends_with("-bin")) options.metadata.emplace_back(std::move(k), std::move(v));
   }
   stampTraceHeaders(options.metadata, exchange->info());
+  auto answer = std::make_shared<DecodedInferAnswer>(exchange, *request, d);
   // A large answer toward the client's binary outputs goes on as it arrives
   // (http_binary_relay.h); never one the handoff pool takes (it is read back from slots).
-  std::shared_ptr<BinaryAnswerRelay> relay;
-  if (toward_grpc && !d.upstream->config().handoff.enabled) {
-    relay = BinaryAnswerRelay::forRequest(
-        exchange, std::shared_ptr<const codecs::InferRequest>(*request, &(*request)->request()), d.client_model,
-        std::string(d.versionShown()), options_.limits);
-    options.answer_progress = relay;
+  if (toward_grpc && !d.upstream->config().handoff.enabled && answer->mayRelay(options_.limits)) {
+    options.answer_progress = answer;
   }
-  auto respond = [exchange, request = *request, names = Names(d), relay = std::move(relay)](
-                     codecs::StatusOr<codecs::InferResponse> response) {
-    exchange->setCancelHandler(nullptr);
-    if (relay != nullptr && relay->finish(response)) return;
-    if (exchange->responded()) return;
-    if (!response.ok()) return exchange->respond(errorResponse(publicStatus(response.status(), names)));
-    response->model_name = names.client_model;
-    if (!names.client_version.empty()) response->model_version = names.client_version;
-    const auto encode_start = telemetry::Clock::now();
-    HttpResponse encoded = inferResponse(*response, request->request(), exchange->request());
-    exchange->info().transcode += telemetry::Clock::now() - encode_start;
-    exchange->respond(std::move(encoded));
+  DecodedDone done = [answer](codecs::StatusOr<codecs::InferResponse> response) {
+    answer->respond(std::move(response));
   };
-  DecodedDone done = respond;
   if (toward_grpc) {  // answered on a grpc thread (or on the loop, by its own client)
-    done = [exchange, respond](codecs::StatusOr<codecs::InferResponse> response) {
-      exchange->loop().runInLoop([respond, response = std::move(response)]() mutable {
-        respond(std::move(response));
+    done = [answer](codecs::StatusOr<codecs::InferResponse> response) {
+      answer->loop().runInLoop([answer, response = std::move(response)]() mutable {
+        answer->respond(std::move(response));
       });
     };
   }
