@@ -62,7 +62,6 @@ ResponseLayoutScan scanResponseLayout(const Buffer& prefix, size_t message_size,
     if (read == VarintRead::kShort || length > have - next) return scan;  // kNeedMore
     at = next + length;
   }
-  scan.layout.raw_start = at;
 
   StatusOr<InferResponse> head = ProtobufResponseDecoder(limits).decode(prefix.slice(0, at));
   if (!head.ok() || head->outputs.empty()) {

@@ -39,8 +39,7 @@ struct ResponseLayout {
   };
   // The response decoded from the head: every field but the tensors (outputs without data).
   InferResponse head;
-  size_t raw_start = 0;        // where the first entry's tag lies
-  std::vector<Entry> entries;  // outputs[i]'s bytes are entries[i]'s
+  std::vector<Entry> entries;  // outputs[i]'s bytes are entries[i]'s; the head ends at entries[0].tag_at
 };
 
 struct ResponseLayoutScan {

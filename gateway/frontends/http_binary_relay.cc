@@ -1,6 +1,7 @@
 #include "gateway/frontends/http_binary_relay.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "codecs/compression.h"
@@ -94,7 +95,6 @@ void BinaryAnswerRelay::onProgress(http::HttpExchange& exchange, const codecs::M
 
   state_ = State::kStreaming;
   message_ = message.shareWritten(0, have).data();
-  size_ = size;
   last_byte_ = last->data_at + last->length - 1;
   entries_ = std::move(scan.layout.entries);
   if (!sendBefore(exchange, std::min(have, last_byte_), written)) cut(exchange);
@@ -114,7 +114,7 @@ bool BinaryAnswerRelay::finish(http::HttpExchange& exchange, const codecs::Statu
     whole = data.data() == message_ + entries_[i].data_at && data.size() == entries_[i].length;
   }
   if (whole) {
-    (void)sendBefore(exchange, size_, [&response, this](size_t i, size_t offset, size_t length) {
+    (void)sendBefore(exchange, SIZE_MAX, [&response, this](size_t i, size_t offset, size_t length) {
       return response->outputs[i].data.slice(offset - entries_[i].data_at, length);
     });
   }

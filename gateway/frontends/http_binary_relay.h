@@ -2,7 +2,7 @@
 
 // An HTTP client's /infer answered by a gRPC upstream, sent on in the binary-tensor form
 // while the upstream's ModelInferResponse is still arriving. Internal to the HTTP frontend
-// (http_forward.cc's inferDecoded).
+// (http_decoded.cc's inferDecoded).
 //
 // Without it the gateway reads the whole message, transcodes it, and only then starts the
 // client's transfer: for a 64 MiB output, one loopback transfer after the other. With it:
@@ -28,7 +28,7 @@
 // one tensor byte, within the body limit). Every other answer is read whole and answered as
 // before (finish() says false).
 //
-// The holder (http_forward.cc's DecodedInferAnswer, one object per request) is the call's
+// The holder (http_decoded.cc's DecodedInferAnswer, one object per request) is the call's
 // upstream::AnswerProgress and hands each progress on; the relay itself holds nothing.
 //
 // Threads: the exchange's loop (the worker's own gRPC client tells progress there).
@@ -84,7 +84,6 @@ class BinaryAnswerRelay {
   // where its tensors lie; `next_` is the first entry not sent whole, `sent_` the message
   // offset sent up to within it.
   const uint8_t* message_ = nullptr;
-  size_t size_ = 0;
   std::vector<codecs::ResponseLayout::Entry> entries_;
   size_t next_ = 0;
   size_t sent_ = 0;

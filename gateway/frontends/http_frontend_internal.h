@@ -2,6 +2,7 @@
 
 // Pieces of the HTTP frontend shared by its .cc files; not a public header.
 
+#include <chrono>
 #include <optional>
 
 #include "codecs/binary_tensor.h"
@@ -26,6 +27,12 @@ codecs::StatusOr<codecs::InferRequest> decodeHttpInfer(
 // The response to a decodeHttpInfer() error (with Accept-Encoding when the body's
 // Content-Encoding was not supported).
 http::HttpResponse decodeErrorResponse(const http::HttpRequest& http, const codecs::Status& status);
+
+// The deadline of a request with `timeout` from now; none for 0 (no timeout).
+inline std::optional<std::chrono::system_clock::time_point> deadlineOf(std::chrono::milliseconds timeout) {
+  if (timeout.count() == 0) return std::nullopt;
+  return std::chrono::system_clock::now() + timeout;
+}
 
 // `response` in the client's form: JSON, binary outputs where `request` asked for them,
 // compressed when the client's Accept-Encoding allows.

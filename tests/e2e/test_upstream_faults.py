@@ -623,6 +623,23 @@ class BinaryAnswerAsItArrives(unittest.TestCase):
                               "Inference-Header-Content-Length": str(len(text))})
         return conn, conn.getresponse()
 
+    def held_answer(self, model, binary=True, timeout=30):
+        """`model`'s answer with UP holding its message half-way (hold(timeout)) until the
+        response's head is here: (the response, its body or the IncompleteRead that cut it,
+        UP's `held` for this hold: [True] when the head came before the message was whole)."""
+        UP.hold(timeout)
+        before = len(UP.held)
+        conn, resp = self.send(model, binary)
+        try:
+            UP.release()
+            try:
+                body = resp.read()
+            except http.client.IncompleteRead as e:
+                body = e
+        finally:
+            conn.close()
+        return resp, body, UP.held[before:]
+
     def assertServedAfter(self):
         conn = GW.connection()
         try:
@@ -639,15 +656,9 @@ class BinaryAnswerAsItArrives(unittest.TestCase):
         empty = {"name": "EMPTY", "datatype": "INT8", "shape": [0], "parameters": {"binary_data_size": 0}}
         for model, binary, outputs in (("grpc_ok", True, [output0]), ("grpc_ok_empty", "all", [output0, empty])):
             with self.subTest(model=model):
-                UP.hold(30)
-                held = len(UP.held)
-                conn, resp = self.send(model, binary)
-                try:
-                    UP.release()
-                    body = resp.read()
-                finally:
-                    conn.close()
-                self.assertEqual(UP.held[held:], [True], "the head came only once UP's message was whole")
+                resp, body, held = self.held_answer(model, binary)
+                self.assertEqual(held, [True], "the head came only once UP's message was whole")
+                self.assertIsInstance(body, bytes, body)
                 self.assertEqual(resp.status, 200, body[:300])
                 self.assertEqual(resp.getheader("Content-Type"), "application/octet-stream")
                 length = int(resp.getheader("Inference-Header-Content-Length"))
@@ -662,30 +673,17 @@ class BinaryAnswerAsItArrives(unittest.TestCase):
         the head and some of the body, then the close (never a complete answer)."""
         for fault, binary in (("rst_mid", True), ("status_after", True), ("status_after_empty", "all")):
             with self.subTest(fault=fault):
-                UP.hold(30)
-                held = len(UP.held)
-                conn, resp = self.send("grpc_" + fault, binary)
-                try:
-                    UP.release()
-                    self.assertEqual(resp.status, 200)
-                    with self.assertRaises(http.client.IncompleteRead) as cut:
-                        resp.read()
-                finally:
-                    conn.close()
-                self.assertEqual(UP.held[held:], [True])
-                self.assertLess(len(cut.exception.partial), int(resp.getheader("Content-Length")))
+                resp, cut, held = self.held_answer("grpc_" + fault, binary)
+                self.assertEqual(resp.status, 200)
+                self.assertIsInstance(cut, http.client.IncompleteRead, cut)
+                self.assertEqual(held, [True])
+                self.assertLess(len(cut.partial), int(resp.getheader("Content-Length")))
                 self.assertServedAfter()
 
     def test_json_outputs_wait_for_the_whole_message(self):
-        UP.hold(1.5)
-        held = len(UP.held)
-        conn, resp = self.send("grpc_ok", binary=False)
-        try:
-            UP.release()
-            body = resp.read()
-        finally:
-            conn.close()
-        self.assertEqual(UP.held[held:], [False], "a JSON answer began before its message was whole")
+        resp, body, held = self.held_answer("grpc_ok", binary=False, timeout=1.5)
+        self.assertEqual(held, [False], "a JSON answer began before its message was whole")
+        self.assertIsInstance(body, bytes, body)
         self.assertEqual(resp.status, 200, body[:300])
         out = json.loads(body)["outputs"][0]
         self.assertEqual(out["shape"], [1, self.FLOATS])
