@@ -7,6 +7,12 @@ upstream's is whole:
   --path http   HTTP passthrough (ig_http -> U's HTTP listener): the answer's body is
                 relayed as it lands, every 256 KiB (gateway/README.md, "Large answers go on
                 as they arrive")
+  --path grpc-to-http
+                gRPC -> HTTP binary (a ModelInferRequest to ig_http's gRPC listener -> U's
+                HTTP listener): the ModelInferResponse goes to the client as U's binary body
+                lands (gateway/README.md, "Large answers go on as they arrive (gRPC client,
+                HTTP upstream)"). direct is U's gRPC listener and nginx its grpc_pass to it;
+                there is no <ig>_stream arm (stream_requests concerns HTTP bodies only)
   --path grpc   HTTP binary -> gRPC (ig_grpc -> U's gRPC listener, the suite's T3 path):
                 the ModelInferResponse is transcoded as it lands, the JSON header once its
                 head is in, then the tensor (gateway/README.md, "Large binary outputs go on
@@ -28,6 +34,7 @@ proxy's CPU per request instead, as ratios to nginx's.
 
   /usr/bin/python3 bench/answer_relay.py --base-binary /tmp/base/infergate --sizes 4,64 --rounds 3
   /usr/bin/python3 bench/answer_relay.py --path grpc --base-binary /tmp/base/infergate --sizes 4,64
+  /usr/bin/python3 bench/answer_relay.py --path grpc-to-http --base-binary /tmp/base/infergate --sizes 4,64
 """
 import argparse
 import os
@@ -42,16 +49,24 @@ from infergate_process import InfergateProcess  # noqa: E402
 MIB = 1 << 20
 
 
+def gateway_protocol(path):
+    """The upstream protocol of the gateways under test."""
+    return "http" if path == "grpc-to-http" else path
+
+
 def proxies(path):
-    ig = "ig_" + path
+    ig = "ig_" + gateway_protocol(path)
+    if path == "grpc-to-http":
+        return ["nginx", ig, ig + "_base"]
     return ["nginx", ig, ig + "_base", ig + "_stream"]
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--base-binary", required=True, help="the infergate binary that holds answers whole")
-    p.add_argument("--path", choices=("http", "grpc"), default="http",
-                   help="http: HTTP passthrough; grpc: HTTP binary -> gRPC (default http)")
+    p.add_argument("--path", choices=("http", "grpc", "grpc-to-http"), default="http",
+                   help="http: HTTP passthrough; grpc: HTTP binary -> gRPC; grpc-to-http: gRPC -> "
+                        "HTTP binary (default http)")
     p.add_argument("--sizes", default="4,64", help="tensor sizes in MiB, comma-separated")
     p.add_argument("--concurrency", type=int, default=1,
                    help="requests in flight; above 1, throughput and CPU per request instead of p50")
@@ -72,12 +87,15 @@ routes:
 
 def start_gateways(bench, base_binary, path):
     """<ig>_base (the other build) and <ig>_stream (this one, stream_requests on), toward U's
-    listener of `path`'s protocol."""
+    listener of `path`'s upstream protocol."""
     u_http, u_grpc = bench.ports["direct"]
-    port = u_http if path == "http" else u_grpc
-    for via, binary, extra in ((f"ig_{path}_base", base_binary, ""),
-                               (f"ig_{path}_stream", bench.infergate, "\n    stream_requests: true")):
-        path_ = suite.write_config(bench.scratch, via, 2, config(path, port, extra))
+    protocol = gateway_protocol(path)
+    port = u_http if protocol == "http" else u_grpc
+    arms = [(f"ig_{protocol}_base", base_binary, "")]
+    if path != "grpc-to-http":
+        arms.append((f"ig_{protocol}_stream", bench.infergate, "\n    stream_requests: true"))
+    for via, binary, extra in arms:
+        path_ = suite.write_config(bench.scratch, via, 2, config(protocol, port, extra))
         p = InfergateProcess(binary, via, path_, bench.scratch)
         bench.processes.append(p)
         if not p.wait_ready(30):
@@ -89,6 +107,7 @@ def start_gateways(bench, base_binary, path):
 
 def main():
     args = parse_args()
+    args.kind = "grpc" if args.path == "grpc-to-http" else "bin"
     arms = proxies(args.path)
     base_arm = arms[2]
     sizes, rows, floors = stream_requests.measure(

@@ -77,13 +77,19 @@ def run(bench, via, size, args):
     http_port, grpc_port = bench.ports[via]
     pids = bench.pids[via]()
     report, proxy_cpu, _, window, _ = bench.loadgen_run(
-        bench.requests.loadgen_args("bin", size, http_port, grpc_port), args.concurrency, 0,
+        bench.requests.loadgen_args(request_kind(args), size, http_port, grpc_port), args.concurrency, 0,
         args.duration, args.warmup, pids)
     if report["requests"] == 0 or report["errors"]:
         raise SystemExit(f"{via} {size} B: {report['requests']} requests, {report['errors']} errors")
     bench.settle()
     cpu_us = proxy_cpu * 1e6 / (report["rps"] * window) if pids and report["rps"] else 0.0
     return report["p50_us"], report["rps"], cpu_us
+
+
+def request_kind(args):
+    """The request every arm gets: "bin" (the binary extension) unless the caller's
+    arguments say otherwise (answer_relay.py's gRPC client: "grpc")."""
+    return getattr(args, "kind", "bin")
 
 
 def floor_us(bench, size):
@@ -103,7 +109,7 @@ def measure(args, prefix, start_more, proxies):
     bench = suite.Bench(None, scratch, args.build_dir)
     bench.requests = suite.Requests(scratch, forwarding_report.load_pb(scratch))
     for size in sizes:
-        bench.requests.write(("bin",), size)
+        bench.requests.write((request_kind(args),), size)
     rows, floors = {}, {}
     arms = ["direct"] + proxies
     try:

@@ -1,5 +1,6 @@
 #include "codecs/binary_tensor.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "codecs/bytes_tensor.h"
@@ -89,6 +90,38 @@ StatusOr<InferResponse> BinaryTensorDecoder::decodeResponse(
     INFERGATE_ASSIGN_OR_RETURN(output.data, cursor.next(slot.byte_size, "output", output.name));
     INFERGATE_RETURN_IF_ERROR(
         validateTensorData(output.name, output.datatype, output.shape, output.data));
+  }
+  if (cursor.remaining() != 0) {
+    return invalidArgument("unexpected additional output data: ", cursor.remaining(),
+                           " bytes follow the last binary output");
+  }
+  return std::move(header.response);
+}
+
+StatusOr<InferResponse> BinaryTensorDecoder::decodeResponseAhead(const Buffer& body,
+                                                                  uint64_t header_length) const {
+  INFERGATE_ASSIGN_OR_RETURN(SplitBody split, splitBody(body, header_length, body.size(), limits_));
+  JsonResponseDecoder json_decoder(limits_);
+  INFERGATE_ASSIGN_OR_RETURN(JsonInferResponseHeader header,
+                             json_decoder.decode(split.json, split.json_readable));
+  if (header.binary_outputs.size() != header.response.outputs.size()) {
+    for (size_t i = 0; i < header.response.outputs.size(); ++i) {
+      const bool binary = std::any_of(header.binary_outputs.begin(), header.binary_outputs.end(),
+                                      [i](const BinaryOutputSlot& slot) { return slot.output_index == i; });
+      if (!binary) {
+        return absl::FailedPreconditionError(strCat("output '", header.response.outputs[i].name, "' is not binary"));
+      }
+    }
+  }
+  BlobCursor cursor(split.blobs);
+  for (const BinaryOutputSlot& slot : header.binary_outputs) {
+    InferOutput& output = header.response.outputs[slot.output_index];
+    if (output.datatype == DataType::kBytes) {
+      return absl::FailedPreconditionError(
+          strCat("output '", output.name, "' is BYTES: its elements are read to be checked"));
+    }
+    INFERGATE_ASSIGN_OR_RETURN(output.data, cursor.next(slot.byte_size, "output", output.name));
+    INFERGATE_RETURN_IF_ERROR(validateTensorData(output.name, output.datatype, output.shape, output.data));
   }
   if (cursor.remaining() != 0) {
     return invalidArgument("unexpected additional output data: ", cursor.remaining(),

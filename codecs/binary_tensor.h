@@ -34,6 +34,14 @@ class BinaryTensorDecoder {
   StatusOr<InferResponse> decodeResponse(const Buffer& body,
                                          std::optional<uint64_t> header_length,
                                          size_t readable = 0) const;
+  // A response whose blobs are still arriving (a large answer sent on as it comes): only
+  // the JSON header, the first `header_length` bytes of `body`, is read (in place, `body`
+  // being readable to its end). Each output gets its blob as a slice of `body`, memory
+  // that may not be written yet, so blobs are checked by their sizes alone: every output
+  // must be binary and of a fixed-size datatype (a BYTES blob would have to be read to be
+  // checked), and the blobs must fill the body exactly. FAILED_PRECONDITION names an
+  // output that is not so (JSON `data`, BYTES); the rest as decodeResponse.
+  StatusOr<InferResponse> decodeResponseAhead(const Buffer& body, uint64_t header_length) const;
 
   // The model's only input, as its metadata gives it (dims may hold -1).
   struct RawInputSpec {

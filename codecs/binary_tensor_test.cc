@@ -109,5 +109,82 @@ TEST(BinaryTensorDecoder, DecodesRawBinaryRequests) {
   EXPECT_FALSE(d.decodeRawRequest(Buffer::copyOf("x"), {"S", DataType::kBytes, Shape{2}, false}).ok());
 }
 
+// A response still arriving: the blobs' memory holds anything (here 0xEE, not yet
+// written), and only the header is read.
+const std::string kAheadJson =
+    R"({"model_name":"m","id":"7","outputs":[)"
+    R"({"name":"A","datatype":"FP32","shape":[1,2],"parameters":{"binary_data_size":8}},)"
+    R"({"name":"E","datatype":"INT8","shape":[0],"parameters":{"binary_data_size":0}},)"
+    R"({"name":"B","datatype":"INT16","shape":[3],"parameters":{"binary_data_size":6}}]})";
+
+Buffer arriving(const std::string& json, size_t blob_bytes) {
+  std::string body = json + std::string(blob_bytes, '\xee');
+  return Buffer::copyOf(body);
+}
+
+StatusOr<InferResponse> ahead(const std::string& json, size_t blob_bytes) {
+  return BinaryTensorDecoder().decodeResponseAhead(arriving(json, blob_bytes), json.size());
+}
+
+TEST(BinaryTensorDecoder, ReadsAResponseAheadOfItsBlobs) {
+  Buffer body = arriving(kAheadJson, 14);
+  auto r = BinaryTensorDecoder().decodeResponseAhead(body, kAheadJson.size());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model_name, "m");
+  EXPECT_EQ(r->id, "7");
+  ASSERT_EQ(r->outputs.size(), 3u);
+  EXPECT_EQ(r->outputs[0].data.data(), body.data() + kAheadJson.size());
+  EXPECT_EQ(r->outputs[0].data.size(), 8u);
+  EXPECT_TRUE(r->outputs[1].data.empty());
+  EXPECT_EQ(r->outputs[2].data.data(), body.data() + kAheadJson.size() + 8);
+  EXPECT_EQ(r->outputs[2].data.size(), 6u);
+  EXPECT_EQ(r->outputs[2].shape, (Shape{3}));
+
+  // The same outputs as the whole decode of the same bytes.
+  auto whole = BinaryTensorDecoder().decodeResponse(body, kAheadJson.size());
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(whole->outputs.size(), r->outputs.size());
+  for (size_t i = 0; i < r->outputs.size(); ++i) {
+    EXPECT_EQ(whole->outputs[i].name, r->outputs[i].name);
+    EXPECT_EQ(whole->outputs[i].datatype, r->outputs[i].datatype);
+    EXPECT_EQ(whole->outputs[i].data.data(), r->outputs[i].data.data());
+  }
+}
+
+TEST(BinaryTensorDecoder, RefusesToReadAheadWhatMustBeReadToBeChecked) {
+  const std::string bytes_json =
+      R"({"outputs":[{"name":"T","datatype":"BYTES","shape":[1],"parameters":{"binary_data_size":6}}]})";
+  auto bytes = ahead(bytes_json, 6);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(messageOf(bytes.status()).find("'T' is BYTES"), std::string_view::npos) << bytes.status();
+
+  const std::string json_data =
+      R"({"outputs":[{"name":"A","datatype":"FP32","shape":[1],"parameters":{"binary_data_size":4}},)"
+      R"({"name":"J","datatype":"INT32","shape":[1],"data":[5]}]})";
+  auto mixed = ahead(json_data, 4);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_EQ(mixed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(messageOf(mixed.status()).find("'J' is not binary"), std::string_view::npos) << mixed.status();
+}
+
+TEST(BinaryTensorDecoder, ChecksBlobSizesAheadAsTheWholeDecodeDoes) {
+  auto wrong_shape = ahead(
+      R"({"outputs":[{"name":"A","datatype":"FP32","shape":[3],"parameters":{"binary_data_size":8}}]})", 8);
+  ASSERT_FALSE(wrong_shape.ok());
+  EXPECT_NE(messageOf(wrong_shape.status()).find("needs 12 bytes but 8 were given"), std::string_view::npos);
+  auto extra = ahead(kAheadJson, 15);
+  ASSERT_FALSE(extra.ok());
+  EXPECT_NE(messageOf(extra.status()).find("unexpected additional output data"), std::string_view::npos);
+  auto short_body = ahead(kAheadJson, 13);
+  ASSERT_FALSE(short_body.ok());
+  EXPECT_NE(messageOf(short_body.status()).find("unexpected size for output 'B'"), std::string_view::npos);
+  auto past = BinaryTensorDecoder().decodeResponseAhead(arriving(kAheadJson, 0), kAheadJson.size() + 1);
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(messageOf(past.status()).find("larger than the body"), std::string_view::npos);
+  auto garbage = ahead("{\"outputs\":", 0);
+  EXPECT_FALSE(garbage.ok());
+}
+
 }  // namespace
 }  // namespace infergate::codecs

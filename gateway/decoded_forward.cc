@@ -143,6 +143,7 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
       attempt = ++attempts_;
     }
     upstream::HttpUpstreamCallbacks callbacks;
+    callbacks.relay = options_.http_relay;
     callbacks.on_complete = [self, pick, attempt](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
       self->onHttp(r, pick, attempt);
     };
@@ -161,9 +162,21 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
       http_.reset();
       answered_ = attempt;
     }
+    const DecodedAnswerRelay* relay = options_.http_relay.get();
+    if (relay != nullptr && relay->sentOn()) {
+      if (!r.ok()) return deliver(r.status());
+      return deliver(codecs::InferResponse{});  // the client's side has the answer already
+    }
+    std::optional<codecs::StatusOr<upstream::HttpUpstreamResponse>> gathered;
+    if (relay != nullptr && r.ok()) {
+      if (std::optional<codecs::Buffer> body = relay->body()) {
+        gathered.emplace(*r);
+        (*gathered)->body = std::move(*body);
+      }
+    }
     const auto decode_start = telemetry::Clock::now();
     codecs::StatusOr<codecs::InferResponse> response =
-        httpUpstreamInferAnswer(options_.limits, r, decision_.upstream->name());
+        httpUpstreamInferAnswer(options_.limits, gathered ? *gathered : r, decision_.upstream->name());
     if (pick.stats) pick.stats->transcode += telemetry::Clock::now() - decode_start;
     if (!response.ok()) {
       if (!isCancelled() && request_->retryInline(response.status())) return startHttp(pick);
@@ -187,7 +200,8 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
   void deliver(codecs::StatusOr<codecs::InferResponse> response) {
     DecodedDone done = std::move(done_);
     done_ = nullptr;
-    options_.answer_progress.reset();  // no attempt follows; it may hold the client's side
+    options_.answer_progress.reset();  // no attempt follows; they may hold the client's side
+    options_.http_relay.reset();
     if (done) done(std::move(response));
   }
 

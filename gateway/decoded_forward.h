@@ -30,8 +30,27 @@
 #include "gateway/http/event_loop.h"
 #include "gateway/router.h"
 #include "gateway/upstream/grpc_client.h"
+#include "gateway/upstream/http_client.h"
 
 namespace infergate::gateway {
+
+// Toward HTTP: what the client's side may set to send an upstream's large answer on as it
+// arrives (DecodedForwardOptions::http_relay; the gRPC frontend's is grpc_answer_relay.h).
+// It is the call's HttpUpstreamCallbacks::relay, so an answer whose head went to it leaves
+// on_complete an empty body. Whatever it did, the call still ends through `done`:
+//   sentOn()   the answer went on to the client ahead of its end: `done` gets an empty
+//              response when the call ends well, or its error (the client's side then cuts
+//              what it began)
+//   body()     it sent nothing: the body its pieces made (rebuilt without a copy), decoded
+//              and delivered as any answer
+// One attempt only: it is set only where no second attempt can follow an answer
+// (no shared memory, so no retryInline).
+class DecodedAnswerRelay : public upstream::AnswerRelay {
+ public:
+  virtual bool sentOn() const = 0;
+  // Nothing when no head came here.
+  virtual std::optional<codecs::Buffer> body() const = 0;
+};
 
 struct DecodedForwardOptions {
   HeaderPairs metadata;  // toward gRPC: metadata; toward HTTP: headers (lowercase names)
@@ -44,6 +63,8 @@ struct DecodedForwardOptions {
   std::shared_ptr<http::BodyArrival> arrival;
   // Toward gRPC: told of a large answer as it arrives (GrpcCallOptions::answer_progress).
   std::shared_ptr<upstream::AnswerProgress> answer_progress;
+  // Toward HTTP: may send a large answer on as it arrives (DecodedAnswerRelay above).
+  std::shared_ptr<DecodedAnswerRelay> http_relay;
 };
 
 using DecodedDone = std::function<void(codecs::StatusOr<codecs::InferResponse> response)>;

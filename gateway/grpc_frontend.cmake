@@ -5,6 +5,7 @@ set(INFERGATE_GRPC_FRONTEND_DIR ${CMAKE_CURRENT_LIST_DIR}/frontends)
 add_library(infergate_grpc_frontend STATIC
   ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_frontend.cc
   ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_admin_rpcs.cc
+  ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_answer_relay.cc
   ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_infer_common.cc
   ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_model_infer.cc
   ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_native_calls.cc
@@ -22,6 +23,7 @@ target_link_libraries(infergate_grpc_frontend PRIVATE infergate_http2)
 infergate_add_test(grpc_frontend_test
   SOURCES
     ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_frontend_test.cc
+    ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_answer_relay_test.cc
     ${INFERGATE_GRPC_FRONTEND_DIR}/grpc_frontend_leg_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/settings_store_test.cc
   LIBS infergate_grpc_frontend infergate_upstream_test_servers_grpc)

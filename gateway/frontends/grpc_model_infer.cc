@@ -232,6 +232,8 @@ void ModelInferCall::forwardDecodedMessage(const codecs::Buffer& bytes) {
   // Toward HTTP everything runs on the loop, cancel included (no answer follows it).
   loop_.post([this, request = *request, options = std::move(options)]() mutable {
     if (cancelled_->load()) return release();
+    relay_ = relayFor(*request);
+    options.http_relay = relay_;
     auto call = forwardDecoded(decision_, std::move(request), std::move(options),
                                [this](codecs::StatusOr<codecs::InferResponse> response) {
                                  decoded_answered_ = true;
@@ -246,13 +248,55 @@ void ModelInferCall::forwardDecodedMessage(const codecs::Buffer& bytes) {
         if (!decoded_call_) return;
         decoded_call_->cancel();  // no answer follows: the reference is ours to drop
         decoded_call_.reset();
+        if (relay_) relay_->detach();
         release();
       });
     });
   });
 }
 
+// The loop thread. Only where the answer's message can be exactly the upstream's tensors
+// behind a head (grpc_answer_relay.h): nothing in shared memory (no retryInline, no region
+// to write), no classification, the binary extension.
+std::shared_ptr<GrpcAnswerRelay> ModelInferCall::relayFor(const HandoffRequest& request) {
+  const config::UpstreamConfig& upstream = decision_.upstream->config();
+  if (!sendsAhead() || upstream.http_format != config::UpstreamConfig::HttpFormat::kBinary ||
+      upstream.handoff.enabled) {
+    return nullptr;
+  }
+  const codecs::InferRequest& r = request.request();
+  for (const codecs::InferInput& input : r.inputs) {
+    if (input.shared_memory) return nullptr;
+  }
+  for (const codecs::RequestedOutput& output : r.outputs) {
+    if (output.shared_memory || output.classification > 0) return nullptr;
+  }
+  GrpcAnswerRelay::Sink& sink = *this;  // a private base: converted here, where it is accessible
+  return std::make_shared<GrpcAnswerRelay>(sink, decision_.client_model, std::string(decision_.versionShown()),
+                                           shared_->options.limits,
+                                           static_cast<uint64_t>(shared_->options.max_send_message_bytes));
+}
+
+void ModelInferCall::sendAhead(codecs::BufferChain message, std::shared_ptr<http::BodyArrival> arrival) {
+  if (finished_.load()) return;
+  sent_ahead_ = true;
+  std::vector<std::pair<std::string, std::string>> initial;
+  if (!info_.request_id.empty()) initial.emplace_back("x-request-id", info_.request_id);
+  startAhead(std::move(initial), codecs::MovableByteBuffer(std::move(message)), std::move(arrival));
+}
+
 void ModelInferCall::onDecodedAnswer(codecs::StatusOr<codecs::InferResponse> response) {
+  if (relay_) {
+    relay_->detach();
+    if (sent_ahead_) {
+      if (!response.ok()) return finishUpstreamError(response.status());  // cuts what went
+      if (!relay_->arrivedWhole()) {
+        return finish(::grpc::Status(::grpc::StatusCode::INTERNAL, "the upstream's answer ended short"));
+      }
+      info_.response_bytes = relay_->messageBytes();
+      return finish(::grpc::Status::OK);
+    }
+  }
   if (!response.ok()) return finishUpstreamError(response.status());
   response->model_name = decision_.client_model;
   if (!decision_.versionShown().empty()) response->model_version = decision_.versionShown();
@@ -311,7 +355,8 @@ void ModelInferCall::finish(const ::grpc::Status& status, codecs::MovableByteBuf
   out.status = status;
   if (!info_.request_id.empty()) out.initial_metadata.emplace_back("x-request-id", info_.request_id);
   out.trailing_metadata = std::move(trailing_);
-  if (status.ok()) {
+  out.sent_ahead = sent_ahead_;
+  if (status.ok() && !sent_ahead_) {
     info_.response_bytes = message.length();
     out.message = std::move(message);
   }

@@ -24,6 +24,7 @@
 #include "codecs/grpc_byte_buffer.h"
 #include "gateway/decoded_forward.h"
 #include "gateway/execution_runner.h"
+#include "gateway/frontends/grpc_answer_relay.h"
 #include "gateway/frontends/grpc_infer_common.h"
 #include "gateway/shm_binding.h"
 
@@ -34,11 +35,14 @@ namespace infergate::gateway::frontends::grpc_detail {
 struct Reply {
   ::grpc::Status status;
   codecs::MovableByteBuffer message;
+  // The message went ahead (ModelInferCall::sendAhead) and `message` is empty: only the
+  // status is left to send. A status other than OK then cuts it short.
+  bool sent_ahead = false;
   std::vector<std::pair<std::string, std::string>> initial_metadata;
   std::vector<std::pair<std::string, std::string>> trailing_metadata;
 };
 
-class ModelInferCall {
+class ModelInferCall : private GrpcAnswerRelay::Sink {
  public:
   ModelInferCall(const ModelInferCall&) = delete;
   ModelInferCall& operator=(const ModelInferCall&) = delete;
@@ -61,6 +65,13 @@ class ModelInferCall {
   // Once per call, from whichever thread finished it (the server's, the loop's, an
   // upstream client's).
   virtual void reply(Reply reply) = 0;
+  // A server that can send a message while its bytes still arrive (the native one) says so,
+  // and then gets, on the loop, at most once and before reply(): the message, which
+  // references bytes `arrival` says are not all in yet, with the reply's initial metadata.
+  // Its reply() then has Reply::sent_ahead (grpc_answer_relay.h).
+  virtual bool sendsAhead() const { return false; }
+  virtual void startAhead(std::vector<std::pair<std::string, std::string>> initial_metadata,
+                          codecs::MovableByteBuffer message, std::shared_ptr<http::BodyArrival> arrival) {}
 
   http::EventLoop& loop() const { return loop_; }
 
@@ -70,6 +81,9 @@ class ModelInferCall {
   void mirror(const codecs::MovableByteBuffer& message);
   void forwardDecodedMessage(const codecs::Buffer& bytes);
   void onDecodedAnswer(codecs::StatusOr<codecs::InferResponse> response);
+  // GrpcAnswerRelay::Sink: the relay's message, to the server (loop thread).
+  void sendAhead(codecs::BufferChain message, std::shared_ptr<http::BodyArrival> arrival) override;
+  std::shared_ptr<GrpcAnswerRelay> relayFor(const HandoffRequest& request);
   codecs::StatusOr<codecs::InferRequest> decodeBound(const codecs::Buffer& bytes);
   void run(codecs::StatusOr<codecs::InferRequest> request);
   void play(builtin::Execution execution);
@@ -96,6 +110,9 @@ class ModelInferCall {
   std::function<void()> cancel_upstream_;
   std::shared_ptr<DecodedCall> decoded_call_;  // toward HTTP; loop thread
   bool decoded_answered_ = false;             // loop thread
+  // Toward HTTP, an answer that may go on as it arrives (grpc_answer_relay.h); loop thread.
+  std::shared_ptr<GrpcAnswerRelay> relay_;
+  bool sent_ahead_ = false;
 };
 
 }  // namespace infergate::gateway::frontends::grpc_detail

@@ -71,14 +71,24 @@ class NativeModelInfer final : public ModelInferCall, public CallContext {
       if (s.finished) return;  // its deadline answered it
       s.initial_metadata = std::move(out.initial_metadata);
       const size_t limit = static_cast<size_t>(sharedOf(*s.connection).options.max_send_message_bytes);
-      if (out.status.ok() && out.message.length() > limit) {
+      if (out.status.ok() && !out.sent_ahead && out.message.length() > limit) {
         out.status = ::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED,
                                     codecs::strCat("Sent message larger than max (", out.message.length(), " vs. ",
                                                    limit, ")"));
       }
-      if (out.status.ok()) queueMessage(s, std::move(out.message));
+      if (out.status.ok() && !out.sent_ahead) queueMessage(s, std::move(out.message));
       replyStatus(s, out.status, std::move(out.trailing_metadata));
     });
+  }
+
+  bool sendsAhead() const override { return true; }
+
+  // The loop thread (the relay's, which is the stream's).
+  void startAhead(std::vector<std::pair<std::string, std::string>> initial_metadata,
+                  codecs::MovableByteBuffer message, std::shared_ptr<http::BodyArrival> arrival) override {
+    if (stream_ == nullptr || stream_->finished) return;
+    stream_->initial_metadata = std::move(initial_metadata);
+    queueArrivingMessage(*stream_, std::move(message), std::move(arrival));
   }
 
   Stream* stream_;  // loop thread

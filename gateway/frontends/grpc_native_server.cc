@@ -166,7 +166,9 @@ void Connection::writeBytes(std::string_view bytes) {
 // end, the trailers follow (trailers()).
 size_t Connection::bodyReady(int32_t stream, size_t max, bool& last) {
   Stream& s = *streamOf(*this, stream);
-  const size_t n = std::min(max, s.unpromised);
+  size_t n = std::min(max, s.unpromised);
+  // An arriving message is the stream's only one: `promised` is where it is framed up to.
+  if (n > 0 && s.arrival != nullptr) n = std::min(n, s.out.front().arrivedFrom(s.promised, *s.arrival));
   s.unpromised -= n;
   s.promised += n;
   if (n > 0 && s.relay) replyDrained(s);
@@ -517,6 +519,16 @@ void queueMessage(Stream& s, codecs::MovableByteBuffer message) {
   s.unpromised += s.out.back().size();
 }
 
+void queueArrivingMessage(Stream& s, codecs::MovableByteBuffer message, std::shared_ptr<http::BodyArrival> arrival) {
+  queueMessage(s, std::move(message));
+  s.arrival = std::move(arrival);
+  // Unwatched by the stream's end (~Stream) or its status (replyStatus), whichever is first.
+  s.arrival_watch = s.arrival->watch([&s] {
+    if (!s.finished) submitReply(s);
+  });
+  submitReply(s);
+}
+
 void submitReply(Stream& s) {
   Connection& c = *s.connection;
   if (!s.headers_sent) {
@@ -543,6 +555,10 @@ void submitReply(Stream& s) {
 void replyStatus(Stream& s, const ::grpc::Status& status, std::vector<std::pair<std::string, std::string>> trailing) {
   if (s.finished) return;
   s.finished = true;
+  if (s.arrival != nullptr) {
+    if (!s.arrival->complete()) s.unpromised = 0;  // never sent: the message stays short
+    s.arrival->unwatch(s.arrival_watch);
+  }
   s.trailers.clear();
   s.trailers.emplace_back("grpc-status", std::to_string(static_cast<int>(status.error_code())));
   if (!status.error_message().empty()) {
@@ -560,6 +576,7 @@ void replyStatus(Stream& s, const ::grpc::Status& status, std::vector<std::pair<
 
 Stream::~Stream() {
   if (deadline_timer != nullptr) event_free(deadline_timer);
+  if (arrival != nullptr) arrival->unwatch(arrival_watch);
 }
 
 }  // namespace native_server

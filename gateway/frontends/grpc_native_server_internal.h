@@ -28,6 +28,7 @@
 #include "gateway/frontends/grpc_frontend_internal.h"
 #include "gateway/frontends/grpc_model_infer.h"
 #include "gateway/frontends/grpc_native_server.h"
+#include "gateway/http/body_arrival.h"
 #include "gateway/http/event_loop.h"
 #include "gateway/http2/server_connection.h"
 #include "gateway/upstream/socket_output.h"
@@ -116,6 +117,10 @@ struct Stream {
   std::vector<std::pair<std::string, std::string>> trailers;  // grpc-status first
   std::deque<upstream::GrpcOutMessage> out;
   size_t unpromised = 0;  // bytes of `out` not yet promised to HTTP/2 by bodyReady
+  // A reply message whose bytes are still arriving (queueArrivingMessage): framed up to
+  // the first byte not yet in; its arrival's news resumes the stream.
+  std::shared_ptr<http::BodyArrival> arrival;
+  uint64_t arrival_watch = 0;
   // The send timeout for a stream whose client reads its socket but gives the stream no
   // flow-control window: bytes promised so far, and at the connection's last check (with
   // whether bytes waited then). No progress over a whole check with bytes waiting at both
@@ -184,6 +189,12 @@ void pump(Connection& c);
 // A message of the stream's reply, queued behind the others (referenced, not copied);
 // submitReply() hands it on.
 void queueMessage(Stream& s, codecs::MovableByteBuffer message);
+// The stream's one reply message, sent while the bytes it references arrive (`arrival`
+// says how far: a ModelInfer answer relayed from an HTTP upstream, grpc_answer_relay.h).
+// Its HEADERS go at once, its DATA as the bytes come. A status that comes before the
+// message is whole (replyStatus) drops the rest: the client gets that status after a
+// message cut short, never a whole answer.
+void queueArrivingMessage(Stream& s, codecs::MovableByteBuffer message, std::shared_ptr<http::BodyArrival> arrival);
 // The stream's reply changed (new message, final status): submits what HTTP/2 needs.
 void submitReply(Stream& s);
 // Answers the stream with `status` alone, unless it was answered (Trailers-Only, or the

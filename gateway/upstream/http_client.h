@@ -101,7 +101,10 @@ inline constexpr size_t kRelayStepBytes = 256 * 1024;
 
 // Where a relayed answer goes (HttpUpstreamCallbacks::relay): its head with the body's
 // length (its Content-Length, as the client read it), then the body's pieces; on_complete
-// still ends the call (an empty body when the head went here). One
+// still ends the call (an empty body when the head went here). The pieces are consecutive
+// slices of the one buffer the body is read into, of the body's length, the first at its
+// start: a relay may reference that buffer's unread rest (the first piece's owner keeps it)
+// as memory still being written, and read of it only what the pieces have covered. One
 // object rather than two more std::functions per request: most answers never relay, and
 // the object is the only thing a request pays for the possibility. Loop thread.
 class AnswerRelay {

@@ -44,6 +44,10 @@ HTTP faults (HTTP_FAULTS):
   bds_long      binary answer whose binary_data_size is larger than the binary section
   bds_short     binary answer whose binary_data_size is smaller than the binary section
   status_500    a correct KServe error answer: 500 {"error": ERROR_TEXT}
+Two more, outside the fault table (a large binary answer's own tests use them):
+  ok_empty      as ok, with one more output after OUTPUT0, EMPTY (INT8, shape [0])
+  reset_binary  a binary answer's whole head, half its body, then RST (reset_body's JSON
+                answer otherwise)
 
 gRPC faults (GRPC_FAULTS), after the whole request (END_STREAM) has arrived:
   ok            HEADERS, one message (the echo), trailers grpc-status 0
@@ -72,7 +76,9 @@ one more output after OUTPUT0, EMPTY (INT8, shape [0]), whose raw entry is the m
 two bytes.
 
 hold(timeout): the next ok, rst_mid or status_after answer stops after HEADERS and the first
-half of its message until release() (or `timeout` seconds), then goes on as its fault says;
+half of its message until release() (or `timeout` seconds), then goes on as its fault says
+(over HTTP: the next binary ok, ok_empty or reset_binary answer, after its head and half its
+tensor bytes);
 `held` records, per hold, whether release() came first. A test thereby learns whether the
 gateway began its client's answer before the upstream's message was whole. disarm() drops
 a hold no answer took.
@@ -387,15 +393,30 @@ class FaultyUpstream:
         text = json.dumps(answer).encode()
         json_type = ("Content-Type", "application/json")
 
-        if fault == "ok":
-            if binary:
-                header, blob = as_binary(answer)
-                conn.sendall(http_response(200, [("Content-Type", "application/octet-stream"),
-                                                 ("Inference-Header-Content-Length", len(header)),
-                                                 ("Content-Length", len(header) + len(blob))],
-                                           header + blob))
-            else:
-                conn.sendall(http_response(200, [json_type, ("Content-Length", len(text))], text))
+        if fault in ("ok", "ok_empty", "reset_binary") and binary:
+            if fault == "ok_empty":
+                answer["outputs"].append({"name": "EMPTY", "datatype": "INT8", "shape": [0], "data": []})
+            header, blob = as_binary(answer)
+            whole = http_response(200, [("Content-Type", "application/octet-stream"),
+                                        ("Inference-Header-Content-Length", len(header)),
+                                        ("Content-Length", len(header) + len(blob))],
+                                  header + blob)
+            cut = len(whole) - len(blob) // 2
+            hold = self._take_hold()
+            if hold is None and fault != "reset_binary":
+                conn.sendall(whole)
+                return True
+            conn.sendall(whole[:cut])
+            self._await_hold(hold)
+            if fault == "reset_binary":
+                reset(conn)
+                return False
+            conn.sendall(whole[cut:])
+            return True
+        if fault == "reset_binary":
+            fault = "reset_body"
+        if fault in ("ok", "ok_empty"):  # asked as JSON
+            conn.sendall(http_response(200, [json_type, ("Content-Length", len(text))], text))
             return True
         if fault == "close":
             conn.shutdown(socket.SHUT_RDWR)
@@ -589,16 +610,27 @@ class FaultyUpstream:
             if at % (64 * step) == 0:
                 sock.sendall(conn.data_to_send())
 
-    def _wait_hold(self, sock, conn):
-        """A hold armed by hold(): what was made so far goes out, then the wait."""
+    def _take_hold(self):
+        """The hold armed by hold(), taken by this answer; None when none is armed."""
         with self.lock:
             hold, self._hold = self._hold, None
+        return hold
+
+    def _await_hold(self, hold):
+        """Waits out a hold taken (release() or its timeout) and records which came first."""
         if hold is None:
             return
-        sock.sendall(conn.data_to_send())
         released = hold[0].wait(hold[1])
         with self.lock:
             self.held.append(released)
+
+    def _wait_hold(self, sock, conn):
+        """A hold armed by hold(): what was made so far goes out, then the wait."""
+        hold = self._take_hold()
+        if hold is None:
+            return
+        sock.sendall(conn.data_to_send())
+        self._await_hold(hold)
 
     def _grpc_echo(self, request, empty_tail=False):
         response = self.pb.ModelInferResponse(model_name=request.model_name, model_version="1",

@@ -43,12 +43,17 @@ import http.client
 import itertools
 import json
 import os
+import socket
 import struct
 import sys
 import time
 import unittest
 
 import grpc
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
 from google.protobuf.message import DecodeError
 
 import faulty_upstream as F
@@ -259,6 +264,12 @@ def warm_up():
             assert resp.status == 200 and len(resp.read()) > len(test.values), resp.status
         finally:
             conn.close()
+    # And the other way (GrpcAnswerAsItArrives): a gRPC client's large answer from f-http.
+    test = GrpcAnswerAsItArrives()
+    test.setUp()
+    for _ in range(2):
+        answer = grpc_channel(GW).unary_unary(MODEL_INFER)(test.request("http_ok"), timeout=30)
+        assert len(answer) > len(test.values)
 
 
 def tear_down():
@@ -695,6 +706,174 @@ class BinaryAnswerAsItArrives(unittest.TestCase):
         self.assertEqual(resp.status, 200)
         resp.read(1000)
         conn.close()
+        UP.release()
+        self.assertServedAfter()
+
+
+def h2_model_infer(address, message, on_first_data=None, metadata=(), timeout=30):
+    """One ModelInfer on a raw HTTP/2 connection to the gateway's gRPC listener, seen frame
+    by frame as grpcio cannot show it: `on_first_data(conn, sock, stream_id)` runs once the
+    first DATA bytes of the answer are in. Returns (response headers, the DATA bytes, the
+    trailers, the RST_STREAM code or None), header names and values as str."""
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=timeout)
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    conn.initiate_connection()
+    sid = conn.get_next_available_stream_id()
+    conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":path", MODEL_INFER),
+                            (":authority", address), ("content-type", "application/grpc"),
+                            ("te", "trailers")] + list(metadata))
+    framed = b"\0" + struct.pack(">I", len(message)) + message
+    headers, trailers, reset = {}, {}, None
+    data = bytearray()
+    ended = False
+
+    def pump():
+        nonlocal reset, ended
+        sock.sendall(conn.data_to_send())
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            raise ConnectionError("the gateway closed the connection")
+        for event in conn.receive_data(chunk):
+            if isinstance(event, h2.events.ResponseReceived):
+                headers.update(dict(event.headers))
+            elif isinstance(event, h2.events.DataReceived):
+                first = not data
+                data.extend(event.data)
+                conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                if first and on_first_data is not None:
+                    on_first_data(conn, sock, sid)
+            elif isinstance(event, h2.events.TrailersReceived):
+                trailers.update(dict(event.headers))
+            elif isinstance(event, h2.events.StreamReset):
+                reset, ended = event.error_code, True
+            elif isinstance(event, h2.events.StreamEnded):
+                ended = True
+
+    try:
+        sent = 0
+        while sent < len(framed):
+            room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size)
+            if room == 0:
+                pump()
+                continue
+            conn.send_data(sid, framed[sent:sent + room])
+            sent += room
+        conn.end_stream(sid)
+        while not ended:
+            pump()
+    finally:
+        sock.close()
+    return headers, bytes(data), trailers, reset
+
+
+class GrpcAnswerAsItArrives(unittest.TestCase):
+    """gRPC client -> HTTP upstream (GH) with a 1 MiB answer: the gateway sends its client the
+    ModelInferResponse while the upstream's binary body is still arriving
+    (gateway/frontends/grpc_answer_relay.h). UP holds its answer half-way until the test has
+    the first DATA bytes of the gateway's answer (a raw HTTP/2 client: grpcio shows a message
+    only whole), so a gateway that read the whole body first could not have answered: UP's
+    `held` then says the hold timed out."""
+
+    FLOATS = 1 << 18
+    VALUES = None
+
+    def setUp(self):
+        if GrpcAnswerAsItArrives.VALUES is None:
+            GrpcAnswerAsItArrives.VALUES = struct.pack(
+                "<%df" % self.FLOATS, *(float(i % 613) * 0.25 for i in range(self.FLOATS)))
+        self.values = self.VALUES
+
+    def tearDown(self):
+        UP.disarm()
+
+    def request(self, model):
+        request = pb.ModelInferRequest(model_name=model)
+        tensor = request.inputs.add()
+        tensor.name, tensor.datatype = "INPUT0", "FP32"
+        tensor.shape.extend([1, self.FLOATS])
+        request.raw_input_contents.append(self.values)
+        return request.SerializeToString()
+
+    def held_answer(self, model, timeout=30, release=True, metadata=()):
+        """`model`'s answer over raw HTTP/2 with UP holding its body half-way (hold(timeout))
+        until the first DATA bytes are here (then released, unless `release` is False): what
+        h2_model_infer returns, and UP's `held` for this hold."""
+        UP.hold(timeout)
+        before = len(UP.held)
+        first = (lambda *_: UP.release()) if release else None
+        try:
+            answer = h2_model_infer(GW.address("grpc"), self.request(model), first, metadata)
+        finally:
+            UP.release()
+        return answer + (UP.held[before:],)
+
+    def assertServedAfter(self):
+        outcome = Client(GW, GH).infer("http_ok")
+        self.assertTrue(outcome.ok, outcome)
+
+    def test_the_answer_begins_before_the_upstream_body_is_whole(self):
+        """One output; and an empty one after it (its raw entry the message's last bytes)."""
+        for model, outputs in (("http_ok", ["OUTPUT0"]), ("http_ok_empty", ["OUTPUT0", "EMPTY"])):
+            with self.subTest(model=model):
+                headers, data, trailers, reset, held = self.held_answer(model)
+                self.assertEqual(held, [True], "the answer began only once UP's body was whole")
+                self.assertIsNone(reset)
+                self.assertEqual(headers.get(":status"), "200")
+                self.assertEqual(trailers.get("grpc-status"), "0", trailers)
+                self.assertEqual(data[0], 0)
+                (length,) = struct.unpack(">I", data[1:5])
+                self.assertEqual(len(data), 5 + length)
+                answer = pb.ModelInferResponse.FromString(data[5:])
+                self.assertEqual(answer.model_name, model)
+                self.assertEqual([o.name for o in answer.outputs], outputs)
+                self.assertEqual((answer.outputs[0].datatype, list(answer.outputs[0].shape)),
+                                 ("FP32", [1, self.FLOATS]))
+                self.assertTrue(answer.raw_output_contents[0] == self.values, "the tensor differs")
+                self.assertEqual(list(answer.raw_output_contents[1:]), [b""] * (len(outputs) - 1))
+        # grpcio takes the same answer (no hold: it may come either way).
+        call = grpc_channel(GW).unary_unary(MODEL_INFER)
+        answer = pb.ModelInferResponse.FromString(call(self.request("http_ok_empty"), timeout=30))
+        self.assertEqual([bytes(r) == v for r, v in zip(answer.raw_output_contents, (self.values, b""))],
+                         [True, True])
+
+    def test_an_upstream_reset_after_the_head_cuts_the_answer(self):
+        """The client has the HEADERS and some of the message, then the gateway's status for
+        the reset, never a whole message; grpcio reports an error, not an answer."""
+        headers, data, trailers, reset, held = self.held_answer("http_reset_binary")
+        self.assertEqual(held, [True])
+        self.assertEqual(headers.get(":status"), "200")
+        self.assertGreater(len(data), 5)
+        (length,) = struct.unpack(">I", data[1:5])
+        self.assertLess(len(data), 5 + length, "a whole message came")
+        self.assertIsNone(reset)
+        self.assertEqual(trailers.get("grpc-status"), str(grpc.StatusCode.UNAVAILABLE.value[0]), trailers)
+        self.assertIn("f-http", trailers.get("grpc-message", ""))
+        # grpcio, the same cut without the hold: the status it reports is the gateway's.
+        with self.assertRaises(grpc.RpcError) as raised:
+            grpc_channel(GW).unary_unary(MODEL_INFER)(self.request("http_reset_binary"), timeout=30)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAVAILABLE, raised.exception.details())
+        self.assertIn("f-http", raised.exception.details())
+        self.assertServedAfter()
+
+    def test_a_deadline_mid_answer_ends_it_with_its_status(self):
+        headers, data, trailers, reset, held = self.held_answer(
+            "http_ok", timeout=30, release=False, metadata=[("grpc-timeout", "1500m")])
+        self.assertEqual(headers.get(":status"), "200")
+        (length,) = struct.unpack(">I", data[1:5])
+        self.assertLess(len(data), 5 + length)
+        self.assertEqual(trailers.get("grpc-status"), str(grpc.StatusCode.DEADLINE_EXCEEDED.value[0]), trailers)
+        self.assertServedAfter()
+
+    def test_a_client_that_resets_mid_answer_leaves_the_gateway_serving(self):
+        def leave(conn, sock, sid):
+            conn.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
+            sock.sendall(conn.data_to_send())
+            raise ConnectionAbortedError("left")
+
+        UP.hold(30)
+        with self.assertRaises(ConnectionAbortedError):
+            h2_model_infer(GW.address("grpc"), self.request("http_ok"), leave)
         UP.release()
         self.assertServedAfter()
 

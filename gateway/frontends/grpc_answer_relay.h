@@ -1,0 +1,115 @@
+#pragma once
+
+// A gRPC client's ModelInfer answered by an HTTP upstream (binary-tensor extension), sent on
+// as a ModelInferResponse while the upstream's body is still arriving. Internal to the gRPC
+// frontend (grpc_model_infer.cc); the mirror of http_binary_relay.h.
+//
+// Without it the gateway reads the upstream's whole body, decodes it, encodes the message,
+// and only then starts the client's transfer: for a 64 MiB output, one loopback transfer
+// after the other. With it:
+//
+//   the upstream's head is in          nothing yet (a status other than 200, a
+//   (HttpUpstreamCallbacks::relay)     Content-Encoding, or no Inference-Header-Content-
+//                                      Length declines: the body is gathered and answered
+//                                      whole, as before)
+//   its JSON header is in              decoded ahead of the tensors
+//                                      (BinaryTensorDecoder::decodeResponseAhead): each
+//                                      output's bytes are a slice of the body's buffer,
+//                                      still being written. The message is encoded from
+//                                      that by the same encoder as a whole answer, with the
+//                                      client's model name, so its bytes are the same; the
+//                                      server sends its HEADERS and the message's head
+//   every 256 KiB that lands           the message's bytes up to there, as slices of the
+//                                      body's buffer (no copy): the server frames DATA up to
+//                                      the first byte not yet in (an http::BodyArrival the
+//                                      relay advances)
+//   the call ends well                 the rest, then grpc-status 0
+//   the call fails                     the status follows what was sent, the message never
+//                                      whole: no client takes a cut answer for a complete one
+//
+// It applies only where the message is exactly the body's tensors behind a head: a server
+// that can send a message in pieces (the native one, not grpc++), an upstream of
+// `http_format: binary`, no shared memory and no handoff, no classification; and only to an
+// answer whose outputs are all binary and of fixed-size datatypes (BYTES would have to be
+// read to be checked), a JSON header within 1 MiB, a message within the client's
+// max_send_message_bytes. Every other answer is gathered whole and answered as before.
+//
+// Threads: the call's loop (the HTTP client's, and the stream's).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "codecs/buffer.h"
+#include "codecs/limits.h"
+#include "gateway/decoded_forward.h"
+#include "gateway/http/body_arrival.h"
+
+namespace infergate::gateway::frontends::grpc_detail {
+
+class GrpcAnswerRelay final : public DecodedAnswerRelay {
+ public:
+  // Where the message goes: the call, which hands it to its server.
+  class Sink {
+   public:
+    // `message` references bytes that `arrival` says are not all in yet. Once per call.
+    virtual void sendAhead(codecs::BufferChain message, std::shared_ptr<http::BodyArrival> arrival) = 0;
+
+   protected:
+    ~Sink() = default;
+  };
+
+  // The JSON header is read ahead only within this many bytes.
+  static constexpr uint64_t kMaxHeaderBytes = 1024 * 1024;
+
+  // `client_model` and `client_version` are what the answer shows ("" keeps the
+  // upstream's version).
+  GrpcAnswerRelay(Sink& sink, std::string client_model, std::string client_version,
+                  const codecs::DecodeLimits& limits, uint64_t max_message_bytes)
+      : sink_(&sink),
+        client_model_(std::move(client_model)),
+        client_version_(std::move(client_version)),
+        limits_(limits),
+        max_message_bytes_(max_message_bytes) {}
+
+  // The call is done with it: nothing more goes to the sink.
+  void detach() { sink_ = nullptr; }
+  // Sent ahead, and every byte of the message arrived.
+  bool arrivedWhole() const { return arrival_ != nullptr && arrival_->complete(); }
+  uint64_t messageBytes() const { return message_bytes_; }
+
+  // upstream::AnswerRelay
+  void onHead(int status, const http::HeaderList& headers, uint64_t length) override;
+  void onPiece(codecs::Buffer piece) override;
+  // DecodedAnswerRelay
+  bool sentOn() const override { return state_ == State::kAhead; }
+  std::optional<codecs::Buffer> body() const override;
+
+ private:
+  enum class State {
+    kIdle,      // no head yet
+    kHeader,    // a 200 with a binary body: waiting for its JSON header
+    kDeclined,  // gathered whole
+    kAhead,     // the message went to the sink
+  };
+
+  void sendAhead();
+
+  Sink* sink_;
+  std::string client_model_, client_version_;
+  codecs::DecodeLimits limits_;
+  uint64_t max_message_bytes_;
+  State state_ = State::kIdle;
+  uint64_t length_ = 0;         // the body's
+  uint64_t header_length_ = 0;  // Inference-Header-Content-Length
+  uint64_t received_ = 0;
+  uint64_t message_bytes_ = 0;
+  // The pieces so far, and whether they lie end to end in one buffer from the first's start
+  // (the client's promise; the body is then rebuilt without a copy).
+  codecs::BufferChain pieces_;
+  bool contiguous_ = true;
+  std::shared_ptr<http::BodyArrival> arrival_;
+};
+
+}  // namespace infergate::gateway::frontends::grpc_detail
