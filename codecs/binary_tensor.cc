@@ -102,8 +102,9 @@ StatusOr<InferResponse> BinaryTensorDecoder::decodeResponseAhead(const Buffer& b
                                                                   uint64_t header_length) const {
   INFERGATE_ASSIGN_OR_RETURN(SplitBody split, splitBody(body, header_length, body.size(), limits_));
   JsonResponseDecoder json_decoder(limits_);
-  INFERGATE_ASSIGN_OR_RETURN(JsonInferResponseHeader header,
-                             json_decoder.decode(split.json, split.json_readable));
+  // Not a byte past the header is read, not even as the parser's padding: it may not be
+  // written yet.
+  INFERGATE_ASSIGN_OR_RETURN(JsonInferResponseHeader header, json_decoder.decode(split.json, split.json.size()));
   if (header.binary_outputs.size() != header.response.outputs.size()) {
     for (size_t i = 0; i < header.response.outputs.size(); ++i) {
       const bool binary = std::any_of(header.binary_outputs.begin(), header.binary_outputs.end(),

@@ -250,10 +250,14 @@ void HttpConnection::queueResponses() {
     bool keep_alive = exchange.keep_alive_ && !draining_;
     if (exchange.streaming_) {
       if (!queueStream(exchange)) break;
+      // Cut short: only the close tells the client that no more is coming; it counts as a
+      // cut answer, not as its head's status.
+      if (exchange.stream_length_ && exchange.stream_queued_ != *exchange.stream_length_) {
+        keep_alive = false;
+        exchange.info().cut = true;
+      }
       // Told at its end, with the body bytes it carried (a cut one: those before the cut).
       observe(exchange, exchange.response_->status, exchange.stream_queued_);
-      // Cut short: only the close tells the client that no more is coming.
-      if (exchange.stream_length_ && exchange.stream_queued_ != *exchange.stream_length_) keep_alive = false;
     } else {
       observe(exchange, exchange.response_->status, exchange.response_->body.size());
       HttpResponse& response = *exchange.response_;

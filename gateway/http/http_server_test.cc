@@ -165,7 +165,7 @@ class HttpServerTest : public ::testing::Test {
                                            [this](std::shared_ptr<HttpExchange> e) { handle(e); });
     server_->setObserver([this](HttpExchange& e, int status, uint64_t body_bytes) {
       std::lock_guard<std::mutex> lock(observed_mu_);
-      observed_.push_back(Observed{e.request().target, status, body_bytes});
+      observed_.push_back(Observed{e.request().target, status, body_bytes, e.info().cut});
     });
     auto bound = server_->listen(ListenSpec::tcp("127.0.0.1", 0));
     ASSERT_TRUE(bound.ok()) << bound.status();
@@ -279,6 +279,7 @@ class HttpServerTest : public ::testing::Test {
     std::string target;
     int status;
     uint64_t body_bytes;
+    bool cut = false;  // RequestInfo::cut: ended short of what its head announced
     bool operator==(const Observed&) const = default;
   };
   std::vector<Observed> observedOnce(size_t count) {
@@ -430,7 +431,7 @@ TEST_F(HttpServerTest, ObservesStreamsAtTheirEndWithTheBytesTheyCarried) {
   ASSERT_EQ(seen.size(), 4u);
   std::sort(seen.begin(), seen.end(), [](const Observed& a, const Observed& b) { return a.target < b.target; });
   EXPECT_EQ(seen[0], (Observed{"/sized/10/10", 200, 10}));
-  EXPECT_EQ(seen[1], (Observed{"/sized/10/6", 200, 6}));  // cut: not the 10 its head announced
+  EXPECT_EQ(seen[1], (Observed{"/sized/10/6", 200, 6, true}));  // cut: not the 10 its head announced
   EXPECT_EQ(seen[2], (Observed{"/sized/6/12", 200, 6}));
   EXPECT_EQ(seen[3], (Observed{"/stream", 200, 18}));  // two events of 9 bytes, framing not counted
 

@@ -45,8 +45,9 @@ class Connection {
     virtual bool canWrite() = 0;
     // Control frames and header blocks (the handler copies them).
     virtual void writeBytes(std::string_view bytes) = 0;
-    // Of the stream's body, how many bytes may go now, at most `max` (> 0); `last` when
-    // they end it. 0 and not `last`: none yet (resumeData() when some came).
+    // Of the stream's body, how many bytes may go now, at most `max`; `last` when they end
+    // it. 0 and not `last`: none yet (resumeData() when some came). `max` is 0 only for a
+    // server's stream without window, asked whether its body ended (its trailers need none).
     virtual size_t bodyReady(int32_t stream, size_t max, bool& last) = 0;
     // A DATA frame: its 9-byte header, then the stream's next `length` body bytes, which
     // the last bodyReady() promised.
@@ -78,7 +79,8 @@ class Connection {
   // Whether send() has something it may frame now.
   bool wantsWrite();
 
-  // More of the stream's body is ready (after bodyReady gave 0).
+  // More of the stream's body is ready (after bodyReady gave 0), or, a server's stream
+  // waiting for window, its body ended.
   void resumeData(int32_t stream);
   // Resets the stream (RST_STREAM `code`); it closes, by this end, once the frame is out.
   void resetStream(int32_t stream, uint32_t code);

@@ -178,6 +178,38 @@ TEST(ServerConnection, AStreamWindowTheOwnerDoesNotGiveBackHoldsItsClient) {
   EXPECT_FALSE(b.closed);
 }
 
+// An answer whose owner ends its body while the client gives it no window (a gRPC answer
+// cut short: its status came, the rest of its message never will) still ends, with its
+// trailers: they take no window. Without that the stream, and what its answer holds, would
+// wait for a WINDOW_UPDATE that a client not reading never sends.
+TEST(ServerConnection, AnAnswerEndedWhileItsWindowIsShutStillGetsItsTrailers) {
+  for (const bool connection_window : {false, true}) {
+    SCOPED_TRACE(connection_window ? "the connection's window shut" : "the stream's window shut");
+    Served s;
+    Client client({{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, connection_window ? 1 << 20 : 1000}},
+                  /*manual_window=*/true);
+    client.hold_windows = true;  // the connection's window stays nghttp2's 65,535
+    const int32_t id = client.request(kRequestHead, std::nullopt);
+    pump(s, client);
+    s.owner.answer(id, pattern(100000, 3));
+    pump(s, client);
+    Owner::Request& r = s.owner.requests[id];
+    EXPECT_EQ(r.sent, connection_window ? 65535u : 1000u);  // the window, and no more
+    EXPECT_EQ(r.trailer_calls, 0);
+    EXPECT_TRUE(s.conn.windowShut(id));
+    r.body.resize(r.sent);  // the rest never comes
+    s.conn.resumeData(id);
+    s.conn.send();
+    pump(s, client);
+    EXPECT_EQ(r.trailer_calls, 1);
+    EXPECT_TRUE(r.closed);
+    EXPECT_EQ(client.calls[id].data, r.body);
+    EXPECT_EQ(client.calls[id].close_code, NGHTTP2_NO_ERROR);
+    ASSERT_EQ(client.calls[id].blocks.size(), 2u);  // the head, then the trailers
+    EXPECT_EQ(client.calls[id].blocks[1], (Fields{{"grpc-status", "0"}}));
+  }
+}
+
 TEST(ServerConnection, AStreamPastTheLimitIsRefusedAndNeverReachesTheOwner) {
   ServerConnection::Options options;
   options.max_concurrent_streams = 2;

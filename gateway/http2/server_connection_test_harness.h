@@ -213,6 +213,7 @@ struct Client {
   const bool manual_window;
   std::map<int32_t, Call> calls;
   size_t chunk = SIZE_MAX;  // the most body bytes a DATA frame carries
+  bool hold_windows = false;  // with manual windows: nothing read is given back
   size_t padding = 0;  // added to each frame, as far as nghttp2 allows
   size_t padded_bytes = 0;  // of DATA frames, padding added so far
   int ping_acks = 0, goaways = 0;
@@ -356,7 +357,7 @@ struct Client {
   bool feed(const std::string& bytes) {
     const bool read = nghttp2_session_mem_recv(session, reinterpret_cast<const uint8_t*>(bytes.data()),
                                                bytes.size()) == static_cast<ssize_t>(bytes.size());
-    if (manual_window) {
+    if (manual_window && !hold_windows) {
       for (auto& [id, c] : calls) {
         if (c.unconsumed > 0) nghttp2_session_consume(session, id, std::exchange(c.unconsumed, 0));
       }

@@ -41,7 +41,7 @@ std::string statusOf(const AccessEntry& e) {
 }  // namespace
 
 bool AccessEntry::failed() const {
-  return info->protocol == Protocol::kHttp ? code >= 400 : code != 0;
+  return info->protocol == Protocol::kHttp ? code >= 400 || info->cut : code != 0;
 }
 
 codecs::StatusOr<std::unique_ptr<AccessLog>> AccessLog::open(
@@ -109,6 +109,7 @@ std::string AccessLog::format(const AccessEntry& e, bool json) {
     w.key("upstream_us").int64(call && call->attempts ? micros(call->upstream) : 0);
     w.key("queue_us").int64(call ? micros(call->queue_wait) : 0);
     w.key("shm_handoff").boolean(call && call->shm_handoff);
+    if (info.cut) w.key("cut").boolean(true);
     if (info.trace.valid()) w.key("trace_id").string(info.trace.trace_id);
     w.endObject();
     return out;
@@ -135,6 +136,7 @@ std::string AccessLog::format(const AccessEntry& e, bool json) {
   if (call && call->attempts) textField(out, "upstream_us", std::to_string(micros(call->upstream)));
   if (call) textField(out, "queue_us", std::to_string(micros(call->queue_wait)));
   textField(out, "shm_handoff", call && call->shm_handoff ? "true" : "false");
+  if (info.cut) textField(out, "cut", "true");
   if (info.trace.valid()) textField(out, "trace_id", info.trace.trace_id);
   return out;
 }

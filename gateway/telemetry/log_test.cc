@@ -175,6 +175,11 @@ TEST(AccessLog, SamplesSuccessesEvenlyAndKeepsEveryFailure) {
     info.start = Clock::now();
     for (int i = 0; i < 100; ++i) (*log)->record(AccessEntry{&info, "infer", "/v2/models/m/infer", 200});
     for (int i = 0; i < 5; ++i) (*log)->record(AccessEntry{&info, "infer", "/v2/models/m/infer", 503});
+    // An answer cut short after its 200 head: a failure, kept, and marked.
+    RequestInfo cut;
+    cut.start = Clock::now();
+    cut.cut = true;
+    for (int i = 0; i < 3; ++i) (*log)->record(AccessEntry{&cut, "infer", "/v2/models/m/infer", 200});
   }  // the destructor writes out what is buffered
   std::string text = readFile(path);
   ::unlink(path);
@@ -182,7 +187,10 @@ TEST(AccessLog, SamplesSuccessesEvenlyAndKeepsEveryFailure) {
   for (size_t at = 0; (at = text.find('\n', at)) != std::string::npos; ++at) ++lines;
   for (size_t at = 0; (at = text.find("\"status\":\"503\"", at)) != std::string::npos; ++at) ++failures;
   EXPECT_EQ(failures, 5u);
-  EXPECT_EQ(lines, 15u);  // 10 of the 100 successes, and the 5 failures
+  size_t cuts = 0;
+  for (size_t at = 0; (at = text.find("\"cut\":true", at)) != std::string::npos; ++at) ++cuts;
+  EXPECT_EQ(cuts, 3u);
+  EXPECT_EQ(lines, 18u);  // 10 of the 100 successes, the 5 failures and the 3 cut answers
   EXPECT_NE(text.find("\"target\":\"/v2/models/m/infer\""), std::string::npos);
 }
 

@@ -37,7 +37,7 @@ class Recorder {
   // `endpoint`: the HTTP endpoint's name (static storage); `target` the request target.
   void finishHttp(const RequestInfo& info, int status, std::string_view endpoint,
                   std::string_view target) {
-    const Outcome outcome = httpOutcome(status);
+    const Outcome outcome = info.cut ? cutOutcome() : httpOutcome(status);
     const Clock::time_point now = Clock::now();
     if (metrics_) {
       metrics_->apiCall(Protocol::kHttp, endpoint, outcome, now - info.start);

@@ -74,6 +74,9 @@ struct RequestInfo {
   std::shared_ptr<CallStats> call;  // set when the request went to a remote upstream
   Clock::duration transcode{};      // the frontend's own decode and encode
   uint64_t request_bytes = 0, response_bytes = 0;
+  // An answer that began and then ended short of what its head announced (a relay whose
+  // upstream failed after the head): counted as `code="cut"`, not as its head's status.
+  bool cut = false;
   std::string request_id;           // x-request-id, else the request's `id`
   TraceContext trace;
   std::string client_address;

@@ -8,13 +8,13 @@
 namespace infergate::gateway::telemetry {
 namespace {
 
-// The HTTP statuses the gateway answers with (its own and relayed ones); the last index is
-// "other".
-constexpr std::array<int, kOutcomes - 1> kHttpStatuses = {
+// The HTTP statuses the gateway answers with (its own and relayed ones); the last two
+// indexes are "cut" and "other".
+constexpr std::array<int, kOutcomes - 2> kHttpStatuses = {
     200, 201, 204, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 429, 499, 500, 501, 502, 503,
     504};
 
-constexpr std::array<std::string_view, kOutcomes - 1> kHttpLabels = {
+constexpr std::array<std::string_view, kOutcomes - 2> kHttpLabels = {
     "200", "201", "204", "400", "401", "403", "404", "405", "408", "409",
     "413", "415", "422", "429", "499", "500", "501", "502", "503", "504"};
 
@@ -25,6 +25,7 @@ constexpr std::array<std::string_view, 17> kGrpcCodes = {
     "UNIMPLEMENTED", "INTERNAL",       "UNAVAILABLE",       "DATA_LOSS",
     "UNAUTHENTICATED"};
 
+constexpr uint8_t kCut = kOutcomes - 2;
 constexpr uint8_t kOther = kOutcomes - 1;
 
 std::string joinedKey(const SeriesKey& k) {
@@ -53,6 +54,7 @@ std::string_view failureReason(Protocol protocol, uint8_t index) {
     }
   }
   if (index == kOther) return "OTHER";
+  if (index == kCut) return "BACKEND";  // the upstream failed after the answer began
   int status = kHttpStatuses[index];
   if (status == 499) return "CANCELED";
   if (status >= 400 && status < 500) return "REJECTED";
@@ -82,6 +84,8 @@ Outcome httpOutcome(int status) {
   return Outcome{kOther};
 }
 
+Outcome cutOutcome() { return Outcome{kCut}; }
+
 Outcome grpcOutcome(int code) {
   if (code < 0 || code >= static_cast<int>(kGrpcCodes.size())) return Outcome{kOther};
   return Outcome{static_cast<uint8_t>(code)};
@@ -92,12 +96,13 @@ std::string_view outcomeLabel(Protocol protocol, Outcome outcome) {
   if (protocol == Protocol::kGrpc) {
     return outcome.index < kGrpcCodes.size() ? kGrpcCodes[outcome.index] : "other";
   }
+  if (outcome.index == kCut) return "cut";
   return kHttpLabels[outcome.index];
 }
 
 bool outcomeSucceeded(Protocol protocol, Outcome outcome) {
   if (protocol == Protocol::kGrpc) return outcome.index == 0;
-  if (outcome.index == kOther) return false;
+  if (outcome.index == kOther || outcome.index == kCut) return false;
   int status = kHttpStatuses[outcome.index];
   return status >= 200 && status < 300;
 }

@@ -57,8 +57,10 @@ struct Outcome {
   uint8_t index = 0;
   bool operator==(const Outcome&) const = default;
 };
-inline constexpr size_t kOutcomes = 21;
+inline constexpr size_t kOutcomes = 22;
 Outcome httpOutcome(int status);  // statuses outside the table count as "other"
+// An HTTP answer cut short after its head (RequestInfo::cut): "cut", a failure.
+Outcome cutOutcome();
 Outcome grpcOutcome(int code);    // 0..16; anything else "other"
 // The `code` label of `outcome` for `protocol` ("404", "NOT_FOUND", "other").
 std::string_view outcomeLabel(Protocol protocol, Outcome outcome);

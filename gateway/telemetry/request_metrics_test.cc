@@ -62,6 +62,8 @@ TEST(Outcomes, NameTheStatusOrCode) {
   EXPECT_EQ(outcomeLabel(Protocol::kGrpc, grpcOutcome(99)), "other");
   EXPECT_TRUE(outcomeSucceeded(Protocol::kHttp, httpOutcome(204)));
   EXPECT_FALSE(outcomeSucceeded(Protocol::kHttp, httpOutcome(400)));
+  EXPECT_EQ(outcomeLabel(Protocol::kHttp, cutOutcome()), "cut");
+  EXPECT_FALSE(outcomeSucceeded(Protocol::kHttp, cutOutcome()));
   EXPECT_TRUE(outcomeSucceeded(Protocol::kGrpc, grpcOutcome(0)));
   EXPECT_FALSE(outcomeSucceeded(Protocol::kGrpc, grpcOutcome(14)));
 }
@@ -91,6 +93,22 @@ TEST(RequestMetrics, PastTheCapNewModelsShareAnOverflowSeries) {
   EXPECT_EQ(x->labels().upstream, "triton");  // route and upstream labels stay
   EXPECT_EQ(metrics.seriesCount(), 4u);
   EXPECT_EQ(metrics.series(key("m1"))->labels().model, "m1");  // known ones keep theirs
+}
+
+// An answer that began 200 and ended short (a relay whose upstream failed after the head):
+// neither a 200 nor a success, and in Triton's families a failure of the backend.
+TEST(RequestMetrics, ACutAnswerCountsAsAFailureNotAsItsHeadsStatus) {
+  RequestMetrics metrics;
+  RequestSeries* s = metrics.series(key("simple"));
+  RequestInfo cut;
+  cut.start = Clock::now();
+  metrics.started(cut, s);
+  RequestMetrics::finish(cut, cutOutcome(), cut.start + 1ms);
+  auto all = metrics.Collect();
+  EXPECT_EQ(sample(all, "infergate_requests_total", {{"model", "simple"}, {"code", "cut"}}), 1);
+  EXPECT_EQ(family(all, "infergate_requests_total")->metric.size(), 1u);  // no code="200"
+  EXPECT_EQ(sample(all, "nv_inference_request_success", {{"model", "simple"}}), 0);
+  EXPECT_EQ(sample(all, "nv_inference_request_failure", {{"model", "simple"}, {"reason", "BACKEND"}}), 1);
 }
 
 TEST(RequestMetrics, FinishCountsOutcomeDurationsAndBytes) {

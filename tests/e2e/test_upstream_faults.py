@@ -681,14 +681,19 @@ class BinaryAnswerAsItArrives(unittest.TestCase):
 
     def test_an_upstream_failure_after_the_head_cuts_the_answer(self):
         """Reset mid-message, or an error status after the whole message: the client has
-        the head and some of the body, then the close (never a complete answer)."""
+        the head and some of the body, then the close (never a complete answer). The
+        gateway's metrics count it as cut, not as the 200 its head said."""
         for fault, binary in (("rst_mid", True), ("status_after", True), ("status_after_empty", "all")):
             with self.subTest(fault=fault):
-                resp, cut, held = self.held_answer("grpc_" + fault, binary)
+                model = "grpc_" + fault
+                before = requests_counted(model, "cut")
+                resp, cut, held = self.held_answer(model, binary)
                 self.assertEqual(resp.status, 200)
                 self.assertIsInstance(cut, http.client.IncompleteRead, cut)
                 self.assertEqual(held, [True])
                 self.assertLess(len(cut.partial), int(resp.getheader("Content-Length")))
+                self.assertTrue(wait_until(lambda: requests_counted(model, "cut") == before + 1, timeout=10),
+                                "the cut answer was not counted as code=\"cut\"")
                 self.assertServedAfter()
 
     def test_json_outputs_wait_for_the_whole_message(self):
@@ -708,6 +713,18 @@ class BinaryAnswerAsItArrives(unittest.TestCase):
         conn.close()
         UP.release()
         self.assertServedAfter()
+
+
+def requests_counted(model, code):
+    """infergate_requests_total for `model` and `code`, from the gateway's /metrics."""
+    status, _, body = GW.request("GET", "/metrics", listener="metrics")
+    assert status == 200, status
+    total = 0.0
+    for line in body.decode().splitlines():
+        if (line.startswith("infergate_requests_total{") and 'model="%s"' % model in line
+                and 'code="%s"' % code in line):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
 
 
 def h2_model_infer(address, message, on_first_data=None, metadata=(), timeout=30):
