@@ -44,7 +44,9 @@ namespace infergate::gateway {
 //   body()     it sent nothing: the body its pieces made (rebuilt without a copy), decoded
 //              and delivered as any answer
 // One attempt only: it is set only where no second attempt can follow an answer
-// (no shared memory, so no retryInline).
+// (no shared memory, so no retryInline). The pointer may own nothing (the gRPC frontend's
+// relay lives in its call, which outlives the HTTP call): it is only called before `done`,
+// or before cancel() returns.
 class DecodedAnswerRelay : public upstream::AnswerRelay {
  public:
   virtual bool sentOn() const = 0;

@@ -62,8 +62,8 @@ void GrpcAnswerRelay::sendAhead() {
   codecs::StatusOr<codecs::InferResponse> response =
       codecs::BinaryTensorDecoder(limits_).decodeResponseAhead(body, header_length_);
   if (!response.ok()) return;  // answered whole: its decode says what is wrong, or is right
-  response->model_name = client_model_;
-  if (!client_version_.empty()) response->model_version = client_version_;
+  response->model_name = std::string(client_model_);
+  if (!client_version_.empty()) response->model_version = std::string(client_version_);
   codecs::StatusOr<codecs::BufferChain> message = codecs::ProtobufResponseEncoder().encode(*response);
   if (!message.ok() || message->size() > max_message_bytes_) return;
   message_bytes_ = message->size();

@@ -40,6 +40,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "codecs/buffer.h"
 #include "codecs/limits.h"
@@ -64,12 +65,12 @@ class GrpcAnswerRelay final : public DecodedAnswerRelay {
   static constexpr uint64_t kMaxHeaderBytes = 1024 * 1024;
 
   // `client_model` and `client_version` are what the answer shows ("" keeps the
-  // upstream's version).
-  GrpcAnswerRelay(Sink& sink, std::string client_model, std::string client_version,
+  // upstream's version), viewed: the owner keeps them (the call, whose decision they are).
+  GrpcAnswerRelay(Sink& sink, std::string_view client_model, std::string_view client_version,
                   const codecs::DecodeLimits& limits, uint64_t max_message_bytes)
       : sink_(&sink),
-        client_model_(std::move(client_model)),
-        client_version_(std::move(client_version)),
+        client_model_(client_model),
+        client_version_(client_version),
         limits_(limits),
         max_message_bytes_(max_message_bytes) {}
 
@@ -97,7 +98,7 @@ class GrpcAnswerRelay final : public DecodedAnswerRelay {
   void sendAhead();
 
   Sink* sink_;
-  std::string client_model_, client_version_;
+  std::string_view client_model_, client_version_;
   codecs::DecodeLimits limits_;
   uint64_t max_message_bytes_;
   State state_ = State::kIdle;

@@ -232,8 +232,7 @@ void ModelInferCall::forwardDecodedMessage(const codecs::Buffer& bytes) {
   // Toward HTTP everything runs on the loop, cancel included (no answer follows it).
   loop_.post([this, request = *request, options = std::move(options)]() mutable {
     if (cancelled_->load()) return release();
-    relay_ = relayFor(*request);
-    options.http_relay = relay_;
+    options.http_relay = relayFor(*request);
     auto call = forwardDecoded(decision_, std::move(request), std::move(options),
                                [this](codecs::StatusOr<codecs::InferResponse> response) {
                                  decoded_answered_ = true;
@@ -258,7 +257,14 @@ void ModelInferCall::forwardDecodedMessage(const codecs::Buffer& bytes) {
 // The loop thread. Only where the answer's message can be exactly the upstream's tensors
 // behind a head (grpc_answer_relay.h): nothing in shared memory (no retryInline, no region
 // to write), no classification, the binary extension.
-std::shared_ptr<GrpcAnswerRelay> ModelInferCall::relayFor(const HandoffRequest& request) {
+//
+// The relay lives in this call, not on the heap: the pointer handed to the HTTP call owns
+// nothing (a shared_ptr without a control block, so its copies cost no atomic operation).
+// That is sound because this call outlives every use of it: the HTTP client calls a relay
+// only before it completes the call, and this call is deleted by a task posted after the
+// reference its HTTP call holds is released (on its answer, or after cancel(), which stops
+// the client calling back).
+std::shared_ptr<DecodedAnswerRelay> ModelInferCall::relayFor(const HandoffRequest& request) {
   const config::UpstreamConfig& upstream = decision_.upstream->config();
   if (!sendsAhead() || upstream.http_format != config::UpstreamConfig::HttpFormat::kBinary ||
       upstream.handoff.enabled) {
@@ -272,9 +278,9 @@ std::shared_ptr<GrpcAnswerRelay> ModelInferCall::relayFor(const HandoffRequest& 
     if (output.shared_memory || output.classification > 0) return nullptr;
   }
   GrpcAnswerRelay::Sink& sink = *this;  // a private base: converted here, where it is accessible
-  return std::make_shared<GrpcAnswerRelay>(sink, decision_.client_model, std::string(decision_.versionShown()),
-                                           shared_->options.limits,
-                                           static_cast<uint64_t>(shared_->options.max_send_message_bytes));
+  relay_.emplace(sink, decision_.client_model, decision_.versionShown(), shared_->options.limits,
+                 static_cast<uint64_t>(shared_->options.max_send_message_bytes));
+  return std::shared_ptr<DecodedAnswerRelay>(std::shared_ptr<void>(), &*relay_);
 }
 
 void ModelInferCall::sendAhead(codecs::BufferChain message, std::shared_ptr<http::BodyArrival> arrival) {

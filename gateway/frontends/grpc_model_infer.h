@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,7 +84,7 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
   void onDecodedAnswer(codecs::StatusOr<codecs::InferResponse> response);
   // GrpcAnswerRelay::Sink: the relay's message, to the server (loop thread).
   void sendAhead(codecs::BufferChain message, std::shared_ptr<http::BodyArrival> arrival) override;
-  std::shared_ptr<GrpcAnswerRelay> relayFor(const HandoffRequest& request);
+  std::shared_ptr<DecodedAnswerRelay> relayFor(const HandoffRequest& request);
   codecs::StatusOr<codecs::InferRequest> decodeBound(const codecs::Buffer& bytes);
   void run(codecs::StatusOr<codecs::InferRequest> request);
   void play(builtin::Execution execution);
@@ -111,7 +112,7 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
   std::shared_ptr<DecodedCall> decoded_call_;  // toward HTTP; loop thread
   bool decoded_answered_ = false;             // loop thread
   // Toward HTTP, an answer that may go on as it arrives (grpc_answer_relay.h); loop thread.
-  std::shared_ptr<GrpcAnswerRelay> relay_;
+  std::optional<GrpcAnswerRelay> relay_;
   bool sent_ahead_ = false;
 };
 
