@@ -1,5 +1,8 @@
 // Property: any bytes either decode into a response (as from an HTTP upstream) or fail
 // cleanly; what decodes encodes back (JSON and binary outputs) and decodes to the same.
+// The binary form read ahead of its blobs (decodeResponseAhead, the gRPC answer relay's
+// decode) gives that same response, or refuses it for an output it cannot check by size
+// (FAILED_PRECONDITION), never another error: the whole decode already checked the rest.
 
 #include <cstddef>
 #include <cstdint>
@@ -31,9 +34,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       checkIsCleanError(body.status());
       continue;
     }
-    auto back = BinaryTensorDecoder(limits).decodeResponse(body->body.flatten(), body->header_length);
+    const Buffer flat = body->body.flatten();
+    auto back = BinaryTensorDecoder(limits).decodeResponse(flat, body->header_length);
     FUZZ_CHECK(back.ok());
     FUZZ_CHECK(*back == response);
+    if (body->header_length) {
+      auto ahead = BinaryTensorDecoder(limits).decodeResponseAhead(flat, *body->header_length);
+      if (ahead.ok()) {
+        FUZZ_CHECK(*ahead == response);
+      } else {
+        checkIsCleanError(ahead.status());
+        FUZZ_CHECK(ahead.status().code() == absl::StatusCode::kFailedPrecondition);
+      }
+    }
   }
   return 0;
 }
