@@ -1,7 +1,7 @@
 #include "codecs/binary_tensor.h"
 
-#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "codecs/bytes_tensor.h"
 #include "codecs/json_request_decoder.h"
@@ -55,6 +55,40 @@ class BlobCursor {
   size_t pos_ = 0;
 };
 
+// A response's JSON header decoded and each output given its blob. `ahead`: the blobs may
+// not be written yet (decodeResponseAhead), so nothing past the header is read, not even
+// as the parser's padding, and only outputs checkable by size are taken.
+StatusOr<InferResponse> decodeResponseBody(const Buffer& body, std::optional<uint64_t> header_length,
+                                           size_t readable, const DecodeLimits& limits, bool ahead) {
+  INFERGATE_ASSIGN_OR_RETURN(SplitBody split, splitBody(body, header_length, readable, limits));
+  JsonResponseDecoder json_decoder(limits);
+  INFERGATE_ASSIGN_OR_RETURN(JsonInferResponseHeader header,
+                             json_decoder.decode(split.json, ahead ? split.json.size() : split.json_readable));
+  BlobCursor cursor(split.blobs);
+  std::vector<bool> attached(ahead ? header.response.outputs.size() : 0);
+  for (const BinaryOutputSlot& slot : header.binary_outputs) {
+    InferOutput& output = header.response.outputs[slot.output_index];
+    if (ahead && output.datatype == DataType::kBytes) {
+      return absl::FailedPreconditionError(
+          strCat("output '", output.name, "' is BYTES: its elements are read to be checked"));
+    }
+    INFERGATE_ASSIGN_OR_RETURN(output.data, cursor.next(slot.byte_size, "output", output.name));
+    INFERGATE_RETURN_IF_ERROR(
+        validateTensorData(output.name, output.datatype, output.shape, output.data));
+    if (ahead) attached[slot.output_index] = true;
+  }
+  for (size_t i = 0; i < attached.size(); ++i) {
+    if (!attached[i]) {
+      return absl::FailedPreconditionError(strCat("output '", header.response.outputs[i].name, "' is not binary"));
+    }
+  }
+  if (cursor.remaining() != 0) {
+    return invalidArgument("unexpected additional output data: ", cursor.remaining(),
+                           " bytes follow the last binary output");
+  }
+  return std::move(header.response);
+}
+
 }  // namespace
 
 StatusOr<InferRequest> BinaryTensorDecoder::decodeRequest(const Buffer& body,
@@ -80,55 +114,12 @@ StatusOr<InferRequest> BinaryTensorDecoder::decodeRequest(const Buffer& body,
 
 StatusOr<InferResponse> BinaryTensorDecoder::decodeResponse(
     const Buffer& body, std::optional<uint64_t> header_length, size_t readable) const {
-  INFERGATE_ASSIGN_OR_RETURN(SplitBody split, splitBody(body, header_length, readable, limits_));
-  JsonResponseDecoder json_decoder(limits_);
-  INFERGATE_ASSIGN_OR_RETURN(JsonInferResponseHeader header,
-                             json_decoder.decode(split.json, split.json_readable));
-  BlobCursor cursor(split.blobs);
-  for (const BinaryOutputSlot& slot : header.binary_outputs) {
-    InferOutput& output = header.response.outputs[slot.output_index];
-    INFERGATE_ASSIGN_OR_RETURN(output.data, cursor.next(slot.byte_size, "output", output.name));
-    INFERGATE_RETURN_IF_ERROR(
-        validateTensorData(output.name, output.datatype, output.shape, output.data));
-  }
-  if (cursor.remaining() != 0) {
-    return invalidArgument("unexpected additional output data: ", cursor.remaining(),
-                           " bytes follow the last binary output");
-  }
-  return std::move(header.response);
+  return decodeResponseBody(body, header_length, readable, limits_, /*ahead=*/false);
 }
 
 StatusOr<InferResponse> BinaryTensorDecoder::decodeResponseAhead(const Buffer& body,
                                                                   uint64_t header_length) const {
-  INFERGATE_ASSIGN_OR_RETURN(SplitBody split, splitBody(body, header_length, body.size(), limits_));
-  JsonResponseDecoder json_decoder(limits_);
-  // Not a byte past the header is read, not even as the parser's padding: it may not be
-  // written yet.
-  INFERGATE_ASSIGN_OR_RETURN(JsonInferResponseHeader header, json_decoder.decode(split.json, split.json.size()));
-  if (header.binary_outputs.size() != header.response.outputs.size()) {
-    for (size_t i = 0; i < header.response.outputs.size(); ++i) {
-      const bool binary = std::any_of(header.binary_outputs.begin(), header.binary_outputs.end(),
-                                      [i](const BinaryOutputSlot& slot) { return slot.output_index == i; });
-      if (!binary) {
-        return absl::FailedPreconditionError(strCat("output '", header.response.outputs[i].name, "' is not binary"));
-      }
-    }
-  }
-  BlobCursor cursor(split.blobs);
-  for (const BinaryOutputSlot& slot : header.binary_outputs) {
-    InferOutput& output = header.response.outputs[slot.output_index];
-    if (output.datatype == DataType::kBytes) {
-      return absl::FailedPreconditionError(
-          strCat("output '", output.name, "' is BYTES: its elements are read to be checked"));
-    }
-    INFERGATE_ASSIGN_OR_RETURN(output.data, cursor.next(slot.byte_size, "output", output.name));
-    INFERGATE_RETURN_IF_ERROR(validateTensorData(output.name, output.datatype, output.shape, output.data));
-  }
-  if (cursor.remaining() != 0) {
-    return invalidArgument("unexpected additional output data: ", cursor.remaining(),
-                           " bytes follow the last binary output");
-  }
-  return std::move(header.response);
+  return decodeResponseBody(body, header_length, body.size(), limits_, /*ahead=*/true);
 }
 
 StatusOr<InferRequest> BinaryTensorDecoder::decodeRawRequest(const Buffer& body,

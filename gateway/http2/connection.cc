@@ -111,9 +111,18 @@ void Connection::resumeData(int32_t id) {
   if (terminated_) return;
   StreamState* s = findStream(id);
   if (s == nullptr) return;
-  // A server's stream waiting for window may have ended meanwhile: its trailers take none.
-  const bool shut = role_ == Role::kServer && (s->send_window <= 0 || send_window_ <= 0);
-  if (!s->deferred && !shut) return;
+  if (role_ == Role::kServer && s->sendable && !s->local_ended && !s->resetting &&
+      (s->send_window <= 0 || send_window_ <= 0)) {
+    // Waiting for window, its answer may have ended: the trailers take none, and go now
+    // (a stream still queued for the connection's window is passed over once ended).
+    bool last = false;
+    (void)handler_.bodyReady(id, 0, last);
+    if (last) {
+      s->deferred = false;
+      return onBodyDone(*s);
+    }
+  }
+  if (!s->deferred) return;
   s->deferred = false;
   schedule(*s);
 }
@@ -217,7 +226,7 @@ void Connection::sendFrames() {
     // Bodies, a frame per stream in turn.
     bool progress = false;
     size_t turns = send_order_.size();
-    while (turns-- > 0) {
+    while (turns-- > 0 && send_window_ > 0) {
       if (!handler_.canWrite()) return;
       const int32_t id = send_order_.front();
       send_order_.pop_front();
@@ -225,21 +234,7 @@ void Connection::sendFrames() {
       if (s == nullptr) continue;
       s->queued = false;
       if (s->resetting || s->local_ended) continue;
-      if (s->send_window <= 0 || send_window_ <= 0) {
-        // No window. A server's answer may have ended meanwhile: its trailers take none.
-        bool last = false;
-        if (role_ == Role::kServer) (void)handler_.bodyReady(id, 0, last);
-        if (last) {
-          progress = true;
-          onBodyDone(*s);
-        } else if (s->send_window > 0) {
-          // The connection's window: it keeps its place until a WINDOW_UPDATE of the
-          // connection's.
-          s->queued = true;
-          send_order_.push_back(id);
-        }  // else a WINDOW_UPDATE of the stream's puts it back
-        continue;
-      }
+      if (s->send_window <= 0) continue;  // a WINDOW_UPDATE of the stream's puts it back
       const size_t max = static_cast<size_t>(std::min<int64_t>({send_window_, s->send_window, peer_max_frame_}));
       bool last = false;
       const size_t n = handler_.bodyReady(id, max, last);

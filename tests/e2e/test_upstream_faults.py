@@ -39,6 +39,7 @@ warm-up pass of every fault, and it exits 0 on SIGTERM without a sanitizer repor
 Run: INFERGATE_BIN=... python3 -m unittest -v test_upstream_faults
 (UPSTREAM_FAULTS_TRACE=1 prints every fault's outcome, and why each known finding failed.)
 """
+import functools
 import http.client
 import itertools
 import json
@@ -599,6 +600,12 @@ def describe(e):
 add_fault_tests()
 
 
+@functools.lru_cache(maxsize=None)
+def fp32_tensor(floats):
+    """The bytes of an FP32 tensor of `floats` values, made once per size."""
+    return struct.pack("<%df" % floats, *(float(i % 977) * 0.5 for i in range(floats)))
+
+
 class BinaryAnswerAsItArrives(unittest.TestCase):
     """HTTP binary client -> gRPC upstream (HG) with a 4 MiB answer asked as a binary output:
     the gateway starts its client's answer once the upstream's message head is in
@@ -607,13 +614,9 @@ class BinaryAnswerAsItArrives(unittest.TestCase):
     message first could not have answered: UP's `held` then says the hold timed out."""
 
     FLOATS = 1 << 20
-    VALUES = None
 
     def setUp(self):
-        if BinaryAnswerAsItArrives.VALUES is None:
-            BinaryAnswerAsItArrives.VALUES = struct.pack(
-                "<%df" % self.FLOATS, *(float(i % 977) * 0.5 for i in range(self.FLOATS)))
-        self.values = self.VALUES
+        self.values = fp32_tensor(self.FLOATS)
 
     def tearDown(self):
         UP.disarm()
@@ -793,13 +796,9 @@ class GrpcAnswerAsItArrives(unittest.TestCase):
     `held` then says the hold timed out."""
 
     FLOATS = 1 << 18
-    VALUES = None
 
     def setUp(self):
-        if GrpcAnswerAsItArrives.VALUES is None:
-            GrpcAnswerAsItArrives.VALUES = struct.pack(
-                "<%df" % self.FLOATS, *(float(i % 613) * 0.25 for i in range(self.FLOATS)))
-        self.values = self.VALUES
+        self.values = fp32_tensor(self.FLOATS)
 
     def tearDown(self):
         UP.disarm()
