@@ -114,6 +114,7 @@ def main():
         args, "infergate-answer-relay.", lambda bench: start_gateways(bench, args.base_binary, args.path), arms)
     if args.concurrency > 1:
         return stream_requests.report_load(rows, sizes, args, arms)
+    peaks = {k: statistics.median(run_[3] for run_ in runs) / 1024 for k, runs in rows.items()}  # MiB
     rows = {k: [run_[0] for run_ in runs] for k, runs in rows.items()}  # the p50s
 
     def ms(us):
@@ -121,8 +122,8 @@ def main():
 
     print(f"\n{args.rounds} round(s), c=1, medians over rounds (ms); added: p50 minus direct's p50 in "
           "the same round; floor: one memcpy + one loopback transfer of the size, same round.\n")
-    print(f"| size | arm | p50 | added | added - floor | added / {base_arm}'s (per round) |")
-    print("|---|---|---:|---:|---:|---|")
+    print(f"| size | arm | p50 | added | added - floor | proxy peak RSS MiB | added / {base_arm}'s (per round) |")
+    print("|---|---|---:|---:|---:|---:|---|")
     for size in sizes:
         direct = rows[(size, "direct")]
         floor = floors[size]
@@ -132,10 +133,10 @@ def main():
             over = [a - f for a, f in zip(added, floor)]
             ratios = ", ".join(f"{a / b:.2f}" if b > 0 else "n/a" for a, b in zip(added, base))
             print(f"| {size // MIB} MiB | {via} | {ms(statistics.median(rows[(size, via)]))} | "
-                  f"{ms(statistics.median(added))} | {ms(statistics.median(over))} | "
+                  f"{ms(statistics.median(added))} | {ms(statistics.median(over))} | {peaks[(size, via)]:.0f} | "
                   f"{ratios if via not in ('nginx', base_arm) else ''} |")
-        print(f"| {size // MIB} MiB | direct | {ms(statistics.median(direct))} | | | |")
-        print(f"| {size // MIB} MiB | floor | {ms(statistics.median(floor))} | | | |")
+        print(f"| {size // MIB} MiB | direct | {ms(statistics.median(direct))} | | | | |")
+        print(f"| {size // MIB} MiB | floor | {ms(statistics.median(floor))} | | | | |")
 
 
 if __name__ == "__main__":

@@ -72,18 +72,19 @@ routes:
 
 
 def run(bench, via, size, args):
-    """One closed-loop run: (p50 us, requests/s, the proxy's CPU us per request), the CPU
-    sampled after the warm-up, as the suite does."""
+    """One closed-loop run: (p50 us, requests/s, the proxy's CPU us per request, its peak
+    RSS in kB), the CPU sampled after the warm-up, as the suite does; the RSS every 50 ms
+    of the run (it includes what the process kept from earlier runs)."""
     http_port, grpc_port = bench.ports[via]
     pids = bench.pids[via]()
-    report, proxy_cpu, _, window, _ = bench.loadgen_run(
+    report, proxy_cpu, _, window, peak_kb = bench.loadgen_run(
         bench.requests.loadgen_args(request_kind(args), size, http_port, grpc_port), args.concurrency, 0,
         args.duration, args.warmup, pids)
     if report["requests"] == 0 or report["errors"]:
         raise SystemExit(f"{via} {size} B: {report['requests']} requests, {report['errors']} errors")
     bench.settle()
     cpu_us = proxy_cpu * 1e6 / (report["rps"] * window) if pids and report["rps"] else 0.0
-    return report["p50_us"], report["rps"], cpu_us
+    return report["p50_us"], report["rps"], cpu_us, peak_kb
 
 
 def request_kind(args):
@@ -168,8 +169,9 @@ def report_load(rows, sizes, args, proxies):
     in the same round, for `proxies` (nginx among them)."""
     print(f"\n{args.rounds} round(s), c={args.concurrency}, medians over rounds; ratios to nginx "
           "taken round by round.\n")
-    print("| size | arm | req/s | proxy CPU us/req | req/s / nginx's (per round) | CPU / nginx's (per round) |")
-    print("|---|---|---:|---:|---|---|")
+    print("| size | arm | req/s | proxy CPU us/req | proxy peak RSS MiB | req/s / nginx's (per round) | "
+          "CPU / nginx's (per round) |")
+    print("|---|---|---:|---:|---:|---|---|")
     for size in sizes:
         nginx = rows[(size, "nginx")]
         for via in proxies:
@@ -177,7 +179,8 @@ def report_load(rows, sizes, args, proxies):
             rps = ", ".join(f"{r[1] / n[1]:.2f}" for r, n in zip(runs, nginx)) if via != "nginx" else ""
             cpu = ", ".join(f"{r[2] / n[2]:.2f}" for r, n in zip(runs, nginx) if n[2]) if via != "nginx" else ""
             print(f"| {size // MIB} MiB | {via} | {statistics.median(r[1] for r in runs):.0f} | "
-                  f"{statistics.median(r[2] for r in runs):.0f} | {rps} | {cpu} |")
+                  f"{statistics.median(r[2] for r in runs):.0f} | {statistics.median(r[3] for r in runs) / 1024:.0f} | "
+                  f"{rps} | {cpu} |")
 
 
 if __name__ == "__main__":

@@ -295,6 +295,9 @@ class ExchangeRelay final : public upstream::AnswerRelay {
     exchange_->beginStream(std::move(head), length);
   }
   void onPiece(codecs::Buffer piece) override { exchange_->sendChunk(std::move(piece)); }
+  // Each piece is dropped once written to the client's socket (or with the connection), so
+  // the upstream is read no faster than the client takes the answer.
+  bool takesBlocks() const override { return true; }
 
   void complete(codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
     exchange_->setCancelHandler(nullptr);

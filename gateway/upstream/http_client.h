@@ -25,7 +25,9 @@
 //                   (server-sent events are relayed this way), then on_complete with an
 //                   empty body; with `relay` (native engine), only a large sized body
 //                   still arriving is streamed, to the relay, from the buffer it is read
-//                   into (a passthrough answer relayed as it comes)
+//                   into (a passthrough answer relayed as it comes), or through a window
+//                   of reused blocks when the relay takes them: then the upstream is read
+//                   no faster than the relay lets go of what it was handed
 //
 // Endpoints: "host:port", "[v6]:port" or "unix:/path".
 //
@@ -98,20 +100,40 @@ struct HttpUpstreamResponse {
 // How much of a relayed body is handed on at a time (the last piece may be less): a
 // write toward the client per piece, not per read of the upstream's socket.
 inline constexpr size_t kRelayStepBytes = 256 * 1024;
+// A relay that takes blocks (AnswerRelay::takesBlocks): the body is read into blocks of
+// this size, each handed on once full; and at most this much of them is held at once (past
+// it the upstream is not read until the relay lets go of half). A read of up to a block per
+// system call: at 256 KiB the relay measured slower than the whole body read at once
+// (bench/README.md, "Large answers in a window of blocks").
+inline constexpr size_t kRelayBlockBytes = 1024 * 1024;
+inline constexpr size_t kRelayWindowBytes = 8 * 1024 * 1024;
 
 // Where a relayed answer goes (HttpUpstreamCallbacks::relay): its head with the body's
 // length (its Content-Length, as the client read it), then the body's pieces; on_complete
-// still ends the call (an empty body when the head went here). The pieces are consecutive
-// slices of the one buffer the body is read into, of the body's length, the first at its
-// start: a relay may reference that buffer's unread rest (the first piece's owner keeps it)
-// as memory still being written, and read of it only what the pieces have covered. One
-// object rather than two more std::functions per request: most answers never relay, and
-// the object is the only thing a request pays for the possibility. Loop thread.
+// still ends the call (an empty body when the head went here). One object rather than two
+// more std::functions per request: most answers never relay, and the object is the only
+// thing a request pays for the possibility. Loop thread.
+//
+// The pieces come one of two ways (the native engine's; libcurl never relays):
+//   - by default, consecutive slices of the one buffer the body is read into, of the
+//     body's length, the first at its start: a relay may reference that buffer's unread
+//     rest (the first piece's owner keeps it) as memory still being written, and read of
+//     it only what the pieces have covered. The whole body is in memory by its end.
+//   - takesBlocks(): each piece is a block of its own (kRelayBlockBytes, the last one
+//     less; reused from the buffer pool), and what the relay holds of them counts against
+//     kRelayWindowBytes: once a block more would pass it, the upstream's socket is not read
+//     (TCP then holds the upstream back) until the relay has let go of half the window.
+//     A relay that passes its pieces on (to a client's socket) and drops them once written
+//     so holds a body of any size in a few MiB, and a client that reads slowly makes the
+//     upstream send slowly. Pieces must be let go of on the loop thread. The call's
+//     timeout still runs while reading waits.
 class AnswerRelay {
  public:
   virtual ~AnswerRelay() = default;
   virtual void onHead(int status, const http::HeaderList& headers, uint64_t length) = 0;
   virtual void onPiece(codecs::Buffer piece) = 0;
+  // Whether the pieces may be blocks of their own (see above); asked once per relayed body.
+  virtual bool takesBlocks() const { return false; }
 };
 
 struct HttpUpstreamCallbacks {
@@ -120,10 +142,11 @@ struct HttpUpstreamCallbacks {
   std::function<void(codecs::Buffer piece)> on_data;
   // Optional, instead of on_head: only a final answer whose body (Content-Length above
   // kRelayStepBytes, not chunked) is still arriving once its head is in goes here, without
-  // a copy: the body is read into one buffer of its length as when buffered, and its
-  // pieces are slices of that buffer, handed on every kRelayStepBytes and at the end (and
-  // what arrived, when the call fails after its head). Any other answer is buffered whole
-  // for on_complete. libcurl buffers every answer.
+  // a copy: the body is read into one buffer of its length as when buffered, its pieces
+  // handed on every kRelayStepBytes and at the end, or into blocks
+  // (AnswerRelay::takesBlocks), each handed on once full (and what arrived, when the call
+  // fails after its head). Any other
+  // answer is buffered whole for on_complete. libcurl buffers every answer.
   std::shared_ptr<AnswerRelay> relay;
   // Once, last (not after cancel()).
   std::function<void(codecs::StatusOr<HttpUpstreamResponse> response)> on_complete;

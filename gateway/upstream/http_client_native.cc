@@ -484,7 +484,9 @@ void NativeHttpClient::Engine::finish(Call& call, Status outcome) {
   call.finished = true;
   // A relay cut short (the upstream went, the deadline passed): what arrived goes on before
   // the error, not just the whole steps of it.
-  if (call.relay && call.streaming && call.body_used > call.relayed) {
+  if (call.relay && call.streaming && call.blocks) {
+    handOnBlock(call);
+  } else if (call.relay && call.streaming && call.body_used > call.relayed) {
     call.pieces.push_back(call.body.shareWritten(call.relayed, call.body_used - call.relayed));
     call.relayed = call.body_used;
   }
@@ -496,6 +498,7 @@ void NativeHttpClient::Engine::finish(Call& call, Status outcome) {
 
 void NativeHttpClient::Engine::dropConnection(Connection& c) {
   if (c.call != nullptr) {
+    if (c.call->window != nullptr) c.call->window->waiting = nullptr;  // its blocks outlive `c`
     c.call->connection = nullptr;
     c.call.reset();
   }

@@ -85,7 +85,13 @@ void NativeHttpClient::Engine::readSome(Connection& c) {
     }
     char* into = read_buffer_.get();
     size_t room = kReadBufferBytes;
-    if (call->direct) {
+    if (call->direct && call->blocks) {
+      const BlockRoom block = blockRoom(c, *call);
+      if (block == BlockRoom::kFailed) return;
+      if (block == BlockRoom::kWait) break;
+      into = reinterpret_cast<char*>(call->block.data()) + call->block_used;
+      room = call->block.size() - call->block_used;
+    } else if (call->direct) {
       into = reinterpret_cast<char*>(call->body.data()) + call->body_used;
       room = static_cast<size_t>(*call->content_length) - call->body_used;
     }
@@ -125,6 +131,7 @@ void NativeHttpClient::Engine::readSome(Connection& c) {
     size_t head = 0;
     if (call->direct) {
       call->body_used += static_cast<size_t>(n);
+      if (call->blocks) call->block_used += static_cast<size_t>(n);
       if (call->body_used == *call->content_length) call->message_complete = true;
     } else if (first && (head = quickHead(*call, into, static_cast<size_t>(n))) > 0) {
       quickBody(*call, into + head, static_cast<size_t>(n) - head);
@@ -244,10 +251,21 @@ size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t 
     fields[count++] = in.placeOf(name, value);
   }
   if (!length || *length > kMaxReservedBodyBytes) return 0;
+  // A body that would be relayed to a relay taking blocks is read through them: the first
+  // now (the body's bytes in this read fit it: the read buffer is no larger than a relayed
+  // body), the rest as the window allows.
+  static_assert(kReadBufferBytes <= kRelayStepBytes && kRelayStepBytes <= kRelayBlockBytes);
+  call.blocks = call.relay && *length > kRelayStepBytes && call.callbacks.relay->takesBlocks();
   if (*length > 0) {
     try {
-      call.body = codecs::BufferPool::shared().allocate(static_cast<size_t>(*length));
+      if (call.blocks) {
+        call.block = codecs::BufferPool::shared().allocate(std::min(kRelayBlockBytes, static_cast<size_t>(*length)));
+        call.window = std::make_shared<RelayWindow>();
+      } else {
+        call.body = codecs::BufferPool::shared().allocate(static_cast<size_t>(*length));
+      }
     } catch (const std::bad_alloc&) {
+      call.blocks = false;
       return 0;  // http_parser's path grows the body as it comes and reports a shortage
     }
   }
@@ -263,7 +281,12 @@ size_t NativeHttpClient::Engine::quickHead(Call& call, const char* data, size_t 
 void NativeHttpClient::Engine::quickBody(Call& call, const char* data, size_t size) const {
   const size_t length = static_cast<size_t>(*call.content_length);
   const size_t take = std::min(size, length);
-  if (take > 0) std::memcpy(call.body.data(), data, take);
+  if (call.blocks) {
+    std::memcpy(call.block.data(), data, take);  // less than the block (see quickHead)
+    call.block_used = take;
+  } else if (take > 0) {
+    std::memcpy(call.body.data(), data, take);
+  }
   call.body_used = take;
   if (size > length) call.keep_alive = false;  // bytes beyond the answer: not reused
   if (take == length) {
@@ -282,11 +305,55 @@ void NativeHttpClient::Engine::relayProgress(Call& call) {
     call.streaming = true;  // the head goes on first
     markNews(call);
   }
+  if (call.blocks) {
+    if (call.block_used == call.block.size() || call.message_complete) handOnBlock(call);
+    return;
+  }
   const size_t ready = call.body_used - call.relayed;
   if (ready == 0 || (ready < kRelayStepBytes && !call.message_complete)) return;
   call.pieces.push_back(call.body.shareWritten(call.relayed, ready));
   call.relayed = call.body_used;
   markNews(call);
+}
+
+void NativeHttpClient::Engine::handOnBlock(Call& call) {
+  if (call.block_used == 0) return;
+  auto owner = std::make_shared<RelayBlock>(std::move(call.block), call.block_used, call.window);
+  call.block = codecs::MutableBuffer();
+  call.window->held += call.block_used;
+  call.pieces.emplace_back(owner, owner->block.data(), call.block_used);
+  call.block_used = 0;
+  call.relayed = call.body_used;
+  markNews(call);
+}
+
+NativeHttpClient::Engine::BlockRoom NativeHttpClient::Engine::blockRoom(Connection& c, Call& call) {
+  if (call.block.size() > 0) return BlockRoom::kReady;  // a block is handed on once full
+  if (call.window->held + kRelayBlockBytes > kRelayWindowBytes) {
+    call.window->waiting = &c;
+    event_del(c.readable);
+    return BlockRoom::kWait;
+  }
+  try {
+    call.block = codecs::BufferPool::shared().allocate(
+        std::min(kRelayBlockBytes, static_cast<size_t>(*call.content_length) - call.body_used));
+  } catch (const std::bad_alloc&) {
+    failExchange(c, codecs::withOrigin(codecs::resourceExhausted(prefix(call), "no memory for a block of a "
+                                                                                "relayed response body"),
+                                       codecs::ErrorOrigin::kInternal));
+    return BlockRoom::kFailed;
+  }
+  return BlockRoom::kReady;
+}
+
+void NativeHttpClient::Engine::RelayWindow::release(size_t bytes) {
+  held -= bytes;
+  if (waiting == nullptr || held > kRelayWindowBytes / 2) return;
+  Connection& c = *std::exchange(waiting, nullptr);
+  // Level-triggered: what waits on the socket wakes it; under TLS the session may hold
+  // records already read, which only a run of the handler finds.
+  event_add(c.readable, nullptr);
+  event_active(c.readable, EV_READ, 0);
 }
 
 void NativeHttpClient::Engine::completed(Connection& c, bool drained) {

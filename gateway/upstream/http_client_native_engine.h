@@ -56,6 +56,7 @@ class NativeHttpClient::Engine {
  private:
   struct Pool;
   struct Connection;
+  struct RelayWindow;
 
   class Call final : public HttpCallHandle, public std::enable_shared_from_this<Call> {
    public:
@@ -78,6 +79,13 @@ class NativeHttpClient::Engine {
     // `body` as it comes; `relayed` of its bytes were handed on as pieces.
     bool relay = false;
     size_t relayed = 0;
+    // A relay that takes blocks (AnswerRelay::takesBlocks): the body is read into `block`
+    // (`block_used` of it filled; empty: none yet) instead of `body`, each block handed on
+    // whole, and `window` counts what the relay holds of them.
+    bool blocks = false;
+    codecs::MutableBuffer block;
+    size_t block_used = 0;
+    std::shared_ptr<RelayWindow> window;
     bool head_only = false;  // HEAD: no body follows whatever the headers say
     bool sends_body = false;
     std::string endpoint;  // for messages
@@ -109,6 +117,28 @@ class NativeHttpClient::Engine {
     bool head_delivered = false;
     bool finished = false;
     codecs::Status outcome;
+  };
+
+  // The bytes a relay taking blocks holds of one call's body: handed on, not yet let go of
+  // (each block's owner gives its bytes back when the last piece of it is dropped, which
+  // may be after the call, the connection and the engine are gone). While a block more
+  // would pass kRelayWindowBytes the connection's reading waits (`readable` deleted), and
+  // it goes on once half of the window is let go of. Loop thread.
+  struct RelayWindow {
+    size_t held = 0;
+    Connection* waiting = nullptr;  // the connection whose reading waits; null once it is gone
+    void release(size_t bytes);
+  };
+  // A block's owner, behind the piece made of it.
+  struct RelayBlock {
+    RelayBlock(codecs::MutableBuffer b, size_t n, std::shared_ptr<RelayWindow> w)
+        : block(std::move(b)), bytes(n), window(std::move(w)) {}
+    RelayBlock(const RelayBlock&) = delete;
+    RelayBlock& operator=(const RelayBlock&) = delete;
+    ~RelayBlock() { window->release(bytes); }
+    codecs::MutableBuffer block;
+    size_t bytes;
+    std::shared_ptr<RelayWindow> window;
   };
 
   struct Connection {
@@ -192,6 +222,13 @@ class NativeHttpClient::Engine {
   // was sized by): the head is news once, then each kRelayStepBytes of body (and the rest
   // at the end) a piece. A body of one step or less is not relayed.
   void relayProgress(Call& call);
+  // A relay taking blocks: the filled part of the call's block goes on as a piece.
+  void handOnBlock(Call& call);
+  // Before a read of a relay taking blocks: the block to read into. kWait: the relay holds
+  // its window, so reading waits (`c.readable` deleted until it lets go); kFailed: no memory
+  // for a block (the call failed, `c` is gone).
+  enum class BlockRoom { kReady, kWait, kFailed };
+  BlockRoom blockRoom(Connection& c, Call& call);
   // The connection failed under its call: closed (err 0) or an errno, while sending or not.
   void broken(Connection& c, int err, bool sending);
   void failExchange(Connection& c, codecs::Status status);

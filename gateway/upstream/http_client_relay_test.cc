@@ -3,9 +3,13 @@
 // (raw sockets where the upstream must pause or die mid-answer). Both engines: libcurl
 // never relays, and the tests say what it does instead.
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gateway/upstream/http_client_test_fixture.h"
@@ -90,7 +94,9 @@ TEST_P(HttpClientTest, ARelayGetsALargeSizedBodyAsItComesFromOneBuffer) {
     RawUpstream::readRequest(fd);
     RawUpstream::write(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: " +
                                std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, first));
-    if (native) EXPECT_EQ(released.wait_for(kWait), std::future_status::ready);
+    if (native) {
+      EXPECT_EQ(released.wait_for(kWait), std::future_status::ready);
+    }
     RawUpstream::write(fd, std::string_view(body).substr(first));
     RawUpstream::drain(fd);
     ::close(fd);
@@ -170,6 +176,87 @@ TEST_P(HttpClientTest, ARelayCutShortGetsWhatCameThenUnavailable) {
   const std::string got = r.text();
   EXPECT_EQ(got.size(), sent);
   EXPECT_TRUE(got == body.substr(0, sent));
+}
+
+TEST_P(HttpClientTest, ARelayTakingBlocksIsHandedNoMoreThanItsWindowUntilItLetsGo) {
+  // A body far larger than the window and what the sockets' buffers may hold between the
+  // two ends (net.ipv4.tcp_rmem's largest is 32 MiB on some machines). While the relay keeps its pieces, the native engine reads only a window's worth
+  // and leaves the rest on the upstream, which cannot send it all; once the relay lets go,
+  // the rest arrives whole and in order. libcurl buffers the answer whole.
+  const bool native = GetParam() == HttpClientEngine::kAuto;
+  const std::string body = patterned(96 * 1024 * 1024);
+  std::atomic<size_t> written{0};
+  RawUpstream upstream([&](RawUpstream& u) {
+    int fd = u.accept();
+    ASSERT_GE(fd, 0);
+    RawUpstream::readRequest(fd);
+    RawUpstream::write(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+    for (size_t at = 0; at < body.size(); at += 65536) {
+      RawUpstream::write(fd, std::string_view(body).substr(at, 65536));
+      written = std::min(body.size(), at + 65536);
+    }
+    RawUpstream::drain(fd);
+    ::close(fd);
+  });
+  auto relay = std::make_shared<KeepingRelay>();
+  StatusOr<HttpUpstreamResponse> result = absl::UnknownError("not yet");
+  std::future<void> done = sendRelayed(client_thread_, client(), upstream.endpoint(), post("/x", "q"), relay, &result);
+  if (native) {
+    // Until what the relay holds stops growing (or 10 s).
+    size_t held = 0, steady = 0;
+    for (int i = 0; i < 200 && steady < 6; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      size_t now = 0;
+      client_thread_.run([&] { now = relay->held_bytes; });
+      steady = now == held && now > 0 ? steady + 1 : 0;
+      held = now;
+    }
+    EXPECT_EQ(held, kRelayWindowBytes);  // whole steps up to the window, and no more
+    EXPECT_NE(done.wait_for(std::chrono::milliseconds(0)), std::future_status::ready);
+    EXPECT_LT(written.load(), body.size()) << "the upstream was read ahead of the relay";
+    client_thread_.run([&] { relay->letGo(); });
+  }
+  ASSERT_EQ(done.wait_for(kWait), std::future_status::ready);
+  client_thread_.run([this] { client_.reset(); });
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->status, 200);
+  if (!native) {
+    EXPECT_EQ(relay->heads, 0);
+    EXPECT_TRUE(result->body.view() == body);
+    return;
+  }
+  EXPECT_EQ(relay->heads, 1);
+  EXPECT_TRUE(result->body.empty());
+  EXPECT_LE(relay->largest_piece, kRelayBlockBytes);  // a block each
+  EXPECT_EQ(relay->text.size(), body.size());
+  EXPECT_TRUE(relay->text == body);
+}
+
+TEST_P(HttpClientTest, ARelayTakingBlocksCutShortGetsWhatCameThenUnavailable) {
+  // The upstream dies part-way into a block: the filled part of it goes on before the error.
+  const bool native = GetParam() == HttpClientEngine::kAuto;
+  const std::string body = patterned(kRelayBlockBytes + 4 * kRelayStepBytes);
+  const size_t sent = kRelayBlockBytes + 2 * kRelayStepBytes + 5000;
+  RawUpstream upstream([&](RawUpstream& u) {
+    int fd = u.accept();
+    ASSERT_GE(fd, 0);
+    RawUpstream::readRequest(fd);
+    RawUpstream::write(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+                               body.substr(0, sent));
+    ::close(fd);
+  });
+  auto relay = std::make_shared<KeepingRelay>();
+  relay->letGo();  // nothing sent yet: every piece is read as it comes
+  StatusOr<HttpUpstreamResponse> result = absl::UnknownError("not yet");
+  std::future<void> done = sendRelayed(client_thread_, client(), upstream.endpoint(), post("/x", "q"), relay, &result);
+  ASSERT_EQ(done.wait_for(kWait), std::future_status::ready);
+  client_thread_.run([this] { client_.reset(); });
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
+  if (!native) return;
+  EXPECT_EQ(relay->heads, 1);
+  EXPECT_EQ(relay->text.size(), sent);
+  EXPECT_TRUE(relay->text == body.substr(0, sent));
 }
 
 }  // namespace

@@ -13,11 +13,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <future>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "config/listen_address.h"
 #include "gateway/upstream/http_client.h"
@@ -397,6 +399,44 @@ TEST_P(HttpClientTlsTest, LargeBodiesGoBothWaysIntact) {
     EXPECT_TRUE(r->body.view() == body);
   }
   EXPECT_EQ(handshakes(), 1);
+}
+
+TEST_P(HttpClientTlsTest, ARelayTakingBlocksWaitsForItsWindowOverTlsAndLosesNoRecord) {
+  // 24 MiB echoed to a relay that keeps its first window of pieces, then lets go. Reading
+  // stops with records perhaps already taken by the session; once it resumes, every byte
+  // comes, in order. libcurl buffers the answer whole.
+  serve();
+  useTls(trusting());
+  const bool native = GetParam() == Engine::kNative;
+  std::string body(24 << 20, '\0');
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>((i * 7919) >> 3);
+  auto relay = std::make_shared<testing::KeepingRelay>();
+  StatusOr<HttpUpstreamResponse> result = absl::UnknownError("not yet");
+  HttpUpstreamRequest request;
+  request.target = "/echo";
+  request.body.append(Buffer::fromString(body));
+  std::future<void> answer = testing::sendRelayed(client_thread_, client(), endpoint_, std::move(request), relay, &result);
+  if (native) {
+    size_t held = 0;
+    for (int i = 0; i < 200 && held < kRelayWindowBytes; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      client_thread_.run([&] { held = relay->held_bytes; });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // nothing more may come
+    client_thread_.run([&] { held = relay->held_bytes; });
+    EXPECT_EQ(held, kRelayWindowBytes);
+    EXPECT_NE(answer.wait_for(std::chrono::milliseconds(0)), std::future_status::ready);
+    client_thread_.run([&] { relay->letGo(); });
+  }
+  ASSERT_EQ(answer.wait_for(kWait), std::future_status::ready);
+  ASSERT_TRUE(result.ok()) << result.status();
+  if (!native) {
+    EXPECT_TRUE(result->body.view() == body);
+    return;
+  }
+  EXPECT_TRUE(result->body.empty());
+  EXPECT_EQ(relay->text.size(), body.size());
+  EXPECT_TRUE(relay->text == body);
 }
 
 // What only the native engine says: its own words for handshakes that do not end well.

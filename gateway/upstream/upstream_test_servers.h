@@ -14,6 +14,8 @@
 //   LoopThread         an EventLoop on its own thread, for the HTTP client, which lives
 //                      on a loop; run() runs a task there and waits for it.
 //   freePort()         a loopback port nothing listens on.
+//   KeepingRelay       an AnswerRelay taking blocks that keeps its pieces until letGo();
+//                      sendRelayed() sends a request to it through an HttpUpstreamClient.
 //
 // The HTTP side is defined here (target infergate_upstream_test_servers); the gRPC side
 // in upstream_test_servers.cc (infergate_upstream_test_servers_grpc), so that a test
@@ -27,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -36,6 +39,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "codecs/status.h"
 #include "gateway/http/event_loop.h"
@@ -43,6 +47,7 @@
 #include "gateway/http/http_server.h"
 #include "gateway/http/listen_socket.h"
 #include "gateway/http/worker_pool.h"
+#include "gateway/upstream/http_client.h"
 
 namespace google::protobuf {
 class MessageLite;
@@ -191,5 +196,58 @@ class IdleListener {
   int fd_ = -1;
   int port_ = 0;
 };
+
+// ---- relays ---------------------------------------------------------------------------
+
+// An AnswerRelay that takes blocks (AnswerRelay::takesBlocks) and keeps each piece, so that
+// the client's window fills, until letGo(); from then on each piece is read and dropped as
+// it comes. The client's loop only.
+class KeepingRelay final : public AnswerRelay {
+ public:
+  void onHead(int, const http::HeaderList&, uint64_t) override { ++heads; }
+  void onPiece(codecs::Buffer piece) override {
+    largest_piece = std::max(largest_piece, piece.size());
+    if (letting_go) {
+      text.append(piece.view());
+      return;
+    }
+    held_bytes += piece.size();
+    held.push_back(std::move(piece));
+  }
+  bool takesBlocks() const override { return true; }
+  void letGo() {
+    for (const codecs::Buffer& p : held) text.append(p.view());
+    held.clear();
+    held_bytes = 0;
+    letting_go = true;
+  }
+
+  int heads = 0;
+  std::vector<codecs::Buffer> held;
+  size_t held_bytes = 0;
+  size_t largest_piece = 0;
+  bool letting_go = false;
+  std::string text;  // what was let go of, in order
+};
+
+// Sends `request` to `endpoint` through `client` (on `thread`'s loop) with `relay`; the
+// future is ready once on_complete ran, its answer then in `*result`.
+inline std::future<void> sendRelayed(LoopThread& thread, HttpUpstreamClient& client,
+                                     const config::ListenAddress& endpoint, HttpUpstreamRequest request,
+                                     std::shared_ptr<AnswerRelay> relay,
+                                     codecs::StatusOr<HttpUpstreamResponse>* result) {
+  auto complete = std::make_shared<std::promise<void>>();
+  std::future<void> done = complete->get_future();
+  thread.run([&] {
+    HttpUpstreamCallbacks callbacks;
+    callbacks.relay = std::move(relay);
+    callbacks.on_complete = [complete, result](codecs::StatusOr<HttpUpstreamResponse> r) {
+      *result = std::move(r);
+      complete->set_value();
+    };
+    client.send(endpoint, std::move(request), std::move(callbacks));
+  });
+  return done;
+}
 
 }  // namespace infergate::gateway::upstream::testing

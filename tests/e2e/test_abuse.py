@@ -24,7 +24,7 @@ import h2.connection
 import h2.settings
 
 import grpc_stubs
-from harness import LOOPBACK_HEAD, Gateway, Processes, read_until_closed, wait_until
+from harness import LOOPBACK_HEAD, Gateway, Processes, read_until_closed, small_asan_quarantine, wait_until
 from pki import Pki
 
 LIMITS = """
@@ -105,12 +105,42 @@ def metric(g, name, labels=None):
     raise AssertionError("no %s %s on /metrics" % (name, labels or ""))
 
 
-def peak_rss_bytes(g):
+def memory_bytes(g, field):
+    """A figure of the gateway's /proc/PID/status: "VmHWM" (its peak RSS) or "VmRSS"."""
     with open("/proc/%d/status" % g.proc.pid) as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM for the gateway")
+    raise AssertionError("no %s for the gateway" % field)
+
+
+def peak_rss_bytes(g):
+    return memory_bytes(g, "VmHWM")
+
+
+def identity_fp32_binary(values, binary_output=False):
+    """A whole HTTP request: `values` (FP32 bytes) as identity_fp32's INPUT0 in the binary
+    extension, OUTPUT0 asked as binary with `binary_output` (JSON otherwise)."""
+    body = {"inputs": [{"name": "INPUT0", "shape": [1, len(values) // 4], "datatype": "FP32",
+                        "parameters": {"binary_data_size": len(values)}}]}
+    if binary_output:
+        body["outputs"] = [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]
+    header = json.dumps(body).encode()
+    head = ("POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+            "Content-Type: application/octet-stream\r\n"
+            "Inference-Header-Content-Length: %d\r\nContent-Length: %d\r\n\r\n"
+            % (len(header), len(header) + len(values))).encode()
+    return head + header + values
+
+
+def slow_reader(g, receive_buffer, timeout):
+    """A socket connected to g's HTTP listener with a receive buffer of `receive_buffer`
+    bytes: a client whose reading the test decides."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    s.settimeout(timeout)
+    s.connect(("127.0.0.1", g.port("http")))
+    return s
 
 
 class Base(unittest.TestCase):
@@ -378,20 +408,10 @@ class StalledReaders(Base):
         # send_timeout_ms the gateway closes the connection and counts it.
         n = 1000000
         values = struct.pack("<%df" % n, *[(i % 1000) / 7.0 for i in range(n)])
-        header = json.dumps({"inputs": [{
-            "name": "INPUT0", "shape": [1, n], "datatype": "FP32",
-            "parameters": {"binary_data_size": len(values)}}]}).encode()
-        head = ("POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
-                "Content-Type: application/octet-stream\r\n"
-                "Inference-Header-Content-Length: %d\r\nContent-Length: %d\r\n\r\n"
-                % (len(header), len(header) + len(values))).encode()
         grpc_before = metric(self.g, "infergate_grpc_send_timeouts_total")
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
-        s.settimeout(10)
-        s.connect(("127.0.0.1", self.g.port("http")))
+        s = slow_reader(self.g, 16384, 10)
         try:
-            s.sendall(head + header + values)
+            s.sendall(identity_fp32_binary(values))
             timeouts = lambda: metric(self.g, "infergate_http_send_timeouts_total")  # noqa: E731
             self.assertEqual(wait_until(lambda: timeouts() == 1), True, timeouts())
             received = read_until_closed(s)
@@ -401,6 +421,88 @@ class StalledReaders(Base):
         self.assertLess(len(received), 8 << 20)  # what the kernel held, not the answer
         self.assertEqual(metric(self.g, "infergate_grpc_send_timeouts_total"), grpc_before)
         self.assertServes(self.g)
+
+
+# Room for one large tensor, on both sides of a passthrough.
+BIG_LIMITS = """
+limits: { max_binary_body_bytes: 268435456, max_input_bytes: 268435456 }
+"""
+
+
+class SlowDownloads(Base):
+    """A large passthrough answer toward a client that reads slowly: the gateway holds a
+    window of it, not all of it, and the upstream waits (TCP) for the client."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.u = P.start("BU", Gateway.from_template(LOOPBACK_HEAD + BIG_LIMITS + TO_BUILTIN))
+        with small_asan_quarantine():  # its RSS is measured: freed blocks must not count
+            cls.g = P.start("BG", Gateway.from_template(
+                PASSTHROUGH.replace(LIMITS, BIG_LIMITS), upstream=cls.u.address("http")))
+
+    @classmethod
+    def tearDownClass(cls):
+        P.stop(cls.g)
+        P.stop(cls.u)
+
+    def test_a_large_answer_to_a_client_that_stops_reading_is_held_a_window_at_a_time(self):
+        # 128 MiB each way through identity_fp32. The gateway reads the request whole (it is
+        # not streamed), so that much it holds anyway; the answer, relayed as it arrives,
+        # must not add another 128 MiB while the client reads none of it. Then the client
+        # reads everything, and it must be the tensor sent.
+        size = 128 << 20
+        values = bytes(range(256)) * (size // 256)
+        request = identity_fp32_binary(values, binary_output=True)
+        before = memory_bytes(self.g, "VmRSS")
+        s = slow_reader(self.g, 65536, 60)
+        try:
+            s.sendall(request)
+            # Until the gateway's memory stops growing (the answer has gone as far as the
+            # gateway lets it without the client), or 20 s.
+            last, steady = -1, 0
+            deadline = time.monotonic() + 20
+            while steady < 10 and time.monotonic() < deadline:
+                time.sleep(0.1)
+                now = peak_rss_bytes(self.g)
+                steady = steady + 1 if now == last else 0
+                last = now
+            grown = peak_rss_bytes(self.g) - before
+            # The request's 128 MiB (and ASan's shadow of it) and a few MiB more; the whole
+            # answer as well would be 256 MiB and more.
+            self.assertLess(grown, size * 3 // 2,
+                            "the gateway's peak memory grew by %d MiB" % (grown >> 20))
+            received = read_until_closed_or(s, len(request) + 4096)
+        finally:
+            s.close()
+        end = received.index(b"\r\n\r\n") + 4
+        head_text = received[:end].decode("latin-1")
+        self.assertTrue(head_text.startswith("HTTP/1.1 200"), head_text)
+        fields = dict(line.split(": ", 1) for line in head_text.split("\r\n")[1:] if ": " in line)
+        json_length = int(fields["Inference-Header-Content-Length"])
+        body = received[end:]
+        self.assertEqual(len(body), int(fields["Content-Length"]))
+        answer = json.loads(body[:json_length])
+        self.assertEqual(answer["outputs"][0]["parameters"]["binary_data_size"], size)
+        self.assertTrue(body[json_length:] == values, "the relayed tensor differs from the one sent")
+        self.assertServes(self.g)
+
+
+def read_until_closed_or(s, expected):
+    """Reads from `s` until it closes or holds a whole answer of at most `expected` bytes
+    (its head says how long); the bytes."""
+    data = bytearray()
+    need = None
+    while need is None or len(data) < need:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+        if need is None and b"\r\n\r\n" in data:
+            end = data.index(b"\r\n\r\n") + 4
+            for line in bytes(data[:end]).decode("latin-1").split("\r\n"):
+                if line.lower().startswith("content-length:"):
+                    need = min(end + int(line.split(":", 1)[1]), expected)
+    return bytes(data)
 
 
 class Bodies(Base):
