@@ -113,6 +113,11 @@ struct LimitsConfig {
   uint32_t max_tensor_rank = 64;                   // dimensions of one tensor's shape
   uint64_t max_tensor_elements = 2147483647;       // elements of one tensor
   uint32_t max_json_depth = 100;                   // nesting of a JSON body
+  // gRPC listener: streams a connection's client may reset (its RST_STREAM, or a stream
+  // fault of its making) in a burst, refilled at a rate per second; past it the connection
+  // is closed (rapid reset, CVE-2023-44487). nghttp2's defaults.
+  uint32_t grpc_reset_burst = 1000;
+  uint32_t grpc_resets_per_second = 33;
 
   bool operator==(const LimitsConfig&) const = default;
 };

@@ -267,7 +267,7 @@ void Loader::readLimits(const YamlValue& value) {
               "max_binary_body_bytes", "max_grpc_message_bytes", "header_timeout_ms",
               "body_timeout_ms", "idle_timeout_ms", "send_timeout_ms", "max_connections",
               "max_connections_per_client", "max_tensors", "max_tensor_rank",
-              "max_tensor_elements", "max_json_depth"});
+              "max_tensor_elements", "max_json_depth", "grpc_reset_burst", "grpc_resets_per_second"});
   if (!map) return;
   LimitsConfig& l = config_.limits;
   readLimit(*map, "max_header_bytes", l.max_header_bytes, kInt32Max);
@@ -285,6 +285,8 @@ void Loader::readLimits(const YamlValue& value) {
   readLimit(*map, "max_tensor_rank", l.max_tensor_rank, 1024);
   readLimit(*map, "max_tensor_elements", l.max_tensor_elements, kInt64Max);
   readLimit(*map, "max_json_depth", l.max_json_depth, 1024);
+  readLimit(*map, "grpc_reset_burst", l.grpc_reset_burst, 1000000);
+  readLimit(*map, "grpc_resets_per_second", l.grpc_resets_per_second, 1000000);
 }
 
 // Every limit is at least 1: a zero size or timeout would refuse every request.

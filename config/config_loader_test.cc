@@ -74,6 +74,8 @@ routes:
   EXPECT_EQ(c.limits.idle_timeout_ms, 300000u);
   EXPECT_EQ(c.limits.send_timeout_ms, 60000u);  // the default
   EXPECT_EQ(c.limits.max_connections, 10000u);
+  EXPECT_EQ(c.limits.grpc_reset_burst, 1000u);
+  EXPECT_EQ(c.limits.grpc_resets_per_second, 33u);
   ASSERT_EQ(c.upstreams.size(), 1u);
   EXPECT_EQ(c.upstreams[0].name, "demo");
   EXPECT_EQ(c.upstreams[0].protocol, Protocol::kBuiltin);
@@ -118,7 +120,8 @@ routes:
 TEST(ConfigLoader, ReadsSomeLimitsAndKeepsTheOthers) {
   auto r = parse(R"(listeners: { http: { address: "localhost:0" } }
 workers: 4
-limits: { max_header_count: 50, idle_timeout_ms: 0x10, max_input_bytes: 1048576, send_timeout_ms: 2500 }
+limits: { max_header_count: 50, idle_timeout_ms: 0x10, max_input_bytes: 1048576, send_timeout_ms: 2500,
+          grpc_reset_burst: 200, grpc_resets_per_second: 500 }
 upstreams: [{ name: demo, protocol: builtin, models: [simple, identity_fp32, 7] }]
 routes: [{ match: { model: "*" }, upstream: demo }]
 )");
@@ -128,6 +131,8 @@ routes: [{ match: { model: "*" }, upstream: demo }]
   EXPECT_EQ(r->limits.max_header_count, 50u);
   EXPECT_EQ(r->limits.idle_timeout_ms, 16u);
   EXPECT_EQ(r->limits.send_timeout_ms, 2500u);
+  EXPECT_EQ(r->limits.grpc_reset_burst, 200u);
+  EXPECT_EQ(r->limits.grpc_resets_per_second, 500u);
   EXPECT_EQ(r->limits.body_timeout_ms, 60000u);  // kept
   EXPECT_EQ(r->limits.max_input_bytes, 1048576u);
   EXPECT_EQ(r->limits.max_header_bytes, 65536u);
@@ -332,6 +337,14 @@ limits: { max_header_count: 70000, max_binary_body_bytes: 2147483648, header_tim
 limits: { send_timeout_ms: 0 }
 )"),
                   "test.yaml:2:28: limits.send_timeout_ms: ", "must be between 1 and 86400000, got 0");
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+limits: { grpc_reset_burst: 0 }
+)"),
+                  "test.yaml:2:29: limits.grpc_reset_burst: ", "must be between 1 and 1000000, got 0");
+  expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
+limits: { grpc_resets_per_second: 1000001 }
+)"),
+                  "test.yaml:2:35: limits.grpc_resets_per_second: ", "must be between 1 and 1000000, got 1000001");
   expectOnlyError(withListeners(R"(listeners: { http: { address: "127.0.0.1:8000" } }
 workers: 5000
 )"),

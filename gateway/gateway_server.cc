@@ -338,6 +338,8 @@ struct GatewayServer::Impl {
     options.send_timeout_ms = static_cast<int>(config.limits.send_timeout_ms);
     options.max_connections = config.limits.max_connections;
     options.max_connections_per_client = config.limits.max_connections_per_client;
+    options.reset_burst = config.limits.grpc_reset_burst;
+    options.resets_per_second = config.limits.grpc_resets_per_second;
     options.security = security;
     options.engine = config.grpc->native_grpc_server ? frontends::GrpcServerEngine::kNative
                                                      : frontends::GrpcServerEngine::kGrpcpp;
@@ -580,6 +582,7 @@ codecs::Status GatewayServer::start() {
       stats.refused_over_total = caps->refusedOverTotal();
       stats.refused_over_per_client = caps->refusedOverClient();
       stats.send_timeouts = caps->sendTimeouts();
+      stats.reset_floods = caps->resetFloods();
     }
     return stats;
   });

@@ -57,6 +57,13 @@ std::string Metrics::serialize() const {
   };
   addConnections("http", "HTTP", connection_stats_);
   addConnections("grpc", "gRPC", grpc_connection_stats_);
+  telemetry::FamilyBuilder reset_floods(
+      "infergate_grpc_reset_floods_total",
+      "Client gRPC connections closed (GOAWAY ENHANCE_YOUR_CALM) because the client reset streams "
+      "faster than limits.grpc_reset_burst and limits.grpc_resets_per_second allow",
+      prometheus::MetricType::Counter);
+  reset_floods.counter({}, static_cast<double>(grpc_connection_stats_ ? grpc_connection_stats_().reset_floods : 0));
+  families.push_back(reset_floods.take());
   telemetry::FamilyBuilder answers("infergate_grpc_stream_answer_bytes",
                                    "Bytes of ModelStreamInfer answers waiting in the gateway for their clients",
                                    prometheus::MetricType::Gauge);

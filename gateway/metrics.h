@@ -44,6 +44,7 @@ class Metrics {
     uint64_t refused_over_total = 0;       // limits.max_connections
     uint64_t refused_over_per_client = 0;  // limits.max_connections_per_client
     uint64_t send_timeouts = 0;            // closed (gRPC streams: reset) for limits.send_timeout_ms
+    uint64_t reset_floods = 0;             // gRPC: closed for limits.grpc_reset_burst / _per_second
   };
   // infergate_http_open_connections and infergate_http_connections_refused_total read
   // `stats` at each scrape. Set before the metrics listener starts.

@@ -101,6 +101,11 @@ struct GrpcFrontendOptions {
   // has no hook at accept and applies neither.
   size_t max_connections = SIZE_MAX;
   size_t max_connections_per_client = SIZE_MAX;
+  // limits.grpc_reset_burst / grpc_resets_per_second (native server): streams a
+  // connection's client may reset, a burst refilled at a rate; past it the connection is
+  // closed (GOAWAY ENHANCE_YOUR_CALM), counted in ConnectionCaps::resetFloods().
+  uint32_t reset_burst = 1000;
+  uint32_t resets_per_second = 33;
   // A stream stops reading while this many of its requests are in flight in the gateway
   // (answered or not, in order behind an earlier one) or while those in flight come to
   // 64 MiB (one is always let in), while 4 MiB of its answers wait for

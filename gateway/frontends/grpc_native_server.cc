@@ -306,7 +306,9 @@ void readAndPump(Connection& c) {
     const bool ok = c.h2->receive(buffer, static_cast<size_t>(n));
     c.in_callback = false;
     if (!ok) {
-      // Not HTTP/2 (a bad preface), or a broken frame: the GOAWAY naming it is queued.
+      // Not HTTP/2 (a bad preface), a broken frame, or streams reset too fast: the GOAWAY
+      // naming it is queued.
+      if (c.h2->resetFlooded()) serverOf(c).caps().countResetFlood();
       c.going_away = true;
       c.terminated = true;
       break;
@@ -430,6 +432,8 @@ void adopt(NativeGrpcServer::Worker& w, int fd, std::string peer, std::string cl
   // The decoder's limit: at least HPACK's usual 64 KiB, so a call whose metadata passes the
   // frontend's own (smaller) limit is refused alone, RESOURCE_EXHAUSTED, in startCall().
   h2.max_header_list_bytes = static_cast<uint32_t>(std::max(shared.options.max_metadata_bytes, 65536));
+  h2.reset_burst = shared.options.reset_burst;
+  h2.resets_per_second = shared.options.resets_per_second;
   c->h2 = std::make_unique<http2::ServerConnection>(*c, h2);
   w.connections.insert(c);
   w.open.fetch_add(1);

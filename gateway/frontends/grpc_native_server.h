@@ -31,7 +31,9 @@
 // send_timeout_ms is closed at once, its calls cancelled, and a stream whose reply gets no
 // flow-control window for as long (checked every send_timeout_ms: reset between one and
 // two of them after it stalled) is reset, CANCEL, its call cancelled; one whose metadata
-// passes max_metadata_bytes has that call refused (RESOURCE_EXHAUSTED).
+// passes max_metadata_bytes has that call refused (RESOURCE_EXHAUSTED). A client that
+// resets streams faster than reset_burst, refilled at resets_per_second, is cut off
+// (GOAWAY ENHANCE_YOUR_CALM), counted in caps().resetFloods().
 //
 // Flow control bounds what a relayed stream (ModelStreamInfer above all) holds in the
 // gateway, both ways: the connection's window is HTTP/2's largest, a stream's 8 MiB (a

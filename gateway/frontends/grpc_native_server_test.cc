@@ -24,6 +24,13 @@ using namespace testing_grpc;  // NOLINT(google-build-using-namespace)
 
 class NativeServerTest : public GrpcFrontendTest {};
 
+// True once `done()` holds, within 5 s.
+template <typename Done>
+bool within5s(Done done) {
+  for (int i = 0; i < 500 && !done(); ++i) std::this_thread::sleep_for(10ms);
+  return done();
+}
+
 // A client on a raw socket, for what grpc's own clients never send: one call on stream 1,
 // and the fields of the final header block that answers it.
 class RawCall {
@@ -43,22 +50,8 @@ class RawCall {
   // (END_STREAM when `end`).
   void send(const std::string& path, const std::vector<std::pair<std::string, std::string>>& extra,
             const std::string& body, bool end = true, const std::string& before = "") {
-    std::vector<std::pair<std::string, std::string>> fields = {
-        {":method", "POST"}, {":scheme", "http"}, {":path", path}, {":authority", "x"},
-        {"content-type", "application/grpc"}, {"te", "trailers"}};
-    fields.insert(fields.end(), extra.begin(), extra.end());
-    std::vector<nghttp2_nv> nva;
-    for (auto& [k, v] : fields) {
-      nva.push_back({reinterpret_cast<uint8_t*>(k.data()), reinterpret_cast<uint8_t*>(v.data()), k.size(), v.size(),
-                     NGHTTP2_NV_FLAG_NONE});
-    }
-    std::string block(nghttp2_hd_deflate_bound(deflater_, nva.data(), nva.size()), '\0');
-    const ssize_t n = nghttp2_hd_deflate_hd(deflater_, reinterpret_cast<uint8_t*>(block.data()), block.size(),
-                                           nva.data(), nva.size());
-    ASSERT_GT(n, 0);
-    block.resize(static_cast<size_t>(n));
     std::string wire = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(NGHTTP2_SETTINGS, 0, 0, "") + before +
-                       frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, block);
+                       frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, headerBlock(path, extra));
     // DATA frames of HTTP/2's default largest size.
     constexpr size_t kFrame = 16384;
     for (size_t at = 0; at == 0 || at < body.size(); at += kFrame) {
@@ -67,6 +60,16 @@ class RawCall {
     }
     ASSERT_EQ(::send(fd_, wire.data(), wire.size(), MSG_NOSIGNAL), static_cast<ssize_t>(wire.size()));
   }
+
+  // After send(): HEADERS for `path` on stream `id`, no message yet (a call the server waits
+  // on), or any other frames as they are.
+  void open(int32_t id, const std::string& path) {
+    sendRaw(frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, id, headerBlock(path, {})));
+  }
+  void sendRaw(const std::string& wire) {
+    ASSERT_EQ(::send(fd_, wire.data(), wire.size(), MSG_NOSIGNAL), static_cast<ssize_t>(wire.size()));
+  }
+  static std::string reset(int32_t stream) { return frame(NGHTTP2_RST_STREAM, 0, stream, be32(NGHTTP2_CANCEL)); }
 
   // Frames for `before` that open the windows of what the server sends to HTTP/2's largest
   // (SETTINGS_INITIAL_WINDOW_SIZE, and the connection's WINDOW_UPDATE): only the sockets
@@ -117,6 +120,19 @@ class RawCall {
     return code;
   }
 
+  // The error code of a GOAWAY that arrives within 5 s, reading (and dropping) every other
+  // frame meanwhile; -1 when none came.
+  int64_t goawayCode() {
+    int64_t code = -1;
+    readFrames([&code](uint8_t type, uint8_t, int32_t, const std::string& payload) {
+      if (type != NGHTTP2_GOAWAY || payload.size() < 8) return false;
+      code = (int64_t{uint8_t(payload[4])} << 24) | (int64_t{uint8_t(payload[5])} << 16) |
+             (int64_t{uint8_t(payload[6])} << 8) | uint8_t(payload[7]);
+      return true;
+    });
+    return code;
+  }
+
   // The fields of stream 1's header block that ends it; empty when none came within 5 s.
   std::map<std::string, std::string> final() {
     std::map<std::string, std::string> last;
@@ -139,6 +155,25 @@ class RawCall {
 
  private:
   static std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
+
+  // A request's header block for `path` with `extra` fields, in this connection's HPACK state.
+  std::string headerBlock(const std::string& path, const std::vector<std::pair<std::string, std::string>>& extra) {
+    std::vector<std::pair<std::string, std::string>> fields = {
+        {":method", "POST"}, {":scheme", "http"}, {":path", path}, {":authority", "x"},
+        {"content-type", "application/grpc"}, {"te", "trailers"}};
+    fields.insert(fields.end(), extra.begin(), extra.end());
+    std::vector<nghttp2_nv> nva;
+    for (auto& [k, v] : fields) {
+      nva.push_back({reinterpret_cast<uint8_t*>(k.data()), reinterpret_cast<uint8_t*>(v.data()), k.size(), v.size(),
+                     NGHTTP2_NV_FLAG_NONE});
+    }
+    std::string block(nghttp2_hd_deflate_bound(deflater_, nva.data(), nva.size()), '\0');
+    const ssize_t n = nghttp2_hd_deflate_hd(deflater_, reinterpret_cast<uint8_t*>(block.data()), block.size(),
+                                           nva.data(), nva.size());
+    EXPECT_GT(n, 0);
+    block.resize(static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    return block;
+  }
 
   // Reads for at most 5 s, as the client set up (pauseEvery, paceWindow), handing each
   // whole frame to `visit(type, flags, stream, payload)` until it returns true (then true)
@@ -244,9 +279,6 @@ TEST_P(NativeServerTest, MetadataGrpcCannotCarryIsRefusedNamingIt) {
   EXPECT_TRUE(infer(simpleRequest("after"), &response).ok());
 }
 
-// grpc's clients reset a stream they never opened (a call cancelled before its HEADERS went
-// out); RFC 9113 makes that a connection error, which would end every call on it. The
-// server lets it pass, as grpc's own servers do.
 // A call's request id is new on every call: sent never indexed, it stays out of the HPACK
 // table, where it would only push out the fields that repeat.
 TEST_P(NativeServerTest, TheRequestIdIsSentNeverIndexed) {
@@ -261,6 +293,9 @@ TEST_P(NativeServerTest, TheRequestIdIsSentNeverIndexed) {
   EXPECT_EQ(call.neverIndexed().count("grpc-status"), 0u);
 }
 
+// grpc's clients reset a stream they never opened (a call cancelled before its HEADERS went
+// out); RFC 9113 makes that a connection error, which would end every call on it. The
+// server lets it pass, as grpc's own servers do.
 TEST_P(NativeServerTest, AResetOfAStreamNeverOpenedLeavesTheConnectionServing) {
   const std::string framed = grpcFramed(simpleRequest("kept"));
   RawCall call(frontend_->port());
@@ -268,6 +303,29 @@ TEST_P(NativeServerTest, AResetOfAStreamNeverOpenedLeavesTheConnectionServing) {
             RawCall::frame(NGHTTP2_RST_STREAM, 0, 7, std::string("\0\0\0\x08", 4)));
   std::map<std::string, std::string> fields = call.final();
   EXPECT_EQ(fields["grpc-status"], "0") << fields["grpc-message"];
+}
+
+TEST_P(NativeServerTest, AClientResettingStreamsPastItsLimitIsCutOffAndCounted) {
+  // limits.grpc_reset_burst 3, grpc_resets_per_second 1: four calls reset at once are one
+  // too many (the defaults, 1000 and 33, would let them pass).
+  stopServer();
+  GrpcFrontendOptions options;
+  options.reset_burst = 3;
+  options.resets_per_second = 1;
+  startServer(1, options);
+  const std::string method = "/inference.GRPCInferenceService/ModelInfer";
+  RawCall call(frontend_->port());
+  call.send(method, {}, "", /*end=*/false);
+  for (const int32_t id : {3, 5, 7}) call.open(id, method);
+  call.sendRaw(RawCall::reset(1) + RawCall::reset(3) + RawCall::reset(5));
+  call.sendRaw(RawCall::reset(7));
+  const http::ConnectionCaps& caps = *frontend_->connections();
+  EXPECT_EQ(call.goawayCode(), NGHTTP2_ENHANCE_YOUR_CALM);
+  EXPECT_TRUE(within5s([&] { return caps.resetFloods() == 1; }));
+  EXPECT_TRUE(within5s([&] { return caps.open() == 0; }));
+  ModelInferResponse response;
+  EXPECT_TRUE(infer(simpleRequest("after"), &response).ok());
+  EXPECT_EQ(caps.resetFloods(), 1u);
 }
 
 TEST_P(NativeServerTest, AMessagePastTheLimitIsResourceExhaustedAndTheChannelGoesOn) {
@@ -494,13 +552,6 @@ TEST_P(NativeServerTest, RepliesAClientLeavesUnreadPauseTheRelayAndArriveWholeLa
   }
   EXPECT_FALSE(stream->Read(&r));
   EXPECT_TRUE(stream->Finish().ok());
-}
-
-// True once `done()` holds, within 5 s.
-template <typename Done>
-bool within5s(Done done) {
-  for (int i = 0; i < 500 && !done(); ++i) std::this_thread::sleep_for(10ms);
-  return done();
 }
 
 // A client that asks for a large reply and then reads none of it: past the send timeout

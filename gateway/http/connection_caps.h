@@ -45,6 +45,10 @@ class ConnectionCaps {
   // none of the bytes waiting for it for the send timeout.
   void countSendTimeout() { send_timeouts_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t sendTimeouts() const { return send_timeouts_.load(std::memory_order_relaxed); }
+  // A gRPC connection was closed because its client reset streams faster than the
+  // listener allows (limits.grpc_reset_burst / grpc_resets_per_second).
+  void countResetFlood() { reset_floods_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t resetFloods() const { return reset_floods_.load(std::memory_order_relaxed); }
 
  private:
   size_t max_connections_;
@@ -53,6 +57,7 @@ class ConnectionCaps {
   std::atomic<uint64_t> refused_total_{0};
   std::atomic<uint64_t> refused_client_{0};
   std::atomic<uint64_t> send_timeouts_{0};
+  std::atomic<uint64_t> reset_floods_{0};
   std::mutex clients_mu_;
   std::unordered_map<std::string, size_t> clients_;  // address bytes -> connections open
 };

@@ -271,6 +271,7 @@ bool ServerConnection::chargeReset() {
   reset_counted_ = now;
   reset_tokens_ = std::min<double>(options_.reset_burst, reset_tokens_ + seconds * options_.resets_per_second);
   if (reset_tokens_ < 1) {
+    reset_flooded_ = true;
     return connectionError(kEnhanceYourCalm, codecs::strCat("the client reset streams faster than ",
                                                             options_.resets_per_second, " a second after a burst of ",
                                                             options_.reset_burst));

@@ -108,6 +108,8 @@ class ServerConnection final : public Connection {
   // either end said GOAWAY, no stream is open and nothing waits to be framed.
   bool done();
   bool goingAway() const { return goaway_sent_ || goaway_received_ || terminated_; }
+  // The connection failed because the client reset streams faster than Options allow.
+  bool resetFlooded() const { return reset_flooded_; }
   size_t openStreams() const { return streams_.size(); }
 
  private:
@@ -166,6 +168,7 @@ class ServerConnection final : public Connection {
   // The client's resets this end still lets pass, and when that was counted.
   double reset_tokens_ = 0;
   std::chrono::steady_clock::time_point reset_counted_;
+  bool reset_flooded_ = false;
 };
 
 }  // namespace infergate::gateway::http2

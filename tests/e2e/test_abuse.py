@@ -21,6 +21,8 @@ import zlib
 import grpc
 import h2.config
 import h2.connection
+import h2.errors
+import h2.events
 import h2.settings
 
 import grpc_stubs
@@ -334,6 +336,58 @@ class Streams(Base):
         self.assertEqual(ids, [str(i) for i in range(24)])
         self.assertTrue(wait_until(lambda: waiting() == 0), waiting())
         self.assertServes()
+
+
+# A gRPC listener that cuts a client off after a burst of 3 stream resets (1 a second more).
+RESET_LIMITED = LOOPBACK_HEAD + "limits: { grpc_reset_burst: 3, grpc_resets_per_second: 1 }" + TO_BUILTIN
+
+
+class ResetFloods(Base):
+    @classmethod
+    def setUpClass(cls):
+        cls.g = P.start("R", Gateway.from_template(RESET_LIMITED))
+
+    @classmethod
+    def tearDownClass(cls):
+        P.stop(cls.g)
+
+    def test_a_client_resetting_streams_past_the_configured_burst_is_cut_off_and_counted(self):
+        # Four calls opened, then reset at once: one more than limits.grpc_reset_burst lets
+        # pass (the default, 1000, would take them). The client gets GOAWAY
+        # ENHANCE_YOUR_CALM, the metric counts it, and other clients are served.
+        self.assertEqual(metric(self.g, "infergate_grpc_reset_floods_total"), 0)
+        s = socket.create_connection(("127.0.0.1", self.g.port("grpc")), timeout=10)
+        try:
+            conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+            conn.initiate_connection()
+            for stream in (1, 3, 5, 7):
+                conn.send_headers(stream, [(":method", "POST"), (":scheme", "http"),
+                                           (":path", "/inference.GRPCInferenceService/ModelInfer"),
+                                           (":authority", "localhost"), ("content-type", "application/grpc"),
+                                           ("te", "trailers")])
+            for stream in (1, 3, 5, 7):
+                conn.reset_stream(stream, h2.errors.ErrorCodes.CANCEL)
+            s.sendall(conn.data_to_send())
+            goaway = None
+            while goaway is None:
+                data = s.recv(65536)
+                if not data:
+                    break
+                for event in conn.receive_data(data):
+                    if isinstance(event, h2.events.ConnectionTerminated):
+                        goaway = event.error_code
+        finally:
+            s.close()
+        self.assertEqual(goaway, h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
+        self.assertTrue(wait_until(lambda: metric(self.g, "infergate_grpc_reset_floods_total") == 1))
+        self.assertServes(self.g)
+        stub = grpc_stubs.stub_of(self.g)
+        pb = grpc_stubs.load()[0]
+        request = pb.ModelInferRequest(model_name="identity_int32")
+        request.inputs.add(name="INPUT0", datatype="INT32", shape=[1, 1])
+        request.raw_input_contents.append(struct.pack("<i", 7))
+        answer = stub.ModelInfer(request, timeout=10)
+        self.assertEqual(answer.raw_output_contents[0], struct.pack("<i", 7))
 
 
 # Clients that never read their answers: plaintext HTTP, and gRPC over TLS (the native
