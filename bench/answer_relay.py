@@ -13,6 +13,11 @@ upstream's is whole:
                 lands (gateway/README.md, "Large answers go on as they arrive (gRPC client,
                 HTTP upstream)"). direct is U's gRPC listener and nginx its grpc_pass to it;
                 there is no <ig>_stream arm (stream_requests concerns HTTP bodies only)
+  --path grpc-passthrough
+                gRPC passthrough (a ModelInferRequest to ig_grpc's gRPC listener -> U's gRPC
+                listener): the upstream's message goes to the client as it lands
+                (gateway/README.md, "Large answers go on as they arrive (gRPC passthrough)").
+                direct is U's gRPC listener and nginx its grpc_pass to it; no <ig>_stream arm
   --path grpc   HTTP binary -> gRPC (ig_grpc -> U's gRPC listener, the suite's T3 path):
                 the ModelInferResponse is transcoded as it lands, the JSON header once its
                 head is in, then the tensor (gateway/README.md, "Large binary outputs go on
@@ -35,6 +40,7 @@ proxy's CPU per request instead, as ratios to nginx's.
   /usr/bin/python3 bench/answer_relay.py --base-binary /tmp/base/infergate --sizes 4,64 --rounds 3
   /usr/bin/python3 bench/answer_relay.py --path grpc --base-binary /tmp/base/infergate --sizes 4,64
   /usr/bin/python3 bench/answer_relay.py --path grpc-to-http --base-binary /tmp/base/infergate --sizes 4,64
+  /usr/bin/python3 bench/answer_relay.py --path grpc-passthrough --base-binary /tmp/base/infergate --sizes 4,64
 """
 import argparse
 import os
@@ -49,14 +55,18 @@ from infergate_process import InfergateProcess  # noqa: E402
 MIB = 1 << 20
 
 
+GATEWAY_PROTOCOL = {"http": "http", "grpc": "grpc", "grpc-to-http": "http", "grpc-passthrough": "grpc"}
+GRPC_CLIENT = ("grpc-to-http", "grpc-passthrough")  # paths whose client speaks gRPC
+
+
 def gateway_protocol(path):
     """The upstream protocol of the gateways under test."""
-    return "http" if path == "grpc-to-http" else path
+    return GATEWAY_PROTOCOL[path]
 
 
 def proxies(path):
     ig = "ig_" + gateway_protocol(path)
-    if path == "grpc-to-http":
+    if path in GRPC_CLIENT:
         return ["nginx", ig, ig + "_base"]
     return ["nginx", ig, ig + "_base", ig + "_stream"]
 
@@ -64,9 +74,9 @@ def proxies(path):
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--base-binary", required=True, help="the infergate binary that holds answers whole")
-    p.add_argument("--path", choices=("http", "grpc", "grpc-to-http"), default="http",
+    p.add_argument("--path", choices=tuple(GATEWAY_PROTOCOL), default="http",
                    help="http: HTTP passthrough; grpc: HTTP binary -> gRPC; grpc-to-http: gRPC -> "
-                        "HTTP binary (default http)")
+                        "HTTP binary; grpc-passthrough: gRPC -> gRPC (default http)")
     p.add_argument("--sizes", default="4,64", help="tensor sizes in MiB, comma-separated")
     p.add_argument("--concurrency", type=int, default=1,
                    help="requests in flight; above 1, throughput and CPU per request instead of p50")
@@ -92,7 +102,7 @@ def start_gateways(bench, base_binary, path):
     protocol = gateway_protocol(path)
     port = u_http if protocol == "http" else u_grpc
     arms = [(f"ig_{protocol}_base", base_binary, "")]
-    if path != "grpc-to-http":
+    if path not in GRPC_CLIENT:
         arms.append((f"ig_{protocol}_stream", bench.infergate, "\n    stream_requests: true"))
     for via, binary, extra in arms:
         path_ = suite.write_config(bench.scratch, via, 2, config(protocol, port, extra))
@@ -107,7 +117,7 @@ def start_gateways(bench, base_binary, path):
 
 def main():
     args = parse_args()
-    args.kind = "grpc" if args.path == "grpc-to-http" else "bin"
+    args.kind = "grpc" if args.path in GRPC_CLIENT else "bin"
     arms = proxies(args.path)
     base_arm = arms[2]
     sizes, rows, floors = stream_requests.measure(

@@ -113,4 +113,47 @@ class GrpcAnswerRelay final : public DecodedAnswerRelay {
   std::shared_ptr<http::BodyArrival> arrival_;
 };
 
+// A gRPC client's ModelInfer passed through to a gRPC upstream, answered while the
+// upstream's message still arrives: the message is the upstream's bytes, sent on from the
+// buffer the worker's own gRPC client reads them into (upstream::AnswerProgress), so a
+// large answer's two transfers, upstream to gateway and gateway to client, overlap instead
+// of following one another.
+//
+//   the first progress     the whole buffer, most of it still being written, goes to the
+//                          sink as the message, with an arrival at what is in
+//   every later one        the arrival moves on
+//   the call's end         complete(answer): the client's answer is that buffer, whole;
+//                          the arrival's last bytes go. Any other end (an error, a message
+//                          that is not that buffer) is the caller's to send as the status
+//                          that cuts the message short
+//
+// It applies only where the message goes on unchanged: a server that can send a message in
+// pieces (the native one), a route without a model or version rewrite (the answer's
+// model_name is the upstream's), the worker's own client (grpc++ delivers only whole
+// answers: no progress comes), a message within the client's max_send_message_bytes (one
+// past it is answered whole, with its limit error). A message that arrives within one
+// read (upstream::kRelayStepBytes) is never told as progress and goes whole, as before.
+//
+// Threads: the call's loop (the client's, and the stream's).
+class PassthroughAnswerRelay final : public upstream::AnswerProgress {
+ public:
+  PassthroughAnswerRelay(GrpcAnswerRelay::Sink& sink, uint64_t max_message_bytes)
+      : sink_(&sink), max_message_bytes_(max_message_bytes) {}
+
+  // The call is done with it: nothing more goes to the sink.
+  void detach() { sink_ = nullptr; }
+  bool sentAhead() const { return arrival_ != nullptr; }
+  // The call answered OK with `answer` after the message went ahead: true, and the
+  // arrival complete, when `answer` is the buffer sent ahead, whole.
+  bool complete(const codecs::MovableByteBuffer& answer);
+
+  // upstream::AnswerProgress
+  void onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) override;
+
+ private:
+  GrpcAnswerRelay::Sink* sink_;
+  uint64_t max_message_bytes_;
+  std::shared_ptr<http::BodyArrival> arrival_;
+};
+
 }  // namespace infergate::gateway::frontends::grpc_detail

@@ -125,6 +125,7 @@ void ModelInferCall::passthrough(codecs::MovableByteBuffer message) {
   // The call runs on this call's loop, through the loop's own gRPC client (at most one
   // hand-over, to the loop, instead of grpc's own between its client threads).
   options.on_loop = decision_.upstream->grpcOnLoop(loop_);
+  if (options.on_loop) options.answer_progress = passthroughRelay();
   stampTraceHeaders(options.metadata, info_);
   hold();
   auto call = upstream::fleetUnary(decision_.upstream->fleet(), kModelInferMethod, std::move(message),
@@ -136,9 +137,30 @@ void ModelInferCall::passthrough(codecs::MovableByteBuffer message) {
   setUpstreamCall([call] { call->cancel(); });
 }
 
+// The answer's progress, for a message that goes on unchanged (grpc_answer_relay.h); null
+// where the server sends only whole messages or the route rewrites the model's name. As
+// relayFor's, the pointer owns nothing: the client tells progress only before it delivers
+// the call's end, and this call outlives that.
+std::shared_ptr<upstream::AnswerProgress> ModelInferCall::passthroughRelay() {
+  if (!sendsAhead() || decision_.rewrites()) return nullptr;
+  GrpcAnswerRelay::Sink& sink = *this;
+  passthrough_relay_.emplace(sink, static_cast<uint64_t>(shared_->options.max_send_message_bytes));
+  return std::shared_ptr<upstream::AnswerProgress>(std::shared_ptr<void>(), &*passthrough_relay_);
+}
+
 // grpc thread (the upstream call's completion), the loop's (its own client's), or the
-// thread that freed a slot.
+// thread that freed a slot. An answer whose message went ahead comes on the loop: only the
+// worker's own client tells progress.
 void ModelInferCall::onGrpcAnswer(codecs::Status status, codecs::MovableByteBuffer answer) {
+  if (sent_ahead_) {
+    passthrough_relay_->detach();
+    if (!status.ok()) return finishUpstreamError(status);  // cuts what went
+    if (!passthrough_relay_->complete(answer)) {
+      return finish(::grpc::Status(::grpc::StatusCode::INTERNAL, "the upstream's answer ended short"));
+    }
+    info_.response_bytes = answer.length();
+    return finish(::grpc::Status::OK);
+  }
   if (!status.ok()) return finishUpstreamError(status);
   if (decision_.rewrites()) {
     auto flat = codecs::fromByteBuffer(answer);

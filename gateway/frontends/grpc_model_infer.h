@@ -79,6 +79,7 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
  private:
   void passthrough(codecs::MovableByteBuffer message);
   void onGrpcAnswer(codecs::Status status, codecs::MovableByteBuffer answer);
+  std::shared_ptr<upstream::AnswerProgress> passthroughRelay();
   void mirror(const codecs::MovableByteBuffer& message);
   void forwardDecodedMessage(const codecs::Buffer& bytes);
   void onDecodedAnswer(codecs::StatusOr<codecs::InferResponse> response);
@@ -113,6 +114,8 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
   bool decoded_answered_ = false;             // loop thread
   // Toward HTTP, an answer that may go on as it arrives (grpc_answer_relay.h); loop thread.
   std::optional<GrpcAnswerRelay> relay_;
+  // Toward gRPC, passed through: an answer that may go on as it arrives; loop thread.
+  std::optional<PassthroughAnswerRelay> passthrough_relay_;
   bool sent_ahead_ = false;
 };
 

@@ -93,6 +93,8 @@ routes:
   - { match: { model: grpc_stall }, upstream: f-grpc, timeout_ms: 400 }
   # Short too, should the gateway ever wait out the deadline on this one again.
   - { match: { model: grpc_prefix_short }, upstream: f-grpc, timeout_ms: 400 }
+  # The passthrough of an answer as it arrives stops where the route renames the model.
+  - { match: { model: grpc_alias_ok }, upstream: f-grpc, rewrite: { model: grpc_ok } }
   - { match: { model_prefix: "http_" }, upstream: f-http }
   - { match: { model_prefix: "grpc_" }, upstream: f-grpc }
 """
@@ -787,13 +789,11 @@ def h2_model_infer(address, message, on_first_data=None, metadata=(), timeout=30
     return headers, bytes(data), trailers, reset
 
 
-class GrpcAnswerAsItArrives(unittest.TestCase):
-    """gRPC client -> HTTP upstream (GH) with a 1 MiB answer: the gateway sends its client the
-    ModelInferResponse while the upstream's binary body is still arriving
-    (gateway/frontends/grpc_answer_relay.h). UP holds its answer half-way until the test has
+class HeldGrpcAnswer:
+    """A gRPC client's 1 MiB ModelInfer whose answer UP holds half-way until the test has
     the first DATA bytes of the gateway's answer (a raw HTTP/2 client: grpcio shows a message
-    only whole), so a gateway that read the whole body first could not have answered: UP's
-    `held` then says the hold timed out."""
+    only whole), so a gateway that took the upstream's whole answer first could not have
+    answered: UP's `held` then says the hold timed out. Mixed into the test cases below."""
 
     FLOATS = 1 << 18
 
@@ -802,6 +802,25 @@ class GrpcAnswerAsItArrives(unittest.TestCase):
 
     def tearDown(self):
         UP.disarm()
+
+    def assertCutUnavailable(self, model, upstream):
+        """`model`'s answer breaks off mid-message at UP: the client has the HEADERS and part
+        of the message, then UNAVAILABLE naming `upstream`, never a whole message; grpcio,
+        without the hold, reports the gateway's status, not an answer."""
+        headers, data, trailers, reset, held = self.held_answer(model)
+        self.assertEqual(held, [True])
+        self.assertEqual(headers.get(":status"), "200")
+        self.assertGreater(len(data), 5)
+        (length,) = struct.unpack(">I", data[1:5])
+        self.assertLess(len(data), 5 + length, "a whole message came")
+        self.assertIsNone(reset)
+        self.assertEqual(trailers.get("grpc-status"), str(grpc.StatusCode.UNAVAILABLE.value[0]), trailers)
+        self.assertIn(upstream, trailers.get("grpc-message", ""))
+        with self.assertRaises(grpc.RpcError) as raised:
+            grpc_channel(GW).unary_unary(MODEL_INFER)(self.request(model), timeout=30)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAVAILABLE, raised.exception.details())
+        self.assertIn(upstream, raised.exception.details())
+        self.assertServedAfter()
 
     def request(self, model):
         request = pb.ModelInferRequest(model_name=model)
@@ -823,6 +842,12 @@ class GrpcAnswerAsItArrives(unittest.TestCase):
         finally:
             UP.release()
         return answer + (UP.held[before:],)
+
+
+class GrpcAnswerAsItArrives(HeldGrpcAnswer, unittest.TestCase):
+    """gRPC client -> HTTP upstream (GH) with a 1 MiB answer: the gateway sends its client the
+    ModelInferResponse while the upstream's binary body is still arriving
+    (gateway/frontends/grpc_answer_relay.h, GrpcAnswerRelay)."""
 
     def assertServedAfter(self):
         outcome = Client(GW, GH).infer("http_ok")
@@ -856,21 +881,7 @@ class GrpcAnswerAsItArrives(unittest.TestCase):
     def test_an_upstream_reset_after_the_head_cuts_the_answer(self):
         """The client has the HEADERS and some of the message, then the gateway's status for
         the reset, never a whole message; grpcio reports an error, not an answer."""
-        headers, data, trailers, reset, held = self.held_answer("http_reset_binary")
-        self.assertEqual(held, [True])
-        self.assertEqual(headers.get(":status"), "200")
-        self.assertGreater(len(data), 5)
-        (length,) = struct.unpack(">I", data[1:5])
-        self.assertLess(len(data), 5 + length, "a whole message came")
-        self.assertIsNone(reset)
-        self.assertEqual(trailers.get("grpc-status"), str(grpc.StatusCode.UNAVAILABLE.value[0]), trailers)
-        self.assertIn("f-http", trailers.get("grpc-message", ""))
-        # grpcio, the same cut without the hold: the status it reports is the gateway's.
-        with self.assertRaises(grpc.RpcError) as raised:
-            grpc_channel(GW).unary_unary(MODEL_INFER)(self.request("http_reset_binary"), timeout=30)
-        self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAVAILABLE, raised.exception.details())
-        self.assertIn("f-http", raised.exception.details())
-        self.assertServedAfter()
+        self.assertCutUnavailable("http_reset_binary", "f-http")
 
     def test_a_deadline_mid_answer_ends_it_with_its_status(self):
         headers, data, trailers, reset, held = self.held_answer(
@@ -890,6 +901,85 @@ class GrpcAnswerAsItArrives(unittest.TestCase):
         UP.hold(30)
         with self.assertRaises(ConnectionAbortedError):
             h2_model_infer(GW.address("grpc"), self.request("http_ok"), leave)
+        UP.release()
+        self.assertServedAfter()
+
+
+
+class GrpcPassthroughAsItArrives(HeldGrpcAnswer, unittest.TestCase):
+    """gRPC client -> gRPC upstream (GG) with a 1 MiB answer: the gateway passes the
+    upstream's message on, byte for byte, while it is still arriving
+    (gateway/frontends/grpc_answer_relay.h, PassthroughAnswerRelay)."""
+
+    def upstream_message(self, model, empty_tail=False):
+        """The message UP answers `model`'s request with: what the client must get, as it is."""
+        request = pb.ModelInferRequest.FromString(self.request(model))
+        return UP._grpc_echo(request, empty_tail).SerializeToString()
+
+    def assertServedAfter(self):
+        outcome = Client(GW, GG).infer("grpc_ok")
+        self.assertTrue(outcome.ok, outcome)
+
+    def test_the_upstreams_message_goes_on_before_it_is_whole(self):
+        for model, empty_tail in (("grpc_ok", False), ("grpc_ok_empty", True)):
+            with self.subTest(model=model):
+                headers, data, trailers, reset, held = self.held_answer(model)
+                self.assertEqual(held, [True], "the answer began only once UP's message was whole")
+                self.assertIsNone(reset)
+                self.assertEqual(headers.get(":status"), "200")
+                self.assertEqual(trailers.get("grpc-status"), "0", trailers)
+                expected = self.upstream_message(model, empty_tail)
+                self.assertEqual(data[:5], b"\0" + struct.pack(">I", len(expected)))
+                self.assertTrue(data[5:] == expected, "the message is not the upstream's, byte for byte")
+        # grpcio takes the same answer (no hold: it may come either way).
+        answer = grpc_channel(GW).unary_unary(MODEL_INFER)(self.request("grpc_ok_empty"), timeout=30)
+        self.assertTrue(answer == self.upstream_message("grpc_ok_empty", True))
+
+    def test_an_upstream_reset_mid_message_cuts_the_answer(self):
+        """The client has the HEADERS and part of the message, then UNAVAILABLE naming the
+        upstream: never a whole message."""
+        self.assertCutUnavailable("grpc_rst_mid", "f-grpc")
+
+    def test_an_error_status_after_the_message_is_the_clients_status(self):
+        """UP sends the whole message, then grpc-status 13: the client's call ends with the
+        upstream's error, as when the answer is taken whole."""
+        headers, data, trailers, reset, held = self.held_answer("grpc_status_after")
+        self.assertEqual(held, [True])
+        self.assertEqual(headers.get(":status"), "200")
+        self.assertEqual(trailers.get("grpc-status"), str(grpc.StatusCode.INTERNAL.value[0]), trailers)
+        with self.assertRaises(grpc.RpcError) as raised:
+            grpc_channel(GW).unary_unary(MODEL_INFER)(self.request("grpc_status_after"), timeout=30)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.INTERNAL)
+        self.assertEqual(raised.exception.details(), F.ERROR_TEXT)
+        self.assertServedAfter()
+
+    def test_a_deadline_mid_answer_ends_it_with_its_status(self):
+        headers, data, trailers, reset, held = self.held_answer(
+            "grpc_ok", timeout=30, release=False, metadata=[("grpc-timeout", "1500m")])
+        self.assertEqual(headers.get(":status"), "200")
+        (length,) = struct.unpack(">I", data[1:5])
+        self.assertLess(len(data), 5 + length)
+        self.assertEqual(trailers.get("grpc-status"), str(grpc.StatusCode.DEADLINE_EXCEEDED.value[0]), trailers)
+        self.assertServedAfter()
+
+    def test_a_renamed_model_waits_for_the_whole_message(self):
+        """A route that rewrites the model's name changes the message: taken whole, renamed."""
+        headers, data, trailers, reset, held = self.held_answer("grpc_alias_ok", timeout=1.5)
+        self.assertEqual(held, [False], "a renamed answer began before its message was whole")
+        self.assertEqual(trailers.get("grpc-status"), "0", trailers)
+        answer = pb.ModelInferResponse.FromString(data[5:])
+        self.assertEqual(answer.model_name, "grpc_alias_ok")
+        self.assertTrue(answer.raw_output_contents[0] == self.values, "the tensor differs")
+
+    def test_a_client_that_resets_mid_answer_leaves_the_gateway_serving(self):
+        def leave(conn, sock, sid):
+            conn.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
+            sock.sendall(conn.data_to_send())
+            raise ConnectionAbortedError("left")
+
+        UP.hold(30)
+        with self.assertRaises(ConnectionAbortedError):
+            h2_model_infer(GW.address("grpc"), self.request("grpc_ok"), leave)
         UP.release()
         self.assertServedAfter()
 
