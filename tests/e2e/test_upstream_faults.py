@@ -793,7 +793,8 @@ class HeldGrpcAnswer:
     """A gRPC client's 1 MiB ModelInfer whose answer UP holds half-way until the test has
     the first DATA bytes of the gateway's answer (a raw HTTP/2 client: grpcio shows a message
     only whole), so a gateway that took the upstream's whole answer first could not have
-    answered: UP's `held` then says the hold timed out. Mixed into the test cases below."""
+    answered: UP's `held` then says the hold timed out. Mixed into the test cases below,
+    each naming OK_MODEL, a model whose answer UP sends whole and well."""
 
     FLOATS = 1 << 18
 
@@ -822,6 +823,27 @@ class HeldGrpcAnswer:
         self.assertIn(upstream, raised.exception.details())
         self.assertServedAfter()
 
+    def test_a_deadline_mid_answer_ends_it_with_its_status(self):
+        headers, data, trailers, reset, held = self.held_answer(
+            self.OK_MODEL, timeout=30, release=False, metadata=[("grpc-timeout", "1500m")])
+        self.assertEqual(headers.get(":status"), "200")
+        (length,) = struct.unpack(">I", data[1:5])
+        self.assertLess(len(data), 5 + length)
+        self.assertEqual(trailers.get("grpc-status"), str(grpc.StatusCode.DEADLINE_EXCEEDED.value[0]), trailers)
+        self.assertServedAfter()
+
+    def test_a_client_that_resets_mid_answer_leaves_the_gateway_serving(self):
+        def leave(conn, sock, sid):
+            conn.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
+            sock.sendall(conn.data_to_send())
+            raise ConnectionAbortedError("left")
+
+        UP.hold(30)
+        with self.assertRaises(ConnectionAbortedError):
+            h2_model_infer(GW.address("grpc"), self.request(self.OK_MODEL), leave)
+        UP.release()
+        self.assertServedAfter()
+
     def request(self, model):
         request = pb.ModelInferRequest(model_name=model)
         tensor = request.inputs.add()
@@ -848,6 +870,8 @@ class GrpcAnswerAsItArrives(HeldGrpcAnswer, unittest.TestCase):
     """gRPC client -> HTTP upstream (GH) with a 1 MiB answer: the gateway sends its client the
     ModelInferResponse while the upstream's binary body is still arriving
     (gateway/frontends/grpc_answer_relay.h, GrpcAnswerRelay)."""
+
+    OK_MODEL = "http_ok"
 
     def assertServedAfter(self):
         outcome = Client(GW, GH).infer("http_ok")
@@ -883,26 +907,6 @@ class GrpcAnswerAsItArrives(HeldGrpcAnswer, unittest.TestCase):
         the reset, never a whole message; grpcio reports an error, not an answer."""
         self.assertCutUnavailable("http_reset_binary", "f-http")
 
-    def test_a_deadline_mid_answer_ends_it_with_its_status(self):
-        headers, data, trailers, reset, held = self.held_answer(
-            "http_ok", timeout=30, release=False, metadata=[("grpc-timeout", "1500m")])
-        self.assertEqual(headers.get(":status"), "200")
-        (length,) = struct.unpack(">I", data[1:5])
-        self.assertLess(len(data), 5 + length)
-        self.assertEqual(trailers.get("grpc-status"), str(grpc.StatusCode.DEADLINE_EXCEEDED.value[0]), trailers)
-        self.assertServedAfter()
-
-    def test_a_client_that_resets_mid_answer_leaves_the_gateway_serving(self):
-        def leave(conn, sock, sid):
-            conn.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
-            sock.sendall(conn.data_to_send())
-            raise ConnectionAbortedError("left")
-
-        UP.hold(30)
-        with self.assertRaises(ConnectionAbortedError):
-            h2_model_infer(GW.address("grpc"), self.request("http_ok"), leave)
-        UP.release()
-        self.assertServedAfter()
 
 
 
@@ -910,6 +914,8 @@ class GrpcPassthroughAsItArrives(HeldGrpcAnswer, unittest.TestCase):
     """gRPC client -> gRPC upstream (GG) with a 1 MiB answer: the gateway passes the
     upstream's message on, byte for byte, while it is still arriving
     (gateway/frontends/grpc_answer_relay.h, PassthroughAnswerRelay)."""
+
+    OK_MODEL = "grpc_ok"
 
     def upstream_message(self, model, empty_tail=False):
         """The message UP answers `model`'s request with: what the client must get, as it is."""
@@ -953,15 +959,6 @@ class GrpcPassthroughAsItArrives(HeldGrpcAnswer, unittest.TestCase):
         self.assertEqual(raised.exception.details(), F.ERROR_TEXT)
         self.assertServedAfter()
 
-    def test_a_deadline_mid_answer_ends_it_with_its_status(self):
-        headers, data, trailers, reset, held = self.held_answer(
-            "grpc_ok", timeout=30, release=False, metadata=[("grpc-timeout", "1500m")])
-        self.assertEqual(headers.get(":status"), "200")
-        (length,) = struct.unpack(">I", data[1:5])
-        self.assertLess(len(data), 5 + length)
-        self.assertEqual(trailers.get("grpc-status"), str(grpc.StatusCode.DEADLINE_EXCEEDED.value[0]), trailers)
-        self.assertServedAfter()
-
     def test_a_renamed_model_waits_for_the_whole_message(self):
         """A route that rewrites the model's name changes the message: taken whole, renamed."""
         headers, data, trailers, reset, held = self.held_answer("grpc_alias_ok", timeout=1.5)
@@ -971,17 +968,6 @@ class GrpcPassthroughAsItArrives(HeldGrpcAnswer, unittest.TestCase):
         self.assertEqual(answer.model_name, "grpc_alias_ok")
         self.assertTrue(answer.raw_output_contents[0] == self.values, "the tensor differs")
 
-    def test_a_client_that_resets_mid_answer_leaves_the_gateway_serving(self):
-        def leave(conn, sock, sid):
-            conn.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
-            sock.sendall(conn.data_to_send())
-            raise ConnectionAbortedError("left")
-
-        UP.hold(30)
-        with self.assertRaises(ConnectionAbortedError):
-            h2_model_infer(GW.address("grpc"), self.request("grpc_ok"), leave)
-        UP.release()
-        self.assertServedAfter()
 
 
 if __name__ == "__main__":
