@@ -1,12 +1,51 @@
 #include "codecs/buffer_pool.h"
 
+#include <sys/mman.h>
+
 #include <bit>
+#include <cstdint>
+#include <new>
 
 namespace infergate::codecs {
 
+namespace {
+
+// A block of at least kHugePageBytes is mapped on its own, aligned to a huge page, and the
+// kernel is asked to back it with huge pages (MADV_HUGEPAGE: transparent huge pages in
+// their default `madvise` mode). First touch then costs one fault per 2 MiB instead of one
+// per 4 KiB: on the VMs this project is measured on, 5.5 ms for 64 MiB instead of 180
+// (bench/README.md, "Blocks on huge pages"). Where the kernel gives none, the advice is
+// ignored and the block is an ordinary mapping. Smaller blocks come from the allocator.
+uint8_t* newBlock(size_t block_size) {
+  if (block_size < BufferPool::kHugePageBytes) return new uint8_t[block_size];  // no zero fill
+  constexpr size_t kAlign = BufferPool::kHugePageBytes;
+  const size_t length = block_size + kAlign;
+  void* raw = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  const auto start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kAlign - 1) & ~(uintptr_t{kAlign} - 1);
+  // The slack before and after the aligned block goes back at once.
+  if (aligned > start) munmap(raw, aligned - start);
+  const uintptr_t end = aligned + block_size;
+  if (start + length > end) munmap(reinterpret_cast<void*>(end), start + length - end);
+  auto* block = reinterpret_cast<uint8_t*>(aligned);
+  madvise(block, block_size, MADV_HUGEPAGE);
+  return block;
+}
+
+void freeBlock(uint8_t* block, size_t block_size) {
+  if (block_size < BufferPool::kHugePageBytes) {
+    delete[] block;
+  } else {
+    munmap(block, block_size);
+  }
+}
+
+}  // namespace
+
 BufferPool::~BufferPool() {
   for (auto& [size, blocks] : free_) {
-    for (uint8_t* b : blocks) delete[] b;
+    for (uint8_t* b : blocks) freeBlock(b, size);
   }
 }
 
@@ -32,7 +71,7 @@ MutableBuffer BufferPool::allocate(size_t size) {
   if (size < kMinBytes) return MutableBuffer::allocate(size);
   const size_t block_size = classOf(size);
   uint8_t* block = popFree(block_size);
-  if (block == nullptr) block = new uint8_t[block_size];  // no zero fill
+  if (block == nullptr) block = newBlock(block_size);
   return own(block, block_size, size);
 }
 
@@ -58,7 +97,7 @@ MutableBuffer BufferPool::own(uint8_t* block, size_t block_size, size_t size) {
   std::weak_ptr<BufferPool> pool = weak_from_this();
   std::shared_ptr<uint8_t[]> storage(block, [pool, block_size](uint8_t* b) {
     if (std::shared_ptr<BufferPool> p = pool.lock()) return p->release(b, block_size);
-    delete[] b;
+    freeBlock(b, block_size);
   });
   return MutableBuffer(std::move(storage), block, size);
 }
@@ -72,7 +111,7 @@ void BufferPool::release(uint8_t* block, size_t block_size) {
       return;
     }
   }
-  delete[] block;
+  freeBlock(block, block_size);
 }
 
 size_t BufferPool::cachedBytes() const {

@@ -16,6 +16,8 @@
 //   max_cached_bytes of free blocks and frees the rest.
 //
 // Size classes: powers of two split in 8 steps, so a block wastes at most 1/8 of its size.
+// Blocks of kHugePageBytes and more are mappings of their own on huge-page boundaries,
+// advised to the kernel for transparent huge pages (buffer_pool.cc, newBlock).
 //
 // Threads: any; one mutex, held only for a free-list push or pop.
 
@@ -33,6 +35,7 @@ namespace infergate::codecs {
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
   static constexpr size_t kMinBytes = size_t{1} << 20;
+  static constexpr size_t kHugePageBytes = size_t{2} << 20;
 
   // Owned through the shared_ptr: blocks in use hold a weak reference to come back.
   static std::shared_ptr<BufferPool> create(size_t max_cached_bytes);

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -64,6 +68,40 @@ TEST(BufferPool, TakeFreeOnlyHandsOutBlocksAlreadyHeld) {
   EXPECT_EQ(pool->takeFree(70 * kMiB).size(), 0u) << "the one free block is taken";
   taken = MutableBuffer();
   EXPECT_EQ(pool->cachedBytes(), 72 * kMiB) << "a taken block comes back like an allocated one";
+}
+
+// The VmFlags line of the mapping of /proc/self/smaps that holds `address` ("" if none).
+std::string vmFlagsOf(const void* address) {
+  const auto at = reinterpret_cast<uintptr_t>(address);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t start = 0, end = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> start >> dash >> end && dash == '-') {
+      inside = start <= at && at < end;
+    } else if (inside && line.starts_with("VmFlags:")) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST(BufferPool, LargeBlocksLieOnHugePagesAndAreAdvisedForThem) {
+  auto pool = BufferPool::create(256 * kMiB);
+  for (size_t size : {2 * kMiB, 9 * kMiB + 5, 64 * kMiB + 100}) {
+    MutableBuffer m = pool->allocate(size);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(m.data()) % BufferPool::kHugePageBytes, 0u) << size;
+    std::memset(m.data(), 7, m.size());  // the whole block is writable
+    const std::string flags = vmFlagsOf(m.data());
+    ASSERT_FALSE(flags.empty()) << "no mapping holds the block of " << size;
+    EXPECT_NE((flags + " ").find(" hg "), std::string::npos) << size << ": " << flags;
+  }
+  // A block below a huge page comes from the allocator, not advised on its own.
+  MutableBuffer small = pool->allocate(kMiB + 1);
+  EXPECT_EQ(vmFlagsOf(small.data()).find(" hg"), std::string::npos);
 }
 
 TEST(BufferPool, SmallSizesAreNotPooled) {
