@@ -410,12 +410,16 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
       exchange->beginStream(std::move(head));
       *streaming = true;
     };
+    // The events' pieces count against the upstream client's window until the client's
+    // connection has written them: a client that reads slowly makes the upstream's events
+    // wait on its socket, instead of the gateway holding them (windowed_data).
+    callbacks.windowed_data = true;
     auto held = std::make_shared<codecs::BufferChain>();
     callbacks.on_data = [exchange, streaming, held](codecs::Buffer piece) {
       if (*streaming) {
         exchange->sendChunk(std::move(piece));
       } else {
-        held->append(std::move(piece));
+        held->append(codecs::Buffer::copyOf(piece.view()));  // kept to the end: out of the window
       }
     };
     callbacks.on_complete = [exchange, streaming, held, names = std::move(names)](

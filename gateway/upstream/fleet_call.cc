@@ -361,6 +361,7 @@ class FleetHttpCall final : public HttpCallHandle,
       callbacks.on_data = [self](codecs::Buffer piece) {
         if (self->callbacks_.on_data) self->callbacks_.on_data(std::move(piece));
       };
+      callbacks.windowed_data = callbacks_.windowed_data;
     }
     // Passed on as it is: a relay's head comes only once the request was sent, after which
     // no failure is retried (wasNotSent), so the attempt needs no watch on it.

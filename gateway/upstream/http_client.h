@@ -140,6 +140,13 @@ struct HttpUpstreamCallbacks {
   // Optional; set to stream the body.
   std::function<void(int status, const http::HeaderList& headers)> on_head;
   std::function<void(codecs::Buffer piece)> on_data;
+  // With on_head: the pieces on_data is handed count against kRelayWindowBytes until they
+  // are let go of (on the loop thread), as a relay's blocks do; while they pass it, the
+  // upstream's socket is not read (TCP holds the upstream back), and reading resumes at
+  // half. Only for a caller that lets go of each piece once it is passed on (written to
+  // its client): one that keeps them would wait for the call's timeout. The native engine
+  // only; libcurl hands its pieces on as they come.
+  bool windowed_data = false;
   // Optional, instead of on_head: only a final answer whose body (Content-Length above
   // kRelayStepBytes, not chunked) is still arriving once its head is in goes here, without
   // a copy: the body is read into one buffer of its length as when buffered, its pieces

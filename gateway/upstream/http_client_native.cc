@@ -103,6 +103,7 @@ std::shared_ptr<HttpCallHandle> NativeHttpClient::Engine::send(
   call->request = std::move(request);
   call->relay = callbacks.relay != nullptr;
   call->streaming = callbacks.on_head && !call->relay;
+  if (call->streaming && callbacks.windowed_data) call->window = std::make_shared<RelayWindow>();
   call->callbacks = std::move(callbacks);
   call->endpoint = endpointText(endpoint);
   const std::string& method = call->request->method;

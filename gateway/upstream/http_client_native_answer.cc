@@ -85,6 +85,11 @@ void NativeHttpClient::Engine::readSome(Connection& c) {
     }
     char* into = read_buffer_.get();
     size_t room = kReadBufferBytes;
+    if (call->streaming && call->window != nullptr && call->window->held >= kRelayWindowBytes) {
+      call->window->waiting = &c;  // windowed pieces (windowed_data): the caller holds a window's worth
+      event_del(c.readable);
+      break;
+    }
     if (call->direct && call->blocks) {
       const BlockRoom block = blockRoom(c, *call);
       if (block == BlockRoom::kFailed) return;
@@ -327,6 +332,16 @@ void NativeHttpClient::Engine::handOnBlock(Call& call) {
   markNews(call);
 }
 
+// A streamed piece (windowed_data): a copy of its own, whose bytes count against the call's
+// window until its last owner lets go of it.
+codecs::Buffer NativeHttpClient::Engine::windowedPiece(Call& call, const char* data, size_t size) {
+  codecs::MutableBuffer copy = codecs::MutableBuffer::allocate(size);
+  std::memcpy(copy.data(), data, size);
+  auto owner = std::make_shared<RelayBlock>(std::move(copy), size, call.window);
+  call.window->held += size;
+  return codecs::Buffer(owner, owner->block.data(), size);
+}
+
 NativeHttpClient::Engine::BlockRoom NativeHttpClient::Engine::blockRoom(Connection& c, Call& call) {
   if (call.block.size() > 0) return BlockRoom::kReady;  // a block is handed on once full
   if (call.window->held + kRelayBlockBytes > kRelayWindowBytes) {
@@ -504,7 +519,11 @@ int NativeHttpClient::Engine::onBody(http_parser* p, const char* at, size_t leng
   Call& call = callOf(p);
   try {
     if (call.streaming) {
-      call.pieces.push_back(codecs::Buffer::copyOf(std::string_view(at, length)));
+      if (call.window != nullptr) {
+        call.pieces.push_back(windowedPiece(call, at, length));
+      } else {
+        call.pieces.push_back(codecs::Buffer::copyOf(std::string_view(at, length)));
+      }
       call.owner->markNews(call);
       return 0;
     }

@@ -81,7 +81,8 @@ class NativeHttpClient::Engine {
     size_t relayed = 0;
     // A relay that takes blocks (AnswerRelay::takesBlocks): the body is read into `block`
     // (`block_used` of it filled; empty: none yet) instead of `body`, each block handed on
-    // whole, and `window` counts what the relay holds of them.
+    // whole, and `window` counts what the relay holds of them. A streamed answer whose
+    // caller asked for windowed_data counts its pieces in `window` too.
     bool blocks = false;
     codecs::MutableBuffer block;
     size_t block_used = 0;
@@ -224,6 +225,9 @@ class NativeHttpClient::Engine {
   void relayProgress(Call& call);
   // A relay taking blocks: the filled part of the call's block goes on as a piece.
   void handOnBlock(Call& call);
+  // A streamed answer's piece under windowed_data: copied into storage counted in the
+  // call's window until the piece is let go of.
+  static codecs::Buffer windowedPiece(Call& call, const char* data, size_t size);
   // Before a read of a relay taking blocks: the block to read into. kWait: the relay holds
   // its window, so reading waits (`c.readable` deleted until it lets go); kFailed: no memory
   // for a block (the call failed, `c` is gone).

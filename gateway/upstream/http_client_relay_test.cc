@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "gateway/upstream/http_client_native_engine.h"
 #include "gateway/upstream/http_client_test_fixture.h"
 
 namespace infergate::gateway::upstream::testing {
@@ -71,6 +72,20 @@ RelayRecord relay(LoopThread& thread, HttpUpstreamClient& client,
   });
   EXPECT_EQ(complete.get_future().wait_for(kWait), std::future_status::ready);
   return record;
+}
+
+// `read()`, run on `thread`'s loop every 50 ms until it is nonzero and the same six times
+// running (or 10 s): how far a window lets bytes come.
+size_t steadyValue(LoopThread& thread, const std::function<size_t()>& read) {
+  size_t value = 0, steady = 0;
+  for (int i = 0; i < 200 && steady < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    size_t now = 0;
+    thread.run([&] { now = read(); });
+    steady = now == value && now > 0 ? steady + 1 : 0;
+    value = now;
+  }
+  return value;
 }
 
 std::string patterned(size_t size) {
@@ -202,15 +217,7 @@ TEST_P(HttpClientTest, ARelayTakingBlocksIsHandedNoMoreThanItsWindowUntilItLetsG
   StatusOr<HttpUpstreamResponse> result = absl::UnknownError("not yet");
   std::future<void> done = sendRelayed(client_thread_, client(), upstream.endpoint(), post("/x", "q"), relay, &result);
   if (native) {
-    // Until what the relay holds stops growing (or 10 s).
-    size_t held = 0, steady = 0;
-    for (int i = 0; i < 200 && steady < 6; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      size_t now = 0;
-      client_thread_.run([&] { now = relay->held_bytes; });
-      steady = now == held && now > 0 ? steady + 1 : 0;
-      held = now;
-    }
+    const size_t held = steadyValue(client_thread_, [&] { return relay->held_bytes; });
     EXPECT_EQ(held, kRelayWindowBytes);  // whole steps up to the window, and no more
     EXPECT_NE(done.wait_for(std::chrono::milliseconds(0)), std::future_status::ready);
     EXPECT_LT(written.load(), body.size()) << "the upstream was read ahead of the relay";
@@ -230,6 +237,77 @@ TEST_P(HttpClientTest, ARelayTakingBlocksIsHandedNoMoreThanItsWindowUntilItLetsG
   EXPECT_LE(relay->largest_piece, kRelayBlockBytes);  // a block each
   EXPECT_EQ(relay->text.size(), body.size());
   EXPECT_TRUE(relay->text == body);
+}
+
+TEST_P(HttpClientTest, WindowedStreamingPiecesHoldTheUpstreamBackWhileTheCallerKeepsThem) {
+  // A chunked answer (as generate_stream's events come) far larger than the window, to a
+  // caller that keeps its pieces (windowed_data): the native engine reads about a window's
+  // worth, the upstream cannot send the rest; once the caller lets go, the rest arrives
+  // whole and in order. libcurl hands its pieces on as they come.
+  const bool native = GetParam() == HttpClientEngine::kAuto;
+  const std::string body = patterned(96 * 1024 * 1024);
+  std::atomic<size_t> written{0};
+  RawUpstream upstream([&](RawUpstream& u) {
+    int fd = u.accept();
+    ASSERT_GE(fd, 0);
+    RawUpstream::readRequest(fd);
+    RawUpstream::write(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
+    char size[16];
+    for (size_t at = 0; at < body.size(); at += 65536) {
+      const size_t n = std::min<size_t>(65536, body.size() - at);
+      RawUpstream::write(fd, std::string_view(size, std::snprintf(size, sizeof(size), "%zx\r\n", n)));
+      RawUpstream::write(fd, std::string_view(body).substr(at, n));
+      RawUpstream::write(fd, "\r\n");
+      written = at + n;
+    }
+    RawUpstream::write(fd, "0\r\n\r\n");
+    RawUpstream::drain(fd);
+    ::close(fd);
+  });
+  // Client loop only.
+  std::vector<Buffer> kept;
+  size_t kept_bytes = 0;
+  bool keeping = true;
+  std::string text;
+  std::promise<void> complete;
+  StatusOr<HttpUpstreamResponse> result = absl::UnknownError("not yet");
+  client_thread_.run([&] {
+    HttpUpstreamCallbacks callbacks;
+    callbacks.windowed_data = true;
+    callbacks.on_head = [](int, const http::HeaderList&) {};
+    callbacks.on_data = [&](Buffer piece) {
+      text += piece.view();
+      if (!keeping) return;
+      kept_bytes += piece.size();
+      kept.push_back(std::move(piece));
+    };
+    callbacks.on_complete = [&](StatusOr<HttpUpstreamResponse> r) {
+      result = std::move(r);
+      complete.set_value();
+    };
+    client().send(upstream.endpoint(), post("/x", "q"), std::move(callbacks));
+  });
+  std::future<void> done = complete.get_future();
+  if (native) {
+    const size_t held = steadyValue(client_thread_, [&] { return kept_bytes; });
+    EXPECT_GE(held, kRelayWindowBytes);
+    EXPECT_LE(held, kRelayWindowBytes + native_detail::kReadBufferBytes);  // a read past the window, no more
+    EXPECT_NE(done.wait_for(std::chrono::milliseconds(0)), std::future_status::ready);
+    EXPECT_LT(written.load(), body.size()) << "the upstream was read ahead of the caller";
+    client_thread_.run([&] {
+      keeping = false;
+      kept.clear();  // let go: reading resumes
+    });
+  }
+  ASSERT_EQ(done.wait_for(kWait), std::future_status::ready);
+  client_thread_.run([&] {
+    kept.clear();
+    client_.reset();
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->status, 200);
+  EXPECT_EQ(text.size(), body.size());
+  EXPECT_TRUE(text == body);
 }
 
 TEST_P(HttpClientTest, ARelayTakingBlocksCutShortGetsWhatCameThenUnavailable) {
