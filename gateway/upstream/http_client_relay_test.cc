@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,6 +73,30 @@ RelayRecord relay(LoopThread& thread, HttpUpstreamClient& client,
   });
   EXPECT_EQ(complete.get_future().wait_for(kWait), std::future_status::ready);
   return record;
+}
+
+// An upstream answering one request 200 with `body` 64 KiB at a time, with a Content-Length
+// or as chunks (an event stream's type); `written` counts the body's bytes sent so far.
+std::unique_ptr<RawUpstream> steppedUpstream(const std::string& body, bool chunked, std::atomic<size_t>& written) {
+  return std::make_unique<RawUpstream>([&body, chunked, &written](RawUpstream& u) {
+    int fd = u.accept();
+    ASSERT_GE(fd, 0);
+    RawUpstream::readRequest(fd);
+    RawUpstream::write(fd, chunked ? std::string("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                                                 "Transfer-Encoding: chunked\r\n\r\n")
+                                   : "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+    char size[16];
+    for (size_t at = 0; at < body.size(); at += 65536) {
+      const size_t n = std::min<size_t>(65536, body.size() - at);
+      if (chunked) RawUpstream::write(fd, std::string_view(size, std::snprintf(size, sizeof(size), "%zx\r\n", n)));
+      RawUpstream::write(fd, std::string_view(body).substr(at, n));
+      if (chunked) RawUpstream::write(fd, "\r\n");
+      written = at + n;
+    }
+    if (chunked) RawUpstream::write(fd, "0\r\n\r\n");
+    RawUpstream::drain(fd);
+    ::close(fd);
+  });
 }
 
 // `read()`, run on `thread`'s loop every 50 ms until it is nonzero and the same six times
@@ -201,21 +226,10 @@ TEST_P(HttpClientTest, ARelayTakingBlocksIsHandedNoMoreThanItsWindowUntilItLetsG
   const bool native = GetParam() == HttpClientEngine::kAuto;
   const std::string body = patterned(96 * 1024 * 1024);
   std::atomic<size_t> written{0};
-  RawUpstream upstream([&](RawUpstream& u) {
-    int fd = u.accept();
-    ASSERT_GE(fd, 0);
-    RawUpstream::readRequest(fd);
-    RawUpstream::write(fd, "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n");
-    for (size_t at = 0; at < body.size(); at += 65536) {
-      RawUpstream::write(fd, std::string_view(body).substr(at, 65536));
-      written = std::min(body.size(), at + 65536);
-    }
-    RawUpstream::drain(fd);
-    ::close(fd);
-  });
+  auto upstream = steppedUpstream(body, /*chunked=*/false, written);
   auto relay = std::make_shared<KeepingRelay>();
   StatusOr<HttpUpstreamResponse> result = absl::UnknownError("not yet");
-  std::future<void> done = sendRelayed(client_thread_, client(), upstream.endpoint(), post("/x", "q"), relay, &result);
+  std::future<void> done = sendRelayed(client_thread_, client(), upstream->endpoint(), post("/x", "q"), relay, &result);
   if (native) {
     const size_t held = steadyValue(client_thread_, [&] { return relay->held_bytes; });
     EXPECT_EQ(held, kRelayWindowBytes);  // whole steps up to the window, and no more
@@ -247,23 +261,7 @@ TEST_P(HttpClientTest, WindowedStreamingPiecesHoldTheUpstreamBackWhileTheCallerK
   const bool native = GetParam() == HttpClientEngine::kAuto;
   const std::string body = patterned(96 * 1024 * 1024);
   std::atomic<size_t> written{0};
-  RawUpstream upstream([&](RawUpstream& u) {
-    int fd = u.accept();
-    ASSERT_GE(fd, 0);
-    RawUpstream::readRequest(fd);
-    RawUpstream::write(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
-    char size[16];
-    for (size_t at = 0; at < body.size(); at += 65536) {
-      const size_t n = std::min<size_t>(65536, body.size() - at);
-      RawUpstream::write(fd, std::string_view(size, std::snprintf(size, sizeof(size), "%zx\r\n", n)));
-      RawUpstream::write(fd, std::string_view(body).substr(at, n));
-      RawUpstream::write(fd, "\r\n");
-      written = at + n;
-    }
-    RawUpstream::write(fd, "0\r\n\r\n");
-    RawUpstream::drain(fd);
-    ::close(fd);
-  });
+  auto upstream = steppedUpstream(body, /*chunked=*/true, written);
   // Client loop only.
   std::vector<Buffer> kept;
   size_t kept_bytes = 0;
@@ -285,7 +283,7 @@ TEST_P(HttpClientTest, WindowedStreamingPiecesHoldTheUpstreamBackWhileTheCallerK
       result = std::move(r);
       complete.set_value();
     };
-    client().send(upstream.endpoint(), post("/x", "q"), std::move(callbacks));
+    client().send(upstream->endpoint(), post("/x", "q"), std::move(callbacks));
   });
   std::future<void> done = complete.get_future();
   if (native) {
