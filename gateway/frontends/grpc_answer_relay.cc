@@ -92,7 +92,24 @@ void PassthroughAnswerRelay::onProgress(const codecs::MutableBuffer& message, si
   sink_->sendAhead(codecs::BufferChain(std::move(whole)), arrival_);
 }
 
+bool PassthroughAnswerRelay::takesBlocks(size_t size) {
+  if (sink_ == nullptr || size > max_message_bytes_) return false;  // answered whole, as before
+  length_ = size;
+  return true;
+}
+
+void PassthroughAnswerRelay::onBlock(codecs::Buffer block) {
+  if (sink_ == nullptr) return;  // dropped: its window goes back to the upstream
+  if (!growing_) {
+    growing_ = true;
+    sink_->sendGrowing(length_);
+  }
+  sent_ += block.size();
+  sink_->sendPiece(std::move(block));
+}
+
 bool PassthroughAnswerRelay::complete(const codecs::MovableByteBuffer& answer) {
+  if (growing_) return sent_ == length_ && answer.length() == 0;
   const codecs::BufferChain* chain = answer.chain();
   if (arrival_ == nullptr || chain == nullptr || chain->segments().size() != 1) return false;
   const codecs::Buffer& whole = chain->segments().front();

@@ -56,6 +56,10 @@ class GrpcAnswerRelay final : public DecodedAnswerRelay {
    public:
     // `message` references bytes that `arrival` says are not all in yet. Once per call.
     virtual void sendAhead(codecs::BufferChain message, std::shared_ptr<http::BodyArrival> arrival) = 0;
+    // Instead of sendAhead: a message of `length` bytes whose Buffers follow (sendPiece),
+    // in order, each let go of once sent. Once per call.
+    virtual void sendGrowing(size_t length) = 0;
+    virtual void sendPiece(codecs::Buffer piece) = 0;
 
    protected:
     ~Sink() = default;
@@ -119,13 +123,22 @@ class GrpcAnswerRelay final : public DecodedAnswerRelay {
 // large answer's two transfers, upstream to gateway and gateway to client, overlap instead
 // of following one another.
 //
+// It takes the message in blocks (AnswerProgress::takesBlocks), so that the gateway holds
+// a window of it, not all of it, and a slow client makes the upstream wait:
+//
+//   the first block        the sink gets the message's length (sendGrowing), then the block
+//   every block            goes to the sink (sendPiece), let go of once sent
+//   the call's end         complete(answer): every block of the message went; any other
+//                          end (an error, a message short) is the caller's to send as the
+//                          status that cuts the message short
+//
+// Where the client gives progress instead (a message that came in one buffer):
+//
 //   the first progress     the whole buffer, most of it still being written, goes to the
 //                          sink as the message, with an arrival at what is in
 //   every later one        the arrival moves on
 //   the call's end         complete(answer): the client's answer is that buffer, whole;
-//                          the arrival's last bytes go. Any other end (an error, a message
-//                          that is not that buffer) is the caller's to send as the status
-//                          that cuts the message short
+//                          the arrival's last bytes go
 //
 // It applies only where the message goes on unchanged: a server that can send a message in
 // pieces (the native one), a route without a model or version rewrite (the answer's
@@ -142,18 +155,27 @@ class PassthroughAnswerRelay final : public upstream::AnswerProgress {
 
   // The call is done with it: nothing more goes to the sink.
   void detach() { sink_ = nullptr; }
-  bool sentAhead() const { return arrival_ != nullptr; }
-  // The call answered OK with `answer` after the message went ahead: true, and the
-  // arrival complete, when `answer` is the buffer sent ahead, whole.
+  bool sentAhead() const { return arrival_ != nullptr || growing_; }
+  // The call answered OK with `answer` after the message went ahead: true when every block
+  // of it went, or when `answer` is the buffer sent ahead, whole (the arrival completed).
   bool complete(const codecs::MovableByteBuffer& answer);
+  // The message's bytes that went.
+  size_t messageBytes() const { return growing_ ? sent_ : (arrival_ != nullptr ? arrival_->size() : 0); }
 
   // upstream::AnswerProgress
   void onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) override;
+  bool takesBlocks(size_t size) override;
+  void onBlock(codecs::Buffer block) override;
 
  private:
   GrpcAnswerRelay::Sink* sink_;
   uint64_t max_message_bytes_;
   std::shared_ptr<http::BodyArrival> arrival_;
+  // In blocks: the message's length (from takesBlocks), whether the sink has it, and the
+  // bytes sent of it.
+  size_t length_ = 0;
+  bool growing_ = false;
+  size_t sent_ = 0;
 };
 
 }  // namespace infergate::gateway::frontends::grpc_detail

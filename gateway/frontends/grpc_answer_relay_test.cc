@@ -26,10 +26,17 @@ struct Sink final : GrpcAnswerRelay::Sink {
     arrival = std::move(a);
     received_at_start = arrival->received();
   }
+  void sendGrowing(size_t length) override {
+    ++calls;
+    growing_length = length;
+  }
+  void sendPiece(codecs::Buffer piece) override { pieces.push_back(std::move(piece)); }
   int calls = 0;
   codecs::BufferChain message;
   std::shared_ptr<http::BodyArrival> arrival;
   uint64_t received_at_start = 0;
+  size_t growing_length = 0;
+  std::vector<codecs::Buffer> pieces;
 };
 
 std::string outputJson(const std::string& name, const std::string& datatype, const std::string& shape,
@@ -287,6 +294,46 @@ TEST(PassthroughAnswerRelay, AMessagePastTheClientsLimitOrADetachedRelaySendsNot
   message.write(detached, 300000);
   EXPECT_EQ(sink.calls, 0);
   EXPECT_FALSE(detached.sentAhead());
+}
+
+// In blocks, as the native gRPC client tells a message the relay takes that way.
+TEST(PassthroughAnswerRelayBlocks, SendsTheLengthThenEachBlockAndCompletesWhenAllWent) {
+  Sink sink;
+  PassthroughAnswerRelay relay(sink, kNoLimit);
+  const size_t length = (2 << 20) + 1000;
+  ASSERT_TRUE(relay.takesBlocks(length));
+  EXPECT_FALSE(relay.sentAhead());
+  const std::string bytes(length, 'b');
+  codecs::Buffer whole = codecs::Buffer::copyOf(bytes);
+  relay.onBlock(whole.slice(0, 1 << 20));
+  EXPECT_TRUE(relay.sentAhead());
+  EXPECT_EQ(sink.calls, 1);
+  EXPECT_EQ(sink.growing_length, length);
+  relay.onBlock(whole.slice(1 << 20, 1 << 20));
+  EXPECT_FALSE(relay.complete(codecs::MovableByteBuffer())) << "a block is still to come";
+  relay.onBlock(whole.slice(2 << 20, 1000));
+  EXPECT_EQ(sink.calls, 1);
+  ASSERT_EQ(sink.pieces.size(), 3u);
+  std::string sent;
+  for (const codecs::Buffer& piece : sink.pieces) sent += piece.view();
+  EXPECT_TRUE(sent == bytes);
+  EXPECT_EQ(relay.messageBytes(), length);
+  EXPECT_TRUE(relay.complete(codecs::MovableByteBuffer()));
+}
+
+TEST(PassthroughAnswerRelayBlocks, PastTheClientsLimitOrDetachedItTakesNoBlocks) {
+  Sink sink;
+  PassthroughAnswerRelay over(sink, (1 << 20) - 1);
+  EXPECT_FALSE(over.takesBlocks(1 << 20));
+  PassthroughAnswerRelay detached(sink, kNoLimit);
+  detached.detach();
+  EXPECT_FALSE(detached.takesBlocks(1 << 20));
+  PassthroughAnswerRelay late(sink, kNoLimit);
+  ASSERT_TRUE(late.takesBlocks(1 << 20));
+  late.detach();  // the call ended: blocks still told are dropped
+  late.onBlock(codecs::Buffer::copyOf(std::string(1000, 'x')));
+  EXPECT_EQ(sink.calls, 0);
+  EXPECT_TRUE(sink.pieces.empty());
 }
 
 }  // namespace

@@ -158,7 +158,7 @@ void ModelInferCall::onGrpcAnswer(codecs::Status status, codecs::MovableByteBuff
     if (!passthrough_relay_->complete(answer)) {
       return finish(::grpc::Status(::grpc::StatusCode::INTERNAL, "the upstream's answer ended short"));
     }
-    info_.response_bytes = answer.length();
+    info_.response_bytes = passthrough_relay_->messageBytes();
     return finish(::grpc::Status::OK);
   }
   if (!status.ok()) return finishUpstreamError(status);
@@ -311,6 +311,18 @@ void ModelInferCall::sendAhead(codecs::BufferChain message, std::shared_ptr<http
   std::vector<std::pair<std::string, std::string>> initial;
   if (!info_.request_id.empty()) initial.emplace_back("x-request-id", info_.request_id);
   startAhead(std::move(initial), codecs::MovableByteBuffer(std::move(message)), std::move(arrival));
+}
+
+void ModelInferCall::sendGrowing(size_t length) {
+  if (finished_.load()) return;
+  sent_ahead_ = true;
+  std::vector<std::pair<std::string, std::string>> initial;
+  if (!info_.request_id.empty()) initial.emplace_back("x-request-id", info_.request_id);
+  startGrowing(std::move(initial), length);
+}
+
+void ModelInferCall::sendPiece(codecs::Buffer piece) {
+  if (!finished_.load()) growAhead(std::move(piece));
 }
 
 void ModelInferCall::onDecodedAnswer(codecs::StatusOr<codecs::InferResponse> response) {

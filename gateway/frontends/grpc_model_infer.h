@@ -73,6 +73,10 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
   virtual bool sendsAhead() const { return false; }
   virtual void startAhead(std::vector<std::pair<std::string, std::string>> initial_metadata,
                           codecs::MovableByteBuffer message, std::shared_ptr<http::BodyArrival> arrival) {}
+  // The same for a message of `length` bytes whose Buffers follow (growAhead), in order:
+  // a passthrough answer relayed in blocks.
+  virtual void startGrowing(std::vector<std::pair<std::string, std::string>> initial_metadata, size_t length) {}
+  virtual void growAhead(codecs::Buffer piece) {}
 
   http::EventLoop& loop() const { return loop_; }
 
@@ -85,6 +89,8 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
   void onDecodedAnswer(codecs::StatusOr<codecs::InferResponse> response);
   // GrpcAnswerRelay::Sink: the relay's message, to the server (loop thread).
   void sendAhead(codecs::BufferChain message, std::shared_ptr<http::BodyArrival> arrival) override;
+  void sendGrowing(size_t length) override;
+  void sendPiece(codecs::Buffer piece) override;
   std::shared_ptr<DecodedAnswerRelay> relayFor(const HandoffRequest& request);
   codecs::StatusOr<codecs::InferRequest> decodeBound(const codecs::Buffer& bytes);
   void run(codecs::StatusOr<codecs::InferRequest> request);

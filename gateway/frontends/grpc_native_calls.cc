@@ -90,6 +90,14 @@ class NativeModelInfer final : public ModelInferCall, public CallContext {
     stream_->initial_metadata = std::move(initial_metadata);
     queueArrivingMessage(*stream_, std::move(message), std::move(arrival));
   }
+  void startGrowing(std::vector<std::pair<std::string, std::string>> initial_metadata, size_t length) override {
+    if (stream_ == nullptr || stream_->finished) return;
+    stream_->initial_metadata = std::move(initial_metadata);
+    queueGrowingMessage(*stream_, length);
+  }
+  void growAhead(codecs::Buffer piece) override {
+    if (stream_ != nullptr) growMessage(*stream_, std::move(piece));
+  }
 
   Stream* stream_;  // loop thread
   Fields fields_;   // what metadata_ refers to

@@ -533,6 +533,20 @@ void queueArrivingMessage(Stream& s, codecs::MovableByteBuffer message, std::sha
   submitReply(s);
 }
 
+void queueGrowingMessage(Stream& s, size_t length) {
+  s.out.push_back(upstream::GrpcOutMessage::growing(length));
+  s.unpromised += 5;  // the prefix; the rest as it comes
+  s.growing = true;
+  submitReply(s);
+}
+
+void growMessage(Stream& s, codecs::Buffer piece) {
+  if (!s.growing || s.finished || s.out.empty()) return;  // cut short meanwhile: dropped
+  s.unpromised += piece.size();
+  s.out.back().append(std::move(piece));
+  submitReply(s);
+}
+
 void submitReply(Stream& s) {
   Connection& c = *s.connection;
   if (!s.headers_sent) {
@@ -563,6 +577,7 @@ void replyStatus(Stream& s, const ::grpc::Status& status, std::vector<std::pair<
     if (!s.arrival->complete()) s.unpromised = 0;  // never sent: the message stays short
     s.arrival->unwatch(s.arrival_watch);
   }
+  if (s.growing && !s.out.empty() && !s.out.back().appendedAll()) s.unpromised = 0;  // likewise
   s.trailers.clear();
   s.trailers.emplace_back("grpc-status", std::to_string(static_cast<int>(status.error_code())));
   if (!status.error_message().empty()) {

@@ -121,6 +121,8 @@ struct Stream {
   // the first byte not yet in; its arrival's news resumes the stream.
   std::shared_ptr<http::BodyArrival> arrival;
   uint64_t arrival_watch = 0;
+  // The reply message is growing (queueGrowingMessage): its Buffers still come.
+  bool growing = false;
   // The send timeout for a stream whose client reads its socket but gives the stream no
   // flow-control window: bytes promised so far, and at the connection's last check (with
   // whether bytes waited then). No progress over a whole check with bytes waiting at both
@@ -195,6 +197,13 @@ void queueMessage(Stream& s, codecs::MovableByteBuffer message);
 // message is whole (replyStatus) drops the rest: the client gets that status after a
 // message cut short, never a whole answer.
 void queueArrivingMessage(Stream& s, codecs::MovableByteBuffer message, std::shared_ptr<http::BodyArrival> arrival);
+// The stream's one reply message, `length` bytes whose Buffers follow in order
+// (growMessage): its HEADERS go at once, each Buffer's bytes as the client's window lets
+// them, and each Buffer is let go of once queued to the socket (a message relayed in
+// blocks: grpc_answer_relay.h). A status before all `length` bytes came cuts it short, as
+// for queueArrivingMessage.
+void queueGrowingMessage(Stream& s, size_t length);
+void growMessage(Stream& s, codecs::Buffer piece);
 // The stream's reply changed (new message, final status): submits what HTTP/2 needs.
 void submitReply(Stream& s);
 // Answers the stream with `status` alone, unless it was answered (Trailers-Only, or the

@@ -3,22 +3,19 @@
 #include <algorithm>
 
 namespace infergate::gateway::http2 {
-namespace {
 
-// The streams' receive windows: HTTP/2's largest, given back once half is used (the owner
-// reads every byte as it comes).
-constexpr int64_t kStreamReceiveWindow = kLargestWindow;
-
-}  // namespace
-
+// The streams' receive windows (Options::stream_window) are given back once half is used,
+// or, for a window its owner holds, once half is freed.
 ClientConnection::ClientConnection(Handler& handler, Options options)
     : Connection(handler, Role::kClient, options.max_header_list_bytes,
                  std::initializer_list<Setting>{
                      {SettingId::kEnablePush, 0},
-                     {SettingId::kInitialWindowSize, static_cast<uint32_t>(kStreamReceiveWindow)},
+                     {SettingId::kInitialWindowSize,
+                      static_cast<uint32_t>(std::clamp<int64_t>(options.stream_window, 1, kLargestWindow))},
                      {SettingId::kMaxHeaderListSize, options.max_header_list_bytes},
                  }),
-      owner_(handler) {}
+      owner_(handler),
+      stream_window_(std::clamp<int64_t>(options.stream_window, 1, kLargestWindow)) {}
 
 // ---- requests ----
 
@@ -100,12 +97,41 @@ bool ClientConnection::onStreamData(StreamState& state, uint32_t length) {
   auto& s = static_cast<Stream&>(state);
   if (!s.final_headers || s.remote_ended) return resetForFault(s, s.remote_ended ? kStreamClosed : kProtocolError);
   s.received += length;
-  if (s.received > kStreamReceiveWindow) return resetForFault(s, kFlowControlError);
-  if (s.received >= kStreamReceiveWindow / 2) {
+  if (s.received > stream_window_) return resetForFault(s, kFlowControlError);
+  if (s.owned_window) return true;  // given back as its owner frees it
+  if (s.received >= stream_window_ / 2) {
     queueWindowUpdate(s.id, static_cast<uint32_t>(s.received));
     s.received = 0;
   }
   return true;
+}
+
+void ClientConnection::onStreamPadding(StreamState& state, size_t bytes) {
+  auto& s = static_cast<Stream&>(state);
+  if (!s.owned_window) return;  // counted with the frame, given back with the rest
+  s.freed += static_cast<int64_t>(bytes);
+  giveBackFreed(s);
+}
+
+void ClientConnection::ownWindow(int32_t stream) {
+  auto it = streams_.find(stream);
+  if (it != streams_.end()) it->second.owned_window = true;
+}
+
+void ClientConnection::freeWindow(int32_t stream, size_t bytes) {
+  auto it = streams_.find(stream);
+  if (it == streams_.end() || it->second.resetting || !it->second.owned_window) return;
+  Stream& s = it->second;
+  s.freed = std::min(s.received, s.freed + static_cast<int64_t>(bytes));
+  giveBackFreed(s);
+}
+
+void ClientConnection::giveBackFreed(Stream& s) {
+  // Once the server has sent all it will (remote_ended), no window matters.
+  if (s.freed < stream_window_ / 2 || s.remote_ended || terminated_) return;
+  queueWindowUpdate(s.id, static_cast<uint32_t>(s.freed));
+  s.received -= s.freed;
+  s.freed = 0;
 }
 
 bool ClientConnection::onHeadersStart(int32_t id) {

@@ -7,8 +7,10 @@
 // (connection.h).
 //
 // What it does, for the gateway's gRPC calls toward upstreams:
-//   - the preface, SETTINGS (no push; the largest windows HTTP/2 allows, given back as the
-//     bytes arrive: the owner reads every byte as it comes) and their acknowledgements;
+//   - the preface, SETTINGS (no push; the connection's window HTTP/2's largest, each
+//     stream's Options::stream_window, given back as the bytes arrive: the owner reads
+//     every byte as it comes, or, for a stream whose window its owner holds (ownWindow),
+//     as the owner lets go of them) and their acknowledgements;
 //   - requests: HEADERS (HPACK, CONTINUATION past the server's frame size) on odd stream
 //     ids in order, opened as the server's SETTINGS_MAX_CONCURRENT_STREAMS allows (the
 //     others wait, ids already given), then the body as DATA frames within the server's
@@ -60,6 +62,9 @@ class ClientConnection final : public Connection {
 
   struct Options {
     uint32_t max_header_list_bytes = 1 << 20;  // announced; a larger answer block resets its stream
+    // Each stream's receive window, announced as SETTINGS_INITIAL_WINDOW_SIZE (at most
+    // HTTP/2's largest): what the server may send on a stream ahead of its owner.
+    int64_t stream_window = kLargestWindow;
   };
 
   ClientConnection(Handler& handler, Options options);
@@ -68,6 +73,16 @@ class ClientConnection final : public Connection {
   // 0 when this connection opens no more streams (ids used up, GOAWAY, a connection
   // error): the caller goes elsewhere.
   int32_t submitRequest(std::span<const Field> fields, bool has_body);
+
+  // The stream's window is its owner's from now on (call it before any of its DATA can
+  // arrive, right after submitRequest): its received bytes are given back only as the
+  // owner frees them (freeWindow), once half the window is free. An owner that keeps bytes
+  // holds the server back by that much; one that frees each byte as it comes (or keeps
+  // less than half the window) never stalls it. Padding is freed here.
+  void ownWindow(int32_t stream);
+  // `bytes` of the stream's DATA, received earlier, are the owner's no more. A stream
+  // unknown, reset or not owned: nothing.
+  void freeWindow(int32_t stream, size_t bytes);
 
   // Whether the server sent GOAWAY, or the connection failed.
   bool goingAway() const { return goaway_received_ || terminated_; }
@@ -83,6 +98,8 @@ class ClientConnection final : public Connection {
     bool has_body = false;
     bool final_headers = false;  // a final (non-1xx) header block came
     int64_t received = 0;  // since the last WINDOW_UPDATE
+    bool owned_window = false;  // ownWindow: given back only as freed
+    int64_t freed = 0;          // of `received`, freed by the owner
     std::vector<WaitingField> waiting;  // its fields, copied, until it opens
   };
 
@@ -96,6 +113,8 @@ class ClientConnection final : public Connection {
   // Whether `id` names no stream this end opened (even: the server's; past the last).
   bool idle(int32_t id) const override { return (id & 1) == 0 || id > last_opened_; }
   bool onStreamData(StreamState& s, uint32_t length) override;
+  void onStreamPadding(StreamState& s, size_t bytes) override;
+  void giveBackFreed(Stream& s);
   void onRemoteEnd(StreamState& s) override;
   bool onHeadersStart(int32_t id) override;
   bool onHeaderBlock(int32_t id) override;
@@ -112,6 +131,7 @@ class ClientConnection final : public Connection {
   void open(Stream& s, std::span<const Field> fields);
 
   Handler& owner_;
+  const int64_t stream_window_;
   std::unordered_map<int32_t, Stream> streams_;
   std::deque<int32_t> waiting_open_;  // ids given, HEADERS not framed (the stream limit)
   size_t opened_count_ = 0;  // streams_ opened and not closed

@@ -242,6 +242,48 @@ TEST(ClientConnection, ManyCallsWithBodiesPastEveryWindow) {
   }
 }
 
+TEST(ClientConnection, AStreamWhoseWindowItsOwnerHoldsGetsNoMoreThanTheOwnerFrees) {
+  // A 1 MiB stream window. Stream 1 is the owner's (ownWindow): the server may send it 1 MiB
+  // and no more until the owner frees half of what came; stream 3 is not, and takes its
+  // whole 4 MiB answer at once (given back as it arrives).
+  Owner owner;
+  ClientConnection::Options options;
+  options.stream_window = 1 << 20;
+  ClientConnection client(owner, options);
+  Server server;
+  const int32_t held = client.submitRequest(kRequestHead, false);
+  client.ownWindow(held);
+  const int32_t plain = client.submitRequest(kRequestHead, false);
+  exchange(client, owner, server);
+  std::string body(4 << 20, '\0');
+  for (size_t k = 0; k < body.size(); ++k) body[k] = static_cast<char>(k * 31 % 251);
+  server.answer(held, body);
+  server.answer(plain, body);
+  exchange(client, owner, server);
+  EXPECT_TRUE(owner.calls[plain].data == body);
+  EXPECT_TRUE(owner.calls[plain].closed);
+  Owner::Call& c = owner.calls[held];
+  EXPECT_EQ(c.data.size(), size_t{1} << 20) << "the server sent past the window the owner holds";
+  client.freeWindow(held, 300000);  // less than half the window: nothing given back yet
+  exchange(client, owner, server);
+  EXPECT_EQ(c.data.size(), size_t{1} << 20);
+  client.freeWindow(held, 300000);  // past half: the freed bytes go back, and as many come
+  exchange(client, owner, server);
+  EXPECT_EQ(c.data.size(), (size_t{1} << 20) + 600000);
+  // The owner frees everything as it comes: the rest arrives whole and in order.
+  for (size_t freed = 600000; freed < c.data.size();) {
+    const size_t now = c.data.size() - freed;
+    client.freeWindow(held, now);
+    freed += now;
+    exchange(client, owner, server);
+  }
+  EXPECT_TRUE(c.data == body);
+  EXPECT_TRUE(c.closed);
+  EXPECT_EQ(c.code, kNoError);
+  client.freeWindow(held, 100);  // a stream gone: nothing
+  client.freeWindow(plain, 100);
+}
+
 TEST(ClientConnection, TheServersStreamLimitHoldsStreamsBackInOrder) {
   Owner owner;
   ClientConnection client(owner, {});

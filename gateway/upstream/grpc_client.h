@@ -63,6 +63,22 @@ class AnswerProgress {
   // only while the message is still incomplete (have < size: its last bytes, and so the
   // whole message, come with `done` and the call's status), never once the call ended.
   virtual void onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) = 0;
+
+  // Whether the message (`size` bytes, more than kRelayStepBytes) may come in blocks
+  // instead of one buffer (onBlock, and no onProgress); asked once, when its length prefix
+  // is in, from inside the client's read: answer from what is known, and call nothing.
+  virtual bool takesBlocks(size_t size) {
+    (void)size;
+    return false;
+  }
+  // The message's next piece, in order: consecutive slices of blocks of kRelayBlockBytes
+  // from the buffer pool (the last block less), one each time a block fills and every
+  // kRelayStepBytes between; together they are the message when the call ends OK, whose
+  // `done` then has an empty answer. Told before `done` (what arrived before a failure
+  // too), never after it. A block's bytes count against the call's HTTP/2 stream window,
+  // kRelayWindowBytes, until every piece of it is let go of (on the loop thread): a caller
+  // that passes pieces on and drops them once written holds the upstream back to its pace.
+  virtual void onBlock(codecs::Buffer block) { (void)block; }
 };
 
 struct GrpcCallOptions {

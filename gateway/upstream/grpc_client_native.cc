@@ -210,10 +210,15 @@ void GrpcLoopClient::Engine::submit(Connection& c, const std::shared_ptr<Call>& 
   call->connection = &c;
   call->stream_id = id;
   c.streams.emplace(id, call);
+  if (call->progress != nullptr) {
+    c.h2->ownWindow(id);  // before any of its DATA: the frames come from a later read
+    call->owns_window = true;
+  }
 }
 
 void GrpcLoopClient::Engine::cancel(Call& call) {
   std::shared_ptr<Call> keep = call.shared_from_this();
+  call.handed.clear();  // not told: the caller wants nothing more
   Connection* c = call.connection;
   if (c != nullptr && call.stream_id > 0) c->h2->resetStream(call.stream_id, http2::kCancel);
   finish(call, absl::CancelledError("the request was cancelled"));
@@ -243,7 +248,9 @@ void GrpcLoopClient::Engine::finish(Call& call, Status status, codecs::MovableBy
   }
   // The connection keeps the call (it may still frame its payload) until the stream
   // closes; what arrives for it meanwhile is ignored.
-  endings_.push_back(Ending{call.shared_from_this(), std::move(status), std::move(answer)});
+  // Blocks not told yet go before `done`, with the ending.
+  endings_.push_back(Ending{call.shared_from_this(), std::move(status), std::move(answer), std::move(call.handed)});
+  call.handed.clear();
 }
 
 void GrpcLoopClient::Engine::breakAnswer(Call& call, std::string_view why) {
@@ -292,11 +299,14 @@ Status GrpcLoopClient::Engine::outcome(Call& call, uint32_t error_code) const {
 
 codecs::MovableByteBuffer GrpcLoopClient::Engine::takeAnswer(Call& call) const {
   if (call.messages == 0) return {};
+  // In blocks, the message went to the progress: an empty one (a message, not none).
+  if (call.blocks) return codecs::MovableByteBuffer(codecs::BufferChain());
   // An empty message is an empty chain: BufferChain drops an empty Buffer.
   return codecs::MovableByteBuffer(codecs::BufferChain(std::move(call.message).freeze(call.message_size)));
 }
 
-void GrpcLoopClient::Engine::receiveData(Call& call, const uint8_t* data, size_t size) {
+size_t GrpcLoopClient::Engine::receiveData(Call& call, const uint8_t* data, size_t size) {
+  size_t held = 0;
   while (size > 0 && !call.broken) {
     if (call.frame_head_have < 5) {
       const size_t n = std::min(size, 5 - call.frame_head_have);
@@ -304,26 +314,37 @@ void GrpcLoopClient::Engine::receiveData(Call& call, const uint8_t* data, size_t
       call.frame_head_have += n;
       data += n;
       size -= n;
-      if (call.frame_head_have < 5) return;
-      if (call.messages > 0) return breakAnswer(call, "a second message in a unary call's answer");
+      if (call.frame_head_have < 5) return held;
+      if (call.messages > 0) {
+        breakAnswer(call, "a second message in a unary call's answer");
+        return held;
+      }
       if (call.frame_head[0] != 0) {
-        return breakAnswer(call, "a compressed message, with no grpc-encoding agreed");
+        breakAnswer(call, "a compressed message, with no grpc-encoding agreed");
+        return held;
       }
       const size_t length = (size_t{call.frame_head[1]} << 24) | (size_t{call.frame_head[2]} << 16) |
                             (size_t{call.frame_head[3]} << 8) | size_t{call.frame_head[4]};
       if (length > kMaxMessageBytes) {
-        return breakAnswer(call, strCat("a message of ", length, " bytes, over gRPC's 2 GiB limit"));
+        breakAnswer(call, strCat("a message of ", length, " bytes, over gRPC's 2 GiB limit"));
+        return held;
       }
       call.message_size = length;
       call.message_have = 0;
-      // The whole message at once, so that it is never copied to grow (a 64 MiB tensor's
-      // answer is a little over 64 MiB). The upstream may send all of it without asking
-      // (this client's window is HTTP/2's largest) and the kernel backs a fresh block page
-      // by page as the bytes are written; a block from the pool is memory already held.
+      // A progress taking blocks gets the message a block at a time, each block's bytes
+      // held against the stream's window until it lets go of them.
+      call.blocks = call.owns_window && length > kRelayStepBytes && call.progress->takesBlocks(length);
+      if (call.blocks && call.window == nullptr) {
+        call.window = std::make_shared<AnswerWindow>(AnswerWindow{call.weak_from_this()});
+      }
+      // Otherwise the whole message at once, so that it is never copied to grow (a 64 MiB
+      // tensor's answer is a little over 64 MiB). The kernel backs a fresh block page by
+      // page as the bytes are written; a block from the pool is memory already held.
       try {
-        if (length > 0) call.message = codecs::BufferPool::shared().allocate(length);
+        if (length > 0 && !call.blocks) call.message = codecs::BufferPool::shared().allocate(length);
       } catch (const std::bad_alloc&) {
-        return breakAnswer(call, "no memory for the answer");
+        breakAnswer(call, "no memory for the answer");
+        return held;
       }
       if (length == 0) {
         call.messages = 1;
@@ -331,20 +352,68 @@ void GrpcLoopClient::Engine::receiveData(Call& call, const uint8_t* data, size_t
       }
       continue;
     }
-    const size_t n = std::min(size, call.message_size - call.message_have);
-    std::memcpy(call.message.data() + call.message_have, data, n);
+    size_t n = 0;
+    if (call.blocks) {
+      if (call.filling == nullptr) {
+        try {
+          call.filling = std::make_shared<AnswerBlock>(
+              codecs::BufferPool::shared().allocate(std::min(kRelayBlockBytes, call.message_size - call.message_have)),
+              0, call.window);
+        } catch (const std::bad_alloc&) {
+          breakAnswer(call, "no memory for a block of the answer");
+          return held;
+        }
+        call.block_used = call.block_told = 0;
+      }
+      codecs::MutableBuffer& block = call.filling->block;
+      n = std::min(size, block.size() - call.block_used);
+      std::memcpy(block.data() + call.block_used, data, n);
+      call.block_used += n;
+      call.filling->bytes = call.block_used;
+      held += n;
+      // A block goes on once full (the last one is sized to fit), and its part written so
+      // far every kRelayStepBytes: a slow upstream's bytes do not wait for a whole block.
+      const bool full = call.block_used == block.size();
+      if (full || call.block_used - call.block_told >= kRelayStepBytes) handOnBlock(call, full);
+    } else {
+      n = std::min(size, call.message_size - call.message_have);
+      std::memcpy(call.message.data() + call.message_have, data, n);
+    }
     call.message_have += n;
     data += n;
     size -= n;
     if (call.message_have == call.message_size) {
       call.messages = 1;
       call.frame_head_have = 0;  // what follows starts another message's prefix
-    } else if (call.progress != nullptr && !call.progress_due &&
+    } else if (call.progress != nullptr && !call.blocks && !call.progress_due &&
                call.message_have - call.progress_told >= kRelayStepBytes) {
       call.progress_due = true;  // told from deliver(), outside the connection
       progressed_.push_back(call.shared_from_this());
     }
   }
+  return held;
+}
+
+void GrpcLoopClient::Engine::handOnBlock(Call& call, bool full) {
+  // A slice of the block, which its owner keeps (and its bytes against the window) until
+  // every slice of it is let go of and the block is full.
+  call.handed.emplace_back(call.filling, call.filling->block.data() + call.block_told, call.block_used - call.block_told);
+  call.block_told = call.block_used;
+  if (full) call.filling.reset();
+  if (!call.progress_due) {
+    call.progress_due = true;  // told from deliver(), outside the connection
+    progressed_.push_back(call.shared_from_this());
+  }
+}
+
+void GrpcLoopClient::Engine::AnswerWindow::release(size_t bytes) {
+  std::shared_ptr<Call> c = call.lock();
+  if (c == nullptr || c->connection == nullptr || c->stream_id <= 0) return;
+  Connection& on = *c->connection;
+  on.h2->freeWindow(c->stream_id, bytes);
+  // Whatever WINDOW_UPDATE that queued goes out from the writable handler's pump, outside
+  // whatever let go of the block (which may be inside this connection's own read).
+  event_active(on.writable, EV_WRITE, 0);
 }
 
 // ---- endings ----
@@ -371,8 +440,20 @@ bool GrpcLoopClient::Engine::tellProgress() {
   progressed_.clear();
   for (const std::shared_ptr<Call>& call : now) {
     call->progress_due = false;
-    // Ended meanwhile, or whole: the message comes with `done`.
-    if (call->owner == nullptr || call->messages > 0) continue;
+    if (call->owner == nullptr) continue;  // ended: its blocks go with its ending
+    if (call->blocks) {
+      std::vector<codecs::Buffer> blocks = std::move(call->handed);
+      call->handed.clear();
+      std::shared_ptr<AnswerProgress> progress = call->progress;  // the callee may cancel the call
+      for (codecs::Buffer& block : blocks) {
+        progress->onBlock(std::move(block));
+        if (alive.expired()) return false;  // it destroyed the client
+        if (call->owner == nullptr) break;  // it cancelled the call
+      }
+      continue;
+    }
+    // Whole: the message comes with `done`.
+    if (call->messages > 0) continue;
     call->progress_told = call->message_have;
     std::shared_ptr<AnswerProgress> progress = call->progress;  // the callee may cancel the call
     progress->onProgress(call->message, call->message_have, call->message_size);
@@ -394,6 +475,11 @@ void GrpcLoopClient::Engine::deliver() {
         // them may destroy the client too).
         Done done = std::move(now[i].call->done);
         now[i].call->done = nullptr;
+        if (done && !now[i].blocks.empty()) {
+          std::shared_ptr<AnswerProgress> progress = now[i].call->progress;
+          for (codecs::Buffer& block : now[i].blocks) progress->onBlock(std::move(block));
+          now[i].blocks.clear();
+        }
         if (done) done(std::move(now[i].status), std::move(now[i].answer));
       }
       if (alive.expired()) return;  // a callback destroyed the client: the rest is dropped

@@ -53,11 +53,15 @@
 //
 // Progress: with options.answer_progress, a large answer's message is told as it lands
 // (after a read that brought kRelayStepBytes more, while it is incomplete: the caller may
-// start its own client's answer from the buffer's bytes; grpc_client.h, AnswerProgress).
-// Told from the socket handler's end, like `done`, never inside the connection.
+// start its own client's answer from the buffer's bytes; grpc_client.h, AnswerProgress),
+// or, where the progress takes blocks, read into pooled blocks of kRelayBlockBytes handed
+// on as they fill. Told from the socket handler's end, like `done`, never inside the
+// connection.
 //
-// Flow control: the gateway announces the largest windows HTTP/2 allows (it reads every
-// byte as it arrives); the upstream's windows are obeyed.
+// Flow control: the connection's receive window is HTTP/2's largest, each stream's
+// kRelayWindowBytes, given back at half as the bytes arrive; a call whose message goes in
+// blocks gives its blocks' bytes back only as they are let go of, so the upstream runs no
+// more than a window ahead of whoever takes them. The upstream's windows are obeyed.
 //
 // Threads: loop thread only, except cancel() on a handle, from any thread (it posts).
 

@@ -51,6 +51,26 @@ class GrpcLoopClient::Engine {
 
  private:
   struct Connection;
+  class Call;
+
+  // Gives a call's stream the window back for its blocks' bytes as they are let go of,
+  // which may be after the call, its connection and the engine are gone (then nothing).
+  // Loop thread.
+  struct AnswerWindow {
+    std::weak_ptr<Call> call;
+    void release(size_t bytes);
+  };
+  // A block's owner, behind the Buffers handed on of it; `bytes` of it written so far.
+  struct AnswerBlock {
+    AnswerBlock(codecs::MutableBuffer b, size_t n, std::shared_ptr<AnswerWindow> w)
+        : block(std::move(b)), bytes(n), window(std::move(w)) {}
+    AnswerBlock(const AnswerBlock&) = delete;
+    AnswerBlock& operator=(const AnswerBlock&) = delete;
+    ~AnswerBlock() { window->release(bytes); }
+    codecs::MutableBuffer block;
+    size_t bytes;
+    std::shared_ptr<AnswerWindow> window;
+  };
 
   class Call final : public GrpcCallHandle, public std::enable_shared_from_this<Call> {
    public:
@@ -119,6 +139,18 @@ class GrpcLoopClient::Engine {
     std::shared_ptr<AnswerProgress> progress;
     size_t progress_told = 0;
     bool progress_due = false;  // in the engine's `progressed_`
+    // A call with a progress owns its stream's window (http2::ClientConnection::ownWindow):
+    // the bytes read into one buffer are freed as they come, a block's when the block is
+    // let go of (`window`). A message the progress takes in blocks (AnswerProgress::
+    // takesBlocks) is read into blocks: `filling` (null: none yet), `block_used` of it
+    // written, `block_told` of those handed on; what is to be told waits in `handed` for
+    // deliver().
+    bool owns_window = false;
+    bool blocks = false;
+    std::shared_ptr<AnswerBlock> filling;
+    size_t block_used = 0, block_told = 0;
+    std::vector<codecs::Buffer> handed;
+    std::shared_ptr<AnswerWindow> window;
     std::optional<codecs::Status> broken;  // the answer broke the protocol (502)
     bool reset_by_upstream = false;        // an RST_STREAM came (not the connection's own close)
 
@@ -172,6 +204,7 @@ class GrpcLoopClient::Engine {
     std::shared_ptr<Call> call;
     codecs::Status status;
     codecs::MovableByteBuffer answer;
+    std::vector<codecs::Buffer> blocks;  // not yet told to the call's progress
   };
 
   // -- calls --
@@ -181,7 +214,11 @@ class GrpcLoopClient::Engine {
   void finish(Call& call, codecs::Status status, codecs::MovableByteBuffer answer = {});
   codecs::Status outcome(Call& call, uint32_t error_code) const;
   codecs::MovableByteBuffer takeAnswer(Call& call) const;
-  void receiveData(Call& call, const uint8_t* data, size_t size);
+  // Returns how many of the bytes went into blocks (their window is given back later).
+  size_t receiveData(Call& call, const uint8_t* data, size_t size);
+  // The current block's bytes written and not yet told go to `handed`; a full block is
+  // done with.
+  void handOnBlock(Call& call, bool full);
   void breakAnswer(Call& call, std::string_view why);
   // More of the call's body arrived, or it failed.
   void onArrival(Call& call);

@@ -24,6 +24,7 @@
 
 #include "codecs/grpc_message_text.h"
 #include "codecs/text.h"
+#include "gateway/upstream/http_client.h"  // kRelayWindowBytes
 #include "gateway/upstream/http_client_common.h"
 #include "gateway/upstream/upstream_status.h"
 
@@ -106,6 +107,9 @@ codecs::StatusOr<GrpcLoopClient::Engine::Connection*> GrpcLoopClient::Engine::op
 bool GrpcLoopClient::Engine::startSession(Connection& c) {
   http2::ClientConnection::Options options;
   options.max_header_list_bytes = kMaxHeaderListBytes;
+  // Each stream may run a relay's window ahead (AnswerProgress::onBlock), given back at
+  // half; the connection's own window stays HTTP/2's largest.
+  options.stream_window = kRelayWindowBytes;
   c.h2 = std::make_unique<http2::ClientConnection>(c, options);
   return true;
 }
@@ -330,11 +334,13 @@ void GrpcLoopClient::Engine::Connection::onHeadersEnd(int32_t stream, bool) {
 
 void GrpcLoopClient::Engine::Connection::onData(int32_t stream, const uint8_t* data, size_t size) {
   Call* call = callOf(stream);
-  if (call == nullptr || call->owner == nullptr) return;
-  if (call->http_status != 200 || !call->content_type_grpc) {
-    return;  // not a gRPC answer: its body is not read (outcome() names why)
+  size_t held = 0;
+  // Not a gRPC answer: its body is not read (outcome() names why); a call ended: ignored.
+  if (call != nullptr && call->owner != nullptr && call->http_status == 200 && call->content_type_grpc) {
+    held = engine->receiveData(*call, data, size);
   }
-  engine->receiveData(*call, data, size);
+  // A window the call owns: what went into no block is free at once.
+  if (call != nullptr && call->owns_window && held < size) h2->freeWindow(stream, size - held);
 }
 
 void GrpcLoopClient::Engine::Connection::onStreamClose(int32_t stream, uint32_t error_code, bool reset_by_peer) {

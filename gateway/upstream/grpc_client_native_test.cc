@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <future>
@@ -291,6 +292,72 @@ TEST_F(NativeGrpcClient, ALargeAnswerIsToldAsItArrives) {
     EXPECT_TRUE(t.seen.view() == std::string_view(whole).substr(0, t.have)) << "the bytes told at " << t.have;
   }
   EXPECT_TRUE(parsed<inference::ModelInferResponse>(a.message).raw_output_contents(0) == tensor);
+  destroy();
+}
+
+// A progress taking blocks (AnswerProgress::takesBlocks), keeping them until letGo(); the
+// bytes of the blocks it was told, in order. Loop thread.
+struct BlockKeeper final : AnswerProgress {
+  void onProgress(const codecs::MutableBuffer&, size_t, size_t) override { ++progress_tells; }
+  bool takesBlocks(size_t size) override {
+    asked = size;
+    return true;
+  }
+  void onBlock(codecs::Buffer block) override {
+    largest = std::max(largest, block.size());
+    text += block.view();
+    if (keeping) {
+      kept_bytes += block.size();
+      kept.push_back(std::move(block));
+    }
+  }
+  void letGo() {
+    keeping = false;
+    kept.clear();
+  }
+  size_t asked = 0, largest = 0, kept_bytes = 0;
+  int progress_tells = 0;
+  bool keeping = true;
+  std::vector<codecs::Buffer> kept;
+  std::string text;
+};
+
+// A 64 MiB answer to a progress that takes blocks and keeps them: the upstream may send the
+// stream's window (kRelayWindowBytes) and no more until the blocks are let go of; then the
+// rest comes, and the blocks together are the answer's message. The call's own answer is
+// empty.
+TEST_F(NativeGrpcClient, AnAnswerInBlocksIsHeldToTheWindowTheBlocksLetGo) {
+  GrpcTestUpstream up;
+  std::string tensor(size_t{64} << 20, '\0');
+  for (size_t i = 0; i < tensor.size(); ++i) tensor[i] = static_cast<char>(i * 13 % 251);
+  auto keeper = std::make_shared<BlockKeeper>();
+  GrpcCallOptions options;
+  options.answer_progress = keeper;
+  Pending p = start(tcp(up.port()), serialized(identityRequest(tensor)), options);
+  size_t kept = 0;
+  for (int i = 0, steady = 0; i < 400 && steady < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    size_t now = 0;
+    loop_.run([&] { now = keeper->kept_bytes; });
+    steady = now == kept && now > 0 ? steady + 1 : 0;
+    kept = now;
+  }
+  EXPECT_GT(kept, kRelayWindowBytes / 2);
+  EXPECT_LE(kept, kRelayWindowBytes) << "the upstream sent past the window the blocks hold";
+  EXPECT_NE(p.answer.wait_for(std::chrono::milliseconds(0)), std::future_status::ready);
+  loop_.run([&] { keeper->letGo(); });
+  Answer a = wait(p.answer);
+  ASSERT_TRUE(a.status.ok()) << a.status;
+  EXPECT_EQ(a.message.Length(), 0u) << "the message went to the blocks";
+  loop_.run([&] {
+    EXPECT_EQ(keeper->progress_tells, 0);
+    EXPECT_EQ(keeper->asked, keeper->text.size());
+    EXPECT_LE(keeper->largest, kRelayBlockBytes);
+    inference::ModelInferResponse answer;
+    ASSERT_TRUE(answer.ParseFromString(keeper->text));
+    ASSERT_EQ(answer.raw_output_contents_size(), 1);
+    EXPECT_TRUE(answer.raw_output_contents(0) == tensor);
+  });
   destroy();
 }
 

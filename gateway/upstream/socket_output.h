@@ -144,15 +144,27 @@ class GrpcOutMessage {
   explicit GrpcOutMessage(const codecs::MovableByteBuffer& message) : GrpcOutMessage(message.toChain()) {}
   explicit GrpcOutMessage(codecs::MovableByteBuffer&& message) : GrpcOutMessage(std::move(message).takeChain()) {}
   explicit GrpcOutMessage(codecs::BufferChain segments) : segments_(std::move(segments)) {
-    const uint32_t length = static_cast<uint32_t>(std::min<size_t>(segments_.size(), UINT32_MAX));
-    prefix_[1] = static_cast<uint8_t>(length >> 24);
-    prefix_[2] = static_cast<uint8_t>(length >> 16);
-    prefix_[3] = static_cast<uint8_t>(length >> 8);
-    prefix_[4] = static_cast<uint8_t>(length);
+    setPrefix(segments_.size());
   }
+  // A message of `length` bytes whose Buffers come later (append), in order: queued only
+  // as far as they go, each let go of once queued (the socket output keeps what it needs),
+  // so that a message relayed in blocks holds only those not yet queued. Never rewound.
+  static GrpcOutMessage growing(size_t length) {
+    GrpcOutMessage m;
+    m.growing_ = true;
+    m.length_ = length;
+    m.setPrefix(length);
+    return m;
+  }
+  void append(codecs::Buffer piece) {
+    appended_ += piece.size();
+    if (!piece.empty()) pieces_.push_back(std::move(piece));
+  }
+  // Whether a growing message's Buffers came to its length (always, for any other).
+  bool appendedAll() const { return !growing_ || appended_ >= length_; }
 
-  size_t length() const { return segments_.size(); }    // the message's own bytes
-  size_t size() const { return 5 + segments_.size(); }  // framed
+  size_t length() const { return growing_ ? length_ : segments_.size(); }  // the message's own bytes
+  size_t size() const { return 5 + length(); }                            // framed
   bool queuedAll() const { return queued_ == size(); }
 
   // How many framed bytes from `from` on may be sent, when slices reference a body still
@@ -184,6 +196,21 @@ class GrpcOutMessage {
         taken += n;
         continue;
       }
+      if (growing_) {
+        if (segment_index_ == pieces_.size()) break;  // the rest has not come yet
+        codecs::Buffer& piece = pieces_[segment_index_];
+        const size_t n = std::min(max - taken, piece.size() - segment_offset_);
+        out.queueBuffer(piece, segment_offset_, n);
+        queued_ += n;
+        taken += n;
+        segment_offset_ += n;
+        if (segment_offset_ == piece.size()) {
+          piece = codecs::Buffer();  // let go of: the output keeps what it needs
+          ++segment_index_;
+          segment_offset_ = 0;
+        }
+        continue;
+      }
       const codecs::Buffer& segment = segments_.segments()[segment_index_];
       const size_t n = std::min(max - taken, segment.size() - segment_offset_);
       if (n > 0) out.queueBuffer(segment, segment_offset_, n);
@@ -199,10 +226,24 @@ class GrpcOutMessage {
   }
 
  private:
+  void setPrefix(size_t size) {
+    const uint32_t length = static_cast<uint32_t>(std::min<size_t>(size, UINT32_MAX));
+    prefix_[1] = static_cast<uint8_t>(length >> 24);
+    prefix_[2] = static_cast<uint8_t>(length >> 16);
+    prefix_[3] = static_cast<uint8_t>(length >> 8);
+    prefix_[4] = static_cast<uint8_t>(length);
+  }
+
   uint8_t prefix_[5] = {};
   codecs::BufferChain segments_;  // no empty segment (BufferChain drops them)
   size_t queued_ = 0;
   size_t segment_index_ = 0, segment_offset_ = 0;
+  // A growing message: its length, and the Buffers appended, those before segment_index_
+  // queued and let go of (empty), the one there queued up to segment_offset_. A vector, not
+  // a deque: every message has one, and an empty vector allocates nothing.
+  bool growing_ = false;
+  size_t length_ = 0, appended_ = 0;
+  std::vector<codecs::Buffer> pieces_;
 };
 
 }  // namespace infergate::gateway::upstream

@@ -3,15 +3,22 @@ and Debian's grpc_python_plugin (nothing generated is committed), and the channe
 test module to the processes it started."""
 import importlib
 import os
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
 
 import grpc
+import h2.config
+import h2.connection
+import h2.events
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _PROTO_DIR = os.path.join(_HERE, "..", "..", "codecs", "proto")
 _cache = {}
+
+MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
 
 
 def load():
@@ -85,3 +92,60 @@ def simple_infer_request(model="simple"):
     req.raw_input_contents.extend([np.arange(16, dtype=np.int32).tobytes(),
                                    np.ones(16, dtype=np.int32).tobytes()])
     return req
+
+
+def h2_model_infer(address, message, on_first_data=None, metadata=(), timeout=30):
+    """One ModelInfer on a raw HTTP/2 connection to the gateway's gRPC listener, seen frame
+    by frame as grpcio cannot show it: `on_first_data(conn, sock, stream_id)` runs once the
+    first DATA bytes of the answer are in. Returns (response headers, the DATA bytes, the
+    trailers, the RST_STREAM code or None), header names and values as str."""
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=timeout)
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    conn.initiate_connection()
+    sid = conn.get_next_available_stream_id()
+    conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":path", MODEL_INFER),
+                            (":authority", address), ("content-type", "application/grpc"),
+                            ("te", "trailers")] + list(metadata))
+    framed = b"\0" + struct.pack(">I", len(message)) + message
+    headers, trailers, reset = {}, {}, None
+    data = bytearray()
+    ended = False
+
+    def pump():
+        nonlocal reset, ended
+        sock.sendall(conn.data_to_send())
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            raise ConnectionError("the gateway closed the connection")
+        for event in conn.receive_data(chunk):
+            if isinstance(event, h2.events.ResponseReceived):
+                headers.update(dict(event.headers))
+            elif isinstance(event, h2.events.DataReceived):
+                first = not data
+                data.extend(event.data)
+                conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                if first and on_first_data is not None:
+                    on_first_data(conn, sock, sid)
+            elif isinstance(event, h2.events.TrailersReceived):
+                trailers.update(dict(event.headers))
+            elif isinstance(event, h2.events.StreamReset):
+                reset, ended = event.error_code, True
+            elif isinstance(event, h2.events.StreamEnded):
+                ended = True
+
+    try:
+        sent = 0
+        while sent < len(framed):
+            room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size)
+            if room == 0:
+                pump()
+                continue
+            conn.send_data(sid, framed[sent:sent + room])
+            sent += room
+        conn.end_stream(sid)
+        while not ended:
+            pump()
+    finally:
+        sock.close()
+    return headers, bytes(data), trailers, reset

@@ -120,6 +120,18 @@ def peak_rss_bytes(g):
     return memory_bytes(g, "VmHWM")
 
 
+def steady_peak_rss_bytes(g):
+    """g's peak RSS once it has stopped growing (the same for a second), or after 20 s."""
+    last, steady = -1, 0
+    deadline = time.monotonic() + 20
+    while steady < 10 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = peak_rss_bytes(g)
+        steady = steady + 1 if now == last else 0
+        last = now
+    return peak_rss_bytes(g)
+
+
 def identity_fp32_binary(values, binary_output=False):
     """A whole HTTP request: `values` (FP32 bytes) as identity_fp32's INPUT0 in the binary
     extension, OUTPUT0 asked as binary with `binary_output` (JSON otherwise)."""
@@ -513,14 +525,7 @@ class SlowDownloads(Base):
             s.sendall(request)
             # Until the gateway's memory stops growing (the answer has gone as far as the
             # gateway lets it without the client), or 20 s.
-            last, steady = -1, 0
-            deadline = time.monotonic() + 20
-            while steady < 10 and time.monotonic() < deadline:
-                time.sleep(0.1)
-                now = peak_rss_bytes(self.g)
-                steady = steady + 1 if now == last else 0
-                last = now
-            grown = peak_rss_bytes(self.g) - before
+            grown = steady_peak_rss_bytes(self.g) - before
             # The request's 128 MiB (and ASan's shadow of it) and a few MiB more; the whole
             # answer as well would be 256 MiB and more.
             self.assertLess(grown, size * 3 // 2,
@@ -538,6 +543,71 @@ class SlowDownloads(Base):
         answer = json.loads(body[:json_length])
         self.assertEqual(answer["outputs"][0]["parameters"]["binary_data_size"], size)
         self.assertTrue(body[json_length:] == values, "the relayed tensor differs from the one sent")
+        self.assertServes(self.g)
+
+
+# In front of another infergate over gRPC, with room for a 128 MiB message.
+GRPC_PASSTHROUGH = LOOPBACK_HEAD + """
+limits: { max_grpc_message_bytes: 268435456, max_input_bytes: 268435456 }
+upstreams:
+  - name: remote
+    protocol: grpc
+    endpoints: ["$upstream"]
+routes:
+  - match: { model: "*" }
+    upstream: remote
+"""
+
+
+class SlowGrpcDownloads(Base):
+    """The same toward a gRPC client (a passthrough, the answer's message relayed in blocks):
+    a client that gives the answer no HTTP/2 window makes the gateway hold a window of it,
+    and the upstream wait for the gateway's."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.u = P.start("CU", Gateway.from_template(
+            LOOPBACK_HEAD + BIG_LIMITS.replace("max_binary_body_bytes", "max_grpc_message_bytes") + TO_BUILTIN))
+        with small_asan_quarantine():  # its RSS is measured: freed blocks must not count
+            cls.g = P.start("CG", Gateway.from_template(GRPC_PASSTHROUGH, upstream=cls.u.address("grpc")))
+
+    @classmethod
+    def tearDownClass(cls):
+        P.stop(cls.g)
+        P.stop(cls.u)
+
+    def test_a_large_answer_to_a_client_that_gives_no_window_is_held_a_window_at_a_time(self):
+        # 128 MiB each way through identity_fp32 on a raw HTTP/2 connection whose stream
+        # window (65,535, HTTP/2's first) the client gives back only after the gateway's
+        # memory stopped growing. The request, read whole, the gateway holds anyway; the
+        # answer must not add another 128 MiB meanwhile. Then it must be the tensor sent.
+        pb, _, _, _ = grpc_stubs.load()
+        size = 128 << 20
+        values = bytes(range(256)) * (size // 256)
+        request = pb.ModelInferRequest(model_name="identity_fp32")
+        tensor = request.inputs.add()
+        tensor.name, tensor.datatype = "INPUT0", "FP32"
+        tensor.shape.extend([1, size // 4])
+        request.raw_input_contents.append(values)
+        before = memory_bytes(self.g, "VmRSS")
+        grown = []
+
+        def wait_for_the_gateway(conn, sock, sid):
+            grown.append(steady_peak_rss_bytes(self.g) - before)
+
+        headers, data, trailers, reset = grpc_stubs.h2_model_infer(
+            self.g.address("grpc"), request.SerializeToString(), wait_for_the_gateway, timeout=60)
+        self.assertEqual(len(grown), 1)
+        # The request's 128 MiB (and ASan's shadow of it) and a few MiB more; the whole
+        # answer as well would be 256 MiB and more.
+        self.assertLess(grown[0], size * 3 // 2, "the gateway's peak memory grew by %d MiB" % (grown[0] >> 20))
+        self.assertIsNone(reset)
+        self.assertEqual(headers.get(":status"), "200")
+        self.assertEqual(trailers.get("grpc-status"), "0", trailers)
+        (length,) = struct.unpack(">I", data[1:5])
+        self.assertEqual(len(data), 5 + length)
+        answer = pb.ModelInferResponse.FromString(data[5:])
+        self.assertTrue(answer.raw_output_contents[0] == values, "the relayed tensor differs from the one sent")
         self.assertServes(self.g)
 
 

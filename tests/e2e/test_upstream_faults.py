@@ -51,19 +51,16 @@ import time
 import unittest
 
 import grpc
-import h2.config
-import h2.connection
 import h2.errors
-import h2.events
 from google.protobuf.message import DecodeError
 
 import faulty_upstream as F
 import grpc_stubs
+from grpc_stubs import MODEL_INFER, h2_model_infer
 from harness import Gateway, Processes, free_port, small_asan_quarantine, wait_until
 
 HH, GH, HG, GG = "HTTP->http", "gRPC->http", "HTTP->grpc", "gRPC->grpc"
 PATHS = {"http": (HH, GH), "grpc": (HG, GG)}  # upstream protocol -> the paths that reach it
-MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
 
 UPSTREAM_KEYS = ("timeout_ms: 10000, health_check: { enabled: false }, "
                  "outlier: { consecutive_failures: 0 }, retry: { max_retries: 0 }")
@@ -730,63 +727,6 @@ def requests_counted(model, code):
                 and 'code="%s"' % code in line):
             total += float(line.rsplit(" ", 1)[1])
     return total
-
-
-def h2_model_infer(address, message, on_first_data=None, metadata=(), timeout=30):
-    """One ModelInfer on a raw HTTP/2 connection to the gateway's gRPC listener, seen frame
-    by frame as grpcio cannot show it: `on_first_data(conn, sock, stream_id)` runs once the
-    first DATA bytes of the answer are in. Returns (response headers, the DATA bytes, the
-    trailers, the RST_STREAM code or None), header names and values as str."""
-    host, port = address.rsplit(":", 1)
-    sock = socket.create_connection((host, int(port)), timeout=timeout)
-    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
-    conn.initiate_connection()
-    sid = conn.get_next_available_stream_id()
-    conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":path", MODEL_INFER),
-                            (":authority", address), ("content-type", "application/grpc"),
-                            ("te", "trailers")] + list(metadata))
-    framed = b"\0" + struct.pack(">I", len(message)) + message
-    headers, trailers, reset = {}, {}, None
-    data = bytearray()
-    ended = False
-
-    def pump():
-        nonlocal reset, ended
-        sock.sendall(conn.data_to_send())
-        chunk = sock.recv(1 << 20)
-        if not chunk:
-            raise ConnectionError("the gateway closed the connection")
-        for event in conn.receive_data(chunk):
-            if isinstance(event, h2.events.ResponseReceived):
-                headers.update(dict(event.headers))
-            elif isinstance(event, h2.events.DataReceived):
-                first = not data
-                data.extend(event.data)
-                conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-                if first and on_first_data is not None:
-                    on_first_data(conn, sock, sid)
-            elif isinstance(event, h2.events.TrailersReceived):
-                trailers.update(dict(event.headers))
-            elif isinstance(event, h2.events.StreamReset):
-                reset, ended = event.error_code, True
-            elif isinstance(event, h2.events.StreamEnded):
-                ended = True
-
-    try:
-        sent = 0
-        while sent < len(framed):
-            room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size)
-            if room == 0:
-                pump()
-                continue
-            conn.send_data(sid, framed[sent:sent + room])
-            sent += room
-        conn.end_stream(sid)
-        while not ended:
-            pump()
-    finally:
-        sock.close()
-    return headers, bytes(data), trailers, reset
 
 
 class HeldGrpcAnswer:
