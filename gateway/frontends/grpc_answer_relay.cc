@@ -81,17 +81,6 @@ std::optional<codecs::Buffer> GrpcAnswerRelay::body() const {
   return codecs::Buffer(first.owner(), first.data(), static_cast<size_t>(received_));
 }
 
-void PassthroughAnswerRelay::onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) {
-  if (arrival_ != nullptr) return arrival_->advance(have);
-  if (sink_ == nullptr || size > max_message_bytes_) return;
-  // The buffer's whole length, most of it not written yet: the server frames DATA only up
-  // to what the arrival says.
-  codecs::Buffer whole = message.shareWritten(0, size);
-  arrival_ = std::make_shared<http::BodyArrival>(whole.data(), size);
-  arrival_->advance(have);
-  sink_->sendAhead(codecs::BufferChain(std::move(whole)), arrival_);
-}
-
 bool PassthroughAnswerRelay::takesBlocks(size_t size) {
   if (sink_ == nullptr || size > max_message_bytes_) return false;  // answered whole, as before
   length_ = size;
@@ -108,14 +97,8 @@ void PassthroughAnswerRelay::onBlock(codecs::Buffer block) {
   sink_->sendPiece(std::move(block));
 }
 
-bool PassthroughAnswerRelay::complete(const codecs::MovableByteBuffer& answer) {
-  if (growing_) return sent_ == length_ && answer.length() == 0;
-  const codecs::BufferChain* chain = answer.chain();
-  if (arrival_ == nullptr || chain == nullptr || chain->segments().size() != 1) return false;
-  const codecs::Buffer& whole = chain->segments().front();
-  if (whole.data() != arrival_->data() || whole.size() != arrival_->size()) return false;
-  arrival_->advance(arrival_->size());
-  return true;
+bool PassthroughAnswerRelay::complete(const codecs::MovableByteBuffer& answer) const {
+  return growing_ && sent_ == length_ && answer.length() == 0;
 }
 
 }  // namespace infergate::gateway::frontends::grpc_detail

@@ -119,12 +119,10 @@ class GrpcAnswerRelay final : public DecodedAnswerRelay {
 
 // A gRPC client's ModelInfer passed through to a gRPC upstream, answered while the
 // upstream's message still arrives: the message is the upstream's bytes, sent on from the
-// buffer the worker's own gRPC client reads them into (upstream::AnswerProgress), so a
-// large answer's two transfers, upstream to gateway and gateway to client, overlap instead
-// of following one another.
-//
-// It takes the message in blocks (AnswerProgress::takesBlocks), so that the gateway holds
-// a window of it, not all of it, and a slow client makes the upstream wait:
+// blocks the worker's own gRPC client reads them into (upstream::AnswerProgress::
+// takesBlocks), so that a large answer's two transfers, upstream to gateway and gateway to
+// client, overlap instead of following one another, the gateway holds a window of it, not
+// all of it, and a slow client makes the upstream wait:
 //
 //   the first block        the sink gets the message's length (sendGrowing), then the block
 //   every block            goes to the sink (sendPiece), let go of once sent
@@ -132,20 +130,14 @@ class GrpcAnswerRelay final : public DecodedAnswerRelay {
 //                          end (an error, a message short) is the caller's to send as the
 //                          status that cuts the message short
 //
-// Where the client gives progress instead (a message that came in one buffer):
-//
-//   the first progress     the whole buffer, most of it still being written, goes to the
-//                          sink as the message, with an arrival at what is in
-//   every later one        the arrival moves on
-//   the call's end         complete(answer): the client's answer is that buffer, whole;
-//                          the arrival's last bytes go
+// A message it does not take in blocks is answered whole: its progress sends nothing.
 //
 // It applies only where the message goes on unchanged: a server that can send a message in
 // pieces (the native one), a route without a model or version rewrite (the answer's
 // model_name is the upstream's), the worker's own client (grpc++ delivers only whole
 // answers: no progress comes), a message within the client's max_send_message_bytes (one
-// past it is answered whole, with its limit error). A message that arrives within one
-// read (upstream::kRelayStepBytes) is never told as progress and goes whole, as before.
+// past it is answered whole, with its limit error). A message of upstream::kRelayStepBytes
+// or less is never offered in blocks and goes whole, as before.
 //
 // Threads: the call's loop (the client's, and the stream's).
 class PassthroughAnswerRelay final : public upstream::AnswerProgress {
@@ -155,24 +147,23 @@ class PassthroughAnswerRelay final : public upstream::AnswerProgress {
 
   // The call is done with it: nothing more goes to the sink.
   void detach() { sink_ = nullptr; }
-  bool sentAhead() const { return arrival_ != nullptr || growing_; }
+  bool sentAhead() const { return growing_; }
   // The call answered OK with `answer` after the message went ahead: true when every block
-  // of it went, or when `answer` is the buffer sent ahead, whole (the arrival completed).
-  bool complete(const codecs::MovableByteBuffer& answer);
+  // of it went (the client's own answer is then empty).
+  bool complete(const codecs::MovableByteBuffer& answer) const;
   // The message's bytes that went.
-  size_t messageBytes() const { return growing_ ? sent_ : (arrival_ != nullptr ? arrival_->size() : 0); }
+  size_t messageBytes() const { return sent_; }
 
   // upstream::AnswerProgress
-  void onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) override;
+  void onProgress(const codecs::MutableBuffer&, size_t, size_t) override {}  // taken whole
   bool takesBlocks(size_t size) override;
   void onBlock(codecs::Buffer block) override;
 
  private:
   GrpcAnswerRelay::Sink* sink_;
   uint64_t max_message_bytes_;
-  std::shared_ptr<http::BodyArrival> arrival_;
-  // In blocks: the message's length (from takesBlocks), whether the sink has it, and the
-  // bytes sent of it.
+  // The message's length (from takesBlocks), whether the sink has it, and the bytes sent
+  // of it.
   size_t length_ = 0;
   bool growing_ = false;
   size_t sent_ = 0;

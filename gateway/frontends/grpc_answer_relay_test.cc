@@ -2,7 +2,7 @@
 // HTTP client hands it (a head, then consecutive slices of one buffer of the body's length),
 // and what reaches its sink. The end-to-end path (a real gateway in front of a real HTTP
 // upstream, a gRPC client) is tests/e2e/test_upstream_faults.py's GrpcAnswerAsItArrives.
-// PassthroughAnswerRelay likewise, told as the native gRPC client tells it; its end-to-end
+// PassthroughAnswerRelay likewise, told in blocks as the native gRPC client tells them; its end-to-end
 // path is GrpcPassthroughAsItArrives there.
 
 #include "gateway/frontends/grpc_answer_relay.h"
@@ -221,82 +221,7 @@ TEST(GrpcAnswerRelay, PiecesOutOfPlaceFailTheArrival) {
   EXPECT_FALSE(relay.arrivedWhole());
 }
 
-// PassthroughAnswerRelay, told as the native gRPC client tells it: progress on one buffer of
-// the message's size while it is written, then the call's answer, that buffer frozen whole.
-class PassthroughMessage {
- public:
-  explicit PassthroughMessage(size_t size)
-      : storage_(codecs::MutableBuffer::allocate(size)), start_(storage_.data()), size_(size) {}
-  void write(PassthroughAnswerRelay& relay, size_t have) {
-    for (size_t i = have_; i < have; ++i) storage_.data()[i] = static_cast<uint8_t>(i * 13 + 5);
-    have_ = have;
-    if (have < size_) relay.onProgress(storage_, have, size_);
-  }
-  const uint8_t* data() const { return start_; }
-  // What the client's `done` gets: the same storage, as takeAnswer freezes it.
-  codecs::MovableByteBuffer answer() && {
-    return codecs::MovableByteBuffer(codecs::BufferChain(std::move(storage_).freeze(size_)));
-  }
-
- private:
-  codecs::MutableBuffer storage_;
-  const uint8_t* start_;
-  size_t size_;
-  size_t have_ = 0;
-};
-
-// A 1 MiB message whose first 300,000 bytes are in: told once, so sent ahead.
-class PassthroughAnswerRelayTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    message.write(relay, 300000);
-    ASSERT_EQ(sink.calls, 1);
-  }
-  Sink sink;
-  PassthroughAnswerRelay relay{sink, kNoLimit};
-  PassthroughMessage message{1 << 20};
-};
-
-TEST_F(PassthroughAnswerRelayTest, SendsTheClientsBufferAheadAndCompletesWithIt) {
-  EXPECT_TRUE(relay.sentAhead());
-  ASSERT_EQ(sink.message.segments().size(), 1u);
-  EXPECT_EQ(sink.message.segments().front().data(), message.data());  // referenced, not copied
-  EXPECT_EQ(sink.message.size(), 1u << 20);
-  EXPECT_EQ(sink.received_at_start, 300000u);
-  message.write(relay, 700000);
-  EXPECT_EQ(sink.calls, 1);
-  EXPECT_EQ(sink.arrival->received(), 700000u);
-  message.write(relay, 1 << 20);  // the last bytes come with the call's end
-  EXPECT_FALSE(sink.arrival->complete());
-  EXPECT_TRUE(relay.complete(std::move(message).answer()));
-  EXPECT_TRUE(sink.arrival->complete());
-}
-
-TEST_F(PassthroughAnswerRelayTest, AnAnswerThatIsNotTheBufferSentAheadIsNoCompletion) {
-  const std::string elsewhere(1 << 20, 'x');
-  EXPECT_FALSE(relay.complete(codecs::MovableByteBuffer(codecs::BufferChain(codecs::Buffer::copyOf(elsewhere)))));
-  EXPECT_FALSE(relay.complete(codecs::MovableByteBuffer()));
-  EXPECT_FALSE(sink.arrival->complete());
-}
-
-TEST(PassthroughAnswerRelay, AMessagePastTheClientsLimitOrADetachedRelaySendsNothing) {
-  Sink sink;
-  PassthroughAnswerRelay over(sink, (1 << 20) - 1);
-  PassthroughMessage large(1 << 20);
-  large.write(over, 300000);
-  EXPECT_EQ(sink.calls, 0);
-  EXPECT_FALSE(over.sentAhead());
-  EXPECT_FALSE(over.complete(std::move(large).answer()));
-
-  PassthroughAnswerRelay detached(sink, kNoLimit);
-  detached.detach();
-  PassthroughMessage message(1 << 20);
-  message.write(detached, 300000);
-  EXPECT_EQ(sink.calls, 0);
-  EXPECT_FALSE(detached.sentAhead());
-}
-
-// In blocks, as the native gRPC client tells a message the relay takes that way.
+// PassthroughAnswerRelay, told as the native gRPC client tells a message it takes in blocks.
 TEST(PassthroughAnswerRelayBlocks, SendsTheLengthThenEachBlockAndCompletesWhenAllWent) {
   Sink sink;
   PassthroughAnswerRelay relay(sink, kNoLimit);
@@ -325,6 +250,11 @@ TEST(PassthroughAnswerRelayBlocks, PastTheClientsLimitOrDetachedItTakesNoBlocks)
   Sink sink;
   PassthroughAnswerRelay over(sink, (1 << 20) - 1);
   EXPECT_FALSE(over.takesBlocks(1 << 20));
+  // Taken whole instead, the message is told as progress: nothing of it goes ahead.
+  codecs::MutableBuffer whole = codecs::MutableBuffer::allocate(1 << 20);
+  over.onProgress(whole, 300000, 1 << 20);
+  EXPECT_EQ(sink.calls, 0);
+  EXPECT_FALSE(over.sentAhead());
   PassthroughAnswerRelay detached(sink, kNoLimit);
   detached.detach();
   EXPECT_FALSE(detached.takesBlocks(1 << 20));

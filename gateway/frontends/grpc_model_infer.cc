@@ -305,20 +305,23 @@ std::shared_ptr<DecodedAnswerRelay> ModelInferCall::relayFor(const HandoffReques
   return std::shared_ptr<DecodedAnswerRelay>(std::shared_ptr<void>(), &*relay_);
 }
 
+// The reply's initial metadata for a message that goes ahead of the call's end.
+std::vector<std::pair<std::string, std::string>> ModelInferCall::aheadMetadata() const {
+  std::vector<std::pair<std::string, std::string>> initial;
+  if (!info_.request_id.empty()) initial.emplace_back("x-request-id", info_.request_id);
+  return initial;
+}
+
 void ModelInferCall::sendAhead(codecs::BufferChain message, std::shared_ptr<http::BodyArrival> arrival) {
   if (finished_.load()) return;
   sent_ahead_ = true;
-  std::vector<std::pair<std::string, std::string>> initial;
-  if (!info_.request_id.empty()) initial.emplace_back("x-request-id", info_.request_id);
-  startAhead(std::move(initial), codecs::MovableByteBuffer(std::move(message)), std::move(arrival));
+  startAhead(aheadMetadata(), codecs::MovableByteBuffer(std::move(message)), std::move(arrival));
 }
 
 void ModelInferCall::sendGrowing(size_t length) {
   if (finished_.load()) return;
   sent_ahead_ = true;
-  std::vector<std::pair<std::string, std::string>> initial;
-  if (!info_.request_id.empty()) initial.emplace_back("x-request-id", info_.request_id);
-  startGrowing(std::move(initial), length);
+  startGrowing(aheadMetadata(), length);
 }
 
 void ModelInferCall::sendPiece(codecs::Buffer piece) {

@@ -91,6 +91,7 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
   void sendAhead(codecs::BufferChain message, std::shared_ptr<http::BodyArrival> arrival) override;
   void sendGrowing(size_t length) override;
   void sendPiece(codecs::Buffer piece) override;
+  std::vector<std::pair<std::string, std::string>> aheadMetadata() const;
   std::shared_ptr<DecodedAnswerRelay> relayFor(const HandoffRequest& request);
   codecs::StatusOr<codecs::InferRequest> decodeBound(const codecs::Buffer& bytes);
   void run(codecs::StatusOr<codecs::InferRequest> request);

@@ -86,8 +86,7 @@ void NativeHttpClient::Engine::readSome(Connection& c) {
     char* into = read_buffer_.get();
     size_t room = kReadBufferBytes;
     if (call->streaming && call->window != nullptr && call->window->held >= kRelayWindowBytes) {
-      call->window->waiting = &c;  // windowed pieces (windowed_data): the caller holds a window's worth
-      event_del(c.readable);
+      call->window->wait(c);  // windowed pieces (windowed_data): the caller holds a window's worth
       break;
     }
     if (call->direct && call->blocks) {
@@ -345,8 +344,7 @@ codecs::Buffer NativeHttpClient::Engine::windowedPiece(Call& call, const char* d
 NativeHttpClient::Engine::BlockRoom NativeHttpClient::Engine::blockRoom(Connection& c, Call& call) {
   if (call.block.size() > 0) return BlockRoom::kReady;  // a block is handed on once full
   if (call.window->held + kRelayBlockBytes > kRelayWindowBytes) {
-    call.window->waiting = &c;
-    event_del(c.readable);
+    call.window->wait(c);
     return BlockRoom::kWait;
   }
   try {
@@ -359,6 +357,11 @@ NativeHttpClient::Engine::BlockRoom NativeHttpClient::Engine::blockRoom(Connecti
     return BlockRoom::kFailed;
   }
   return BlockRoom::kReady;
+}
+
+void NativeHttpClient::Engine::RelayWindow::wait(Connection& c) {
+  waiting = &c;
+  event_del(c.readable);
 }
 
 void NativeHttpClient::Engine::RelayWindow::release(size_t bytes) {

@@ -128,6 +128,7 @@ class NativeHttpClient::Engine {
   struct RelayWindow {
     size_t held = 0;
     Connection* waiting = nullptr;  // the connection whose reading waits; null once it is gone
+    void wait(Connection& c);       // `c`'s reading stops until release() lets it go on
     void release(size_t bytes);
   };
   // A block's owner, behind the piece made of it.
