@@ -12,12 +12,13 @@ upstream's is whole:
                 HTTP listener): the ModelInferResponse goes to the client as U's binary body
                 lands (gateway/README.md, "Large answers go on as they arrive (gRPC client,
                 HTTP upstream)"). direct is U's gRPC listener and nginx its grpc_pass to it;
-                there is no <ig>_stream arm (stream_requests concerns HTTP bodies only)
+                there is no <ig>_stream arm (a gRPC message toward HTTP is transcoded whole)
   --path grpc-passthrough
                 gRPC passthrough (a ModelInferRequest to ig_grpc's gRPC listener -> U's gRPC
                 listener): the upstream's message goes to the client as it lands
                 (gateway/README.md, "Large answers go on as they arrive (gRPC passthrough)").
-                direct is U's gRPC listener and nginx its grpc_pass to it; no <ig>_stream arm
+                direct is U's gRPC listener and nginx its grpc_pass to it; <ig>_stream sends
+                the client's message on as it arrives too
   --path grpc   HTTP binary -> gRPC (ig_grpc -> U's gRPC listener, the suite's T3 path):
                 the ModelInferResponse is transcoded as it lands, the JSON header once its
                 head is in, then the tensor (gateway/README.md, "Large binary outputs go on
@@ -57,6 +58,9 @@ MIB = 1 << 20
 
 GATEWAY_PROTOCOL = {"http": "http", "grpc": "grpc", "grpc-to-http": "http", "grpc-passthrough": "grpc"}
 GRPC_CLIENT = ("grpc-to-http", "grpc-passthrough")  # paths whose client speaks gRPC
+# Paths with an <ig>_stream arm: where `stream_requests` sends the request on as it arrives
+# (an HTTP binary body; a gRPC message toward a gRPC upstream).
+STREAMED = ("http", "grpc", "grpc-passthrough")
 
 
 def gateway_protocol(path):
@@ -66,7 +70,7 @@ def gateway_protocol(path):
 
 def proxies(path):
     ig = "ig_" + gateway_protocol(path)
-    if path in GRPC_CLIENT:
+    if path not in STREAMED:
         return ["nginx", ig, ig + "_base"]
     return ["nginx", ig, ig + "_base", ig + "_stream"]
 
@@ -102,7 +106,7 @@ def start_gateways(bench, base_binary, path):
     protocol = gateway_protocol(path)
     port = u_http if protocol == "http" else u_grpc
     arms = [(f"ig_{protocol}_base", base_binary, "")]
-    if path not in GRPC_CLIENT:
+    if path in STREAMED:
         arms.append((f"ig_{protocol}_stream", bench.infergate, "\n    stream_requests: true"))
     for via, binary, extra in arms:
         path_ = suite.write_config(bench.scratch, via, 2, config(protocol, port, extra))

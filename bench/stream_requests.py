@@ -16,6 +16,10 @@ floor. Paths:
   http_passthrough   ig_http(_stream) -> U's HTTP listener
   (direct: U's HTTP listener; nginx: BASELINES.md's proxy_pass to it)
 
+With --client grpc the client is a gRPC one (ModelInfer, raw contents) instead, and the
+one path is gRPC passthrough: ig_grpc(_stream)'s gRPC listener -> U's gRPC listener
+(direct: U's gRPC listener; nginx: grpc_pass to it).
+
 Printed: per size and path, each arm's p50 and its added p50 over direct (median over
 rounds), the streamed/whole ratio of the added p50 taken round by round, and each arm's added
 p50 minus the floor.
@@ -26,6 +30,7 @@ figures that a relay keeping bytes in cache would move.
 
   /usr/bin/python3 bench/stream_requests.py --sizes 4,64 --rounds 3
   /usr/bin/python3 bench/stream_requests.py --sizes 4 --rounds 3 --concurrency 64
+  /usr/bin/python3 bench/stream_requests.py --client grpc --sizes 4,64 --rounds 5
 """
 import argparse
 import json
@@ -40,8 +45,16 @@ import forwarding_report  # noqa: E402
 import suite  # noqa: E402
 
 MIB = 1 << 20
-PATHS = (("http_bin_to_grpc", "ig_grpc"), ("http_passthrough", "ig_http"))
-PROXIES = ["nginx"] + [v for _, ig in PATHS for v in (ig, ig + "_stream")]
+BIN_PATHS = (("http_bin_to_grpc", "ig_grpc"), ("http_passthrough", "ig_http"))
+GRPC_PATHS = (("grpc_passthrough", "ig_grpc"),)
+
+
+def paths_of(args):
+    return GRPC_PATHS if request_kind(args) == "grpc" else BIN_PATHS
+
+
+def proxies_of(paths):
+    return ["nginx"] + [v for _, ig in paths for v in (ig, ig + "_stream")]
 
 
 def parse_args():
@@ -49,14 +62,20 @@ def parse_args():
     p.add_argument("--sizes", default="4,64", help="tensor sizes in MiB, comma-separated")
     p.add_argument("--concurrency", type=int, default=1,
                    help="requests in flight; above 1, throughput and CPU per request instead of p50")
+    p.add_argument("--client", dest="kind", choices=("bin", "grpc"), default="bin",
+                   help="bin: HTTP binary-extension requests (two paths); grpc: gRPC ModelInfer (passthrough)")
     suite.add_round_args(p)
     return p.parse_args()
 
 
-def start_streaming_gateways(bench):
-    """ig_grpc_stream and ig_http_stream: the suite's gateways with stream_requests on."""
+def start_streaming_gateways(bench, paths=BIN_PATHS):
+    """The suite's gateways of `paths` again with stream_requests on: ig_grpc_stream (toward
+    U's gRPC listener) and ig_http_stream (toward its HTTP one)."""
     u_http, u_grpc = bench.ports["direct"]
+    wanted = {ig + "_stream" for _, ig in paths}
     for via, protocol, port in (("ig_grpc_stream", "grpc", u_grpc), ("ig_http_stream", "http", u_http)):
+        if via not in wanted:
+            continue
         p = bench.start_infergate(via, f"""upstreams:
   - name: u
     protocol: {protocol}
@@ -131,9 +150,12 @@ def measure(args, prefix, start_more, proxies):
 
 def main():
     args = parse_args()
-    sizes, rows, floors = measure(args, "infergate-stream-requests.", start_streaming_gateways, PROXIES)
+    paths = paths_of(args)
+    proxies = proxies_of(paths)
+    sizes, rows, floors = measure(args, "infergate-stream-requests.",
+                                  lambda bench: start_streaming_gateways(bench, paths), proxies)
     if args.concurrency > 1:
-        return report_load(rows, sizes, args, PROXIES)
+        return report_load(rows, sizes, args, proxies)
     rows = {k: [run_[0] for run_ in runs] for k, runs in rows.items()}  # the p50s
 
     def ms(us):
@@ -149,7 +171,7 @@ def main():
 
         def added(via):
             return [a - d for a, d in zip(rows[(size, via)], direct)]
-        for path, ig in PATHS:
+        for path, ig in paths:
             streamed, whole = added(ig + "_stream"), added(ig)
             ratios = ", ".join(f"{s / w:.2f}" if w > 0 else "n/a" for s, w in zip(streamed, whole))
             for arm, via, values in (("streamed", ig + "_stream", streamed), ("whole first", ig, whole)):

@@ -21,6 +21,7 @@ constexpr uint32_t kIdField = 3;
 constexpr uint32_t kParametersField = 4;
 constexpr uint32_t kInputsField = 5;
 constexpr uint32_t kOutputsField = 6;
+constexpr uint32_t kRawInputContentsField = 7;
 constexpr uint32_t kInputParametersField = 4;   // InferInputTensor.parameters
 constexpr uint32_t kOutputParametersField = 2;  // InferRequestedOutputTensor.parameters
 constexpr uint32_t kEntryKeyField = 1;
@@ -298,6 +299,22 @@ StatusOr<OwnedModelRef> peekModelInferRequest(std::span<const std::span<const ui
         }
       }));
   return ref;
+}
+
+ModelInferHead findModelInferHead(std::span<const uint8_t> prefix, size_t message_size) {
+  using State = ModelInferHead::State;
+  const bool whole = prefix.size() >= message_size;
+  WireReader reader(prefix.first(std::min(prefix.size(), message_size)));
+  while (!reader.done()) {
+    const size_t at = reader.position();
+    StatusOr<FieldTag> tag = reader.readTag();
+    // An error inside the prefix may be its end cutting a varint or a value short: only
+    // the whole message tells malformed from not yet in.
+    if (!tag.ok()) return {whole ? State::kNone : State::kNeedMore, 0};
+    if (tag->number == kRawInputContentsField && tag->type == WireType::kLen) return {State::kFound, at};
+    if (!reader.skip(*tag).ok()) return {whole ? State::kNone : State::kNeedMore, 0};
+  }
+  return {whole ? State::kNone : State::kNeedMore, 0};
 }
 
 }  // namespace infergate::codecs

@@ -85,4 +85,27 @@ struct OwnedModelRef {
 };
 StatusOr<OwnedModelRef> peekModelInferRequest(std::span<const std::span<const uint8_t>> segments);
 
+// Where the head of a serialized ModelInferRequest ends while its bytes still arrive: the
+// head is every field before the first raw_input_contents (7), which is what the peek
+// above reads from a message that protobuf's serializers wrote (fields in number order).
+// `prefix` is the message's first bytes in, `message_size` its whole length.
+//
+//   kFound     `length` bytes of prefix are the head (the next field is a
+//              raw_input_contents); peek them for the route
+//   kNeedMore  the prefix ends inside a field before any raw_input_contents (or inside
+//              the first one's tag)
+//   kNone      the message is all in and has no raw_input_contents, or it is not wire
+//              format within the prefix: nothing to hand over early
+//
+// A field may follow the tensors and change what the head said (protobuf's last
+// occurrence wins): whoever hands the message on early must peek it again once whole.
+// Malformed input whose error only a longer prefix reveals reads as kNeedMore: the
+// caller bounds how much it waits for. Thread-safe (pure); never reads past `prefix`.
+struct ModelInferHead {
+  enum class State { kNeedMore, kFound, kNone };
+  State state = State::kNeedMore;
+  size_t length = 0;  // kFound: the head's bytes
+};
+ModelInferHead findModelInferHead(std::span<const uint8_t> prefix, size_t message_size);
+
 }  // namespace infergate::codecs

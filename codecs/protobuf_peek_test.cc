@@ -121,6 +121,88 @@ TEST(ProtobufPeek, RejectsMalformedMessages) {
   }
 }
 
+// ---- the head of a message still arriving ----
+
+TEST(ModelInferHead, IsFoundOnceEveryFieldBeforeTheTensorsIsIn) {
+  inference::ModelInferRequest request = sampleRequest();
+  request.add_raw_input_contents(std::string(300, '\x02'));  // a length of two varint bytes
+  const std::string bytes = request.SerializeAsString();
+  inference::ModelInferRequest head_only = request;
+  head_only.clear_raw_input_contents();
+  const size_t head = head_only.ByteSizeLong();  // serialized in field order: 7 comes last
+  ASSERT_LT(head, bytes.size());
+  for (size_t n = 0; n <= bytes.size(); ++n) {
+    ModelInferHead found = findModelInferHead(spanOf(bytes).first(n), bytes.size());
+    if (n <= head) {
+      // Up to the first byte of field 7's tag, the head cannot be told complete.
+      EXPECT_EQ(found.state, ModelInferHead::State::kNeedMore) << "prefix " << n;
+      continue;
+    }
+    ASSERT_EQ(found.state, ModelInferHead::State::kFound) << "prefix " << n;
+    EXPECT_EQ(found.length, head) << "prefix " << n;
+  }
+  // What the head peeks to is what the whole message peeks to.
+  StatusOr<ModelRef> from_head = peekModelInferRequest(spanOf(bytes).first(head));
+  StatusOr<ModelRef> from_whole = peekModelInferRequest(spanOf(bytes));
+  ASSERT_TRUE(from_head.ok() && from_whole.ok());
+  EXPECT_EQ(from_head->model_name, from_whole->model_name);
+  EXPECT_EQ(from_head->model_version, from_whole->model_version);
+}
+
+TEST(ModelInferHead, AMessageWithoutRawContentsHasNoneOnceWhole) {
+  inference::ModelInferRequest request = sampleRequest();
+  request.clear_raw_input_contents();
+  request.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1.5F);
+  const std::string bytes = request.SerializeAsString();
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_EQ(findModelInferHead(spanOf(bytes).first(n), bytes.size()).state, ModelInferHead::State::kNeedMore)
+        << "prefix " << n;
+  }
+  EXPECT_EQ(findModelInferHead(spanOf(bytes), bytes.size()).state, ModelInferHead::State::kNone);
+}
+
+TEST(ModelInferHead, TensorsFirstGiveAnEmptyHead) {
+  // As a merged message: raw contents, then the model's name. The head is empty, and only
+  // the whole message names the model.
+  inference::ModelInferRequest first;
+  first.add_raw_input_contents(std::string(1000, 'r'));
+  inference::ModelInferRequest second;
+  second.set_model_name("late");
+  const std::string bytes = first.SerializeAsString() + second.SerializeAsString();
+  ModelInferHead found = findModelInferHead(spanOf(bytes).first(3), bytes.size());
+  ASSERT_EQ(found.state, ModelInferHead::State::kFound);
+  EXPECT_EQ(found.length, 0U);
+}
+
+TEST(ModelInferHead, MalformedWholeMessagesHaveNoneAndPrefixesWaitForMore) {
+  const std::string bad[] = {
+      std::string("\x00\x01", 2),                      // field number 0
+      std::string("\x0a\x05" "abc"),                   // a length past the end
+      std::string("\x0f\x01\x02", 3),                 // wire type 7
+      std::string("\x0a\x01m") + std::string(11, '\xff'),  // a varint past ten bytes
+  };
+  for (const std::string& message : bad) {
+    EXPECT_EQ(findModelInferHead(spanOf(message), message.size()).state, ModelInferHead::State::kNone)
+        << "message of " << message.size() << " bytes";
+    // The same bytes as the start of a longer message: only more of it would tell.
+    EXPECT_EQ(findModelInferHead(spanOf(message), message.size() + 100).state, ModelInferHead::State::kNeedMore);
+  }
+}
+
+TEST(ModelInferHead, NeverReadsPastThePrefixOrTheMessage) {
+  const std::string bytes = sampleRequest().SerializeAsString();
+  // A prefix longer than the message it is said to be: only the message's bytes count.
+  const std::string longer = bytes + std::string("\x3a\x01z", 3);
+  ModelInferHead found = findModelInferHead(spanOf(longer), bytes.size());
+  ASSERT_EQ(found.state, ModelInferHead::State::kFound);
+  EXPECT_LT(found.length, bytes.size());
+  // Each prefix as its own allocation of exactly its size (ASan sees any overread).
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    std::vector<uint8_t> exact(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
+    (void)findModelInferHead(std::span<const uint8_t>(exact.data(), exact.size()), bytes.size());
+  }
+}
+
 TEST(ProtobufPeek, SkipsManyTensors) {
   inference::ModelInferRequest request;
   for (int i = 0; i < 1000; ++i) {

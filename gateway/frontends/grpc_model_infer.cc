@@ -42,14 +42,49 @@ ModelInferCall::ModelInferCall(std::shared_ptr<Shared> shared, http::EventLoop& 
     : shared_(std::move(shared)), loop_(loop), context_(context) {}
 
 void ModelInferCall::start(codecs::MovableByteBuffer request) {
+  if (!admitAndRoute(request, request.length())) return;
+  proceed(std::move(request));
+}
+
+void ModelInferCall::startArriving(codecs::MovableByteBuffer request, codecs::Buffer head,
+                                   std::shared_ptr<http::BodyArrival> arrival) {
+  if (!admitAndRoute(codecs::MovableByteBuffer(codecs::BufferChain(std::move(head))), request.length())) return;
+  // Sent as it arrives only where the message goes on as it is, to an upstream that asked
+  // for it, through the loop's own client (whichever endpoint the fleet picks: one the
+  // native client does not reach waits for the whole body in the fleet call).
+  const upstream::Upstream& target = *decision_.upstream;
+  if (target.protocol() == upstream::Upstream::Protocol::kGrpc && target.config().stream_requests &&
+      !names_regions_ && !decision_.mirror && !decision_.rewrites() && !takesHandoff(target, request.length()) &&
+      decision_.upstream->grpcOnLoop(loop_) != nullptr) {
+    return passthrough(std::move(request), std::move(arrival));
+  }
+  // Every other path reads the message: it goes on as before once it is whole.
+  hold();
+  arrival->whenSettled([this, request = std::move(request)](bool whole) mutable {
+    if (whole) {
+      proceed(std::move(request));
+    } else {
+      finish(grpcStatusFor(http::BodyArrival::notArrived()));
+    }
+    release();
+  });
+}
+
+// Admission, then the route on what `peeked` names (the whole message, or the head of one
+// still arriving); false once the call is answered.
+bool ModelInferCall::admitAndRoute(const codecs::MovableByteBuffer& peeked, size_t length) {
   shared_->startInfo(context_, info_);
-  info_.request_bytes = request.length();
+  info_.request_bytes = length;
   Shared::Admission admitted = shared_->admit(context_, "inference", "ModelInfer", &info_);
-  if (!admitted.status.ok()) return finish(admitted.status);
-  bool names_regions = false;
-  codecs::StatusOr<Decision> decision =
-      routeMessage(*shared_, request, context_, admitted.caller(), &names_regions);
-  if (!decision.ok()) return finish(grpcStatusFor(decision.status()));
+  if (!admitted.status.ok()) {
+    finish(admitted.status);
+    return false;
+  }
+  codecs::StatusOr<Decision> decision = routeMessage(*shared_, peeked, context_, admitted.caller(), &names_regions_);
+  if (!decision.ok()) {
+    finish(grpcStatusFor(decision.status()));
+    return false;
+  }
   decision_ = std::move(*decision);
   if (shared_->recorder && shared_->recorder->active()) {
     shared_->recorder->routed(info_, seriesKeyOf(telemetry::Protocol::kGrpc, decision_));
@@ -57,10 +92,15 @@ void ModelInferCall::start(codecs::MovableByteBuffer request) {
       decision_.pick.stats = info_.callStats();
     }
   }
+  return true;
+}
+
+// The routed call with its whole message.
+void ModelInferCall::proceed(codecs::MovableByteBuffer request) {
   // A request naming client regions is not mirrored: the mirror must never see them, and
   // reading them a second time would race with the client reusing its regions.
-  if (decision_.mirror && !names_regions) mirror(request);
-  if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc && !names_regions &&
+  if (decision_.mirror && !names_regions_) mirror(request);
+  if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc && !names_regions_ &&
       !takesHandoff(*decision_.upstream, request.length())) {
     return passthrough(std::move(request));
   }
@@ -111,7 +151,7 @@ codecs::StatusOr<codecs::InferRequest> ModelInferCall::decodeBound(const codecs:
 }
 
 // ---- gRPC upstream: passthrough ----
-void ModelInferCall::passthrough(codecs::MovableByteBuffer message) {
+void ModelInferCall::passthrough(codecs::MovableByteBuffer message, std::shared_ptr<http::BodyArrival> arrival) {
   if (decision_.rewrites()) {
     codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(message);
     if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
@@ -126,6 +166,7 @@ void ModelInferCall::passthrough(codecs::MovableByteBuffer message) {
   // hand-over, to the loop, instead of grpc's own between its client threads).
   options.on_loop = decision_.upstream->grpcOnLoop(loop_);
   if (options.on_loop) options.answer_progress = passthroughRelay();
+  options.arrival = std::move(arrival);  // a message still arriving: sent as it comes
   stampTraceHeaders(options.metadata, info_);
   hold();
   auto call = upstream::fleetUnary(decision_.upstream->fleet(), kModelInferMethod, std::move(message),

@@ -52,6 +52,16 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
   // builtin upstream decodes and runs here (pure CPU, never blocking) and a response due
   // at once is replied right here; a gRPC upstream gets the message as it came.
   void start(codecs::MovableByteBuffer request);
+  // The same for a message still arriving (the server's thread, which is the loop's):
+  // `request` references its storage, of which `arrival` says how much is in, and `head`
+  // is its first bytes, every field before the tensors (codecs::findModelInferHead). The
+  // call is admitted and routed on the head at once. Toward a gRPC upstream configured
+  // `stream_requests` that takes the message as it is, the upstream call starts now and
+  // sends the bytes as they come; every other path waits for the whole message. The
+  // server checks that the whole message routes as its head did, and fails the arrival
+  // (the upstream call is then cancelled) when the rest never comes.
+  void startArriving(codecs::MovableByteBuffer request, codecs::Buffer head,
+                     std::shared_ptr<http::BodyArrival> arrival);
   // The client went away or its deadline passed (any thread): stops the upstream call
   // and replies CANCELLED unless a reply was made.
   void cancel();
@@ -81,7 +91,9 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
   http::EventLoop& loop() const { return loop_; }
 
  private:
-  void passthrough(codecs::MovableByteBuffer message);
+  bool admitAndRoute(const codecs::MovableByteBuffer& peeked, size_t length);
+  void proceed(codecs::MovableByteBuffer request);
+  void passthrough(codecs::MovableByteBuffer message, std::shared_ptr<http::BodyArrival> arrival = nullptr);
   void onGrpcAnswer(codecs::Status status, codecs::MovableByteBuffer answer);
   std::shared_ptr<upstream::AnswerProgress> passthroughRelay();
   void mirror(const codecs::MovableByteBuffer& message);
@@ -109,6 +121,7 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
   http::EventLoop& loop_;
   const CallContext& context_;
   Decision decision_;
+  bool names_regions_ = false;  // the message names client shared-memory regions
   telemetry::RequestInfo info_;  // written in the call's order (start, answer, finish)
   ShmBinding binding_;  // set before any upstream call or execution starts; read after
   Flag cancelled_ = std::make_shared<std::atomic<bool>>(false);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <new>
 
 #include <grpcpp/generic/generic_stub.h>
 
@@ -307,6 +308,86 @@ namespace {
 
 bool isModelInfer(const Stream& s) { return s.path == kModelInferPath; }
 
+// ---- messages handed over early ----
+//
+// A large ModelInfer message (kEarlyMessageBytes and more, uncompressed, reserved in one
+// chunk of its size) goes to its call once its head is in: every field before the first
+// raw_input_contents, within kMaxEarlyHeadBytes (codecs::findModelInferHead). The call
+// routes on the head and, toward an upstream that takes it (`stream_requests`), sends the
+// bytes on while the client still sends them (ModelInferCall::startArriving):
+//
+//   head in      the call starts on a view of the whole chunk, `request_arrival` at the
+//                bytes in so far
+//   more bytes   the arrival is told every kArrivalStepBytes
+//   last byte    the whole message is peeked again before its last bytes are told: where
+//                it routes as its head did, the arrival is complete. Where it does not (a
+//                model name, version, sequence or region after the tensors, which protobuf
+//                lets win; or a message the peek refuses), the early call is cancelled
+//                (the upstream never has the message whole) and the message starts over
+//                as one read whole, at END_STREAM: answered as it would have been
+//   gone wrong   a second message, the stream ending inside this one, or the client's
+//                reset: the call is cancelled and the arrival failed (the upstream's
+//                stream is reset)
+
+// The stream answers `status` itself: its early-started call is cancelled, and whatever
+// waits for the message's bytes learns they will not come. Inside h2->receive() only.
+void refuseEarlyCall(Stream& s, const ::grpc::Status& status) {
+  std::shared_ptr<http::BodyArrival> arrival = std::move(s.request_arrival);
+  if (s.infer != nullptr) {
+    s.infer->detach();
+    s.infer->cancel();
+  }
+  replyStatus(s, status);
+  if (arrival) arrival->fail();
+}
+
+// Hands the message over once its head is in, or gives up on handing it over early.
+void tryHandOverEarly(Stream& s) {
+  const std::span<const uint8_t> in(s.chunk.data(), s.chunk_have);
+  const codecs::ModelInferHead head = codecs::findModelInferHead(in, s.message_size);
+  if (head.state == codecs::ModelInferHead::State::kNeedMore && s.chunk_have < kMaxEarlyHeadBytes) return;
+  s.early = false;
+  if (head.state != codecs::ModelInferHead::State::kFound) return;
+  codecs::StatusOr<codecs::ModelRef> ref = codecs::peekModelInferRequest(in.first(head.length));
+  if (!ref.ok() || ref->model_name.empty()) return;  // the whole message says what is wrong
+  s.head_ref = codecs::OwnedModelRef{std::string(ref->model_name), std::string(ref->model_version),
+                                     std::move(ref->sequence), ref->shared_memory};
+  s.request_arrival = std::make_shared<http::BodyArrival>(s.chunk.data(), s.message_size);
+  s.request_arrival->advance(s.chunk_have);
+  ++s.messages;
+  s.early_metadata = s.metadata;  // the call takes s.metadata
+  codecs::Buffer whole = s.chunk.shareWritten(0, s.message_size);
+  codecs::Buffer head_bytes = whole.slice(0, head.length);
+  const std::span<const uint8_t> unread = whole.span();
+  codecs::MovableByteBuffer request(codecs::BufferChain(std::move(whole)), unread);
+  auto* call = new NativeModelInfer(serverOf(*s.connection).shared(), s);
+  s.infer = call;
+  call->startArriving(std::move(request), std::move(head_bytes), s.request_arrival);
+}
+
+// The early-handed message is whole: told complete when it routes as its head did, else
+// started over (see the top of this section).
+void completeEarly(Stream& s) {
+  std::shared_ptr<http::BodyArrival> arrival = std::move(s.request_arrival);
+  codecs::StatusOr<codecs::ModelRef> whole =
+      codecs::peekModelInferRequest(std::span<const uint8_t>(s.chunk.data(), s.message_size));
+  const codecs::OwnedModelRef& head = s.head_ref;
+  if (whole.ok() && whole->model_name == head.model_name && whole->model_version == head.model_version &&
+      whole->sequence == head.sequence && whole->shared_memory == head.shared_memory) {
+    s.chunk = codecs::MutableBuffer();  // the call's view keeps the bytes
+    s.early_metadata.clear();
+    arrival->advance(s.message_size);
+    return;
+  }
+  NativeModelInfer* early = std::exchange(s.infer, nullptr);
+  early->detach();
+  early->cancel();
+  early->engineDone();
+  arrival->fail();
+  s.metadata = std::move(s.early_metadata);
+  s.unary_request = codecs::MovableByteBuffer(codecs::BufferChain(std::move(s.chunk).freeze(s.message_size)));
+}
+
 void onMessage(Stream& s, codecs::BufferChain message) {
   const Shared& shared = sharedOf(*s.connection);
   ++s.messages;
@@ -330,8 +411,8 @@ void onMessage(Stream& s, codecs::BufferChain message) {
   }
   if (s.relay) return s.relay->write(std::move(buffer));
   if (s.messages > 1) {
-    return replyStatus(s, ::grpc::Status(::grpc::StatusCode::INTERNAL,
-                                         "ModelInfer is unary: the request carried a second message"));
+    return refuseEarlyCall(s, ::grpc::Status(::grpc::StatusCode::INTERNAL,
+                                             "ModelInfer is unary: the request carried a second message"));
   }
   s.unary_request = std::move(buffer);
 }
@@ -411,14 +492,30 @@ void receiveData(Stream& s, const uint8_t* data, size_t size) {
         s.connection->h2->setStreamWindow(s.id, kRaisedStreamWindow);
       }
       s.parts = codecs::BufferChain();
-      // Past kMaxReservedMessageBytes the message is reserved whole only in a block the
-      // pool already holds (the last large message's, usually): one block, nothing to join
-      // before it is decoded, and no new memory taken on an announcement alone.
+      // Past kMaxReservedMessageBytes a message is reserved whole only in a block the pool
+      // already holds (the last large message's, usually): one block, nothing to join
+      // before it is decoded. Except ModelInfer's uncompressed one, which always lands in
+      // one block of its size: it may be handed over early, as one span its BodyArrival
+      // follows. Neither costs memory on an announcement alone: a fresh block that large
+      // is a mapping of its own whose pages are touched only as the bytes land (and the
+      // stream's window is raised only for ModelInfer). Where the mapping fails, chunks.
       codecs::BufferPool& pool = codecs::BufferPool::shared();
-      s.chunk = s.message_size > kMaxReservedMessageBytes ? pool.takeFree(s.message_size) : codecs::MutableBuffer();
+      s.chunk = codecs::MutableBuffer();
+      if (s.message_size > kMaxReservedMessageBytes) {
+        if (!s.relay && !s.compressed) {
+          try {
+            s.chunk = pool.allocate(s.message_size);
+          } catch (const std::bad_alloc&) {
+          }
+        } else {
+          s.chunk = pool.takeFree(s.message_size);
+        }
+      }
       if (s.chunk.size() == 0) s.chunk = pool.allocate(std::min(s.message_size, kMaxReservedMessageBytes));
       s.chunk_have = 0;
       s.message_have = 0;
+      s.early = !s.relay && !s.compressed && s.messages == 0 && s.message_size >= kEarlyMessageBytes &&
+                s.chunk.size() == s.message_size;
     }
     if (s.chunk_have == s.chunk.size() && s.message_have < s.message_size) {
       s.parts.append(std::move(s.chunk).freeze());
@@ -432,12 +529,26 @@ void receiveData(Stream& s, const uint8_t* data, size_t size) {
     s.message_have += n;
     data += n;
     size -= n;
-    if (s.message_have == s.message_size) {
-      s.head_have = 0;
-      if (s.chunk_have > 0 || s.parts.segments().empty()) s.parts.append(std::move(s.chunk).freeze(s.chunk_have));
-      onMessage(s, std::move(s.parts));
+    if (s.message_have < s.message_size) {
+      if (s.request_arrival && s.chunk_have - s.request_arrival->received() >= kArrivalStepBytes) {
+        std::shared_ptr<http::BodyArrival> arrival = s.request_arrival;
+        arrival->advance(s.chunk_have);  // its senders may answer the call
+      } else if (s.early) {
+        tryHandOverEarly(s);
+      }
       if (s.finished) return;
+      continue;
     }
+    s.head_have = 0;
+    s.early = false;
+    if (s.request_arrival) {
+      completeEarly(s);
+      if (s.finished) return;
+      continue;
+    }
+    if (s.chunk_have > 0 || s.parts.segments().empty()) s.parts.append(std::move(s.chunk).freeze(s.chunk_have));
+    onMessage(s, std::move(s.parts));
+    if (s.finished) return;
   }
 }
 
@@ -448,6 +559,12 @@ void endRequest(Stream& s) {
   // A stream ends with its complete messages (a partial one is dropped); a unary call
   // without its one whole message has no request.
   if (s.relay) return s.relay->writesDone();
+  if (s.infer != nullptr) {  // handed over early: only an unfinished message is left to refuse
+    if (s.head_have != 0) {
+      refuseEarlyCall(s, ::grpc::Status(::grpc::StatusCode::INTERNAL, "the request ended inside a message"));
+    }
+    return;
+  }
   if (s.head_have != 0) {
     return replyStatus(s, ::grpc::Status(::grpc::StatusCode::INTERNAL, "the request ended inside a message"));
   }
@@ -466,13 +583,17 @@ bool relayBacklogged(const Stream& s) { return s.relay && s.relay->backlogged();
 void replyDrained(Stream& s) { s.relay->replyDrained(s); }
 
 void detachCall(Stream& s, bool cancelled) {
+  // A message handed over early that never came whole (the client reset the stream, or
+  // the connection went): its upstream call is cancelled with it.
+  std::shared_ptr<http::BodyArrival> arrival = std::move(s.request_arrival);
   if (s.infer != nullptr) {
     NativeModelInfer* call = s.infer;
     s.infer = nullptr;
     call->detach();
-    if (cancelled) call->cancel();
+    if (cancelled || arrival) call->cancel();
     call->engineDone();
   }
+  if (arrival) arrival->fail();
   if (s.relay) {
     // Cancelled whether or not the client saw a status: one the server made itself (a
     // refused message) leaves grpc++'s side waiting for what will not come. Once grpc++

@@ -25,6 +25,7 @@
 #include "codecs/buffer.h"
 #include "codecs/compression.h"
 #include "codecs/grpc_byte_buffer.h"
+#include "codecs/protobuf_peek.h"
 #include "gateway/frontends/grpc_frontend_internal.h"
 #include "gateway/frontends/grpc_model_infer.h"
 #include "gateway/frontends/grpc_native_server.h"
@@ -60,6 +61,12 @@ inline constexpr size_t kRelayBacklogBytes = 8 * 1024 * 1024;
 inline constexpr size_t kRelayReplyBacklogBytes = 4 * 1024 * 1024;
 inline constexpr uint32_t kMaxConcurrentStreams = 4096;
 inline constexpr size_t kMaxReservedMessageBytes = 64 * 1024 * 1024;  // allocated before it arrives
+// A ModelInfer message of at least this many bytes is handed to its call once its head is
+// in (grpc_native_calls.cc, "messages handed over early"), if the head lies within
+// kMaxEarlyHeadBytes; its call is then told of every kArrivalStepBytes more.
+inline constexpr size_t kEarlyMessageBytes = 1024 * 1024;
+inline constexpr size_t kMaxEarlyHeadBytes = 1024 * 1024;
+inline constexpr size_t kArrivalStepBytes = 256 * 1024;
 
 struct Connection;
 struct Stream;
@@ -92,9 +99,10 @@ struct Stream {
   uint8_t head[5] = {};
   size_t head_have = 0;
   // Reassembled in chunks of at most kMaxReservedMessageBytes, each taken (from
-  // codecs::BufferPool: already mapped) as the bytes arrive: an announced size reserves no
-  // more than that ahead of them. A larger message goes into one block when the pool has
-  // a free one of its class (memory already held, so the announcement costs nothing).
+  // codecs::BufferPool) as the bytes arrive. A larger message goes into one block when the
+  // pool has a free one of its class (memory already held, so the announcement costs
+  // nothing); ModelInfer's uncompressed message always does, a fresh mapping whose pages
+  // are touched only as its bytes land (grpc_native_calls.cc, receiveData).
   codecs::BufferChain parts;
   codecs::MutableBuffer chunk;
   size_t chunk_have = 0;
@@ -102,6 +110,14 @@ struct Stream {
   bool compressed = false;
   int messages = 0;
   std::optional<codecs::MovableByteBuffer> unary_request;  // ModelInfer: its one message, until END_STREAM
+  // ModelInfer's message handed to its call before it is whole: `early` while this message
+  // (one chunk of its whole size) may still go that way, then `request_arrival` told of its
+  // bytes until the last, `head_ref` what its head routed on, which the whole message must
+  // peek to as well, and the metadata again for a call that starts over.
+  bool early = false;
+  std::shared_ptr<http::BodyArrival> request_arrival;
+  codecs::OwnedModelRef head_ref;
+  std::vector<std::pair<std::string, std::string>> early_metadata;
   bool request_ended = false;
   size_t held = 0;  // received bytes whose stream window is kept back (the relay's backlog)
 

@@ -12,6 +12,7 @@ import tempfile
 import grpc
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -94,58 +95,103 @@ def simple_infer_request(model="simple"):
     return req
 
 
+class _RawModelInfer:
+    """One ModelInfer on a raw HTTP/2 connection (python h2), for what grpcio cannot show or
+    do: the answer frame by frame, an upload paused or cut short. send(upto) sends the
+    framed message (the 5-byte prefix, then the message) up to byte `upto` as the server's
+    windows let it; pump() reads what the server sent once. `headers`, `data`, `trailers`,
+    `reset` (the RST_STREAM code) and `ended` hold the answer so far."""
+
+    def __init__(self, address, message, metadata=(), timeout=30, on_first_data=None):
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.conn = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        self.conn.initiate_connection()
+        self.sid = self.conn.get_next_available_stream_id()
+        self.conn.send_headers(self.sid, [(":method", "POST"), (":scheme", "http"), (":path", MODEL_INFER),
+                                          (":authority", address), ("content-type", "application/grpc"),
+                                          ("te", "trailers")] + list(metadata))
+        self.framed = b"\0" + struct.pack(">I", len(message)) + message
+        self.sent = 0
+        self.on_first_data = on_first_data
+        self.headers, self.trailers, self.reset, self.ended = {}, {}, None, False
+        self.data = bytearray()
+
+    def pump(self):
+        self.sock.sendall(self.conn.data_to_send())
+        chunk = self.sock.recv(1 << 20)
+        if not chunk:
+            raise ConnectionError("the gateway closed the connection")
+        for event in self.conn.receive_data(chunk):
+            if isinstance(event, h2.events.ResponseReceived):
+                self.headers.update(dict(event.headers))
+            elif isinstance(event, h2.events.DataReceived):
+                first = not self.data
+                self.data.extend(event.data)
+                self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                if first and self.on_first_data is not None:
+                    self.on_first_data(self.conn, self.sock, self.sid)
+            elif isinstance(event, h2.events.TrailersReceived):
+                self.trailers.update(dict(event.headers))
+            elif isinstance(event, h2.events.StreamReset):
+                self.reset, self.ended = event.error_code, True
+            elif isinstance(event, h2.events.StreamEnded):
+                self.ended = True
+
+    def send(self, upto):
+        while self.sent < upto and not self.ended:
+            room = min(self.conn.local_flow_control_window(self.sid), self.conn.max_outbound_frame_size,
+                       upto - self.sent)
+            if room == 0:
+                self.pump()
+                continue
+            self.conn.send_data(self.sid, self.framed[self.sent:self.sent + room])
+            self.sent += room
+        self.sock.sendall(self.conn.data_to_send())
+
+    def finish(self):
+        """Ends the stream (unless the server did) and reads until the answer is over."""
+        if not self.ended:
+            self.conn.end_stream(self.sid)
+        while not self.ended:
+            self.pump()
+        return self.headers, bytes(self.data), self.trailers, self.reset
+
+    def close(self):
+        self.sock.close()
+
+
 def h2_model_infer(address, message, on_first_data=None, metadata=(), timeout=30):
     """One ModelInfer on a raw HTTP/2 connection to the gateway's gRPC listener, seen frame
     by frame as grpcio cannot show it: `on_first_data(conn, sock, stream_id)` runs once the
     first DATA bytes of the answer are in. Returns (response headers, the DATA bytes, the
     trailers, the RST_STREAM code or None), header names and values as str."""
-    host, port = address.rsplit(":", 1)
-    sock = socket.create_connection((host, int(port)), timeout=timeout)
-    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
-    conn.initiate_connection()
-    sid = conn.get_next_available_stream_id()
-    conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":path", MODEL_INFER),
-                            (":authority", address), ("content-type", "application/grpc"),
-                            ("te", "trailers")] + list(metadata))
-    framed = b"\0" + struct.pack(">I", len(message)) + message
-    headers, trailers, reset = {}, {}, None
-    data = bytearray()
-    ended = False
-
-    def pump():
-        nonlocal reset, ended
-        sock.sendall(conn.data_to_send())
-        chunk = sock.recv(1 << 20)
-        if not chunk:
-            raise ConnectionError("the gateway closed the connection")
-        for event in conn.receive_data(chunk):
-            if isinstance(event, h2.events.ResponseReceived):
-                headers.update(dict(event.headers))
-            elif isinstance(event, h2.events.DataReceived):
-                first = not data
-                data.extend(event.data)
-                conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-                if first and on_first_data is not None:
-                    on_first_data(conn, sock, sid)
-            elif isinstance(event, h2.events.TrailersReceived):
-                trailers.update(dict(event.headers))
-            elif isinstance(event, h2.events.StreamReset):
-                reset, ended = event.error_code, True
-            elif isinstance(event, h2.events.StreamEnded):
-                ended = True
-
+    call = _RawModelInfer(address, message, metadata, timeout, on_first_data)
     try:
-        sent = 0
-        while sent < len(framed):
-            room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size)
-            if room == 0:
-                pump()
-                continue
-            conn.send_data(sid, framed[sent:sent + room])
-            sent += room
-        conn.end_stream(sid)
-        while not ended:
-            pump()
+        call.send(len(call.framed))
+        return call.finish()
     finally:
-        sock.close()
-    return headers, bytes(data), trailers, reset
+        call.close()
+
+
+def h2_model_infer_paused(address, message, pause_at, at_pause, then="send", timeout=30):
+    """One ModelInfer on a raw HTTP/2 connection whose framed message (the 5-byte prefix,
+    then `message`) is sent up to byte `pause_at`, then `at_pause()` runs while the rest
+    waits, as a slow client's upload would. `then` says what follows: "send" the rest and
+    end the stream, "end" the stream there (the message cut short), or "reset" it
+    (RST_STREAM CANCEL, then the connection closed: nothing is read). Returns as
+    h2_model_infer; "reset" returns nothing."""
+    call = _RawModelInfer(address, message, timeout=timeout)
+    try:
+        call.send(pause_at)
+        at_pause()
+        if then == "reset":
+            call.conn.reset_stream(call.sid, error_code=h2.errors.ErrorCodes.CANCEL)
+            call.sock.sendall(call.conn.data_to_send())
+            return None
+        if then == "send":
+            call.send(len(call.framed))
+        return call.finish()
+    finally:
+        call.close()

@@ -519,6 +519,17 @@ def requests_in_flight(gateway, model):
     return 0.0
 
 
+def requests_total(gateway, model):
+    """infergate_requests_total of `model` on the gateway's /metrics, over every code and path."""
+    _, _, text = gateway.request("GET", "/metrics", listener="metrics")
+    total = 0.0
+    for line in text.decode().splitlines():
+        sample, _, value = line.rpartition(" ")
+        if sample.startswith("infergate_requests_total{") and 'model="%s"' % model in sample:
+            total += float(value)
+    return total
+
+
 def error_of(body):
     return json.loads(body)["error"]
 
@@ -1065,6 +1076,127 @@ class ForwardingE2E(Base):
                                            timeout=10))
                 status, _, data = gateway.request("POST", "/v2/models/identity_fp32/infer", body, headers)
                 self.assertEqual(status, 200, data[:300])
+
+    # ---- a gRPC client's large message, forwarded as it arrives ----
+
+    def _large_grpc_request(self, values=1 << 21):
+        """An identity_fp32 ModelInfer of `values` FP32 (8 MiB by default), and its serialized form."""
+        raw = (np.arange(values, dtype=np.float32) * 0.25).tobytes()
+        req = pb.ModelInferRequest(model_name="identity_fp32")
+        t = req.inputs.add()
+        t.name, t.datatype = "INPUT0", "FP32"
+        t.shape.extend([1, values])
+        req.raw_input_contents.append(raw)
+        return req, req.SerializeToString()
+
+    def _paused(self, gateway, message, at_pause, then="send"):
+        """The message sent to the gateway's gRPC listener up to its middle, `at_pause()`
+        run, then `then` (grpc_stubs.h2_model_infer_paused)."""
+        return grpc_stubs.h2_model_infer_paused(gateway.address("grpc"), message, len(message) // 2,
+                                                at_pause, then=then)
+
+    def test_large_grpc_message_goes_on_as_it_arrives(self):
+        """A gRPC client's 8 MiB ModelInfer sent in two halves with a pause, to a gateway whose
+        gRPC upstream is configured `stream_requests: true`: the upstream has the call in
+        flight while half the message is still unsent (the gateway handed it over once the
+        fields before the tensors were in, and sends the tensor as it comes). The answer is
+        U's, field for field; through the HTTP upstream (transcoded: the gateway reads the
+        whole message first) as well."""
+        req, message = self._large_grpc_request()
+        want = stub_of(U).ModelInfer(req, timeout=30)
+        for name, gateway in FORWARDERS:
+            with self.subTest(gateway=name):
+                seen = []
+
+                def at_pause():
+                    if gateway is G_GRPC:
+                        seen.append(wait_until(lambda: requests_in_flight(U, "identity_fp32") == 1, timeout=5))
+                    else:
+                        time.sleep(0.2)
+                        seen.append(requests_in_flight(U, "identity_fp32") == 0)
+
+                headers, data, trailers, reset = self._paused(gateway, message, at_pause)
+                self.assertEqual(seen, [True])
+                self.assertIsNone(reset)
+                self.assertEqual(trailers.get("grpc-status"), "0", trailers)
+                got = pb.ModelInferResponse.FromString(data[5:])
+                self.assertEqual(got.model_name, want.model_name)
+                self.assertEqual(list(got.raw_output_contents), list(want.raw_output_contents))
+                self.assertEqual(got.outputs, want.outputs)
+        self.assertTrue(wait_until(lambda: requests_in_flight(U, "identity_fp32") == 0, timeout=5))
+
+    def test_stream_requests_false_reads_grpc_messages_whole_first(self):
+        """`stream_requests: false` (the default): the upstream gets nothing while half the
+        gRPC message is unsent, then answers as directly."""
+        whole = _start("G_whole_grpc", Gateway.from_template(
+            FORWARDER_TEMPLATE.replace("stream_requests: true", "stream_requests: false"),
+            name="u-grpc", protocol="grpc", endpoint=U.address("grpc")))
+        req, message = self._large_grpc_request()
+        want = stub_of(U).ModelInfer(req, timeout=30)
+        seen = []
+
+        def at_pause():
+            time.sleep(0.3)  # long enough for an early hand-over to reach U
+            seen.append(requests_in_flight(U, "identity_fp32"))
+
+        _, data, trailers, _ = self._paused(whole, message, at_pause)
+        self.assertEqual(seen, [0.0])
+        self.assertEqual(trailers.get("grpc-status"), "0", trailers)
+        self.assertEqual(list(pb.ModelInferResponse.FromString(data[5:]).raw_output_contents),
+                         list(want.raw_output_contents))
+
+    def test_a_grpc_client_that_resets_mid_message_cancels_the_upstream_call(self):
+        """A gRPC client that resets its stream with half its message sent: the upstream
+        call the gateway started with it is cancelled (U has nothing in flight), and the
+        next request is answered."""
+        req, message = self._large_grpc_request()
+        started = []
+        self._paused(G_GRPC, message, lambda: started.append(
+            wait_until(lambda: requests_in_flight(U, "identity_fp32") == 1, timeout=5)), then="reset")
+        self.assertEqual(started, [True])
+        self.assertTrue(wait_until(lambda: requests_in_flight(U, "identity_fp32") == 0, timeout=10))
+        self.assertTrue(wait_until(lambda: requests_in_flight(G_GRPC, "identity_fp32") == 0, timeout=10))
+        self.assertEqual(stub_of(G_GRPC).ModelInfer(req, timeout=30).model_name, "identity_fp32")
+
+    def test_a_grpc_message_cut_short_is_refused_and_its_upstream_call_cancelled(self):
+        """A stream that ends with half its one message sent: INTERNAL, as for a message read
+        whole; the upstream call already started is cancelled."""
+        _, message = self._large_grpc_request()
+        started = []
+        headers, data, trailers, _ = self._paused(G_GRPC, message, lambda: started.append(
+            wait_until(lambda: requests_in_flight(U, "identity_fp32") == 1, timeout=5)), then="end")
+        self.assertEqual(started, [True])
+        status = trailers or headers
+        self.assertEqual(status.get("grpc-status"), "13", status)
+        self.assertIn("the request ended inside a message", status.get("grpc-message", ""))
+        self.assertEqual(data, b"")
+        self.assertTrue(wait_until(lambda: requests_in_flight(U, "identity_fp32") == 0, timeout=10))
+
+    def test_a_model_name_after_the_tensors_routes_the_message_where_protobuf_says(self):
+        """A message whose model_name comes again after its raw_input_contents (valid protobuf:
+        the last one wins). The gateway routes the early call on the fields before the
+        tensors; once the message is whole it sees the later name, cancels that call before
+        the upstream has the message whole, and starts over with the whole message. The
+        client gets what U answers to the same message directly, and U answers the later
+        model once (not a second time for the cancelled call)."""
+        _, message = self._large_grpc_request()
+        message += pb.ModelInferRequest(model_name="simple").SerializeToString()
+        direct_headers, _, direct_trailers, _ = grpc_stubs.h2_model_infer(U.address("grpc"), message)
+        direct = direct_trailers or direct_headers  # Trailers-Only: the status is in the headers
+        self.assertEqual(direct.get("grpc-status"), "3", direct)  # "simple" wants two inputs
+        before = requests_total(U, "simple")
+        started = []
+        headers, data, trailers, _ = self._paused(G_GRPC, message, lambda: started.append(
+            wait_until(lambda: requests_in_flight(U, "identity_fp32") == 1, timeout=5)))
+        self.assertEqual(started, [True])  # the early call reached U
+        status = trailers or headers
+        self.assertEqual((status.get("grpc-status"), status.get("grpc-message")),
+                         (direct.get("grpc-status"), direct.get("grpc-message")))
+        self.assertEqual(data, b"")
+        self.assertTrue(wait_until(lambda: requests_in_flight(U, "identity_fp32") == 0, timeout=10))
+        self.assertTrue(wait_until(lambda: requests_total(U, "simple") >= before + 1, timeout=5))
+        time.sleep(0.2)  # a second answer of "simple", were there one, would be counted by now
+        self.assertEqual(requests_total(U, "simple"), before + 1)
 
     def test_readiness_and_health_of_the_forwarders(self):
         for name, gateway in FORWARDERS:
