@@ -35,26 +35,27 @@ std::optional<BinaryAnswerRelay> BinaryAnswerRelay::forRequest(const http::HttpE
   return BinaryAnswerRelay(request, client_model, client_version, limits);
 }
 
-void BinaryAnswerRelay::onProgress(http::HttpExchange& exchange, const codecs::MutableBuffer& message, size_t have,
+bool BinaryAnswerRelay::onProgress(http::HttpExchange& exchange, const codecs::MutableBuffer& message, size_t have,
                                    size_t size) {
   auto written = [&message](size_t, size_t offset, size_t length) { return message.shareWritten(offset, length); };
   if (state_ == State::kStreaming) {
-    if (!sendBefore(exchange, std::min(have, last_byte_), written)) cut(exchange);
-    return;
+    if (sendBefore(exchange, std::min(have, last_byte_), written)) return false;
+    cut(exchange);
+    return true;
   }
-  if (state_ != State::kWaiting) return;
+  if (state_ != State::kWaiting) return false;
   if (exchange.responded()) {
     state_ = State::kDeclined;
-    return;
+    return false;
   }
   codecs::ResponseLayoutScan scan = codecs::scanResponseLayout(message.shareWritten(0, have), size, limits_);
   switch (scan.result) {
     case codecs::ResponseLayoutScan::Result::kNeedMore:
       if (have >= kMaxHeadBytes) state_ = State::kDeclined;
-      return;
+      return false;
     case codecs::ResponseLayoutScan::Result::kUnknown:
       state_ = State::kDeclined;
-      return;
+      return false;
     case codecs::ResponseLayoutScan::Result::kLaidOut:
       break;
   }
@@ -63,7 +64,7 @@ void BinaryAnswerRelay::onProgress(http::HttpExchange& exchange, const codecs::M
                                  [](const codecs::ResponseLayout::Entry& e) { return e.length > 0; });
   if (last == scan.layout.entries.rend()) {
     state_ = State::kDeclined;
-    return;
+    return false;
   }
   const auto encode_start = telemetry::Clock::now();
   codecs::InferResponse& response = scan.layout.head;
@@ -71,7 +72,7 @@ void BinaryAnswerRelay::onProgress(http::HttpExchange& exchange, const codecs::M
     codecs::InferOutput& output = response.outputs[i];
     if (!codecs::wantsBinaryOutput(*request_, output.name)) {
       state_ = State::kDeclined;  // an output the request did not name, and JSON by default
-      return;
+      return false;
     }
     // The bytes the tensor will have: the encoder takes only the size of a fixed-size
     // binary output, and the Buffer is dropped once the header is written.
@@ -84,7 +85,7 @@ void BinaryAnswerRelay::onProgress(http::HttpExchange& exchange, const codecs::M
   exchange.info().transcode += telemetry::Clock::now() - encode_start;
   if (!body.ok() || !body->header_length || body->body.segments().empty()) {
     state_ = State::kDeclined;  // the whole answer's encode says why
-    return;
+    return false;
   }
   http::HttpResponse head;
   head.status = 200;
@@ -97,7 +98,9 @@ void BinaryAnswerRelay::onProgress(http::HttpExchange& exchange, const codecs::M
   message_ = message.shareWritten(0, have).data();
   last_byte_ = last->data_at + last->length - 1;
   entries_ = std::move(scan.layout.entries);
-  if (!sendBefore(exchange, std::min(have, last_byte_), written)) cut(exchange);
+  if (sendBefore(exchange, std::min(have, last_byte_), written)) return false;
+  cut(exchange);
+  return true;
 }
 
 bool BinaryAnswerRelay::finish(http::HttpExchange& exchange, const codecs::StatusOr<codecs::InferResponse>& response) {

@@ -16,7 +16,9 @@
 //                                     before its first byte goes
 //   the call ends OK                  the rest, and the response is complete
 //   the call fails, or the whole      the connection closes after what was sent: HTTP/1.1's
-//   message is not what its head said only way to tell an answer ended short
+//   message is not what its head said only way to tell an answer ended short; an entry
+//                                     found framed otherwise on the way also cancels the
+//                                     upstream call (its holder does, told by onProgress)
 //
 // The last tensor byte is never sent before the call's status, so a grpc-status error
 // after a whole message still reaches the client as a cut answer, never as a complete one.
@@ -56,7 +58,9 @@ class BinaryAnswerRelay {
                                                      const codecs::DecodeLimits& limits);
 
   // The call's upstream::AnswerProgress, told to its holder, for the client of `exchange`.
-  void onProgress(http::HttpExchange& exchange, const codecs::MutableBuffer& message, size_t have, size_t size);
+  // True when this progress cut the client's answer (an entry not framed as the layout
+  // said): the rest of the upstream's message is wanted no more, and its call should go.
+  bool onProgress(http::HttpExchange& exchange, const codecs::MutableBuffer& message, size_t have, size_t size);
 
   // The call ended: `response` is the whole message decoded, or why there is none. True
   // when the relay had begun and so ended the client's answer here (complete, or cut);

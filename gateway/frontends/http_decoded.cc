@@ -50,8 +50,17 @@ class DecodedInferAnswer final : public upstream::AnswerProgress {
     return relay_.has_value();
   }
 
+  // The call this answers, once started: cancelled when the relay cut the client's answer.
+  void setCall(std::weak_ptr<DecodedCall> call) { call_ = std::move(call); }
+
   void onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) override {
-    if (relay_) relay_->onProgress(*exchange_, message, have, size);
+    if (!relay_ || !relay_->onProgress(*exchange_, message, have, size)) return;
+    // Cut short: the rest of the upstream's message is wanted no more. Cancelled from a
+    // task of its own, not from inside the client's progress; the call's end then finds
+    // the relay ended.
+    loop().post([call = call_] {
+      if (std::shared_ptr<DecodedCall> c = call.lock()) c->cancel();
+    });
   }
 
   // The loop thread.
@@ -77,6 +86,7 @@ class DecodedInferAnswer final : public upstream::AnswerProgress {
   // upstream's name for it that errors are rewritten from.
   std::string client_model_, upstream_model_, client_version_;
   std::optional<BinaryAnswerRelay> relay_;
+  std::weak_ptr<DecodedCall> call_;
 };
 
 }  // namespace
@@ -122,6 +132,7 @@ void HttpFrontend::inferDecoded(const Exchange& exchange, const Decision& d) {
     };
   }
   auto call = forwardDecoded(d, *request, std::move(options), std::move(done));
+  answer->setCall(call);
   // Not once answered already (see forwardHttp).
   if (!exchange->responded()) exchange->setCancelHandler([call] { call->cancel(); });
 }

@@ -71,6 +71,11 @@ gRPC faults (GRPC_FAULTS), after the whole request (END_STREAM) has arrived:
   unavailable   trailers-only answer: grpc-status 14 (UNAVAILABLE), grpc-message ERROR_TEXT
   status_after  HEADERS, the whole message (the echo), then trailers grpc-status 13
                 (INTERNAL), grpc-message ERROR_TEXT: an error told after the answer's bytes
+One more, outside the fault table (the binary relay's own test uses it):
+  misframed     HEADERS, then the first half of an answer whose head lays out OUTPUT0 (the
+                echo's shape) and OUTPUT1 (FP32 [1, 1]) but whose first raw entry is 4
+                bytes short and the second 4 bytes long (the message's size as the head
+                says), then nothing: the stream stays open until the gateway resets it
 A gRPC fault name may end in "_empty" ("ok_empty", "status_after_empty"): the echo then has
 one more output after OUTPUT0, EMPTY (INT8, shape [0]), whose raw entry is the message's last
 two bytes.
@@ -84,7 +89,8 @@ gateway began its client's answer before the upstream's message was whole. disar
 a hold no answer took.
 
 `requests` counts the requests each fault got, per listener ("http", "grpc"), so a test
-can tell that a fault reached the upstream; `connections` counts accepted connections;
+can tell that a fault reached the upstream; `resets` the RST_STREAMs the gRPC listener got;
+`connections` counts accepted connections;
 sent(fault) is the last HTTP answer a correctly framed fault sent (status, headers, body:
 what a gateway that relays answers as they are must hand its client).
 """
@@ -223,6 +229,7 @@ class FaultyUpstream:
         self.lock = threading.Lock()
         self.requests = {"http": {}, "grpc": {}}
         self.connections = {"http": 0, "grpc": 0, "refuse": 0}
+        self.resets = {"grpc": 0}
         self.poisoned = 0
         self.answers = {}  # HTTP fault -> (status, {lower-case name: value}, body) last sent
         self.listeners = {}
@@ -525,6 +532,8 @@ class FaultyUpstream:
                         return
                 elif isinstance(event, h2.events.StreamReset):
                     bodies.pop(event.stream_id, None)
+                    with self.lock:
+                        self.resets["grpc"] += 1
                 elif isinstance(event, h2.events.ConnectionTerminated):
                     sock.sendall(conn.data_to_send())
                     return
@@ -560,6 +569,16 @@ class FaultyUpstream:
                 self._send_data(sock, conn, stream_id, framed[half:])
                 conn.send_headers(stream_id, ok_trailers if fault == "ok" else [
                     ("grpc-status", "13"), ("grpc-message", ERROR_TEXT)], end_stream=True)
+        elif fault == "misframed":
+            conn.send_headers(stream_id, ok_head)
+            misframed = self._grpc_echo(message)
+            misframed.outputs.add(name="OUTPUT1", datatype="FP32", shape=[1, 1])
+            raw = misframed.raw_output_contents[0]
+            misframed.raw_output_contents[0] = raw[:-4]
+            misframed.raw_output_contents.append(raw[-4:] + bytes(4))
+            body = misframed.SerializeToString()
+            framed = b"\x00" + struct.pack(">I", len(body)) + body
+            self._send_data(sock, conn, stream_id, framed[:len(framed) // 2])
         elif fault == "rst":
             conn.reset_stream(stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
         elif fault == "no_status":

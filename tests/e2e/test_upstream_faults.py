@@ -643,15 +643,18 @@ class BinaryAnswerAsItArrives(unittest.TestCase):
         UP.hold(timeout)
         before = len(UP.held)
         conn, resp = self.send(model, binary)
+        UP.release()
+        return resp, self.body_or_cut(conn, resp), UP.held[before:]
+
+    @staticmethod
+    def body_or_cut(conn, resp):
+        """The response's body, or the IncompleteRead that cut it; the connection closed."""
         try:
-            UP.release()
-            try:
-                body = resp.read()
-            except http.client.IncompleteRead as e:
-                body = e
+            return resp.read()
+        except http.client.IncompleteRead as e:
+            return e
         finally:
             conn.close()
-        return resp, body, UP.held[before:]
 
     def assertServedAfter(self):
         conn = GW.connection()
@@ -680,6 +683,22 @@ class BinaryAnswerAsItArrives(unittest.TestCase):
                                  {"model_name": model, "model_version": "1", "outputs": outputs})
                 self.assertTrue(body[length:] == self.values, "the tensor differs")
                 self.assertServedAfter()
+
+    def test_an_entry_framed_otherwise_cuts_the_answer_and_cancels_the_upstream_call(self):
+        """UP's message lays out OUTPUT0 and OUTPUT1 by their shapes, but its first raw entry
+        is 4 bytes short (the second 4 long, so that the sizes add up), and UP sends only
+        half of it. The gateway has begun the answer when it finds the entry framed
+        otherwise: the client's answer is cut short, and the upstream call is cancelled at
+        once (UP's stream reset) instead of waiting for the rest, which would come only with
+        the 10 s timeout."""
+        before = UP.resets["grpc"]
+        conn, resp = self.send("grpc_misframed", "all")
+        body = self.body_or_cut(conn, resp)
+        self.assertEqual(resp.status, 200)
+        self.assertIsInstance(body, http.client.IncompleteRead, body)
+        self.assertTrue(wait_until(lambda: UP.resets["grpc"] == before + 1, timeout=5),
+                        "the upstream call was not cancelled")
+        self.assertServedAfter()
 
     def test_an_upstream_failure_after_the_head_cuts_the_answer(self):
         """Reset mid-message, or an error status after the whole message: the client has
