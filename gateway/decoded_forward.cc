@@ -1,6 +1,8 @@
 #include "gateway/decoded_forward.h"
 
 #include <mutex>
+#include <optional>
+#include <utility>
 
 #include "codecs/grpc_byte_buffer.h"
 #include "codecs/protobuf_request_encoder.h"
@@ -64,6 +66,15 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     options.arrival = options_.arrival;
     options.answer_progress = options_.answer_progress;
     auto self = shared_from_this();
+    // The answer is decoded before passive health hears of the attempt, so that garbage
+    // behind a grpc-status 0 counts against its endpoint; onGrpc takes the result.
+    options.answer_ok = [self, stats = pick.stats](const codecs::MovableByteBuffer& answer) {
+      codecs::StatusOr<codecs::InferResponse> read = self->readAnswer(answer, stats.get());
+      const bool ok = read.ok();
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->read_.emplace(std::move(read));
+      return ok;
+    };
     auto build = [self, stats = pick.stats](
                      upstream::Endpoint& e) -> codecs::StatusOr<codecs::MovableByteBuffer> {
       const auto started = telemetry::Clock::now();
@@ -107,15 +118,28 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
       if (!isCancelled() && request_->retryInline(status)) return startGrpc(pick);
       return deliver(std::move(status));
     }
-    const auto decode_start = telemetry::Clock::now();
-    codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
+    std::optional<codecs::StatusOr<codecs::InferResponse>> read;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      read = std::exchange(read_, std::nullopt);
+    }
     codecs::StatusOr<codecs::InferResponse> response =
-        flat.ok() ? codecs::ProtobufResponseDecoder(options_.limits).decode(*flat) : flat.status();
-    if (pick.stats) pick.stats->transcode += telemetry::Clock::now() - decode_start;
+        read ? std::move(*read) : readAnswer(answer, pick.stats.get());
     if (!response.ok()) {
       return deliver(upstreamGarbage(decision_.upstream->name(), "ModelInfer response", response.status()));
     }
     finishAndDeliver(std::move(*response));
+  }
+
+  // The upstream's ModelInferResponse decoded, its time counted as transcoding.
+  codecs::StatusOr<codecs::InferResponse> readAnswer(const codecs::MovableByteBuffer& answer,
+                                                     telemetry::CallStats* stats) const {
+    const auto decode_start = telemetry::Clock::now();
+    codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
+    codecs::StatusOr<codecs::InferResponse> response =
+        flat.ok() ? codecs::ProtobufResponseDecoder(options_.limits).decode(*flat) : flat.status();
+    if (stats != nullptr) stats->transcode += telemetry::Clock::now() - decode_start;
+    return response;
   }
 
   void startHttp(upstream::PickContext pick) {
@@ -215,6 +239,9 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
   uint64_t answered_ = 0;  // the last of them answered
   std::shared_ptr<upstream::GrpcCallHandle> grpc_;
   std::shared_ptr<upstream::HttpCallHandle> http_;
+  // The answer of the gRPC attempt that ended OK, read for passive health (answer_ok),
+  // until onGrpc takes it.
+  std::optional<codecs::StatusOr<codecs::InferResponse>> read_;
 };
 
 }  // namespace

@@ -221,6 +221,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
                                         codecs::ErrorOrigin::kUpstream),
                      {});
     }
+    if (status.ok() && options_.answer_ok && !options_.answer_ok(answer)) outcome = Outcome::kFailure;
     lease.finish(outcome, now);
     const bool not_sent = wasNotSent(status);
     if (not_sent && !cancelled && mayRetry(*fleet_, context_, retries_, options_.deadline)) {

@@ -125,6 +125,42 @@ TEST(FleetUnary, WithoutRetriesRefusedAttemptsFailMarkedNotSent) {
   Housekeeper::instance().drain();
 }
 
+// An answer ended OK that its caller cannot read (answer_ok false) counts against its
+// endpoint before passive health hears of the attempt, as a broken frame would; it is
+// delivered all the same. One the caller reads counts as the success it is.
+TEST(FleetUnary, AnAnswerItsCallerCannotReadCountsAsAFailureOfItsEndpoint) {
+  GrpcTestUpstream up;
+  config::UpstreamConfig config = grpcPair(freePort(), up.port(), 0);
+  config.endpoints = {tcp(up.port())};
+  config.outlier.consecutive_failures = 0;  // counted, never ejected
+  auto fleet = UpstreamFleet::create(config, nullptr);
+  std::shared_ptr<Endpoint> endpoint = fleet->findEndpoint(tcp(up.port()).text);
+  ASSERT_NE(endpoint, nullptr);
+  for (const bool readable : {true, false, false, true}) {
+    auto promise = std::make_shared<std::promise<UnaryResult>>();
+    auto future = promise->get_future();
+    GrpcCallOptions options;
+    auto asked = std::make_shared<int>(0);
+    options.answer_ok = [readable, asked](const codecs::MovableByteBuffer& answer) {
+      ++*asked;
+      return readable && answer.valid();
+    };
+    fleetUnary(fleet, kServerLive, serialized(inference::ServerLiveRequest()), std::move(options), PickContext{},
+               [promise](codecs::Status status, grpc::ByteBuffer answer) {
+                 promise->set_value(UnaryResult{std::move(status), std::move(answer)});
+               });
+    ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
+    UnaryResult r = future.get();
+    EXPECT_TRUE(r.status.ok()) << r.status;
+    EXPECT_TRUE(r.answer.Valid()) << "the answer is delivered whatever its check said";
+    EXPECT_EQ(*asked, 1);
+  }
+  EXPECT_EQ(endpoint->counters().requests, 4u);
+  EXPECT_EQ(endpoint->counters().failures, 2u);
+  fleet.reset();
+  Housekeeper::instance().drain();
+}
+
 TEST(FleetUnary, GrpcNotSentRecognisesARefusedConnection) {
   config::UpstreamConfig config = grpcPair(freePort(), 1, 0);
   config.endpoints.resize(1);

@@ -47,6 +47,10 @@
 #include "config/config.h"
 #include "gateway/http/body_arrival.h"
 
+namespace infergate::codecs {
+class MovableByteBuffer;  // codecs/grpc_byte_buffer.h
+}  // namespace infergate::codecs
+
 namespace infergate::gateway::upstream {
 
 class GrpcLoopClient;  // grpc_client_native.h
@@ -101,6 +105,12 @@ struct GrpcCallOptions {
   // Fleet calls only: told of a large answer message as it arrives, by the worker's own
   // client (grpc_client_native.h); grpc++ delivers only whole answers.
   std::shared_ptr<AnswerProgress> answer_progress;
+  // Fleet calls only (fleet_call.h): asked of an attempt's answer that ended OK before
+  // passive health hears of it, on the thread that then delivers it. False (an answer the
+  // caller cannot read: garbage behind a grpc-status 0) counts the attempt a failure of its
+  // endpoint, as a broken frame would; the answer is delivered either way, and the caller
+  // says what is wrong with it.
+  std::function<bool(const codecs::MovableByteBuffer& answer)> answer_ok;
 };
 
 // A call in flight; cancel() from any thread, any number of times (after the end: nothing).

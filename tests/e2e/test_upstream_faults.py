@@ -748,6 +748,36 @@ def requests_counted(model, code):
     return total
 
 
+def endpoint_failures(upstream):
+    """infergate_upstream_endpoint_failures_total of `upstream`'s endpoints, from /metrics."""
+    status, _, body = GW.request("GET", "/metrics", listener="metrics")
+    assert status == 200, status
+    return sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
+               if line.startswith("infergate_upstream_endpoint_failures_total{")
+               and 'upstream="%s"' % upstream in line)
+
+
+class PassiveHealth(unittest.TestCase):
+    """What a gRPC upstream's answer tells passive health on a path that decodes it."""
+
+    def test_garbage_behind_an_ok_status_counts_against_the_endpoint(self):
+        """HTTP -> gRPC: UP's answer is a framed message of bytes that are no protobuf, with
+        grpc-status 0. The client gets 502 naming the upstream, and the attempt counts as a
+        failure of UP's endpoint (as a broken frame does), not as the success its status
+        said. A good answer after it counts as none."""
+        before = endpoint_failures("f-grpc")
+        conn = GW.connection()
+        try:
+            garbage = Client(GW, HG, conn).infer("grpc_garbage")
+            ok = Client(GW, HG, conn).infer("grpc_ok")
+        finally:
+            conn.close()
+        self.assertFalse(garbage.ok, garbage)
+        self.assertEqual(garbage.status, 502, garbage)
+        self.assertTrue(ok.ok, ok)
+        self.assertEqual(endpoint_failures("f-grpc"), before + 1)
+
+
 class HeldGrpcAnswer:
     """A gRPC client's 1 MiB ModelInfer whose answer UP holds half-way until the test has
     the first DATA bytes of the gateway's answer (a raw HTTP/2 client: grpcio shows a message
