@@ -301,20 +301,24 @@ StatusOr<OwnedModelRef> peekModelInferRequest(std::span<const std::span<const ui
   return ref;
 }
 
-ModelInferHead findModelInferHead(std::span<const uint8_t> prefix, size_t message_size) {
+ModelInferHead findModelInferHead(std::span<const uint8_t> prefix, size_t message_size, size_t from) {
   using State = ModelInferHead::State;
   const bool whole = prefix.size() >= message_size;
-  WireReader reader(prefix.first(std::min(prefix.size(), message_size)));
+  const std::span<const uint8_t> message = prefix.first(std::min(prefix.size(), message_size));
+  if (from > message.size()) return {State::kNeedMore, 0};
+  WireReader reader(message.subspan(from));
+  size_t at = 0;  // in the reader's span: where the field being read starts
+  // An error inside the prefix may be its end cutting a varint or a value short: only the
+  // whole message tells malformed from not yet in.
+  auto cut = [&] { return ModelInferHead{whole ? State::kNone : State::kNeedMore, from + at}; };
   while (!reader.done()) {
-    const size_t at = reader.position();
+    at = reader.position();
     StatusOr<FieldTag> tag = reader.readTag();
-    // An error inside the prefix may be its end cutting a varint or a value short: only
-    // the whole message tells malformed from not yet in.
-    if (!tag.ok()) return {whole ? State::kNone : State::kNeedMore, 0};
-    if (tag->number == kRawInputContentsField && tag->type == WireType::kLen) return {State::kFound, at};
-    if (!reader.skip(*tag).ok()) return {whole ? State::kNone : State::kNeedMore, 0};
+    if (!tag.ok()) return cut();
+    if (tag->number == kRawInputContentsField && tag->type == WireType::kLen) return {State::kFound, from + at};
+    if (!reader.skip(*tag).ok()) return cut();
   }
-  return {whole ? State::kNone : State::kNeedMore, 0};
+  return {whole ? State::kNone : State::kNeedMore, from + reader.position()};
 }
 
 }  // namespace infergate::codecs

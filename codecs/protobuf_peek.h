@@ -93,19 +93,23 @@ StatusOr<OwnedModelRef> peekModelInferRequest(std::span<const std::span<const ui
 //   kFound     `length` bytes of prefix are the head (the next field is a
 //              raw_input_contents); peek them for the route
 //   kNeedMore  the prefix ends inside a field before any raw_input_contents (or inside
-//              the first one's tag)
+//              the first one's tag); `length` is where that field starts, every field
+//              before it whole: a later call may pass it as `from`
 //   kNone      the message is all in and has no raw_input_contents, or it is not wire
 //              format within the prefix: nothing to hand over early
 //
 // A field may follow the tensors and change what the head said (protobuf's last
 // occurrence wins): whoever hands the message on early must peek it again once whole.
 // Malformed input whose error only a longer prefix reveals reads as kNeedMore: the
-// caller bounds how much it waits for. Thread-safe (pure); never reads past `prefix`.
+// caller bounds how much it waits for. `from`: a field boundary an earlier call returned
+// (kNeedMore's `length`), where the walk resumes, so that a head arriving in many small
+// pieces is walked once in all, not once per piece. Thread-safe (pure); never reads past
+// `prefix`.
 struct ModelInferHead {
   enum class State { kNeedMore, kFound, kNone };
   State state = State::kNeedMore;
-  size_t length = 0;  // kFound: the head's bytes
+  size_t length = 0;  // kFound: the head's bytes; kNeedMore: the whole fields' bytes
 };
-ModelInferHead findModelInferHead(std::span<const uint8_t> prefix, size_t message_size);
+ModelInferHead findModelInferHead(std::span<const uint8_t> prefix, size_t message_size, size_t from = 0);
 
 }  // namespace infergate::codecs

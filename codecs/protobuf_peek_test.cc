@@ -149,6 +149,30 @@ TEST(ModelInferHead, IsFoundOnceEveryFieldBeforeTheTensorsIsIn) {
   EXPECT_EQ(from_head->model_version, from_whole->model_version);
 }
 
+TEST(ModelInferHead, AWalkResumedWhereTheLastOneStoppedFindsTheSameHead) {
+  inference::ModelInferRequest request = sampleRequest();
+  request.add_raw_input_contents(std::string(300, '\x02'));
+  const std::string bytes = request.SerializeAsString();
+  const ModelInferHead whole = findModelInferHead(spanOf(bytes), bytes.size());
+  ASSERT_EQ(whole.state, ModelInferHead::State::kFound);
+  // The bytes in one at a time, each walk resuming at the last one's boundary: that never
+  // goes back, and ends on the same head.
+  size_t from = 0;
+  for (size_t n = 0; n <= bytes.size(); ++n) {
+    const ModelInferHead found = findModelInferHead(spanOf(bytes).first(n), bytes.size(), from);
+    if (found.state == ModelInferHead::State::kFound) {
+      EXPECT_EQ(found.length, whole.length) << "prefix " << n;
+      EXPECT_EQ(n, whole.length + 1) << "found as soon as field 7's tag is in";
+      return;
+    }
+    ASSERT_EQ(found.state, ModelInferHead::State::kNeedMore) << "prefix " << n;
+    ASSERT_GE(found.length, from) << "prefix " << n;
+    ASSERT_LE(found.length, n) << "prefix " << n;
+    from = found.length;
+  }
+  ADD_FAILURE() << "the head was never found";
+}
+
 TEST(ModelInferHead, AMessageWithoutRawContentsHasNoneOnceWhole) {
   inference::ModelInferRequest request = sampleRequest();
   request.clear_raw_input_contents();

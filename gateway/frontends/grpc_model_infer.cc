@@ -42,37 +42,44 @@ ModelInferCall::ModelInferCall(std::shared_ptr<Shared> shared, http::EventLoop& 
     : shared_(std::move(shared)), loop_(loop), context_(context) {}
 
 void ModelInferCall::start(codecs::MovableByteBuffer request) {
-  if (!admitAndRoute(request, request.length())) return;
-  proceed(std::move(request));
+  if (!admit(request.length())) return;
+  if (codecs::Status routed = route(request); !routed.ok()) return finish(grpcStatusFor(routed));
+  proceed(request);
 }
 
 void ModelInferCall::startArriving(codecs::MovableByteBuffer request, codecs::Buffer head,
                                    std::shared_ptr<http::BodyArrival> arrival) {
-  if (!admitAndRoute(codecs::MovableByteBuffer(codecs::BufferChain(std::move(head))), request.length())) return;
+  if (!admit(request.length())) return;
+  // A head that does not route (no route, the model's rate limit) is not answered on:
+  // the whole message may name another model after its tensors. It waits for that.
+  const bool routed = route(codecs::MovableByteBuffer(codecs::BufferChain(std::move(head)))).ok();
   // Sent as it arrives only where the message goes on as it is, to an upstream that asked
   // for it, through the loop's own client (whichever endpoint the fleet picks: one the
   // native client does not reach waits for the whole body in the fleet call).
-  const upstream::Upstream& target = *decision_.upstream;
-  if (target.protocol() == upstream::Upstream::Protocol::kGrpc && target.config().stream_requests &&
-      !names_regions_ && !decision_.mirror && !decision_.rewrites() && !takesHandoff(target, request.length()) &&
-      decision_.upstream->grpcOnLoop(loop_) != nullptr) {
-    return passthrough(std::move(request), std::move(arrival));
+  if (routed) {
+    const upstream::Upstream& target = *decision_.upstream;
+    if (target.protocol() == upstream::Upstream::Protocol::kGrpc && target.config().stream_requests &&
+        !names_regions_ && !decision_.mirror && !decision_.rewrites() && !takesHandoff(target, request.length()) &&
+        decision_.upstream->grpcOnLoop(loop_) != nullptr) {
+      return passthrough(std::move(request), std::move(arrival));
+    }
   }
   // Every other path reads the message: it goes on as before once it is whole.
   hold();
-  arrival->whenSettled([this, request = std::move(request)](bool whole) mutable {
-    if (whole) {
-      proceed(std::move(request));
-    } else {
+  arrival->whenSettled([this, request = std::move(request), routed](bool whole) mutable {
+    if (!whole) {
       finish(grpcStatusFor(http::BodyArrival::notArrived()));
+    } else if (codecs::Status again = routed ? absl::OkStatus() : route(request); !again.ok()) {
+      finish(grpcStatusFor(again));
+    } else {
+      proceed(request);
     }
     release();
   });
 }
 
-// Admission, then the route on what `peeked` names (the whole message, or the head of one
-// still arriving); false once the call is answered.
-bool ModelInferCall::admitAndRoute(const codecs::MovableByteBuffer& peeked, size_t length) {
+// The call's admission (its identity, whatever the message); false once it is answered.
+bool ModelInferCall::admit(size_t length) {
   shared_->startInfo(context_, info_);
   info_.request_bytes = length;
   Shared::Admission admitted = shared_->admit(context_, "inference", "ModelInfer", &info_);
@@ -80,11 +87,17 @@ bool ModelInferCall::admitAndRoute(const codecs::MovableByteBuffer& peeked, size
     finish(admitted.status);
     return false;
   }
-  codecs::StatusOr<Decision> decision = routeMessage(*shared_, peeked, context_, admitted.caller(), &names_regions_);
-  if (!decision.ok()) {
-    finish(grpcStatusFor(decision.status()));
-    return false;
-  }
+  principal_ = std::move(admitted.principal);
+  return true;
+}
+
+// The route on what `peeked` names (the whole message, or the head of one still
+// arriving), with the model's rate limit: decision_ once OK.
+codecs::Status ModelInferCall::route(const codecs::MovableByteBuffer& peeked) {
+  codecs::StatusOr<Decision> decision = routeMessage(*shared_, peeked, context_,
+                                                     Caller{principal_ ? &*principal_ : nullptr, tls::Listener::kGrpc},
+                                                     &names_regions_);
+  if (!decision.ok()) return decision.status();
   decision_ = std::move(*decision);
   if (shared_->recorder && shared_->recorder->active()) {
     shared_->recorder->routed(info_, seriesKeyOf(telemetry::Protocol::kGrpc, decision_));
@@ -92,11 +105,11 @@ bool ModelInferCall::admitAndRoute(const codecs::MovableByteBuffer& peeked, size
       decision_.pick.stats = info_.callStats();
     }
   }
-  return true;
+  return absl::OkStatus();
 }
 
 // The routed call with its whole message.
-void ModelInferCall::proceed(codecs::MovableByteBuffer request) {
+void ModelInferCall::proceed(codecs::MovableByteBuffer& request) {
   // A request naming client regions is not mirrored: the mirror must never see them, and
   // reading them a second time would race with the client reusing its regions.
   if (decision_.mirror && !names_regions_) mirror(request);

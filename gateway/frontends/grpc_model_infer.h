@@ -55,7 +55,8 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
   // The same for a message still arriving (the server's thread, which is the loop's):
   // `request` references its storage, of which `arrival` says how much is in, and `head`
   // is its first bytes, every field before the tensors (codecs::findModelInferHead). The
-  // call is admitted and routed on the head at once. Toward a gRPC upstream configured
+  // call is admitted and routed on the head at once (a head that does not route waits for
+  // the whole message, which routes the call). Toward a gRPC upstream configured
   // `stream_requests` that takes the message as it is, the upstream call starts now and
   // sends the bytes as they come; every other path waits for the whole message. The
   // server checks that the whole message routes as its head did, and fails the arrival
@@ -91,8 +92,9 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
   http::EventLoop& loop() const { return loop_; }
 
  private:
-  bool admitAndRoute(const codecs::MovableByteBuffer& peeked, size_t length);
-  void proceed(codecs::MovableByteBuffer request);
+  bool admit(size_t length);
+  codecs::Status route(const codecs::MovableByteBuffer& peeked);
+  void proceed(codecs::MovableByteBuffer& request);
   void passthrough(codecs::MovableByteBuffer message, std::shared_ptr<http::BodyArrival> arrival = nullptr);
   void onGrpcAnswer(codecs::Status status, codecs::MovableByteBuffer answer);
   std::shared_ptr<upstream::AnswerProgress> passthroughRelay();
@@ -121,6 +123,7 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
   http::EventLoop& loop_;
   const CallContext& context_;
   Decision decision_;
+  std::optional<tls::Principal> principal_;  // who the call is from, once admitted
   bool names_regions_ = false;  // the message names client shared-memory regions
   telemetry::RequestInfo info_;  // written in the call's order (start, answer, finish)
   ShmBinding binding_;  // set before any upstream call or execution starts; read after

@@ -308,6 +308,33 @@ namespace {
 
 bool isModelInfer(const Stream& s) { return s.path == kModelInferPath; }
 
+// One-block reservations past kMaxReservedMessageBytes whose bytes have not all arrived,
+// across the process (receiveData): past kMaxReservedAheadBytes, a message is reserved in
+// chunks instead, so that announcements alone cannot map more than that.
+std::atomic<uint64_t> g_reserved_ahead{0};
+
+bool reserveAhead(Stream& s) {
+  uint64_t now = g_reserved_ahead.load(std::memory_order_relaxed);
+  do {
+    if (now + s.message_size > kMaxReservedAheadBytes) return false;
+  } while (!g_reserved_ahead.compare_exchange_weak(now, now + s.message_size, std::memory_order_relaxed));
+  s.reserved_ahead = s.message_size;
+  return true;
+}
+
+// The message's next chunk (the rest, up to kMaxReservedMessageBytes); false once the
+// stream is answered RESOURCE_EXHAUSTED because there is no memory for it.
+bool allocateChunk(Stream& s) {
+  try {
+    s.chunk = codecs::BufferPool::shared().allocate(std::min(s.message_size - s.message_have, kMaxReservedMessageBytes));
+    return true;
+  } catch (const std::bad_alloc&) {
+    replyStatus(s, ::grpc::Status(::grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                  codecs::strCat("no memory for a message of ", s.message_size, " bytes")));
+    return false;
+  }
+}
+
 // ---- messages handed over early ----
 //
 // A large ModelInfer message (kEarlyMessageBytes and more, uncompressed, reserved in one
@@ -344,18 +371,26 @@ void refuseEarlyCall(Stream& s, const ::grpc::Status& status) {
 // Hands the message over once its head is in, or gives up on handing it over early.
 void tryHandOverEarly(Stream& s) {
   const std::span<const uint8_t> in(s.chunk.data(), s.chunk_have);
-  const codecs::ModelInferHead head = codecs::findModelInferHead(in, s.message_size);
-  if (head.state == codecs::ModelInferHead::State::kNeedMore && s.chunk_have < kMaxEarlyHeadBytes) return;
+  // Resumed where the last walk stopped: a head in many small pieces is walked once.
+  EarlyHead& early = *s.early_head;
+  const codecs::ModelInferHead head = codecs::findModelInferHead(in, s.message_size, early.scanned);
+  if (head.state == codecs::ModelInferHead::State::kNeedMore && s.chunk_have < kMaxEarlyHeadBytes) {
+    early.scanned = head.length;
+    return;
+  }
   s.early = false;
-  if (head.state != codecs::ModelInferHead::State::kFound) return;
-  codecs::StatusOr<codecs::ModelRef> ref = codecs::peekModelInferRequest(in.first(head.length));
-  if (!ref.ok() || ref->model_name.empty()) return;  // the whole message says what is wrong
-  s.head_ref = codecs::OwnedModelRef{std::string(ref->model_name), std::string(ref->model_version),
-                                     std::move(ref->sequence), ref->shared_memory};
+  std::optional<codecs::StatusOr<codecs::ModelRef>> ref;
+  if (head.state == codecs::ModelInferHead::State::kFound) ref = codecs::peekModelInferRequest(in.first(head.length));
+  if (!ref || !ref->ok() || (*ref)->model_name.empty()) {  // read whole: its decode says what is wrong
+    s.early_head.reset();
+    return;
+  }
+  early.ref = codecs::OwnedModelRef{std::string((*ref)->model_name), std::string((*ref)->model_version),
+                                    std::move((*ref)->sequence), (*ref)->shared_memory};
   s.request_arrival = std::make_shared<http::BodyArrival>(s.chunk.data(), s.message_size);
   s.request_arrival->advance(s.chunk_have);
   ++s.messages;
-  s.early_metadata = s.metadata;  // the call takes s.metadata
+  early.metadata = s.metadata;  // the call takes s.metadata
   codecs::Buffer whole = s.chunk.shareWritten(0, s.message_size);
   codecs::Buffer head_bytes = whole.slice(0, head.length);
   const std::span<const uint8_t> unread = whole.span();
@@ -371,11 +406,11 @@ void completeEarly(Stream& s) {
   std::shared_ptr<http::BodyArrival> arrival = std::move(s.request_arrival);
   codecs::StatusOr<codecs::ModelRef> whole =
       codecs::peekModelInferRequest(std::span<const uint8_t>(s.chunk.data(), s.message_size));
-  const codecs::OwnedModelRef& head = s.head_ref;
+  const codecs::OwnedModelRef& head = s.early_head->ref;
   if (whole.ok() && whole->model_name == head.model_name && whole->model_version == head.model_version &&
       whole->sequence == head.sequence && whole->shared_memory == head.shared_memory) {
     s.chunk = codecs::MutableBuffer();  // the call's view keeps the bytes
-    s.early_metadata.clear();
+    s.early_head.reset();
     arrival->advance(s.message_size);
     return;
   }
@@ -384,13 +419,18 @@ void completeEarly(Stream& s) {
   early->cancel();
   early->engineDone();
   arrival->fail();
-  s.metadata = std::move(s.early_metadata);
+  s.metadata = std::move(s.early_head->metadata);
+  s.early_head.reset();
   s.unary_request = codecs::MovableByteBuffer(codecs::BufferChain(std::move(s.chunk).freeze(s.message_size)));
 }
 
 void onMessage(Stream& s, codecs::BufferChain message) {
   const Shared& shared = sharedOf(*s.connection);
   ++s.messages;
+  if (!s.relay && s.messages > 1) {
+    return refuseEarlyCall(s, ::grpc::Status(::grpc::StatusCode::INTERNAL,
+                                             "ModelInfer is unary: the request carried a second message"));
+  }
   codecs::MovableByteBuffer buffer;
   if (s.compressed) {
     // grpc's answers: a compressed message without an encoding, or one that does not
@@ -410,10 +450,6 @@ void onMessage(Stream& s, codecs::BufferChain message) {
     buffer = codecs::MovableByteBuffer(std::move(message));  // grpc's slices made only for a relay
   }
   if (s.relay) return s.relay->write(std::move(buffer));
-  if (s.messages > 1) {
-    return refuseEarlyCall(s, ::grpc::Status(::grpc::StatusCode::INTERNAL,
-                                             "ModelInfer is unary: the request carried a second message"));
-  }
   s.unary_request = std::move(buffer);
 }
 
@@ -497,30 +533,32 @@ void receiveData(Stream& s, const uint8_t* data, size_t size) {
       // before it is decoded. Except ModelInfer's uncompressed one, which always lands in
       // one block of its size: it may be handed over early, as one span its BodyArrival
       // follows. Neither costs memory on an announcement alone: a fresh block that large
-      // is a mapping of its own whose pages are touched only as the bytes land (and the
-      // stream's window is raised only for ModelInfer). Where the mapping fails, chunks.
+      // is a mapping of its own whose pages are touched only as the bytes land, and such
+      // blocks whose bytes are not all in map at most kMaxReservedAheadBytes across the
+      // process. Past that, or where the mapping fails, chunks; where even a chunk cannot
+      // be had, RESOURCE_EXHAUSTED.
       codecs::BufferPool& pool = codecs::BufferPool::shared();
       s.chunk = codecs::MutableBuffer();
+      s.chunk_have = 0;
+      s.message_have = 0;
       if (s.message_size > kMaxReservedMessageBytes) {
-        if (!s.relay && !s.compressed) {
+        if (!s.relay && !s.compressed && reserveAhead(s)) {
           try {
             s.chunk = pool.allocate(s.message_size);
           } catch (const std::bad_alloc&) {
+            releaseAhead(s);
           }
-        } else {
-          s.chunk = pool.takeFree(s.message_size);
         }
+        if (s.chunk.size() == 0) s.chunk = pool.takeFree(s.message_size);
       }
-      if (s.chunk.size() == 0) s.chunk = pool.allocate(std::min(s.message_size, kMaxReservedMessageBytes));
-      s.chunk_have = 0;
-      s.message_have = 0;
+      if (s.chunk.size() == 0 && !allocateChunk(s)) return;
       s.early = !s.relay && !s.compressed && s.messages == 0 && s.message_size >= kEarlyMessageBytes &&
                 s.chunk.size() == s.message_size;
+      if (s.early) s.early_head = std::make_unique<EarlyHead>();
     }
     if (s.chunk_have == s.chunk.size() && s.message_have < s.message_size) {
       s.parts.append(std::move(s.chunk).freeze());
-      s.chunk = codecs::BufferPool::shared().allocate(
-          std::min(s.message_size - s.message_have, kMaxReservedMessageBytes));
+      if (!allocateChunk(s)) return;
       s.chunk_have = 0;
     }
     const size_t n = std::min(size, s.chunk.size() - s.chunk_have);
@@ -541,11 +579,13 @@ void receiveData(Stream& s, const uint8_t* data, size_t size) {
     }
     s.head_have = 0;
     s.early = false;
+    releaseAhead(s);
     if (s.request_arrival) {
       completeEarly(s);
       if (s.finished) return;
       continue;
     }
+    s.early_head.reset();  // whole before its head was found
     if (s.chunk_have > 0 || s.parts.segments().empty()) s.parts.append(std::move(s.chunk).freeze(s.chunk_have));
     onMessage(s, std::move(s.parts));
     if (s.finished) return;
@@ -579,6 +619,11 @@ void endRequest(Stream& s) {
 }
 
 bool relayBacklogged(const Stream& s) { return s.relay && s.relay->backlogged(); }
+
+void releaseAhead(Stream& s) {
+  if (s.reserved_ahead == 0) return;
+  g_reserved_ahead.fetch_sub(std::exchange(s.reserved_ahead, 0), std::memory_order_relaxed);
+}
 
 void replyDrained(Stream& s) { s.relay->replyDrained(s); }
 

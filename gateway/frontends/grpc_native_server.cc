@@ -594,6 +594,7 @@ void replyStatus(Stream& s, const ::grpc::Status& status, std::vector<std::pair<
 }
 
 Stream::~Stream() {
+  releaseAhead(*this);
   if (deadline_timer != nullptr) event_free(deadline_timer);
   if (arrival != nullptr) arrival->unwatch(arrival_watch);
 }

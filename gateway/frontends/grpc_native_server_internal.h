@@ -67,6 +67,9 @@ inline constexpr size_t kMaxReservedMessageBytes = 64 * 1024 * 1024;  // allocat
 inline constexpr size_t kEarlyMessageBytes = 1024 * 1024;
 inline constexpr size_t kMaxEarlyHeadBytes = 1024 * 1024;
 inline constexpr size_t kArrivalStepBytes = 256 * 1024;
+// What announced messages reserved in one block (past kMaxReservedMessageBytes) may map
+// ahead of their bytes, across the process; past it, messages are reserved in chunks.
+inline constexpr uint64_t kMaxReservedAheadBytes = uint64_t{4} << 30;
 
 struct Connection;
 struct Stream;
@@ -79,6 +82,14 @@ class RelayCall;
 struct PeerCertificate {
   tls::PeerIdentity identity;
   std::string pem;
+};
+
+// A large ModelInfer message's head while it is looked for, then what it routed on
+// (grpc_native_calls.cc, "messages handed over early").
+struct EarlyHead {
+  size_t scanned = 0;          // where the walk for the head resumes (whole fields before it)
+  codecs::OwnedModelRef ref;   // what the head peeked to: the whole message must peek to it too
+  std::vector<std::pair<std::string, std::string>> metadata;  // again, for a call that starts over
 };
 
 struct Stream {
@@ -111,13 +122,12 @@ struct Stream {
   int messages = 0;
   std::optional<codecs::MovableByteBuffer> unary_request;  // ModelInfer: its one message, until END_STREAM
   // ModelInfer's message handed to its call before it is whole: `early` while this message
-  // (one chunk of its whole size) may still go that way, then `request_arrival` told of its
-  // bytes until the last, `head_ref` what its head routed on, which the whole message must
-  // peek to as well, and the metadata again for a call that starts over.
+  // (one chunk of its whole size) may still go that way, with `early_head` (made for such a
+  // message only); then `request_arrival` told of its bytes until the last.
   bool early = false;
+  std::unique_ptr<EarlyHead> early_head;
   std::shared_ptr<http::BodyArrival> request_arrival;
-  codecs::OwnedModelRef head_ref;
-  std::vector<std::pair<std::string, std::string>> early_metadata;
+  size_t reserved_ahead = 0;  // its share of the one-block reservations (grpc_native_calls.cc)
   bool request_ended = false;
   size_t held = 0;  // received bytes whose stream window is kept back (the relay's backlog)
 
@@ -245,6 +255,8 @@ void receiveData(Stream& s, const uint8_t* data, size_t size);
 void endRequest(Stream& s);
 // The stream is closing (answered, reset, or the connection went): the call lets go of it.
 void detachCall(Stream& s, bool cancelled);
+// The message's one-block reservation is over (its bytes are in, or the stream is gone).
+void releaseAhead(Stream& s);
 // Whether the stream's relay holds kRelayBacklogBytes or more that grpc++ has not taken.
 bool relayBacklogged(const Stream& s);
 // Of the stream's reply, `unpromised` fell: a relay that stopped reading grpc++'s replies

@@ -114,6 +114,7 @@ class _RawModelInfer:
                                           ("te", "trailers")] + list(metadata))
         self.framed = b"\0" + struct.pack(">I", len(message)) + message
         self.sent = 0
+        self.half_closed = False  # END_STREAM sent
         self.on_first_data = on_first_data
         self.headers, self.trailers, self.reset, self.ended = {}, {}, None, False
         self.data = bytearray()
@@ -139,21 +140,26 @@ class _RawModelInfer:
             elif isinstance(event, h2.events.StreamEnded):
                 self.ended = True
 
-    def send(self, upto):
+    def send(self, upto, end=False):
+        """`end`: the stream ends with the last byte (END_STREAM on its DATA frame, in the
+        same write), as grpc's clients end a unary call."""
         while self.sent < upto and not self.ended:
             room = min(self.conn.local_flow_control_window(self.sid), self.conn.max_outbound_frame_size,
                        upto - self.sent)
             if room == 0:
                 self.pump()
                 continue
-            self.conn.send_data(self.sid, self.framed[self.sent:self.sent + room])
+            last = end and self.sent + room == len(self.framed)
+            self.conn.send_data(self.sid, self.framed[self.sent:self.sent + room], end_stream=last)
             self.sent += room
+            self.half_closed = self.half_closed or last
         self.sock.sendall(self.conn.data_to_send())
 
     def finish(self):
-        """Ends the stream (unless the server did) and reads until the answer is over."""
-        if not self.ended:
+        """Ends the stream (unless it or the server did) and reads until the answer is over."""
+        if not self.ended and not self.half_closed:
             self.conn.end_stream(self.sid)
+            self.half_closed = True
         while not self.ended:
             self.pump()
         return self.headers, bytes(self.data), self.trailers, self.reset
@@ -169,7 +175,7 @@ def h2_model_infer(address, message, on_first_data=None, metadata=(), timeout=30
     trailers, the RST_STREAM code or None), header names and values as str."""
     call = _RawModelInfer(address, message, metadata, timeout, on_first_data)
     try:
-        call.send(len(call.framed))
+        call.send(len(call.framed), end=True)
         return call.finish()
     finally:
         call.close()
@@ -191,7 +197,7 @@ def h2_model_infer_paused(address, message, pause_at, at_pause, then="send", tim
             call.sock.sendall(call.conn.data_to_send())
             return None
         if then == "send":
-            call.send(len(call.framed))
+            call.send(len(call.framed), end=True)
         return call.finish()
     finally:
         call.close()
