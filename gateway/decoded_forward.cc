@@ -67,13 +67,12 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     options.answer_progress = options_.answer_progress;
     auto self = shared_from_this();
     // The answer is decoded before passive health hears of the attempt, so that garbage
-    // behind a grpc-status 0 counts against its endpoint; onGrpc takes the result.
-    options.answer_ok = [self, stats = pick.stats](const codecs::MovableByteBuffer& answer) {
-      codecs::StatusOr<codecs::InferResponse> read = self->readAnswer(answer, stats.get());
-      const bool ok = read.ok();
-      std::lock_guard<std::mutex> lock(self->mu_);
-      self->read_.emplace(std::move(read));
-      return ok;
+    // behind a grpc-status 0 counts against its endpoint; onGrpc takes the result. Both
+    // run on the thread that settles the attempt, one after the other (fleet_call.h), and
+    // the fleet call holds this through `build`: two plain pointers, which std::function
+    // keeps without an allocation.
+    options.answer_ok = [this, stats = pick.stats.get()](const codecs::MovableByteBuffer& answer) {
+      return read_.emplace(readAnswer(answer, stats)).ok();
     };
     auto build = [self, stats = pick.stats](
                      upstream::Endpoint& e) -> codecs::StatusOr<codecs::MovableByteBuffer> {
@@ -118,13 +117,9 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
       if (!isCancelled() && request_->retryInline(status)) return startGrpc(pick);
       return deliver(std::move(status));
     }
-    std::optional<codecs::StatusOr<codecs::InferResponse>> read;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      read = std::exchange(read_, std::nullopt);
-    }
     codecs::StatusOr<codecs::InferResponse> response =
-        read ? std::move(*read) : readAnswer(answer, pick.stats.get());
+        read_ ? std::move(*read_) : readAnswer(answer, pick.stats.get());
+    read_.reset();
     if (!response.ok()) {
       return deliver(upstreamGarbage(decision_.upstream->name(), "ModelInfer response", response.status()));
     }
@@ -240,7 +235,7 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
   std::shared_ptr<upstream::GrpcCallHandle> grpc_;
   std::shared_ptr<upstream::HttpCallHandle> http_;
   // The answer of the gRPC attempt that ended OK, read for passive health (answer_ok),
-  // until onGrpc takes it.
+  // until onGrpc takes it: the attempt's settling thread only.
   std::optional<codecs::StatusOr<codecs::InferResponse>> read_;
 };
 

@@ -14,7 +14,9 @@
 //       a slot or the housekeeper's; status is the gateway's (toUpstreamStatus naming the
 //       upstream and endpoint, or the fleet's own refusal), OK with the answer otherwise.
 //       cancel() from any thread; done still runs, with CANCELLED (at once when the call
-//       was still waiting for a slot: it leaves the queue).
+//       was still waiting for a slot: it leaves the queue). options.answer_ok, when set,
+//       is asked of an answer that ended OK on that same thread just before done (once;
+//       its verdict is passive health's).
 //   fleetHttp(fleet, client, loop, request, context, callbacks)
 //       HTTP on `loop` (whose client `client` is): callbacks as HttpUpstreamClient::send,
 //       all on the loop thread; after cancel() (loop thread) none runs.
