@@ -176,10 +176,9 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
   // The loop thread.
   void onHttp(const codecs::StatusOr<upstream::HttpUpstreamResponse>& r,
               const upstream::PickContext& pick, uint64_t attempt) {
-    std::shared_ptr<upstream::HttpCallHandle> call;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      call = std::move(http_);
+      http_.reset();
       answered_ = attempt;
     }
     const DecodedAnswerRelay* relay = options_.http_relay.get();
@@ -199,9 +198,6 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
         httpUpstreamInferAnswer(options_.limits, gathered ? *gathered : r, decision_.upstream->name());
     if (pick.stats) pick.stats->transcode += telemetry::Clock::now() - decode_start;
     if (!response.ok()) {
-      // A 200 whose body does not read (httpUpstreamInferAnswer) counts against the
-      // endpoint: the fleet call finishes its lease once this returns.
-      if (call && r.ok() && r->status == 200) call->answerUnreadable();
       if (!isCancelled() && request_->retryInline(response.status())) return startHttp(pick);
       return deliver(response.status());
     }

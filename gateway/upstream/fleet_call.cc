@@ -304,8 +304,6 @@ class FleetHttpCall final : public HttpCallHandle,
     starting_.store(false);
   }
 
-  void answerUnreadable() override { unreadable_ = true; }
-
   void cancel() override {
     if (cancelled_) return;
     cancelled_ = true;
@@ -380,12 +378,8 @@ class FleetHttpCall final : public HttpCallHandle,
     const Clock::time_point now = Clock::now();
     if (context_.stats) context_.stats->upstream = now - sent_at_;
     if (response.ok()) {
-      // Finished once the caller has read the answer: one it could not read counts
-      // against the endpoint (answerUnreadable), as a broken answer would.
-      const Outcome outcome = outcomeOfHttpStatus(response->status);
-      complete(std::move(response));
-      lease_.finish(unreadable_ ? Outcome::kFailure : outcome, now);
-      return;
+      lease_.finish(outcomeOfHttpStatus(response->status), now);
+      return complete(std::move(response));
     }
     // Kept past finish() to be passed over by a retry.
     std::shared_ptr<Endpoint> endpoint = lease_.sharedEndpoint();
@@ -422,7 +416,6 @@ class FleetHttpCall final : public HttpCallHandle,
   std::atomic<bool> starting_{false};  // acquire() may answer inline
   bool cancelled_ = false;
   bool answered_ = false;
-  bool unreadable_ = false;  // the caller could not read the answer (answerUnreadable)
 };
 
 }  // namespace

@@ -198,77 +198,28 @@ TEST(FleetOutcomes, AnswersMapToPassiveHealthOutcomes) {
   EXPECT_EQ(outcomeOfError(absl::CancelledError("gone")), Outcome::kNeutral);
 }
 
-// An HTTP upstream answering "hello" to everything, on loopback, and a client of it on a
-// loop of its own.
-struct HelloHttpUpstream {
-  HelloHttpUpstream() {
-    auto bound = server.listenOnLoopback();
-    EXPECT_TRUE(bound.ok()) << bound.status();
-    if (bound.ok()) port = bound->port;
-    server.start();
-    client_thread.run([&] {
-      client = std::make_shared<HttpUpstreamClient>(client_thread.loop(), HttpClientOptions{.upstream_name = "up"});
-    });
-  }
-  ~HelloHttpUpstream() {
-    client_thread.run([&] { client.reset(); });
-    server.stop();
-  }
-
-  HttpTestUpstream server{[](std::shared_ptr<http::HttpExchange> e) {
+TEST(FleetHttp, RefusedAttemptsAreRetriedOnTheOtherEndpoint) {
+  HttpTestUpstream server([](std::shared_ptr<http::HttpExchange> e) {
     http::HttpResponse r;
     r.body.append(codecs::Buffer::copyOf("hello"));
     e->respond(std::move(r));
-  }};
-  int port = 0;
-  LoopThread client_thread;
-  std::shared_ptr<HttpUpstreamClient> client;
-};
+  });
+  auto bound = server.listenOnLoopback();
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  server.start();
 
-// A 200 its caller cannot read (answerUnreadable from inside on_complete) counts against
-// its endpoint, as the gRPC calls' answer_ok does; one it reads counts as a success.
-TEST(FleetHttp, AnAnswerItsCallerCannotReadCountsAsAFailureOfItsEndpoint) {
-  HelloHttpUpstream up;
-  config::UpstreamConfig config = threeEndpoints(Policy::kRoundRobin);
-  config.endpoints = {tcp(up.port)};
-  config.outlier.consecutive_failures = 0;  // counted, never ejected
-  auto fleet = UpstreamFleet::create(config, nullptr);
-  LoopThread& client_thread = up.client_thread;
-  for (const bool readable : {true, false, false, true}) {
-    auto promise = std::make_shared<std::promise<int>>();
-    auto future = promise->get_future();
-    client_thread.run([&] {
-      HttpUpstreamRequest request;
-      request.method = "GET";
-      request.target = "/v2/health/ready";
-      auto handle = std::make_shared<std::shared_ptr<HttpCallHandle>>();
-      HttpUpstreamCallbacks callbacks;
-      callbacks.on_complete = [promise, handle, readable](codecs::StatusOr<HttpUpstreamResponse> r) {
-        if (!readable && *handle) (*handle)->answerUnreadable();
-        promise->set_value(r.ok() ? r->status : 0);
-      };
-      *handle = fleetHttp(fleet, up.client, client_thread.loop(), std::move(request), PickContext{},
-                          std::move(callbacks));
-    });
-    ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
-    EXPECT_EQ(future.get(), 200);
-  }
-  client_thread.run([] {});  // the last call's lease finishes after its on_complete, in the same task
-  std::shared_ptr<Endpoint> endpoint = fleet->findEndpoint(tcp(up.port).text);
-  ASSERT_NE(endpoint, nullptr);
-  EXPECT_EQ(endpoint->counters().requests, 4u);
-  EXPECT_EQ(endpoint->counters().failures, 2u);
-  EXPECT_EQ(fleet->counters().in_flight, 0u);
-}
-
-TEST(FleetHttp, RefusedAttemptsAreRetriedOnTheOtherEndpoint) {
-  HelloHttpUpstream up;
   const int refused = freePort();
   config::UpstreamConfig config = threeEndpoints(Policy::kRoundRobin);
-  config.endpoints = {tcp(refused), tcp(up.port)};
+  config.endpoints = {tcp(refused), tcp(bound->port)};
   config.retry.max_retries = 2;
   auto fleet = UpstreamFleet::create(config, nullptr);
-  LoopThread& client_thread = up.client_thread;
+
+  LoopThread client_thread;
+  std::shared_ptr<HttpUpstreamClient> client;
+  client_thread.run([&] {
+    client = std::make_shared<HttpUpstreamClient>(client_thread.loop(),
+                                                  HttpClientOptions{.upstream_name = "up"});
+  });
   for (int i = 0; i < 10; ++i) {
     auto promise = std::make_shared<std::promise<codecs::StatusOr<HttpUpstreamResponse>>>();
     auto future = promise->get_future();
@@ -280,7 +231,7 @@ TEST(FleetHttp, RefusedAttemptsAreRetriedOnTheOtherEndpoint) {
       callbacks.on_complete = [promise](codecs::StatusOr<HttpUpstreamResponse> r) {
         promise->set_value(std::move(r));
       };
-      fleetHttp(fleet, up.client, client_thread.loop(), std::move(request), PickContext{},
+      fleetHttp(fleet, client, client_thread.loop(), std::move(request), PickContext{},
                 std::move(callbacks));
     });
     ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
@@ -290,11 +241,14 @@ TEST(FleetHttp, RefusedAttemptsAreRetriedOnTheOtherEndpoint) {
     EXPECT_EQ(r->body.view(), "hello");
   }
   std::shared_ptr<Endpoint> bad = fleet->findEndpoint(tcp(refused).text);
-  std::shared_ptr<Endpoint> good = fleet->findEndpoint(tcp(up.port).text);
+  std::shared_ptr<Endpoint> good = fleet->findEndpoint(tcp(bound->port).text);
   EXPECT_GE(bad->counters().failures, 1u);
   EXPECT_EQ(good->counters().requests, 10u);
   EXPECT_GE(fleet->counters().retries, 1u);
   EXPECT_EQ(fleet->counters().in_flight, 0u);
+
+  client_thread.run([&] { client.reset(); });
+  server.stop();
 }
 
 }  // namespace

@@ -165,10 +165,6 @@ class HttpCallHandle {
  public:
   virtual ~HttpCallHandle() = default;
   virtual void cancel() = 0;
-  // From inside on_complete of an answer with a success status (loop thread): its caller
-  // could not read it (garbage behind a 200). A fleet call (fleet_call.h) then counts the
-  // attempt a failure of its endpoint for passive health; elsewhere it means nothing.
-  virtual void answerUnreadable() {}
 };
 
 // TLS toward the upstream (https), with the files of its `tls` already read and checked
