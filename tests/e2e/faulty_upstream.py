@@ -100,6 +100,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 
 import h2.config
 import h2.connection
@@ -239,6 +240,7 @@ class FaultyUpstream:
         self._hold = None  # (threading.Event, timeout) armed by hold(), until an answer takes it
         self._release = None  # the last hold's event
         self.held = []     # per hold: released before its timeout
+        self._holding = 0  # holds taken and not yet recorded in `held`
 
     def hold(self, timeout):
         """Arms a hold of the next ok / rst_mid / status_after gRPC answer (see the top)."""
@@ -247,10 +249,17 @@ class FaultyUpstream:
             self._release = self._hold[0]
 
     def disarm(self):
-        """Drops a hold no answer took, and ends the last one."""
+        """Drops a hold no answer took, and ends the last one: once this returns, every hold
+        taken is recorded in `held` (the next test's count starts after it)."""
         with self.lock:
             self._hold = None
         self.release()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self._holding == 0:
+                    return
+            time.sleep(0.005)
 
     def release(self):
         """Ends the last hold armed (whether or not an answer took it yet)."""
@@ -633,6 +642,8 @@ class FaultyUpstream:
         """The hold armed by hold(), taken by this answer; None when none is armed."""
         with self.lock:
             hold, self._hold = self._hold, None
+            if hold is not None:
+                self._holding += 1
         return hold
 
     def _await_hold(self, hold):
@@ -642,6 +653,7 @@ class FaultyUpstream:
         released = hold[0].wait(hold[1])
         with self.lock:
             self.held.append(released)
+            self._holding -= 1
 
     def _wait_hold(self, sock, conn):
         """A hold armed by hold(): what was made so far goes out, then the wait."""
