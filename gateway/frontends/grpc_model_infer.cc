@@ -56,13 +56,9 @@ void ModelInferCall::startArriving(codecs::MovableByteBuffer request, codecs::Bu
   // Sent as it arrives only where the message goes on as it is, to an upstream that asked
   // for it, through the loop's own client (whichever endpoint the fleet picks: one the
   // native client does not reach waits for the whole body in the fleet call).
-  if (routed) {
-    const upstream::Upstream& target = *decision_.upstream;
-    if (target.protocol() == upstream::Upstream::Protocol::kGrpc && target.config().stream_requests &&
-        !names_regions_ && !decision_.mirror && !decision_.rewrites() && !takesHandoff(target, request.length()) &&
-        decision_.upstream->grpcOnLoop(loop_) != nullptr) {
-      return passthrough(std::move(request), std::move(arrival));
-    }
+  if (routed && passesThrough(request.length()) && decision_.upstream->config().stream_requests &&
+      !decision_.mirror && !decision_.rewrites() && decision_.upstream->grpcOnLoop(loop_) != nullptr) {
+    return passthrough(std::move(request), std::move(arrival));
   }
   // Every other path reads the message: it goes on as before once it is whole.
   hold();
@@ -108,15 +104,19 @@ codecs::Status ModelInferCall::route(const codecs::MovableByteBuffer& peeked) {
   return absl::OkStatus();
 }
 
+// Whether the routed message of `length` bytes goes to its upstream as it came (gRPC, no
+// client region, no handoff), rather than decoded.
+bool ModelInferCall::passesThrough(size_t length) const {
+  return decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc && !names_regions_ &&
+         !takesHandoff(*decision_.upstream, length);
+}
+
 // The routed call with its whole message.
 void ModelInferCall::proceed(codecs::MovableByteBuffer& request) {
   // A request naming client regions is not mirrored: the mirror must never see them, and
   // reading them a second time would race with the client reusing its regions.
   if (decision_.mirror && !names_regions_) mirror(request);
-  if (decision_.upstream->protocol() == upstream::Upstream::Protocol::kGrpc && !names_regions_ &&
-      !takesHandoff(*decision_.upstream, request.length())) {
-    return passthrough(std::move(request));
-  }
+  if (passesThrough(request.length())) return passthrough(std::move(request));
   // The other paths decode the message: one contiguous view of it.
   codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(request);
   if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));

@@ -94,6 +94,7 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
  private:
   bool admit(size_t length);
   codecs::Status route(const codecs::MovableByteBuffer& peeked);
+  bool passesThrough(size_t length) const;
   void proceed(codecs::MovableByteBuffer& request);
   void passthrough(codecs::MovableByteBuffer message, std::shared_ptr<http::BodyArrival> arrival = nullptr);
   void onGrpcAnswer(codecs::Status status, codecs::MovableByteBuffer answer);

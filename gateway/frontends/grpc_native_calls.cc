@@ -378,7 +378,6 @@ void tryHandOverEarly(Stream& s) {
     early.scanned = head.length;
     return;
   }
-  s.early = false;
   std::optional<codecs::StatusOr<codecs::ModelRef>> ref;
   if (head.state == codecs::ModelInferHead::State::kFound) ref = codecs::peekModelInferRequest(in.first(head.length));
   if (!ref || !ref->ok() || (*ref)->model_name.empty()) {  // read whole: its decode says what is wrong
@@ -552,9 +551,10 @@ void receiveData(Stream& s, const uint8_t* data, size_t size) {
         if (s.chunk.size() == 0) s.chunk = pool.takeFree(s.message_size);
       }
       if (s.chunk.size() == 0 && !allocateChunk(s)) return;
-      s.early = !s.relay && !s.compressed && s.messages == 0 && s.message_size >= kEarlyMessageBytes &&
-                s.chunk.size() == s.message_size;
-      if (s.early) s.early_head = std::make_unique<EarlyHead>();
+      if (!s.relay && !s.compressed && s.messages == 0 && s.message_size >= kEarlyMessageBytes &&
+          s.chunk.size() == s.message_size) {
+        s.early_head = std::make_unique<EarlyHead>();
+      }
     }
     if (s.chunk_have == s.chunk.size() && s.message_have < s.message_size) {
       s.parts.append(std::move(s.chunk).freeze());
@@ -568,17 +568,18 @@ void receiveData(Stream& s, const uint8_t* data, size_t size) {
     data += n;
     size -= n;
     if (s.message_have < s.message_size) {
-      if (s.request_arrival && s.chunk_have - s.request_arrival->received() >= kArrivalStepBytes) {
-        std::shared_ptr<http::BodyArrival> arrival = s.request_arrival;
-        arrival->advance(s.chunk_have);  // its senders may answer the call
-      } else if (s.early) {
+      if (s.request_arrival) {  // handed over: told in steps
+        if (s.chunk_have - s.request_arrival->received() >= kArrivalStepBytes) {
+          std::shared_ptr<http::BodyArrival> arrival = s.request_arrival;
+          arrival->advance(s.chunk_have);  // its senders may answer the call
+        }
+      } else if (s.early_head) {
         tryHandOverEarly(s);
       }
       if (s.finished) return;
       continue;
     }
     s.head_have = 0;
-    s.early = false;
     releaseAhead(s);
     if (s.request_arrival) {
       completeEarly(s);
@@ -599,15 +600,10 @@ void endRequest(Stream& s) {
   // A stream ends with its complete messages (a partial one is dropped); a unary call
   // without its one whole message has no request.
   if (s.relay) return s.relay->writesDone();
-  if (s.infer != nullptr) {  // handed over early: only an unfinished message is left to refuse
-    if (s.head_have != 0) {
-      refuseEarlyCall(s, ::grpc::Status(::grpc::StatusCode::INTERNAL, "the request ended inside a message"));
-    }
-    return;
+  if (s.head_have != 0) {  // a message handed over early has its call cancelled as well
+    return refuseEarlyCall(s, ::grpc::Status(::grpc::StatusCode::INTERNAL, "the request ended inside a message"));
   }
-  if (s.head_have != 0) {
-    return replyStatus(s, ::grpc::Status(::grpc::StatusCode::INTERNAL, "the request ended inside a message"));
-  }
+  if (s.infer != nullptr) return;  // handed over early, and whole
   if (!s.unary_request) {
     return replyStatus(s, ::grpc::Status(::grpc::StatusCode::INTERNAL, "ModelInfer without a request message"));
   }

@@ -121,10 +121,9 @@ struct Stream {
   bool compressed = false;
   int messages = 0;
   std::optional<codecs::MovableByteBuffer> unary_request;  // ModelInfer: its one message, until END_STREAM
-  // ModelInfer's message handed to its call before it is whole: `early` while this message
-  // (one chunk of its whole size) may still go that way, with `early_head` (made for such a
-  // message only); then `request_arrival` told of its bytes until the last.
-  bool early = false;
+  // ModelInfer's message handed to its call before it is whole: `early_head` while this
+  // message (one chunk of its whole size) may go that way (made for such a message only);
+  // once handed over, `request_arrival` too, told of its bytes until the last.
   std::unique_ptr<EarlyHead> early_head;
   std::shared_ptr<http::BodyArrival> request_arrival;
   size_t reserved_ahead = 0;  // its share of the one-block reservations (grpc_native_calls.cc)
