@@ -163,6 +163,13 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     }
     upstream::HttpUpstreamCallbacks callbacks;
     callbacks.relay = options_.http_relay;
+    // As for gRPC (startGrpc): a 200 is read before passive health hears of the attempt,
+    // and onHttp, which follows at once on the loop thread, takes what was read.
+    callbacks.answer_ok = [this, stats = pick.stats.get()](const upstream::HttpUpstreamResponse& answer) {
+      const DecodedAnswerRelay* relay = options_.http_relay.get();
+      if (relay != nullptr && relay->sentOn()) return true;  // checked as it went on
+      return read_.emplace(readHttpAnswer(answer, stats)).ok();
+    };
     callbacks.on_complete = [self, pick, attempt](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
       self->onHttp(r, pick, attempt);
     };
@@ -186,22 +193,34 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
       if (!r.ok()) return deliver(r.status());
       return deliver(codecs::InferResponse{});  // the client's side has the answer already
     }
-    std::optional<codecs::StatusOr<upstream::HttpUpstreamResponse>> gathered;
-    if (relay != nullptr && r.ok()) {
-      if (std::optional<codecs::Buffer> body = relay->body()) {
-        gathered.emplace(*r);
-        (*gathered)->body = std::move(*body);
-      }
-    }
-    const auto decode_start = telemetry::Clock::now();
     codecs::StatusOr<codecs::InferResponse> response =
-        httpUpstreamInferAnswer(options_.limits, gathered ? *gathered : r, decision_.upstream->name());
-    if (pick.stats) pick.stats->transcode += telemetry::Clock::now() - decode_start;
+        !r.ok() ? codecs::StatusOr<codecs::InferResponse>(r.status())
+        : read_ ? std::move(*read_)
+                : readHttpAnswer(*r, pick.stats.get());
+    read_.reset();
     if (!response.ok()) {
       if (!isCancelled() && request_->retryInline(response.status())) return startHttp(pick);
       return deliver(response.status());
     }
     finishAndDeliver(std::move(*response));
+  }
+
+  // The upstream's answer (or error) read as the client's, from the body a relay gathered
+  // when it took one; its time counted as transcoding.
+  codecs::StatusOr<codecs::InferResponse> readHttpAnswer(const upstream::HttpUpstreamResponse& r,
+                                                         telemetry::CallStats* stats) const {
+    const auto decode_start = telemetry::Clock::now();
+    std::optional<upstream::HttpUpstreamResponse> gathered;
+    if (const DecodedAnswerRelay* relay = options_.http_relay.get(); relay != nullptr) {
+      if (std::optional<codecs::Buffer> body = relay->body()) {
+        gathered.emplace(r);
+        gathered->body = std::move(*body);
+      }
+    }
+    codecs::StatusOr<codecs::InferResponse> response =
+        httpUpstreamInferAnswer(options_.limits, gathered ? *gathered : r, decision_.upstream->name());
+    if (stats != nullptr) stats->transcode += telemetry::Clock::now() - decode_start;
+    return response;
   }
 
   void finishAndDeliver(codecs::InferResponse response) {
@@ -234,8 +253,8 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
   uint64_t answered_ = 0;  // the last of them answered
   std::shared_ptr<upstream::GrpcCallHandle> grpc_;
   std::shared_ptr<upstream::HttpCallHandle> http_;
-  // The answer of the gRPC attempt that ended OK, read for passive health (answer_ok),
-  // until onGrpc takes it: the attempt's settling thread only.
+  // The answer of the attempt that ended OK (gRPC) or with a 200 (HTTP), read for passive
+  // health (answer_ok) until onGrpc or onHttp takes it: the attempt's settling thread only.
   std::optional<codecs::StatusOr<codecs::InferResponse>> read_;
 };
 

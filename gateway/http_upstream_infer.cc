@@ -40,12 +40,11 @@ codecs::StatusOr<upstream::HttpUpstreamRequest> httpUpstreamInfer(
 }
 
 codecs::StatusOr<codecs::InferResponse> httpUpstreamInferAnswer(
-    const codecs::DecodeLimits& limits, const codecs::StatusOr<upstream::HttpUpstreamResponse>& r,
+    const codecs::DecodeLimits& limits, const upstream::HttpUpstreamResponse& r,
     std::string_view upstream_name) {
-  if (!r.ok()) return r.status();
-  if (r->status != 200) return httpErrorAnswer(r->status, r->body.view(), upstream_name);
+  if (r.status != 200) return httpErrorAnswer(r.status, r.body.view(), upstream_name);
   std::optional<uint64_t> header_length;
-  if (const std::string_view* ihcl = r->headers.find("Inference-Header-Content-Length")) {
+  if (const std::string_view* ihcl = r.headers.find("Inference-Header-Content-Length")) {
     header_length = codecs::parseUint64(codecs::trimAscii(*ihcl));
     if (!header_length) {
       return upstreamGarbage(upstream_name, "response", codecs::invalidArgument(
@@ -53,7 +52,7 @@ codecs::StatusOr<codecs::InferResponse> httpUpstreamInferAnswer(
     }
   }
   auto decoded =
-      codecs::BinaryTensorDecoder(limits).decodeResponse(r->body, header_length, r->body.size());
+      codecs::BinaryTensorDecoder(limits).decodeResponse(r.body, header_length, r.body.size());
   if (!decoded.ok()) return upstreamGarbage(upstream_name, "response", decoded.status());
   return decoded;
 }

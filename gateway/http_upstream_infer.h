@@ -30,7 +30,7 @@ codecs::StatusOr<upstream::HttpUpstreamRequest> httpUpstreamInfer(
     HeaderPairs headers, std::optional<std::chrono::system_clock::time_point> deadline);
 
 codecs::StatusOr<codecs::InferResponse> httpUpstreamInferAnswer(
-    const codecs::DecodeLimits& limits, const codecs::StatusOr<upstream::HttpUpstreamResponse>& r,
+    const codecs::DecodeLimits& limits, const upstream::HttpUpstreamResponse& r,
     std::string_view upstream_name);
 
 }  // namespace infergate::gateway

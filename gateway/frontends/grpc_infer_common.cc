@@ -100,8 +100,7 @@ codecs::StatusOr<upstream::HttpUpstreamRequest> httpInferRequest(
 }
 
 codecs::StatusOr<codecs::InferResponse> httpInferAnswer(
-    const Shared& shared, const codecs::StatusOr<upstream::HttpUpstreamResponse>& r,
-    std::string_view upstream_name) {
+    const Shared& shared, const upstream::HttpUpstreamResponse& r, std::string_view upstream_name) {
   return httpUpstreamInferAnswer(shared.options.limits, r, upstream_name);
 }
 

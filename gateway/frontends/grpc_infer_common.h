@@ -75,7 +75,6 @@ codecs::StatusOr<upstream::HttpUpstreamRequest> httpInferRequest(
 // An HTTP upstream's /infer answer as an InferResponse; its error answers as the status
 // the upstream meant (their own message, the code from the HTTP status).
 codecs::StatusOr<codecs::InferResponse> httpInferAnswer(
-    const Shared& shared, const codecs::StatusOr<upstream::HttpUpstreamResponse>& r,
-    std::string_view upstream_name);
+    const Shared& shared, const upstream::HttpUpstreamResponse& r, std::string_view upstream_name);
 
 }  // namespace infergate::gateway::frontends::grpc_detail

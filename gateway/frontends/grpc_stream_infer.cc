@@ -24,6 +24,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codecs/grpc_byte_buffer.h"
@@ -379,6 +380,12 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     if (ordered) sequence_busy_ = true;
     uint64_t id = next_http_id_++;
     upstream::HttpUpstreamCallbacks callbacks;
+    // A 200 is read before passive health hears of the attempt (garbage counts against its
+    // endpoint); on_complete follows at once and takes what was read.
+    callbacks.answer_ok = [this, id, target = d.upstream](const upstream::HttpUpstreamResponse& r) {
+      http_read_.emplace(id, httpInferAnswer(*shared_, r, target->name()));
+      return http_read_->second.ok();
+    };
     callbacks.on_complete = [this, tag, id, d, ordered](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
       http_calls_.erase(id);
       if (ordered) {
@@ -389,7 +396,11 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
           startHttp(next.tag, std::move(next.out), next.decision, true);
         }
       }
-      codecs::StatusOr<codecs::InferResponse> answer = httpInferAnswer(*shared_, r, d.upstream->name());
+      codecs::StatusOr<codecs::InferResponse> answer =
+          !r.ok() ? codecs::StatusOr<codecs::InferResponse>(r.status())
+          : http_read_ && http_read_->first == id ? std::move(http_read_->second)
+                                                  : httpInferAnswer(*shared_, *r, d.upstream->name());
+      http_read_.reset();
       if (answer.ok()) {
         answer->model_name = d.client_model;
         if (!d.versionShown().empty()) answer->model_version = d.versionShown();
@@ -717,6 +728,9 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   std::map<LegKey, UpstreamLeg> legs_;
   std::map<uint64_t, std::shared_ptr<upstream::HttpCallHandle>> http_calls_;
   std::map<uint64_t, std::shared_ptr<DecodedCall>> grpc_calls_;  // sendOverGrpc
+  // The 200 answer of the HTTP call with this id, read for passive health (answer_ok)
+  // until its on_complete, which follows at once, takes it.
+  std::optional<std::pair<uint64_t, codecs::StatusOr<codecs::InferResponse>>> http_read_;
   uint64_t next_http_id_ = 0;
   bool sequence_busy_ = false;  // a sequence request is out to an HTTP upstream
   std::deque<QueuedHttp> sequence_queue_;

@@ -378,7 +378,11 @@ class FleetHttpCall final : public HttpCallHandle,
     const Clock::time_point now = Clock::now();
     if (context_.stats) context_.stats->upstream = now - sent_at_;
     if (response.ok()) {
-      lease_.finish(outcomeOfHttpStatus(response->status), now);
+      Outcome outcome = outcomeOfHttpStatus(response->status);
+      if (response->status == 200 && callbacks_.answer_ok && !callbacks_.answer_ok(*response)) {
+        outcome = Outcome::kFailure;
+      }
+      lease_.finish(outcome, now);
       return complete(std::move(response));
     }
     // Kept past finish() to be passed over by a retry.

@@ -19,7 +19,9 @@
 //       its verdict is passive health's).
 //   fleetHttp(fleet, client, loop, request, context, callbacks)
 //       HTTP on `loop` (whose client `client` is): callbacks as HttpUpstreamClient::send,
-//       all on the loop thread; after cancel() (loop thread) none runs.
+//       all on the loop thread; after cancel() (loop thread) none runs. callbacks.answer_ok,
+//       when set, is asked of a 200 answer just before on_complete (once per attempt that
+//       ends so; its verdict is passive health's).
 
 #include <memory>
 #include <string>

@@ -198,6 +198,72 @@ TEST(FleetOutcomes, AnswersMapToPassiveHealthOutcomes) {
   EXPECT_EQ(outcomeOfError(absl::CancelledError("gone")), Outcome::kNeutral);
 }
 
+// callbacks.answer_ok is asked of each 200, before the lease ends: one its caller cannot
+// read counts against the endpoint (as the gRPC calls' answer_ok does), and the answer is
+// delivered all the same. Other statuses are passive health's by their code alone.
+TEST(FleetHttp, A200ItsCallerCannotReadCountsAsAFailureOfItsEndpoint) {
+  HttpTestUpstream server([](std::shared_ptr<http::HttpExchange> e) {
+    http::HttpResponse r;
+    if (e->request().target != "/ok") r.status = 404;
+    r.body.append(codecs::Buffer::copyOf("hello"));
+    e->respond(std::move(r));
+  });
+  auto bound = server.listenOnLoopback();
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  server.start();
+  config::UpstreamConfig config = threeEndpoints(Policy::kRoundRobin);
+  config.endpoints = {tcp(bound->port)};
+  config.outlier.consecutive_failures = 0;  // counted, never ejected
+  auto fleet = UpstreamFleet::create(config, nullptr);
+  std::shared_ptr<Endpoint> endpoint = fleet->findEndpoint(tcp(bound->port).text);
+  ASSERT_NE(endpoint, nullptr);
+
+  LoopThread client_thread;
+  std::shared_ptr<HttpUpstreamClient> client;
+  client_thread.run([&] {
+    client = std::make_shared<HttpUpstreamClient>(client_thread.loop(), HttpClientOptions{.upstream_name = "up"});
+  });
+  struct Case {
+    const char* target;
+    bool readable;
+    int status;
+    uint64_t failures;  // the endpoint's, once the answer is in
+  };
+  const Case cases[] = {{"/ok", true, 200, 0}, {"/ok", false, 200, 1}, {"/missing", false, 404, 1},
+                        {"/ok", false, 200, 2}, {"/ok", true, 200, 2}};
+  int asked = 0;
+  for (const Case& c : cases) {
+    auto promise = std::make_shared<std::promise<codecs::StatusOr<HttpUpstreamResponse>>>();
+    auto future = promise->get_future();
+    client_thread.run([&] {
+      HttpUpstreamRequest request;
+      request.method = "GET";
+      request.target = c.target;
+      HttpUpstreamCallbacks callbacks;
+      callbacks.answer_ok = [&asked, readable = c.readable](const HttpUpstreamResponse& r) {
+        ++asked;
+        return readable && r.body.view() == "hello";
+      };
+      callbacks.on_complete = [promise](codecs::StatusOr<HttpUpstreamResponse> r) {
+        promise->set_value(std::move(r));
+      };
+      fleetHttp(fleet, client, client_thread.loop(), std::move(request), PickContext{}, std::move(callbacks));
+    });
+    ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
+    codecs::StatusOr<HttpUpstreamResponse> r = future.get();
+    ASSERT_TRUE(r.ok()) << c.target << ": " << r.status();
+    EXPECT_EQ(r->status, c.status) << c.target;
+    EXPECT_EQ(r->body.view(), "hello") << "the answer is delivered whatever its check said";
+    EXPECT_EQ(endpoint->counters().failures, c.failures) << "counted before the answer is handed on";
+  }
+  EXPECT_EQ(asked, 4) << "asked of each 200 once, never of the 404";
+  EXPECT_EQ(endpoint->counters().requests, 5u);
+  EXPECT_EQ(fleet->counters().in_flight, 0u);
+
+  client_thread.run([&] { client.reset(); });
+  server.stop();
+}
+
 TEST(FleetHttp, RefusedAttemptsAreRetriedOnTheOtherEndpoint) {
   HttpTestUpstream server([](std::shared_ptr<http::HttpExchange> e) {
     http::HttpResponse r;

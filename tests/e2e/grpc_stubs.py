@@ -20,6 +20,7 @@ _PROTO_DIR = os.path.join(_HERE, "..", "..", "codecs", "proto")
 _cache = {}
 
 MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
+MODEL_STREAM_INFER = "/inference.GRPCInferenceService/ModelStreamInfer"
 
 
 def load():

@@ -47,6 +47,7 @@ import os
 import socket
 import struct
 import sys
+import threading
 import time
 import unittest
 
@@ -56,7 +57,7 @@ from google.protobuf.message import DecodeError
 
 import faulty_upstream as F
 import grpc_stubs
-from grpc_stubs import MODEL_INFER, h2_model_infer
+from grpc_stubs import MODEL_INFER, MODEL_STREAM_INFER, h2_model_infer
 from harness import Gateway, Processes, free_port, small_asan_quarantine, wait_until
 
 HH, GH, HG, GG = "HTTP->http", "gRPC->http", "HTTP->grpc", "gRPC->grpc"
@@ -758,7 +759,7 @@ def endpoint_failures(upstream):
 
 
 class PassiveHealth(unittest.TestCase):
-    """What a gRPC upstream's answer tells passive health on a path that decodes it."""
+    """What an upstream's answer tells passive health on a path that decodes it."""
 
     def test_garbage_behind_an_ok_status_counts_against_the_endpoint(self):
         """HTTP -> gRPC: UP's answer is a framed message of bytes that are no protobuf, with
@@ -776,6 +777,52 @@ class PassiveHealth(unittest.TestCase):
         self.assertEqual(garbage.status, 502, garbage)
         self.assertTrue(ok.ok, ok)
         self.assertEqual(endpoint_failures("f-grpc"), before + 1)
+
+    def test_a_200_whose_body_does_not_read_counts_against_the_endpoint(self):
+        """gRPC -> HTTP: UP answers 200 with a binary body whose Inference-Header-Content-Length
+        runs past its end. The client gets UNAVAILABLE naming the upstream, and the attempt
+        counts as a failure of UP's endpoint, not as the success its status said; a good
+        answer after it counts as none."""
+        before = endpoint_failures("f-http")
+        garbage = Client(GW, GH).infer("http_ihcl_long")
+        self.assertEqual(endpoint_failures("f-http"), before + 1)
+        ok = Client(GW, GH).infer("http_ok")
+        self.assertFalse(garbage.ok, garbage)
+        self.assertEqual(garbage.code, grpc.StatusCode.UNAVAILABLE, garbage)
+        self.assertIn("f-http", garbage.message)
+        self.assertTrue(ok.ok, ok)
+        self.assertEqual(endpoint_failures("f-http"), before + 1)
+
+    def test_a_streamed_request_whose_200_does_not_read_counts_against_the_endpoint(self):
+        """ModelStreamInfer -> HTTP: the same answer to one request of a stream gets its
+        in-band error naming the upstream and counts against UP's endpoint; the stream's
+        next request is answered, and counts as no failure."""
+        before = endpoint_failures("f-http")
+        requests = []
+        for i, model in enumerate(("http_ihcl_long", "http_ok")):
+            request = pb.ModelInferRequest(model_name=model, id="r%d" % i)
+            tensor = request.inputs.add()
+            tensor.name, tensor.datatype = "INPUT0", "INT32"
+            tensor.shape.extend([1, 4])
+            request.raw_input_contents.append(struct.pack("<4i", 1, 2, 3, 4))
+            requests.append(request.SerializeToString())
+
+        def paced():  # the second goes once the first is answered: one answer at a time
+            yield requests[0]
+            answered.wait(30)
+            yield requests[1]
+
+        answered = threading.Event()
+        call = grpc_channel(GW).stream_stream(MODEL_STREAM_INFER)
+        got = []
+        for raw in call(paced(), timeout=30):  # ends once both are answered
+            got.append(pb.ModelStreamInferResponse.FromString(raw))
+            answered.set()
+        self.assertEqual(len(got), 2, got)
+        self.assertIn("f-http", got[0].error_message)
+        self.assertEqual(got[1].error_message, "", got[1])
+        self.assertEqual(got[1].infer_response.raw_output_contents[0], struct.pack("<4i", 1, 2, 3, 4))
+        self.assertEqual(endpoint_failures("f-http"), before + 1)
 
 
 class HeldGrpcAnswer:
