@@ -34,7 +34,11 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     }
   }
 
-  void cancel() override {
+  void cancel() override { stop(false); }
+  void refuseAnswer() override { stop(true); }
+
+ private:
+  void stop(bool refused) {
     std::shared_ptr<upstream::GrpcCallHandle> grpc;
     std::shared_ptr<upstream::HttpCallHandle> http;
     {
@@ -43,11 +47,10 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
       grpc = grpc_;
       http = std::move(http_);
     }
-    if (grpc) grpc->cancel();
-    if (http) http->cancel();  // no callback follows
+    if (grpc) refused ? grpc->refuseAnswer() : grpc->cancel();
+    if (http) http->cancel();  // no callback follows; no relay toward HTTP cuts on garbage
   }
 
- private:
   // An attempt's request is built (the upstream side's encode, and its handoff): its time
   // counts as transcoding, and whether it uses shared memory is the request's.
   static void noteBuilt(telemetry::CallStats* stats, const HandoffRequest& request,

@@ -75,6 +75,9 @@ class DecodedCall {
  public:
   virtual ~DecodedCall() = default;
   virtual void cancel() = 0;  // `done` still runs (gRPC, CANCELLED) or not at all (HTTP)
+  // cancel(), because the answer, still arriving, was found unreadable (a relay's cut):
+  // the attempt counts as a failure of its endpoint (GrpcCallHandle::refuseAnswer).
+  virtual void refuseAnswer() = 0;
 };
 
 std::shared_ptr<DecodedCall> forwardDecoded(const Decision& d,

@@ -50,7 +50,8 @@ class DecodedInferAnswer final : public upstream::AnswerProgress {
     return relay_.has_value();
   }
 
-  // The call this answers, once started: cancelled when the relay cut the client's answer.
+  // The call this answers, once started: its answer refused (refuseAnswer) when the relay
+  // cut the client's answer.
   void setCall(std::weak_ptr<DecodedCall> call) { call_ = std::move(call); }
 
   void onProgress(const codecs::MutableBuffer& message, size_t have, size_t size) override {
@@ -59,7 +60,7 @@ class DecodedInferAnswer final : public upstream::AnswerProgress {
     // task of its own, not from inside the client's progress; the call's end then finds
     // the relay ended.
     loop().post([call = call_] {
-      if (std::shared_ptr<DecodedCall> c = call.lock()) c->cancel();
+      if (std::shared_ptr<DecodedCall> c = call.lock()) c->refuseAnswer();
     });
   }
 

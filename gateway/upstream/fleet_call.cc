@@ -95,6 +95,14 @@ class FleetUnaryCall final : public GrpcCallHandle,
     }
   }
 
+  void refuseAnswer() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      refused_ = true;
+    }
+    cancel();
+  }
+
  private:
   void attempt(EndpointLease lease) {
     // The worker's own client where the caller gave one and it reaches this endpoint; its
@@ -206,6 +214,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
       lease = std::move(lease_);
       inner_.reset();
       cancelled = cancelled_;
+      if (refused_) outcome = Outcome::kFailure;  // its answer was garbage on the way
       if (context_.stats) context_.stats->upstream = now - sent_at_;
     }
     std::shared_ptr<Endpoint> endpoint = lease.sharedEndpoint();
@@ -266,6 +275,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
   std::mutex mu_;
   EndpointLease lease_;  // the attempt in flight
   bool cancelled_ = false;
+  bool refused_ = false;  // refuseAnswer(): the attempt in flight counts as a failure
   uint64_t waiter_ = 0;  // acquire()'s, while it may wait in the queue
   uint64_t attempts_ = 0;
   Clock::time_point started_at_, sent_at_;

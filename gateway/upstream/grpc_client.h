@@ -118,6 +118,9 @@ class GrpcCallHandle {
  public:
   virtual ~GrpcCallHandle() = default;
   virtual void cancel() = 0;
+  // cancel(), because the answer, still arriving, was found unreadable: a fleet call
+  // (fleet_call.h) counts the attempt a failure of its endpoint, as a broken answer would.
+  virtual void refuseAnswer() { cancel(); }
 };
 
 // A bidi stream in flight. write() queues (one message on the wire at a time, in order);

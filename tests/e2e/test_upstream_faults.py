@@ -691,14 +691,18 @@ class BinaryAnswerAsItArrives(unittest.TestCase):
         half of it. The gateway has begun the answer when it finds the entry framed
         otherwise: the client's answer is cut short, and the upstream call is cancelled at
         once (UP's stream reset) instead of waiting for the rest, which would come only with
-        the 10 s timeout."""
+        the 10 s timeout. The garbage counts against UP's endpoint (passive health), as an
+        answer read whole and found so would."""
         before = UP.resets["grpc"]
+        failures = endpoint_failures("f-grpc")
         conn, resp = self.send("grpc_misframed", "all")
         body = self.body_or_cut(conn, resp)
         self.assertEqual(resp.status, 200)
         self.assertIsInstance(body, http.client.IncompleteRead, body)
         self.assertTrue(wait_until(lambda: UP.resets["grpc"] == before + 1, timeout=5),
                         "the upstream call was not cancelled")
+        self.assertTrue(wait_until(lambda: endpoint_failures("f-grpc") == failures + 1, timeout=5),
+                        (failures, endpoint_failures("f-grpc")))
         self.assertServedAfter()
 
     def test_an_upstream_failure_after_the_head_cuts_the_answer(self):
