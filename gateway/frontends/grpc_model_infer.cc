@@ -179,6 +179,14 @@ void ModelInferCall::passthrough(codecs::MovableByteBuffer message, std::shared_
   // hand-over, to the loop, instead of grpc's own between its client threads).
   options.on_loop = decision_.upstream->grpcOnLoop(loop_);
   if (options.on_loop) options.answer_progress = passthroughRelay();
+  if (decision_.rewrites()) {
+    // Renamed before passive health hears of the attempt: an answer that cannot be (no
+    // protobuf behind a grpc-status 0) counts against its endpoint. This call outlives the
+    // fleet call's use of the check (hold() below).
+    options.answer_ok = [this](const codecs::MovableByteBuffer& answer) {
+      return renamed_.emplace(renameAnswer(answer)).ok();
+    };
+  }
   options.arrival = std::move(arrival);  // a message still arriving: sent as it comes
   stampTraceHeaders(options.metadata, info_);
   hold();
@@ -217,19 +225,21 @@ void ModelInferCall::onGrpcAnswer(codecs::Status status, codecs::MovableByteBuff
   }
   if (!status.ok()) return finishUpstreamError(status);
   if (decision_.rewrites()) {
-    auto flat = codecs::fromByteBuffer(answer);
-    auto renamed = flat.ok() ? upstream::rewriteModelFields(
-                                   *flat, decision_.client_model,
-                                   decision_.versionShown().empty()
-                                       ? std::nullopt
-                                       : std::optional<std::string_view>(decision_.versionShown()))
-                             : codecs::StatusOr<codecs::BufferChain>(flat.status());
+    codecs::StatusOr<codecs::BufferChain> renamed = renamed_ ? std::move(*renamed_) : renameAnswer(answer);
+    renamed_.reset();
     if (!renamed.ok()) {
       return finish(grpcStatusFor(upstreamGarbage(decision_.upstream->name(), "response", renamed.status())));
     }
     answer = codecs::MovableByteBuffer(std::move(*renamed));
   }
   finish(::grpc::Status::OK, std::move(answer));
+}
+
+codecs::StatusOr<codecs::BufferChain> ModelInferCall::renameAnswer(const codecs::MovableByteBuffer& answer) const {
+  INFERGATE_ASSIGN_OR_RETURN(codecs::Buffer flat, codecs::fromByteBuffer(answer));
+  const std::string_view version = decision_.versionShown();
+  return upstream::rewriteModelFields(flat, decision_.client_model,
+                                      version.empty() ? std::nullopt : std::optional<std::string_view>(version));
 }
 
 // Shadow traffic toward the route's mirror, in its protocol; the answer is dropped and

@@ -98,6 +98,8 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
   void proceed(codecs::MovableByteBuffer& request);
   void passthrough(codecs::MovableByteBuffer message, std::shared_ptr<http::BodyArrival> arrival = nullptr);
   void onGrpcAnswer(codecs::Status status, codecs::MovableByteBuffer answer);
+  // The upstream's answer with the client's model name and version, for a renaming route.
+  codecs::StatusOr<codecs::BufferChain> renameAnswer(const codecs::MovableByteBuffer& answer) const;
   std::shared_ptr<upstream::AnswerProgress> passthroughRelay();
   void mirror(const codecs::MovableByteBuffer& message);
   void forwardDecodedMessage(const codecs::Buffer& bytes);
@@ -141,6 +143,9 @@ class ModelInferCall : private GrpcAnswerRelay::Sink {
   // Toward gRPC, passed through: an answer that may go on as it arrives; loop thread.
   std::optional<PassthroughAnswerRelay> passthrough_relay_;
   bool sent_ahead_ = false;
+  // Toward gRPC, a renaming route's answer renamed for passive health (answer_ok) before
+  // onGrpcAnswer, which follows at once on the same thread, takes it.
+  std::optional<codecs::StatusOr<codecs::BufferChain>> renamed_;
 };
 
 }  // namespace infergate::gateway::frontends::grpc_detail

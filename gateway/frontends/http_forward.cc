@@ -185,7 +185,7 @@ upstream::HttpUpstreamRequest passthroughRequest(const Decision& d, const http::
 
 // A successful /infer answer with the client's model name (and version, when the client
 // named one) in its JSON header; the binary section is kept as slices.
-codecs::StatusOr<HttpResponse> renameInferAnswer(upstream::HttpUpstreamResponse& r,
+codecs::StatusOr<HttpResponse> renameInferAnswer(const upstream::HttpUpstreamResponse& r,
                                                  const Names& n) {
   codecs::Buffer body = r.body;
   bool inflated = false;
@@ -449,11 +449,26 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
       relay->complete(std::move(r));
     };
   } else {
-    callbacks.on_complete = [exchange, names = std::move(names), endpoint = m.endpoint](
+    // A renaming route's /infer answer is renamed before passive health hears of the
+    // attempt, so that one that cannot be (garbage behind a 200) counts against its
+    // endpoint; on_complete, which follows at once, sends what was renamed.
+    std::shared_ptr<std::optional<codecs::StatusOr<HttpResponse>>> renamed;
+    if (m.endpoint == HttpEndpoint::kModelInfer) {
+      renamed = std::make_shared<std::optional<codecs::StatusOr<HttpResponse>>>();
+      callbacks.answer_ok = [renamed, names](const upstream::HttpUpstreamResponse& r) {
+        return renamed->emplace(renameInferAnswer(r, *names)).ok();
+      };
+    }
+    callbacks.on_complete = [exchange, names = std::move(names), endpoint = m.endpoint, renamed](
                                 codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
       exchange->setCancelHandler(nullptr);
       const Names& n = Names::relayed(names);
       if (!r.ok()) return exchange->respond(errorResponse(publicStatus(r.status(), n)));
+      if (renamed && renamed->has_value()) {
+        codecs::StatusOr<HttpResponse> out = std::move(**renamed);
+        if (out.ok()) return exchange->respond(std::move(*out));
+        return exchange->respond(errorResponse(upstreamGarbage(n.upstream_name, endpointName(endpoint), out.status())));
+      }
       exchange->respond(relayAnswer(std::move(*r), endpoint, n));
     };
   }

@@ -93,6 +93,9 @@ routes:
   - { match: { model: grpc_prefix_short }, upstream: f-grpc, timeout_ms: 400 }
   # The passthrough of an answer as it arrives stops where the route renames the model.
   - { match: { model: grpc_alias_ok }, upstream: f-grpc, rewrite: { model: grpc_ok } }
+  # Renaming routes read the answer to rename it: garbage counts against the endpoint.
+  - { match: { model: grpc_alias_garbage }, upstream: f-grpc, rewrite: { model: grpc_garbage } }
+  - { match: { model: http_alias_html }, upstream: f-http, rewrite: { model: http_html } }
   - { match: { model_prefix: "http_" }, upstream: f-http }
   - { match: { model_prefix: "grpc_" }, upstream: f-grpc }
 """
@@ -796,6 +799,28 @@ class PassiveHealth(unittest.TestCase):
         self.assertIn("f-http", garbage.message)
         self.assertTrue(ok.ok, ok)
         self.assertEqual(endpoint_failures("f-http"), before + 1)
+
+    def test_an_answer_a_renaming_route_cannot_rename_counts_against_the_endpoint(self):
+        """A route that aliases the model reads the answer to show the client its own name:
+        gRPC passthrough, UP's message is no protobuf behind grpc-status 0; HTTP passthrough,
+        UP's 200 is an HTML page. Each client gets the gateway's 502 / UNAVAILABLE naming the
+        upstream, and each attempt counts as a failure of UP's endpoint."""
+        for path, model, upstream in ((GG, "grpc_alias_garbage", "f-grpc"), (HH, "http_alias_html", "f-http")):
+            with self.subTest(model=model):
+                before = endpoint_failures(upstream)
+                conn = GW.connection() if path == HH else None
+                try:
+                    outcome = Client(GW, path, conn).infer(model)
+                finally:
+                    if conn:
+                        conn.close()
+                self.assertFalse(outcome.ok, outcome)
+                if path == HH:
+                    self.assertEqual(outcome.status, 502, outcome)
+                else:
+                    self.assertEqual(outcome.code, grpc.StatusCode.UNAVAILABLE, outcome)
+                self.assertIn(upstream, outcome.message)
+                self.assertEqual(endpoint_failures(upstream), before + 1)
 
     def test_a_streamed_request_whose_200_does_not_read_counts_against_the_endpoint(self):
         """ModelStreamInfer -> HTTP: the same answer to one request of a stream gets its
