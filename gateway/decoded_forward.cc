@@ -168,7 +168,8 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     callbacks.relay = options_.http_relay;
     // As for gRPC (startGrpc): a 200 is read before passive health hears of the attempt,
     // and onHttp, which follows at once on the loop thread, takes what was read.
-    callbacks.answer_ok = [this, stats = pick.stats.get()](const upstream::HttpUpstreamResponse& answer) {
+    upstream::HttpAnswerCheck answer_ok = [this, stats = pick.stats.get()](
+                                              const upstream::HttpUpstreamResponse& answer) {
       const DecodedAnswerRelay* relay = options_.http_relay.get();
       if (relay != nullptr && relay->sentOn()) return true;  // checked as it went on
       return read_.emplace(readHttpAnswer(answer, stats)).ok();
@@ -177,7 +178,7 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
       self->onHttp(r, pick, attempt);
     };
     auto call = upstream::fleetHttpFor(decision_.upstream->fleet(), decision_.upstream->http(loop),
-                                       loop, std::move(build), pick, std::move(callbacks));
+                                       loop, std::move(build), pick, std::move(callbacks), std::move(answer_ok));
     std::lock_guard<std::mutex> lock(mu_);
     if (answered_ >= attempt) return;  // answered already (a refusal comes back at once)
     http_ = std::move(call);

@@ -382,7 +382,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     upstream::HttpUpstreamCallbacks callbacks;
     // A 200 is read before passive health hears of the attempt (garbage counts against its
     // endpoint); on_complete follows at once and takes what was read.
-    callbacks.answer_ok = [this, id, target = d.upstream](const upstream::HttpUpstreamResponse& r) {
+    upstream::HttpAnswerCheck answer_ok = [this, id, target = d.upstream](const upstream::HttpUpstreamResponse& r) {
       http_read_.emplace(id, httpInferAnswer(*shared_, r, target->name()));
       return http_read_->second.ok();
     };
@@ -410,7 +410,7 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       onEmission(tag, Emission{std::move(answer), true, true, false});
     };
     http_calls_[id] = upstream::fleetHttp(d.upstream->fleet(), d.upstream->http(loop_), loop_,
-                                          std::move(out), d.pick, std::move(callbacks));
+                                          std::move(out), d.pick, std::move(callbacks), std::move(answer_ok));
   }
 
   // A message that names client regions, toward a gRPC upstream: it goes the way a

@@ -398,6 +398,7 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
   if (!req.bodyWhole()) out.arrival = req.arrival;
   stampTraceHeaders(out.headers, exchange->info());
   upstream::HttpUpstreamCallbacks callbacks;
+  upstream::HttpAnswerCheck answer_ok;  // a renaming route's /infer only
   std::shared_ptr<const Names> names = Names::forRelay(d);
   if (m.endpoint == HttpEndpoint::kModelGenerateStream) {
     // Server-sent events go out as they arrive; an error answer (not 200) is relayed whole.
@@ -455,7 +456,7 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
     std::shared_ptr<std::optional<codecs::StatusOr<HttpResponse>>> renamed;
     if (m.endpoint == HttpEndpoint::kModelInfer) {
       renamed = std::make_shared<std::optional<codecs::StatusOr<HttpResponse>>>();
-      callbacks.answer_ok = [renamed, names](const upstream::HttpUpstreamResponse& r) {
+      answer_ok = [renamed, names](const upstream::HttpUpstreamResponse& r) {
         return renamed->emplace(renameInferAnswer(r, *names)).ok();
       };
     }
@@ -476,7 +477,7 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
   if (sequence.present()) pick.sequence = std::move(sequence);
   auto call = upstream::fleetHttp(d.upstream->fleet(), d.upstream->http(exchange->loop()),
                                   exchange->loop(), std::move(out), std::move(pick),
-                                  std::move(callbacks));
+                                  std::move(callbacks), std::move(answer_ok));
   // Not once answered already (a refusal answers at once): the handler would hold the call,
   // whose callbacks hold the exchange, and nothing would clear it.
   if (call && !exchange->responded()) exchange->setCancelHandler([call] { call->cancel(); });

@@ -289,14 +289,15 @@ class FleetHttpCall final : public HttpCallHandle,
  public:
   FleetHttpCall(std::shared_ptr<UpstreamFleet> fleet, std::shared_ptr<HttpUpstreamClient> client,
                 http::EventLoop& loop, HttpUpstreamRequest request, HttpRequestFor build,
-                PickContext context, HttpUpstreamCallbacks callbacks)
+                PickContext context, HttpUpstreamCallbacks callbacks, HttpAnswerCheck answer_ok)
       : fleet_(std::move(fleet)),
         client_(std::move(client)),
         loop_(loop),
         request_(build ? nullptr : std::make_shared<const HttpUpstreamRequest>(std::move(request))),
         build_(std::move(build)),
         context_(std::move(context)),
-        callbacks_(std::move(callbacks)) {}
+        callbacks_(std::move(callbacks)),
+        answer_ok_(std::move(answer_ok)) {}
 
   void start() {
     started_at_ = Clock::now();
@@ -389,7 +390,7 @@ class FleetHttpCall final : public HttpCallHandle,
     if (context_.stats) context_.stats->upstream = now - sent_at_;
     if (response.ok()) {
       Outcome outcome = outcomeOfHttpStatus(response->status);
-      if (response->status == 200 && callbacks_.answer_ok && !callbacks_.answer_ok(*response)) {
+      if (response->status == 200 && answer_ok_ && !answer_ok_(*response)) {
         outcome = Outcome::kFailure;
       }
       lease_.finish(outcome, now);
@@ -421,6 +422,7 @@ class FleetHttpCall final : public HttpCallHandle,
   HttpRequestFor build_;         // when set, the request of each attempt
   PickContext context_;
   HttpUpstreamCallbacks callbacks_;
+  HttpAnswerCheck answer_ok_;
   EndpointLease lease_;
   std::shared_ptr<HttpCallHandle> inner_;
   uint32_t retries_ = 0;
@@ -469,9 +471,10 @@ std::shared_ptr<HttpCallHandle> fleetHttp(const std::shared_ptr<UpstreamFleet>& 
                                           std::shared_ptr<HttpUpstreamClient> client,
                                           http::EventLoop& loop,
                                           HttpUpstreamRequest request, PickContext context,
-                                          HttpUpstreamCallbacks callbacks) {
+                                          HttpUpstreamCallbacks callbacks, HttpAnswerCheck answer_ok) {
   auto call = std::make_shared<FleetHttpCall>(fleet, std::move(client), loop, std::move(request),
-                                              nullptr, std::move(context), std::move(callbacks));
+                                              nullptr, std::move(context), std::move(callbacks),
+                                              std::move(answer_ok));
   call->start();
   return call;
 }
@@ -479,10 +482,11 @@ std::shared_ptr<HttpCallHandle> fleetHttp(const std::shared_ptr<UpstreamFleet>& 
 std::shared_ptr<HttpCallHandle> fleetHttpFor(const std::shared_ptr<UpstreamFleet>& fleet,
                                              std::shared_ptr<HttpUpstreamClient> client,
                                              http::EventLoop& loop, HttpRequestFor build,
-                                             PickContext context, HttpUpstreamCallbacks callbacks) {
+                                             PickContext context, HttpUpstreamCallbacks callbacks,
+                                             HttpAnswerCheck answer_ok) {
   auto call = std::make_shared<FleetHttpCall>(fleet, std::move(client), loop, HttpUpstreamRequest(),
                                               std::move(build), std::move(context),
-                                              std::move(callbacks));
+                                              std::move(callbacks), std::move(answer_ok));
   call->start();
   return call;
 }

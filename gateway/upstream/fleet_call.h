@@ -19,9 +19,9 @@
 //       its verdict is passive health's).
 //   fleetHttp(fleet, client, loop, request, context, callbacks)
 //       HTTP on `loop` (whose client `client` is): callbacks as HttpUpstreamClient::send,
-//       all on the loop thread; after cancel() (loop thread) none runs. callbacks.answer_ok,
-//       when set, is asked of a 200 answer just before on_complete (once per attempt that
-//       ends so; its verdict is passive health's).
+//       all on the loop thread; after cancel() (loop thread) none runs. `answer_ok`, when
+//       set, is asked of a 200 answer just before on_complete (once per attempt that ends
+//       so; its verdict is passive health's).
 
 #include <memory>
 #include <string>
@@ -41,11 +41,18 @@ std::shared_ptr<GrpcCallHandle> fleetUnary(const std::shared_ptr<UpstreamFleet>&
                                            GrpcCallOptions options, PickContext context,
                                            FleetUnaryDone done);
 
+// Asked of an attempt's 200 answer before passive health hears of it, on the loop thread;
+// on_complete follows at once. False (an answer the caller cannot read: garbage behind a
+// 200) counts the attempt a failure of its endpoint, as a broken answer would; the answer
+// is delivered either way, and the caller says what is wrong with it. Kept by the fleet
+// call alone (the upstream client never sees it).
+using HttpAnswerCheck = std::function<bool(const HttpUpstreamResponse& response)>;
+
 std::shared_ptr<HttpCallHandle> fleetHttp(const std::shared_ptr<UpstreamFleet>& fleet,
                                           std::shared_ptr<HttpUpstreamClient> client,
                                           http::EventLoop& loop,
                                           HttpUpstreamRequest request, PickContext context,
-                                          HttpUpstreamCallbacks callbacks);
+                                          HttpUpstreamCallbacks callbacks, HttpAnswerCheck answer_ok = nullptr);
 
 // The same, for a request whose bytes depend on the endpoint it goes to (the shared-memory
 // handoff: references for a colocated endpoint, the tensors inline for the others):
@@ -60,7 +67,8 @@ using HttpRequestFor = std::function<codecs::StatusOr<HttpUpstreamRequest>(Endpo
 std::shared_ptr<HttpCallHandle> fleetHttpFor(const std::shared_ptr<UpstreamFleet>& fleet,
                                              std::shared_ptr<HttpUpstreamClient> client,
                                              http::EventLoop& loop, HttpRequestFor build,
-                                             PickContext context, HttpUpstreamCallbacks callbacks);
+                                             PickContext context, HttpUpstreamCallbacks callbacks,
+                                             HttpAnswerCheck answer_ok = nullptr);
 
 // Whether a failed gRPC call never reached the upstream (see above).
 bool grpcNotSent(const grpc::Status& status);

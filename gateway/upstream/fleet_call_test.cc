@@ -198,7 +198,7 @@ TEST(FleetOutcomes, AnswersMapToPassiveHealthOutcomes) {
   EXPECT_EQ(outcomeOfError(absl::CancelledError("gone")), Outcome::kNeutral);
 }
 
-// callbacks.answer_ok is asked of each 200, before the lease ends: one its caller cannot
+// The answer check is asked of each 200, before the lease ends: one its caller cannot
 // read counts against the endpoint (as the gRPC calls' answer_ok does), and the answer is
 // delivered all the same. Other statuses are passive health's by their code alone.
 TEST(FleetHttp, A200ItsCallerCannotReadCountsAsAFailureOfItsEndpoint) {
@@ -240,14 +240,15 @@ TEST(FleetHttp, A200ItsCallerCannotReadCountsAsAFailureOfItsEndpoint) {
       request.method = "GET";
       request.target = c.target;
       HttpUpstreamCallbacks callbacks;
-      callbacks.answer_ok = [&asked, readable = c.readable](const HttpUpstreamResponse& r) {
-        ++asked;
-        return readable && r.body.view() == "hello";
-      };
       callbacks.on_complete = [promise](codecs::StatusOr<HttpUpstreamResponse> r) {
         promise->set_value(std::move(r));
       };
-      fleetHttp(fleet, client, client_thread.loop(), std::move(request), PickContext{}, std::move(callbacks));
+      HttpAnswerCheck answer_ok = [&asked, readable = c.readable](const HttpUpstreamResponse& r) {
+        ++asked;
+        return readable && r.body.view() == "hello";
+      };
+      fleetHttp(fleet, client, client_thread.loop(), std::move(request), PickContext{}, std::move(callbacks),
+                std::move(answer_ok));
     });
     ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
     codecs::StatusOr<HttpUpstreamResponse> r = future.get();

@@ -155,12 +155,6 @@ struct HttpUpstreamCallbacks {
   // fails after its head). Any other
   // answer is buffered whole for on_complete. libcurl buffers every answer.
   std::shared_ptr<AnswerRelay> relay;
-  // Fleet calls only (fleet_call.h): asked of an attempt's 200 answer before passive
-  // health hears of it, then on_complete follows at once on the same thread. False (an
-  // answer the caller cannot read: garbage behind a 200) counts the attempt a failure of
-  // its endpoint, as a broken answer would; the answer is delivered either way, and the
-  // caller says what is wrong with it.
-  std::function<bool(const HttpUpstreamResponse& response)> answer_ok;
   // Once, last (not after cancel()).
   std::function<void(codecs::StatusOr<HttpUpstreamResponse> response)> on_complete;
 };
