@@ -44,10 +44,15 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     {
       std::lock_guard<std::mutex> lock(mu_);
       cancelled_ = true;
+      refused_ = refused_ || refused;
       grpc = grpc_;
       http = std::move(http_);
     }
-    if (grpc) refused ? grpc->refuseAnswer() : grpc->cancel();
+    if (grpc && refused) {
+      grpc->refuseAnswer();
+    } else if (grpc) {
+      grpc->cancel();
+    }
     if (http) http->cancel();  // no callback follows; no relay toward HTTP cuts on garbage
   }
 
@@ -104,7 +109,11 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     std::lock_guard<std::mutex> lock(mu_);
     if (answered_ >= attempt) return;  // answered already (a refusal comes back at once)
     grpc_ = std::move(call);
-    if (cancelled_) grpc_->cancel();
+    if (cancelled_ && refused_) {
+      grpc_->refuseAnswer();
+    } else if (cancelled_) {
+      grpc_->cancel();
+    }
   }
 
   // grpc thread (or the loop's, by its own client). The fleet call holds `build`, which holds this: dropped here, or neither
@@ -253,6 +262,7 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
   DecodedDone done_;
   std::mutex mu_;
   bool cancelled_ = false;
+  bool refused_ = false;  // refuseAnswer(): a gRPC call started after it is refused too
   uint64_t attempts_ = 0;  // fleet calls started (a second one sends everything inline)
   uint64_t answered_ = 0;  // the last of them answered
   std::shared_ptr<upstream::GrpcCallHandle> grpc_;

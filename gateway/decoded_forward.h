@@ -76,7 +76,9 @@ class DecodedCall {
   virtual ~DecodedCall() = default;
   virtual void cancel() = 0;  // `done` still runs (gRPC, CANCELLED) or not at all (HTTP)
   // cancel(), because the answer, still arriving, was found unreadable (a relay's cut):
-  // the attempt counts as a failure of its endpoint (GrpcCallHandle::refuseAnswer).
+  // toward gRPC the attempt counts as a failure of its endpoint
+  // (GrpcCallHandle::refuseAnswer); toward HTTP, where no relay cuts on garbage, it is a
+  // plain cancel().
   virtual void refuseAnswer() = 0;
 };
 

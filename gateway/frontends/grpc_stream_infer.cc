@@ -387,6 +387,10 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       return http_read_->second.ok();
     };
     callbacks.on_complete = [this, tag, id, d, ordered](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
+      // Taken first: the next sequence request, started below, may complete at once.
+      std::optional<codecs::StatusOr<codecs::InferResponse>> read;
+      if (http_read_ && http_read_->first == id) read.emplace(std::move(http_read_->second));
+      http_read_.reset();
       http_calls_.erase(id);
       if (ordered) {
         sequence_busy_ = false;
@@ -398,9 +402,8 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
       }
       codecs::StatusOr<codecs::InferResponse> answer =
           !r.ok() ? codecs::StatusOr<codecs::InferResponse>(r.status())
-          : http_read_ && http_read_->first == id ? std::move(http_read_->second)
-                                                  : httpInferAnswer(*shared_, *r, d.upstream->name());
-      http_read_.reset();
+          : read  ? std::move(*read)
+                  : httpInferAnswer(*shared_, *r, d.upstream->name());
       if (answer.ok()) {
         answer->model_name = d.client_model;
         if (!d.versionShown().empty()) answer->model_version = d.versionShown();

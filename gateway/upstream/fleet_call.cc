@@ -326,6 +326,7 @@ class FleetHttpCall final : public HttpCallHandle,
     }
     lease_.finish(Outcome::kNeutral);
     callbacks_ = {};
+    answer_ok_ = nullptr;
   }
 
  private:
@@ -412,6 +413,7 @@ class FleetHttpCall final : public HttpCallHandle,
   void complete(codecs::StatusOr<HttpUpstreamResponse> response) {
     auto on_complete = std::move(callbacks_.on_complete);
     callbacks_ = {};
+    answer_ok_ = nullptr;
     if (on_complete) on_complete(std::move(response));
   }
 
