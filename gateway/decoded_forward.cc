@@ -129,13 +129,16 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
       if (!isCancelled() && request_->retryInline(status)) return startGrpc(pick);
       return deliver(std::move(status));
     }
-    codecs::StatusOr<codecs::InferResponse> response =
-        read_ ? std::move(*read_) : readAnswer(answer, pick.stats.get());
-    read_.reset();
-    if (!response.ok()) {
-      return deliver(upstreamGarbage(decision_.upstream->name(), "ModelInfer response", response.status()));
+    // Read in place (answer_ok read it already, unless the call had no fleet check): the
+    // response moves once, into the delivery.
+    if (!read_) read_.emplace(readAnswer(answer, pick.stats.get()));
+    if (!read_->ok()) {
+      codecs::Status error = upstreamGarbage(decision_.upstream->name(), "ModelInfer response", read_->status());
+      read_.reset();
+      return deliver(std::move(error));
     }
-    finishAndDeliver(std::move(*response));
+    finishAndDeliver(std::move(**read_));
+    read_.reset();
   }
 
   // The upstream's ModelInferResponse decoded, its time counted as transcoding.
@@ -206,16 +209,15 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
       if (!r.ok()) return deliver(r.status());
       return deliver(codecs::InferResponse{});  // the client's side has the answer already
     }
-    codecs::StatusOr<codecs::InferResponse> response =
-        !r.ok() ? codecs::StatusOr<codecs::InferResponse>(r.status())
-        : read_ ? std::move(*read_)
-                : readHttpAnswer(*r, pick.stats.get());
-    read_.reset();
-    if (!response.ok()) {
-      if (!isCancelled() && request_->retryInline(response.status())) return startHttp(pick);
-      return deliver(response.status());
+    if (r.ok() && !read_) read_.emplace(readHttpAnswer(*r, pick.stats.get()));
+    if (!r.ok() || !read_->ok()) {
+      codecs::Status error = r.ok() ? read_->status() : r.status();
+      read_.reset();
+      if (!isCancelled() && request_->retryInline(error)) return startHttp(pick);
+      return deliver(std::move(error));
     }
-    finishAndDeliver(std::move(*response));
+    finishAndDeliver(std::move(**read_));  // in place, as onGrpc
+    read_.reset();
   }
 
   // The upstream's answer (or error) read as the client's, from the body a relay gathered
