@@ -48,11 +48,7 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
       grpc = grpc_;
       http = std::move(http_);
     }
-    if (grpc && refused) {
-      grpc->refuseAnswer();
-    } else if (grpc) {
-      grpc->cancel();
-    }
+    if (grpc) stopGrpc(*grpc, refused);
     if (http) http->cancel();  // no callback follows; no relay toward HTTP cuts on garbage
   }
 
@@ -109,10 +105,14 @@ class Call final : public DecodedCall, public std::enable_shared_from_this<Call>
     std::lock_guard<std::mutex> lock(mu_);
     if (answered_ >= attempt) return;  // answered already (a refusal comes back at once)
     grpc_ = std::move(call);
-    if (cancelled_ && refused_) {
-      grpc_->refuseAnswer();
-    } else if (cancelled_) {
-      grpc_->cancel();
+    if (cancelled_) stopGrpc(*grpc_, refused_);
+  }
+
+  static void stopGrpc(upstream::GrpcCallHandle& call, bool refused) {
+    if (refused) {
+      call.refuseAnswer();
+    } else {
+      call.cancel();
     }
   }
 

@@ -165,7 +165,8 @@ codecs::StatusOr<codecs::InferRequest> ModelInferCall::decodeBound(const codecs:
 
 // ---- gRPC upstream: passthrough ----
 void ModelInferCall::passthrough(codecs::MovableByteBuffer message, std::shared_ptr<http::BodyArrival> arrival) {
-  if (decision_.rewrites()) {
+  const bool rewrites = decision_.rewrites();
+  if (rewrites) {
     codecs::StatusOr<codecs::Buffer> bytes = codecs::fromByteBuffer(message);
     if (!bytes.ok()) return finish(grpcStatusFor(bytes.status()));
     auto rewritten = upstream::rewriteModelFields(*bytes, decision_.upstream_model, decision_.upstream_version);
@@ -179,7 +180,7 @@ void ModelInferCall::passthrough(codecs::MovableByteBuffer message, std::shared_
   // hand-over, to the loop, instead of grpc's own between its client threads).
   options.on_loop = decision_.upstream->grpcOnLoop(loop_);
   if (options.on_loop) options.answer_progress = passthroughRelay();
-  if (decision_.rewrites()) {
+  if (rewrites) {
     // Renamed before passive health hears of the attempt: an answer that cannot be (no
     // protobuf behind a grpc-status 0) counts against its endpoint. This call outlives the
     // fleet call's use of the check (hold() below).

@@ -382,15 +382,12 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
     upstream::HttpUpstreamCallbacks callbacks;
     // A 200 is read before passive health hears of the attempt (garbage counts against its
     // endpoint); on_complete follows at once and takes what was read.
-    upstream::HttpAnswerCheck answer_ok = [this, id, target = d.upstream](const upstream::HttpUpstreamResponse& r) {
-      http_read_.emplace(id, httpInferAnswer(*shared_, r, target->name()));
-      return http_read_->second.ok();
+    upstream::HttpAnswerCheck answer_ok = [this, target = d.upstream](const upstream::HttpUpstreamResponse& r) {
+      return http_read_.emplace(httpInferAnswer(*shared_, r, target->name())).ok();
     };
     callbacks.on_complete = [this, tag, id, d, ordered](codecs::StatusOr<upstream::HttpUpstreamResponse> r) {
       // Taken first: the next sequence request, started below, may complete at once.
-      std::optional<codecs::StatusOr<codecs::InferResponse>> read;
-      if (http_read_ && http_read_->first == id) read.emplace(std::move(http_read_->second));
-      http_read_.reset();
+      std::optional<codecs::StatusOr<codecs::InferResponse>> read = std::exchange(http_read_, std::nullopt);
       http_calls_.erase(id);
       if (ordered) {
         sequence_busy_ = false;
@@ -731,9 +728,9 @@ class StreamInferReactor final : public ::grpc::ServerBidiReactor<ByteBuffer, By
   std::map<LegKey, UpstreamLeg> legs_;
   std::map<uint64_t, std::shared_ptr<upstream::HttpCallHandle>> http_calls_;
   std::map<uint64_t, std::shared_ptr<DecodedCall>> grpc_calls_;  // sendOverGrpc
-  // The 200 answer of the HTTP call with this id, read for passive health (answer_ok)
-  // until its on_complete, which follows at once, takes it.
-  std::optional<std::pair<uint64_t, codecs::StatusOr<codecs::InferResponse>>> http_read_;
+  // An HTTP call's 200 answer, read for passive health (answer_ok) until that call's
+  // on_complete, which follows at once on this loop, takes it.
+  std::optional<codecs::StatusOr<codecs::InferResponse>> http_read_;
   uint64_t next_http_id_ = 0;
   bool sequence_busy_ = false;  // a sequence request is out to an HTTP upstream
   std::deque<QueuedHttp> sequence_queue_;

@@ -227,6 +227,11 @@ codecs::StatusOr<HttpResponse> renameInferAnswer(const upstream::HttpUpstreamRes
   return out;
 }
 
+// The 502 for an upstream's answer that could not be renamed for the client.
+HttpResponse notRenamed(HttpEndpoint endpoint, const Names& n, const codecs::Status& why) {
+  return errorResponse(upstreamGarbage(n.upstream_name, endpointName(endpoint), why));
+}
+
 // The upstream's answer for the client: as sent, or renamed where a rewrite applies.
 HttpResponse relayAnswer(upstream::HttpUpstreamResponse r, HttpEndpoint endpoint, const Names& n) {
   auto asSent = [&] {
@@ -277,7 +282,7 @@ HttpResponse relayAnswer(upstream::HttpUpstreamResponse r, HttpEndpoint endpoint
     default:
       return asSent();  // ready, load, unload, trace, generate_stream: no name to show
   }
-  return errorResponse(upstreamGarbage(n.upstream_name, endpointName(endpoint), failed));
+  return notRenamed(endpoint, n, failed);
 }
 
 // A passthrough answer toward the client when nothing in it is rewritten: relayed as it
@@ -467,8 +472,7 @@ void HttpFrontend::forwardHttp(const Exchange& exchange, const Route& route, con
       if (!r.ok()) return exchange->respond(errorResponse(publicStatus(r.status(), n)));
       if (renamed && renamed->has_value()) {
         codecs::StatusOr<HttpResponse> out = std::move(**renamed);
-        if (out.ok()) return exchange->respond(std::move(*out));
-        return exchange->respond(errorResponse(upstreamGarbage(n.upstream_name, endpointName(endpoint), out.status())));
+        return exchange->respond(out.ok() ? std::move(*out) : notRenamed(endpoint, n, out.status()));
       }
       exchange->respond(relayAnswer(std::move(*r), endpoint, n));
     };
