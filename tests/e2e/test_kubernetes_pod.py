@@ -20,6 +20,7 @@ import glob
 import http.client
 import json
 import os
+import re
 import shutil
 import ssl
 import sys
@@ -45,10 +46,11 @@ CONFIG = TLS = KEYS = None
 KEY = "k8s-sidecar-key-0123456789abcdef"
 KEY2 = "k8s-rotated-key-fedcba9876543210"
 
+POOL_PREFIX = "/infergate_k8s_pool_"
 UPSTREAM_SHM = """shm:
   enabled: true
-  allowed_key_prefixes: ["/infergate_pool_"]
-"""
+  allowed_key_prefixes: ["%s"]
+""" % POOL_PREFIX
 
 
 class KubeletVolume:
@@ -92,6 +94,12 @@ def pod_config(text, upstream_grpc):
         if old not in text:
             raise AssertionError("the sidecar config no longer has %s" % old)
         text = text.replace(old, new)
+    # A pool prefix of this module's own: gateways of tests running beside it on this
+    # machine share one /dev/shm, and one starting with the default prefix would sweep the
+    # stale pool test_5 leaves for G_next to find.
+    text, n = re.subn(r"(\n\s*)kind: system", r'\1kind: system\1key_prefix: "%s"' % POOL_PREFIX, text)
+    if n != 1:
+        raise AssertionError("the sidecar config's handoff no longer has kind: system")
     return text
 
 
@@ -114,12 +122,12 @@ def setUpModule():
 def tearDownModule():
     grpc_stubs.close_channels()
     # While G runs its pool is there; after its exit, gone.
-    had_pool = bool(G_PID and glob.glob("/dev/shm/infergate_pool_%d_*" % G_PID))
+    had_pool = bool(G_PID and glob.glob("/dev/shm" + POOL_PREFIX + "%d_*" % G_PID))
     problems = P.stop_all()
     if G_PID and not had_pool:
         problems.append("G had no handoff pool in /dev/shm")
     # The pool is named after the gateway's pid (key_prefix + pid + "_" + n).
-    pools = glob.glob("/dev/shm/infergate_pool_%d_*" % G_PID) if G_PID else []
+    pools = glob.glob("/dev/shm" + POOL_PREFIX + "%d_*" % G_PID) if G_PID else []
     shutil.rmtree(POD, ignore_errors=True)
     if PKI:
         PKI.cleanup()
@@ -253,7 +261,7 @@ class SidecarPod(unittest.TestCase):
         with open(CONFIG.path("infergate.yaml")) as f:
             text = f.read()
         dead = Gateway(config=text).start()
-        pools = lambda pid: glob.glob("/dev/shm/infergate_pool_%d_*" % pid)
+        pools = lambda pid: glob.glob("/dev/shm" + POOL_PREFIX + "%d_*" % pid)
         try:
             self.assertTrue(wait_until(lambda: pools(dead.proc.pid), timeout=30))
             (left,) = pools(dead.proc.pid)
