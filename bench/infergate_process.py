@@ -77,3 +77,16 @@ class InfergateProcess:
         if self.out is not None:
             self.out.close()
         return code
+
+
+def start_with_config(binary, label, text, scratch):
+    """An InfergateProcess of `binary` running the config `text` (written to
+    `<scratch>/<label>.yaml`), once it is ready; RuntimeError naming the scratch directory
+    when it did not start."""
+    path = os.path.join(scratch, label + ".yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    process = InfergateProcess(binary, label, path, scratch)
+    if not process.wait_ready():
+        raise RuntimeError("%s did not start (see %s)" % (label, scratch))
+    return process

@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
 from harness import LOOPBACK_HEAD  # noqa: E402
-from infergate_process import InfergateProcess  # noqa: E402
+from infergate_process import start_with_config as start  # noqa: E402
 
 # Every process on loopback ports 0 with two workers (the end-to-end tests' head); U serves
 # the builtin `sleep`, a gateway routes every model to one upstream.
@@ -92,16 +92,6 @@ class GrpcDirect:
         start = time.perf_counter()
         self.stub.ModelInfer(request, timeout=120)
         return (time.perf_counter() - start) * 1e6
-
-
-def start(binary, label, text, scratch):
-    path = os.path.join(scratch, label + ".yaml")
-    with open(path, "w") as f:
-        f.write(text)
-    process = InfergateProcess(binary, label, path, scratch)
-    if not process.wait_ready():
-        raise RuntimeError("%s did not start (see %s)" % (label, scratch))
-    return process
 
 
 def main():

@@ -517,7 +517,7 @@ codecs::Status GatewayServer::start() {
   Impl& s = *impl_;
   s.pool = std::make_unique<http::WorkerPool>(s.config.workers,
                                               std::chrono::microseconds(s.config.busy_poll_us));
-  INFERGATE_ASSIGN_OR_RETURN(std::unique_ptr<Router> router, Router::create(s.config, *s.pool));
+  INFERGATE_ASSIGN_OR_RETURN(std::unique_ptr<Router> router, Router::create(s.config, *s.pool, std::make_shared<upstream::HostAddresses>()));
   s.router = std::move(router);
   INFERGATE_ASSIGN_OR_RETURN(s.security, Security::create(s.config));
   s.discovery = std::make_unique<Discovery>(s.router);

@@ -209,6 +209,7 @@ struct HealthChecker::State : std::enable_shared_from_this<State> {
       upstream::HttpClientOptions options;
       options.upstream_name = "metrics";
       options.max_connections_per_endpoint = 1;
+      options.hosts = router->hosts();  // a host-name endpoint's metrics port: the same name
       metrics_client = std::make_shared<upstream::HttpUpstreamClient>(loop, options);
     }
     config::ListenAddress at = e->address();

@@ -52,14 +52,14 @@ bool isHopByHopHeader(std::string_view n) {
   return n.starts_with("proxy-") || n.starts_with(":");  // HTTP/2 pseudo-headers
 }
 
-codecs::StatusOr<std::shared_ptr<const RouterSnapshot>> Router::build(
-    const config::GatewayConfig& config, http::WorkerPool& pool, const RouterSnapshot* previous) {
+codecs::StatusOr<std::shared_ptr<const RouterSnapshot>> Router::build(const config::GatewayConfig& config,
+                                                                       const RouterSnapshot* previous) const {
   auto snapshot = std::make_shared<RouterSnapshot>();
   snapshot->config = std::make_shared<const config::GatewayConfig>(config);
   INFERGATE_ASSIGN_OR_RETURN(snapshot->table, routing::RouteTable::build(config));
   INFERGATE_ASSIGN_OR_RETURN(
       snapshot->upstreams,
-      upstream::UpstreamSet::build(config.upstreams, pool, previous ? previous->upstreams.get() : nullptr));
+      upstream::UpstreamSet::build(config.upstreams, *pool_, previous ? previous->upstreams.get() : nullptr, hosts_));
   snapshot->config_hash = configHash(config.text);
   snapshot->generation = previous ? previous->generation + 1 : 1;
   snapshot->forward_starts = forwardStartsOf(config.forward);
@@ -85,9 +85,11 @@ shm::RegistryPolicy registryPolicy(const config::GatewayConfig& config) {
 }
 
 codecs::StatusOr<std::unique_ptr<Router>> Router::create(const config::GatewayConfig& config,
-                                                         http::WorkerPool& pool) {
+                                                         http::WorkerPool& pool,
+                                                         std::shared_ptr<upstream::HostAddresses> hosts) {
   std::unique_ptr<Router> router(new Router(&pool));
-  INFERGATE_ASSIGN_OR_RETURN(router->snapshot_, build(config, pool, nullptr));
+  router->hosts_ = std::move(hosts);
+  INFERGATE_ASSIGN_OR_RETURN(router->snapshot_, router->build(config, nullptr));
   router->regions_->setPolicy(registryPolicy(config));
   return router;
 }
@@ -97,7 +99,7 @@ codecs::Status Router::reload(const config::GatewayConfig& config,
   std::lock_guard<std::mutex> lock(reload_mu_);
   std::shared_ptr<const RouterSnapshot> current = snapshot();
   INFERGATE_ASSIGN_OR_RETURN(std::shared_ptr<const RouterSnapshot> next,
-                             build(config, *pool_, current.get()));
+                             build(config, current.get()));
   if (prepare) prepare(*next);
   regions_->setPolicy(registryPolicy(config));
   snapshot_.store(std::move(next));

@@ -40,6 +40,7 @@
 #include "gateway/security.h"
 #include "gateway/telemetry/request_info.h"
 #include "gateway/telemetry/request_metrics.h"
+#include "gateway/upstream/host_addresses.h"
 #include "gateway/upstream/upstream_set.h"
 #include "routing/route_table.h"
 #include "shm/region_registry.h"
@@ -116,8 +117,11 @@ class Router {
  public:
   // Builds the route table and the upstreams. Errors: as RouteTable::build and
   // UpstreamSet::build.
+  // `hosts`: the addresses of host-name endpoints, as the gateway's discovery resolves
+  // them (UpstreamSet::build); null: grpc++ and libcurl resolve those names.
   static codecs::StatusOr<std::unique_ptr<Router>> create(const config::GatewayConfig& config,
-                                                          http::WorkerPool& pool);
+                                                          http::WorkerPool& pool,
+                                                          std::shared_ptr<upstream::HostAddresses> hosts = nullptr);
   // Swaps in `config` (validated by the loader). `prepare` sees the new snapshot before it
   // is swapped in (discovery fills its dns: endpoints). On an error the current snapshot
   // stays.
@@ -134,6 +138,8 @@ class Router {
                                     const routing::RequestHeaders* headers, const Caller& caller) const;
 
   std::shared_ptr<const RouterSnapshot> snapshot() const { return snapshot_.load(); }
+  // What create() was given (null: none); discovery fills it.
+  const std::shared_ptr<upstream::HostAddresses>& hosts() const { return hosts_; }
   std::shared_ptr<const routing::RouteTable> table() const { return snapshot()->table; }
 
   // The configured client headers of an HTTP request, lowercase names: by the current
@@ -172,10 +178,11 @@ class Router {
  private:
   explicit Router(http::WorkerPool* pool)
       : pool_(pool), regions_(std::make_shared<shm::RegionRegistry>()) {}
-  static codecs::StatusOr<std::shared_ptr<const RouterSnapshot>> build(
-      const config::GatewayConfig& config, http::WorkerPool& pool, const RouterSnapshot* previous);
+  codecs::StatusOr<std::shared_ptr<const RouterSnapshot>> build(const config::GatewayConfig& config,
+                                                                 const RouterSnapshot* previous) const;
 
   http::WorkerPool* pool_;
+  std::shared_ptr<upstream::HostAddresses> hosts_;
   std::mutex reload_mu_;
   std::atomic<std::shared_ptr<const RouterSnapshot>> snapshot_;
   std::shared_ptr<shm::RegionRegistry> regions_;

@@ -592,11 +592,14 @@ bool HttpFrontend::sendsAsArrives(const http::HttpRequest& req, const Decision& 
   // Any endpoint may take tensors into its pool (another one's refusal says nothing of it).
   if (d.upstream->config().handoff.enabled) return false;
   // Only the worker's own clients send a body as it arrives: toward an endpoint they do not
-  // reach (a host name), the call would wait holding its slot for the whole upload.
+  // reach (libcurl's), the call would wait holding its slot for the whole upload.
+  const std::shared_ptr<upstream::GrpcLoopClient> grpc =
+      protocol == Upstream::Protocol::kGrpc ? d.upstream->grpcOnLoop(loop) : nullptr;
+  if (protocol == Upstream::Protocol::kGrpc && grpc == nullptr) return false;
   std::shared_ptr<const upstream::UpstreamFleet::EndpointList> endpoints = d.upstream->fleet()->endpoints();
   for (const std::shared_ptr<upstream::Endpoint>& e : *endpoints) {
     const config::ListenAddress& address = e->address();
-    if (protocol == Upstream::Protocol::kGrpc ? !upstream::GrpcLoopClient::serves(address)
+    if (protocol == Upstream::Protocol::kGrpc ? !grpc->serves(address)
                                               : !d.upstream->http(loop)->sendsAsArrives(address)) {
       return false;
     }

@@ -109,7 +109,7 @@ class FleetUnaryCall final : public GrpcCallHandle,
     // calls start on its loop (a slot freed on another thread hands the lease over there).
     // A body still arriving is the loop's to read, and only that client sends it as it
     // comes: any other waits until it is whole.
-    const bool native = options_.on_loop && GrpcLoopClient::serves(lease.endpoint().address());
+    const bool native = options_.on_loop && options_.on_loop->serves(lease.endpoint().address());
     const bool on_loop = native || (options_.arrival != nullptr && options_.on_loop);
     if (on_loop && !options_.on_loop->loop().inLoopThread()) {
       options_.on_loop->loop().post(

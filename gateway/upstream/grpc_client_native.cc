@@ -170,6 +170,7 @@ codecs::StatusOr<GrpcLoopClient::Engine::Connection*> GrpcLoopClient::Engine::co
 
 void GrpcLoopClient::Engine::submit(Connection& c, const std::shared_ptr<Call>& call) {
   using Indexing = http2::HpackEncoder::Indexing;
+  call->address_tries = 0;  // open() used it; a connection that fails later counts its own
   absl::InlinedVector<http2::ClientConnection::Field, 16> fields;  // a call's usual fields, on the stack
   std::string timeout;
   fields.push_back({":method", "POST"});
@@ -532,8 +533,8 @@ GrpcLoopClient::GrpcLoopClient(http::EventLoop& loop, GrpcLoopClientOptions opti
 
 GrpcLoopClient::~GrpcLoopClient() = default;
 
-bool GrpcLoopClient::serves(const config::ListenAddress& endpoint) {
-  return http_client_detail::isLiteralEndpoint(endpoint);
+bool GrpcLoopClient::serves(const config::ListenAddress& endpoint) const {
+  return http_client_detail::nativeReaches(endpoint, engine_->hosts());
 }
 
 std::shared_ptr<GrpcCallHandle> GrpcLoopClient::unary(const config::ListenAddress& endpoint,

@@ -13,9 +13,11 @@
 // for the HTTP hop driven by the loop). Fleet calls that name a worker's client
 // (GrpcCallOptions::on_loop) use it: every call of the HTTP frontend, and the gRPC
 // frontend's ModelInfer (posted once to the reactor's loop). The grpc++ client
-// (grpc_client.h) keeps host names, streams, the other RPCs and health probes.
+// (grpc_client.h) keeps streams, the other RPCs and health probes.
 //
-//   serves(endpoint)     an IPv4/IPv6 literal or unix: path
+//   serves(endpoint)     an IPv4/IPv6 literal or unix: path, or a host name with
+//                        options.hosts (resolved by the gateway's discovery; its
+//                        addresses tried in turn, the one that connected last first)
 //   unary(...)           one call; `done` runs once, on the loop thread, never inside
 //                        unary(); after cancel() it still runs, with CANCELLED
 //
@@ -80,6 +82,7 @@
 #include "config/config.h"
 #include "gateway/http/event_loop.h"
 #include "gateway/upstream/grpc_client.h"
+#include "gateway/upstream/host_addresses.h"
 #include "tls/client_session.h"
 
 namespace infergate::gateway::upstream {
@@ -98,6 +101,8 @@ struct GrpcLoopClientOptions {
   std::chrono::milliseconds keepalive_timeout{20000};
   // TLS toward the upstream (its `tls` settings, ALPN "h2"); null: plaintext (h2c).
   std::shared_ptr<const tls::ClientContext> tls;
+  // The addresses of host-name endpoints (host_addresses.h); null: host names are not served.
+  std::shared_ptr<const HostAddresses> hosts;
 };
 
 class GrpcLoopClient {
@@ -112,7 +117,7 @@ class GrpcLoopClient {
   http::EventLoop& loop() const { return loop_; }
 
   // Whether this engine serves `endpoint` (see the top of this file).
-  static bool serves(const config::ListenAddress& endpoint);
+  bool serves(const config::ListenAddress& endpoint) const;
 
   // `method` is a full name ("/inference.GRPCInferenceService/ModelInfer"); options'
   // wait_for_ready is not honoured (the health checker's probes use grpc_client.h).

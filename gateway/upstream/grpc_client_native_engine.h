@@ -24,6 +24,7 @@
 #include "gateway/http/event_loop.h"
 #include "gateway/http2/client_connection.h"
 #include "gateway/upstream/grpc_client_native.h"
+#include "gateway/upstream/http_client_common.h"
 #include "gateway/upstream/socket_output.h"
 #include "tls/client_session.h"
 
@@ -48,6 +49,7 @@ class GrpcLoopClient::Engine {
                                         std::string_view method, const codecs::MovableByteBuffer& request,
                                         const GrpcCallOptions& options, Done done);
   void abandonAll();
+  const HostAddresses* hosts() const { return options_.hosts.get(); }
 
  private:
   struct Connection;
@@ -97,6 +99,10 @@ class GrpcLoopClient::Engine {
     event* deadline_timer = nullptr;
     Done done;
     bool resent = false;
+    // A host name's addresses its connection tried without success, from address_start
+    // (ConnectTarget's attempt and start); 0 once it is on a connection.
+    size_t address_tries = 0;
+    size_t address_start = 0;
     uint64_t headers_at = UINT64_MAX;  // where its HEADERS start in the connection's output
 
     // The request's payload, and how much of it the connection framed (bodyReady).
@@ -180,6 +186,8 @@ class GrpcLoopClient::Engine {
     Engine* engine = nullptr;
     std::string key;
     std::string authority;  // :authority
+    http_client_detail::ConnectTarget target;  // the address it went to
+    size_t attempt = 0;                        // ConnectTarget's attempt that made it
     int fd = -1;
     event* readable = nullptr;
     event* writable = nullptr;
@@ -225,6 +233,10 @@ class GrpcLoopClient::Engine {
 
   // -- connections --
   codecs::StatusOr<Connection*> open(const Call& call);
+  // One connection to `target`; null when its connect failed at once and `more` addresses
+  // are left to try.
+  codecs::StatusOr<Connection*> openTo(const Call& call, http_client_detail::ConnectTarget target,
+                                       size_t attempt, bool more);
   bool startSession(Connection& c);
   bool connected(Connection& c);  // false: `c` failed (gone)
   bool pump(Connection& c);  // lets the connection frame, then writes; false: `c` failed (gone)

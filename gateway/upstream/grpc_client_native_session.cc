@@ -46,8 +46,26 @@ using http_client_detail::SocketAddress;
 // ---- connections ----
 
 codecs::StatusOr<GrpcLoopClient::Engine::Connection*> GrpcLoopClient::Engine::open(const Call& call) {
-  INFERGATE_ASSIGN_OR_RETURN(SocketAddress address,
-                             http_client_detail::literalSocketAddress(call.address, options_.upstream_name));
+  // A host name's address that refuses at once passes the connection on to the next.
+  size_t start = call.address_start;
+  for (size_t attempt = call.address_tries;; ++attempt) {
+    codecs::StatusOr<http_client_detail::ConnectTarget> target = http_client_detail::connectTarget(
+        call.address, options_.hosts.get(), attempt, start, options_.upstream_name);
+    if (!target.ok()) {
+      if (!absl::IsUnavailable(target.status())) return target.status();
+      return markNotSent(unavailable(call, codecs::messageOf(target.status())));
+    }
+    start = target->start;
+    const bool more = target->host != nullptr && attempt + 1 < target->count;
+    codecs::StatusOr<Connection*> c = openTo(call, std::move(*target), attempt, more);
+    if (c.ok() && *c == nullptr) continue;
+    return c;
+  }
+}
+
+codecs::StatusOr<GrpcLoopClient::Engine::Connection*> GrpcLoopClient::Engine::openTo(
+    const Call& call, http_client_detail::ConnectTarget target, size_t attempt, bool more) {
+  SocketAddress& address = target.address;
   const int family = address.storage.ss_family;
   const int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return markNotSent(unavailable(call, strCat("cannot open a socket: ", std::strerror(errno))));
@@ -60,7 +78,7 @@ codecs::StatusOr<GrpcLoopClient::Engine::Connection*> GrpcLoopClient::Engine::op
   Connection& c = *owned;
   c.engine = this;
   c.key = call.key;
-  c.authority = std::move(address.authority);
+  c.authority = address.authority;
   // As grpc's target name override: the name the certificate holds is the call's authority.
   if (options_.tls != nullptr && !options_.tls->settings().config.server_name.empty()) {
     c.authority = options_.tls->settings().config.server_name;
@@ -77,15 +95,19 @@ codecs::StatusOr<GrpcLoopClient::Engine::Connection*> GrpcLoopClient::Engine::op
                                                     "): cannot set up a connection"),
                               codecs::ErrorOrigin::kInternal);
   }
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address.storage), address.length) != 0) {
+  c.target = std::move(target);
+  c.attempt = attempt;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&c.target.address.storage), c.target.address.length) != 0) {
     if (errno != EINPROGRESS) {
       const int err = errno;
       drop(c);
+      if (more) return nullptr;
       return markNotSent(unavailable(call, strCat("cannot connect: ", std::strerror(err))));
     }
     c.connecting = true;
     event_add(c.writable, nullptr);
   } else {
+    c.target.connected();
     event_add(c.readable, nullptr);
   }
   // Bounds the connect and the upstream's first SETTINGS (onFrameRecv ends it): a peer
@@ -116,6 +138,7 @@ bool GrpcLoopClient::Engine::startSession(Connection& c) {
 
 bool GrpcLoopClient::Engine::connected(Connection& c) {
   c.connecting = false;
+  c.target.connected();
   event_del(c.writable);
   event_add(c.readable, nullptr);  // the connect timer runs on until the upstream's SETTINGS
   return pump(c);
@@ -180,6 +203,12 @@ bool GrpcLoopClient::Engine::checkHandshake(Connection& c) {
 void GrpcLoopClient::Engine::fail(Connection& c, std::string_view why_text, Failure kind) {
   const std::string why(why_text);
   const bool connect_failed = kind == Failure::kConnect;
+  // A host name's address that refused the connection (or never took it): its calls go on
+  // to the next address, until each was tried once.
+  const bool next_address = connect_failed && c.connecting && c.target.host != nullptr &&
+                            c.attempt + 1 < c.target.count;
+  const size_t next_attempt = c.attempt + 1;
+  const size_t start = c.target.start;
   std::unordered_map<int32_t, std::shared_ptr<Call>> streams = std::move(c.streams);
   c.streams.clear();
   // Bytes a TLS session took before its handshake ended reached no upstream.
@@ -195,8 +224,13 @@ void GrpcLoopClient::Engine::fail(Connection& c, std::string_view why_text, Fail
       continue;
     }
     const bool unsent = call->headers_at == UINT64_MAX || written <= call->headers_at;
-    if (unsent && !connect_failed && !call->resent) {
-      call->resent = true;  // as the HTTP client: a dead kept-alive connection costs one resend
+    if (unsent && (next_address || (!connect_failed && !call->resent))) {
+      if (next_address) {
+        call->address_tries = next_attempt;
+        call->address_start = start;
+      } else {
+        call->resent = true;  // as the HTTP client: a dead kept-alive connection costs one resend
+      }
       codecs::StatusOr<Connection*> next = connectionFor(*call);
       if (!next.ok()) {
         finish(*call, next.status());

@@ -659,7 +659,7 @@ TEST_F(NativeGrpcClient, UnixSocketEndpoint) {
     config::ListenAddress endpoint;
     endpoint.kind = config::ListenAddress::Kind::kUnix;
     endpoint.path = path;
-    ASSERT_TRUE(GrpcLoopClient::serves(endpoint));
+    ASSERT_TRUE(client_->serves(endpoint));
     Answer a = call(endpoint, serialized(simpleRequest()));
     ASSERT_TRUE(a.status.ok()) << a.status;
     expectSimpleAnswer(parsed<inference::ModelInferResponse>(a.message));
@@ -667,14 +667,101 @@ TEST_F(NativeGrpcClient, UnixSocketEndpoint) {
   ::unlink(path.c_str());
 }
 
-TEST(GrpcLoopClientServes, LiteralsAndUnixPathsOnly) {
+// Without discovery's addresses a host name is grpc++'s to resolve; with them, this
+// client's too.
+TEST_F(NativeGrpcClient, ServesLiteralsAndUnixPathsAndHostNamesOnlyWithTheirAddresses) {
   config::ListenAddress named = tcp(80);
   named.host = "upstream.local";
-  EXPECT_FALSE(GrpcLoopClient::serves(named));
+  EXPECT_FALSE(client_->serves(named));
   config::ListenAddress v6 = tcp(80);
   v6.host = "::1";
-  EXPECT_TRUE(GrpcLoopClient::serves(v6));
-  EXPECT_TRUE(GrpcLoopClient::serves(tcp(80)));
+  EXPECT_TRUE(client_->serves(v6));
+  EXPECT_TRUE(client_->serves(tcp(80)));
+  GrpcLoopClientOptions options;
+  options.hosts = std::make_shared<HostAddresses>();
+  make(options);
+  EXPECT_TRUE(client_->serves(named));
+  EXPECT_TRUE(client_->serves(v6));
+}
+
+// ---- host names ----------------------------------------------------------------------
+
+config::ListenAddress named(std::string host, int port) {
+  config::ListenAddress a = tcp(port);
+  a.host = std::move(host);
+  return a;
+}
+
+// A host name goes to the addresses discovery resolved it to, in turn: 127.0.0.2 refuses
+// (nothing listens there), 127.0.0.1 answers, and the next connection starts there.
+TEST_F(NativeGrpcClient, AHostNameIsCalledAtTheFirstOfItsAddressesThatTakesTheConnection) {
+  GrpcTestUpstream up;
+  auto hosts = std::make_shared<HostAddresses>();
+  hosts->resolved("Upstream.Test", {"127.0.0.2", "127.0.0.1"});
+  GrpcLoopClientOptions options;
+  options.hosts = hosts;
+  make(options);
+  Answer a = call(named("upstream.test", up.port()), serialized(simpleRequest("", 5)));
+  ASSERT_TRUE(a.status.ok()) << a.status;
+  expectSimpleAnswer(parsed<inference::ModelInferResponse>(a.message), 5);
+  EXPECT_EQ(hosts->find("upstream.test")->preferred.load(), 1u);
+  EXPECT_EQ(up.inferences("simple"), 1u);
+
+}
+
+// A new connection starts at the address that connected last: with upstreams on both
+// addresses (one port), where `preferred` points decides which one is called.
+TEST_F(NativeGrpcClient, ANewConnectionToAHostNameStartsAtTheAddressThatConnectedLast) {
+  GrpcTestUpstream first;
+  GrpcTestUpstream second("127.0.0.2:" + std::to_string(first.port()));
+  auto hosts = std::make_shared<HostAddresses>();
+  hosts->resolved("upstream.test", {"127.0.0.1", "127.0.0.2"});
+  GrpcLoopClientOptions options;
+  options.hosts = hosts;
+  for (size_t preferred : {1u, 0u, 1u}) {
+    hosts->find("upstream.test")->preferred.store(preferred);
+    make(options);  // no connection yet
+    Answer a = call(named("upstream.test", first.port()), serialized(simpleRequest()));
+    ASSERT_TRUE(a.status.ok()) << a.status;
+  }
+  EXPECT_EQ(first.inferences("simple"), 1u);
+  EXPECT_EQ(second.inferences("simple"), 2u);
+}
+
+// Every address refused: UNAVAILABLE, never sent (the fleet may try another endpoint),
+// naming the endpoint as written.
+TEST_F(NativeGrpcClient, AHostNameWhoseAddressesAllRefuseIsUnavailableAndUnsent) {
+  const int port = freePort();
+  auto hosts = std::make_shared<HostAddresses>();
+  hosts->resolved("upstream.test", {"127.0.0.2", "127.0.0.3"});
+  GrpcLoopClientOptions options;
+  options.hosts = hosts;
+  make(options);
+  Answer a = call(named("upstream.test", port), serialized(simpleRequest()));
+  EXPECT_EQ(a.status.code(), absl::StatusCode::kUnavailable) << a.status;
+  EXPECT_TRUE(wasNotSent(a.status));
+  EXPECT_NE(a.status.message().find("upstream 'up' (upstream.test:" + std::to_string(port) + ")"),
+            std::string::npos) << a.status;
+  EXPECT_NE(a.status.message().find("cannot connect"), std::string::npos) << a.status;
+}
+
+// A name that did not resolve, or that discovery never looked up: UNAVAILABLE naming the
+// name and why, never sent.
+TEST_F(NativeGrpcClient, AHostNameWithoutAddressesIsUnavailableNamingWhy) {
+  auto hosts = std::make_shared<HostAddresses>();
+  hosts->failed("gone.test", absl::NotFoundError("the name resolves to nothing"));
+  GrpcLoopClientOptions options;
+  options.hosts = hosts;
+  make(options);
+  Answer a = call(named("gone.test", 8001), serialized(simpleRequest()));
+  EXPECT_EQ(a.status.code(), absl::StatusCode::kUnavailable) << a.status;
+  EXPECT_TRUE(wasNotSent(a.status));
+  EXPECT_NE(a.status.message().find("cannot resolve 'gone.test': the name resolves to nothing"),
+            std::string::npos) << a.status;
+  a = call(named("never.test", 8001), serialized(simpleRequest()));
+  EXPECT_EQ(a.status.code(), absl::StatusCode::kUnavailable) << a.status;
+  EXPECT_NE(a.status.message().find("cannot resolve 'never.test': it was not looked up yet"),
+            std::string::npos) << a.status;
 }
 
 // Destroying the client ends its calls without calling back (shutdown, once loops stopped).

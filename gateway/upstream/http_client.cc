@@ -543,8 +543,9 @@ void CurlMultiClient::deliverNews() {
 }  // namespace curl_detail
 
 
-// Plaintext endpoints a socket can reach without a resolver go to the native engine; TLS
-// and host names stay with libcurl (its TLS session handling and threaded resolver).
+// NativeHttpClient::serves() picks: IP literals, unix: paths, and host names the gateway's
+// discovery resolves go to the native engine; the rest (host names without it, TLS without
+// a context) to libcurl.
 struct HttpUpstreamClient::Impl {
   Impl(http::EventLoop& loop, HttpClientOptions options)
       : native(loop, options), curl(loop, options), options(std::move(options)) {}

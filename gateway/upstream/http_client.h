@@ -7,8 +7,9 @@
 //
 //   native   an IP literal or a unix: path (http_client_native.h), plaintext or TLS
 //            (tls::ClientSession): the gateway's own HTTP/1.1 on non-blocking sockets,
-//            for the per-request cost
-//   libcurl  endpoints named by host name (its resolver runs off the loop), and TLS
+//            for the per-request cost; and a host name when options.hosts resolves
+//            names for it (the gateway's discovery: host_addresses.h)
+//   libcurl  host names without options.hosts (its resolver runs off the loop), and TLS
 //            without a context: libcurl's multi interface (CURLMOPT_SOCKETFUNCTION /
 //            TIMERFUNCTION)
 //
@@ -71,6 +72,7 @@
 #include "config/config.h"
 #include "gateway/http/event_loop.h"
 #include "gateway/http/http_message.h"
+#include "gateway/upstream/host_addresses.h"
 #include "tls/client_session.h"
 
 namespace infergate::gateway::upstream {
@@ -184,7 +186,7 @@ struct HttpClientTls {
 
 // Which engine serves an endpoint (see the top of this file).
 enum class HttpClientEngine {
-  kAuto,     // native where it can, libcurl for host names (and TLS without a context)
+  kAuto,     // native where it can (host names with options.hosts), libcurl for the rest
   kLibcurl,  // libcurl for every endpoint (the fallback, and how its tests reach it)
 };
 
@@ -194,6 +196,9 @@ struct HttpClientOptions {
   uint32_t max_connections_per_endpoint = 64;
   std::chrono::milliseconds connect_timeout{5000};
   std::optional<HttpClientTls> tls;  // absent = plaintext
+  // The addresses of host-name endpoints, as the gateway's discovery resolves them: with
+  // it, the native engine serves host names too. Null: libcurl resolves them.
+  std::shared_ptr<const HostAddresses> hosts;
 };
 
 class HttpUpstreamClient {

@@ -144,4 +144,27 @@ codecs::StatusOr<SocketAddress> literalSocketAddress(const config::ListenAddress
   return out;
 }
 
+codecs::StatusOr<ConnectTarget> connectTarget(const config::ListenAddress& endpoint, const HostAddresses* hosts,
+                                              size_t attempt, size_t start, std::string_view upstream_name) {
+  ConnectTarget target;
+  if (isLiteralEndpoint(endpoint) || hosts == nullptr) {
+    INFERGATE_ASSIGN_OR_RETURN(target.address, literalSocketAddress(endpoint, upstream_name));
+    return target;
+  }
+  target.host = hosts->find(endpoint.host);
+  if (target.host == nullptr || target.host->addresses.empty()) {
+    const std::string why = target.host == nullptr ? std::string("it was not looked up yet")
+                                                   : std::string(codecs::messageOf(target.host->error));
+    return absl::UnavailableError(codecs::strCat("cannot resolve '", endpoint.host, "': ", why));
+  }
+  target.count = target.host->addresses.size();
+  target.start = (attempt == 0 ? target.host->preferred.load(std::memory_order_relaxed) : start) % target.count;
+  target.index = (target.start + attempt) % target.count;
+  config::ListenAddress at = endpoint;
+  at.host = target.host->addresses[target.index];
+  INFERGATE_ASSIGN_OR_RETURN(target.address, literalSocketAddress(at, upstream_name));
+  target.address.authority = codecs::strCat(endpoint.host, ":", endpoint.port);  // as grpc and libcurl send it
+  return target;
+}
+
 }  // namespace infergate::gateway::upstream::http_client_detail

@@ -8,12 +8,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "codecs/status.h"
 #include "codecs/text.h"
 #include "config/config.h"
+#include "gateway/upstream/host_addresses.h"
 
 namespace infergate::gateway::upstream::http_client_detail {
 
@@ -69,6 +71,35 @@ struct SocketAddress {
 // as callPrefix does): a unix path longer than sockaddr_un holds, a host that is no literal.
 codecs::StatusOr<SocketAddress> literalSocketAddress(const config::ListenAddress& endpoint,
                                                      std::string_view upstream_name);
+
+// Whether the native engines reach `endpoint`: a literal, or a host name when `hosts` (the
+// gateway's discovery) resolves names for them.
+inline bool nativeReaches(const config::ListenAddress& endpoint, const HostAddresses* hosts) {
+  return isLiteralEndpoint(endpoint) || (hosts != nullptr && endpoint.kind == config::ListenAddress::Kind::kTcp);
+}
+
+// Where one connection to an endpoint goes. A literal has one address. A host name has
+// those `hosts` resolved: a connection's first try (attempt 0) goes to the address that
+// connected last (`start`), its attempt-th try to the one `attempt` places after that
+// start, and `count` is how many there are to try before the connection fails.
+struct ConnectTarget {
+  SocketAddress address;  // its authority: the endpoint as written ("triton:8001")
+  std::shared_ptr<const HostAddresses::Entry> host;  // null for a literal
+  size_t index = 0;
+  size_t start = 0;  // attempt 0's index: what the next attempts count from
+  size_t count = 1;
+  // The connection reached the address: the next one starts there.
+  void connected() const {
+    if (host != nullptr) host->preferred.store(index, std::memory_order_relaxed);
+  }
+};
+
+// `start`: the first try's ConnectTarget::start, for an attempt after it (read afresh
+// for attempt 0: another connection may have found a better address meanwhile).
+// Errors: literalSocketAddress()'s; for a host name that `hosts` knows no address of,
+// UNAVAILABLE "cannot resolve 'NAME': WHY" (the message alone: the caller names the call).
+codecs::StatusOr<ConnectTarget> connectTarget(const config::ListenAddress& endpoint, const HostAddresses* hosts,
+                                              size_t attempt, size_t start, std::string_view upstream_name);
 
 // The refusal of a target sendableTarget() rejects: the request's fault, never sent.
 std::string unsendableTargetMessage(std::string_view prefix, std::string_view target);

@@ -1,9 +1,14 @@
-// NativeHttpClient: HTTP/1.1 to IP and unix endpoints, plaintext or TLS, on one libevent loop.
+// NativeHttpClient: HTTP/1.1 to IP and unix endpoints (and host names discovery resolves),
+// plaintext or TLS, on one libevent loop.
 //
 //   send() --> Call --> Pool (one per endpoint)
 //                         idle connection?  --> attach: write the request
 //                         room under the cap? --> open a connection: connect, then write
 //                         else               --> wait in the pool's FIFO
+//
+//   A host name's connection goes to one of its addresses (connectTarget: the one that
+//   connected last first); one that refuses it, or does not answer within the connect
+//   timeout, passes the call on to the next, until each was tried once.
 //
 //   socket writable --> connect finished / the rest of the request written
 //   socket readable --> busy: recv, http_parser (or straight into the body), record
@@ -163,16 +168,21 @@ NativeHttpClient::Engine::Pool* NativeHttpClient::Engine::poolFor(
                         : strCat(endpoint.host, "|", endpoint.port);
   auto it = pools_.find(key);
   if (it != pools_.end()) return last_pool_ = it->second.get();
-  codecs::StatusOr<http_client_detail::SocketAddress> address =
-      http_client_detail::literalSocketAddress(endpoint, options_.upstream_name);
-  if (!address.ok()) {
-    *error = address.status();
-    return nullptr;
-  }
   auto pool = std::make_unique<Pool>();
+  pool->named = !http_client_detail::isLiteralEndpoint(endpoint);
+  if (pool->named) {
+    pool->address.authority = strCat(endpoint.host, ":", endpoint.port);  // as libcurl sends it
+  } else {
+    codecs::StatusOr<http_client_detail::SocketAddress> address =
+        http_client_detail::literalSocketAddress(endpoint, options_.upstream_name);
+    if (!address.ok()) {
+      *error = address.status();
+      return nullptr;
+    }
+    pool->address = std::move(*address);
+  }
   pool->key = key;
   pool->endpoint = endpoint;
-  pool->address = std::move(*address);
   if (options_.tls && !options_.tls->server_name.empty()) {
     // As libcurl's https://SERVER_NAME:PORT: the name the certificate holds is the Host.
     pool->address.authority = endpoint.kind == config::ListenAddress::Kind::kUnix
@@ -253,7 +263,20 @@ void NativeHttpClient::Engine::sweepPools() {
 }
 
 void NativeHttpClient::Engine::open(Pool& pool, std::shared_ptr<Call> call) {
-  const int family = pool.address.storage.ss_family;
+  http_client_detail::ConnectTarget target;
+  if (pool.named) {
+    codecs::StatusOr<http_client_detail::ConnectTarget> found = http_client_detail::connectTarget(
+        pool.endpoint, options_.hosts.get(), call->address_tries, call->address_start, options_.upstream_name);
+    if (!found.ok()) {
+      finish(*call, openingFailed(*call, codecs::messageOf(found.status())));
+      return;
+    }
+    target = std::move(*found);
+    call->address_start = target.start;
+  } else {
+    target.address = pool.address;
+  }
+  const int family = target.address.storage.ss_family;
   int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     finish(*call, connectError(*call, errno));
@@ -269,6 +292,7 @@ void NativeHttpClient::Engine::open(Pool& pool, std::shared_ptr<Call> call) {
   c.engine = this;
   c.pool = &pool;
   c.fd = fd;
+  c.target = std::move(target);
   c.readable = event_new(loop_.base(), fd, EV_READ | EV_PERSIST, &Engine::onReadable, &c);
   c.writable = event_new(loop_.base(), fd, EV_WRITE | EV_PERSIST, &Engine::onWritable, &c);
   if (options_.tls && options_.tls->context) {
@@ -292,12 +316,13 @@ void NativeHttpClient::Engine::open(Pool& pool, std::shared_ptr<Call> call) {
     timeval tv = toTimeval(options_.connect_timeout);
     evtimer_add(c.connect_timer, &tv);
   }
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&pool.address.storage), pool.address.length) == 0) {
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&c.target.address.storage), c.target.address.length) == 0) {
     connected(c);
     return;
   }
   if (errno != EINPROGRESS) {
     int err = errno;
+    if (tryNextAddress(c)) return;
     dropConnection(c);
     finish(*call, connectError(*call, err));
     return;
@@ -306,8 +331,22 @@ void NativeHttpClient::Engine::open(Pool& pool, std::shared_ptr<Call> call) {
   watchWritable(c, true);
 }
 
+bool NativeHttpClient::Engine::tryNextAddress(Connection& c) {
+  std::shared_ptr<Call> call = c.call;
+  if (call == nullptr || c.target.host == nullptr || call->address_tries + 1 >= c.target.count) return false;
+  ++call->address_tries;
+  Pool& pool = *c.pool;
+  dropConnection(c);
+  open(pool, std::move(call));
+  // That open may have failed at once, leaving room for a call waiting in the pool.
+  serveWaiting(pool);
+  return true;
+}
+
 void NativeHttpClient::Engine::connected(Connection& c) {
   c.connecting = false;
+  c.target.connected();
+  if (c.call != nullptr) c.call->address_tries = 0;
   watchWritable(c, false);
   if (c.tls == nullptr && c.connect_timer != nullptr) {
     event_free(c.connect_timer);
@@ -566,7 +605,7 @@ void NativeHttpClient::Engine::onWritable(evutil_socket_t, short, void* arg) {
     if (::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &length) != 0) err = errno;
     if (err == 0) {
       self->connected(c);
-    } else {
+    } else if (!self->tryNextAddress(c)) {
       std::shared_ptr<Call> call = c.call;
       Pool& pool = *c.pool;
       self->dropConnection(c);
@@ -583,6 +622,10 @@ void NativeHttpClient::Engine::onConnectTimeout(evutil_socket_t, short, void* ar
   std::shared_ptr<Call> call = c.call;
   Pool& pool = *c.pool;
   const bool handshaking = !c.connecting;  // connected: TLS has not finished
+  if (!handshaking && self->tryNextAddress(c)) {
+    self->deliverNews();
+    return;
+  }
   self->dropConnection(c);
   if (call != nullptr) self->finish(*call, self->connectTimeout(*call, handshaking));
   self->serveWaiting(pool);
@@ -644,7 +687,7 @@ NativeHttpClient::~NativeHttpClient() = default;
 bool NativeHttpClient::serves(const config::ListenAddress& endpoint,
                               const HttpClientOptions& options) {
   if ((options.tls && !options.tls->context) || options.engine == HttpClientEngine::kLibcurl) return false;
-  return http_client_detail::isLiteralEndpoint(endpoint);
+  return http_client_detail::nativeReaches(endpoint, options.hosts.get());
 }
 
 std::shared_ptr<HttpCallHandle> NativeHttpClient::send(const config::ListenAddress& endpoint,

@@ -49,8 +49,8 @@ class NativeHttpClient {
   NativeHttpClient(const NativeHttpClient&) = delete;
   NativeHttpClient& operator=(const NativeHttpClient&) = delete;
 
-  // Whether this engine serves `endpoint` (an IP literal or unix: path; TLS only with
-  // options.tls->context).
+  // Whether this engine serves `endpoint`: an IP literal or unix: path, or a host name with
+  // options.hosts; TLS only with options.tls->context.
   static bool serves(const config::ListenAddress& endpoint, const HttpClientOptions& options);
 
   std::shared_ptr<HttpCallHandle> send(const config::ListenAddress& endpoint,

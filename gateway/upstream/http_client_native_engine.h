@@ -95,6 +95,8 @@ class NativeHttpClient::Engine {
     // Bytes reached a socket: the upstream may be running the request.
     bool body_taken = false;
     bool resent = false;  // already sent again after a reused connection died
+    size_t address_tries = 0;  // a host name's addresses that refused its connection so far
+    size_t address_start = 0;  // the first of them (ConnectTarget::start)
     uint64_t arrival_watch = 0;  // request->arrival's watcher, while the body arrives
 
     // The answer as it arrives; a new message (after a 1xx) starts over.
@@ -153,6 +155,7 @@ class NativeHttpClient::Engine {
     event* connect_timer = nullptr;
     bool connecting = false;
     bool reused = false;  // carried a whole exchange already
+    http_client_detail::ConnectTarget target;  // the address it went to
     std::shared_ptr<Call> call;
     http_parser parser;
     // TLS (options.tls with a context): what reads and writes go through; null for
@@ -166,7 +169,10 @@ class NativeHttpClient::Engine {
   struct Pool {
     std::string key;
     config::ListenAddress endpoint;
-    http_client_detail::SocketAddress address;  // its authority is the Host header
+    // Its authority is the Host header. A literal's address is resolved once here; a host
+    // name's connections each find theirs (connectTarget).
+    http_client_detail::SocketAddress address;
+    bool named = false;
     size_t open = 0;   // connecting, busy or idle
     std::vector<Connection*> idle;
     std::deque<std::shared_ptr<Call>> waiting;
@@ -181,6 +187,9 @@ class NativeHttpClient::Engine {
   void open(Pool& pool, std::shared_ptr<Call> call);
   void attach(Connection& c, std::shared_ptr<Call> call);
   void connected(Connection& c);
+  // `c` could not connect (`c.call` not yet sent): its call goes on to the host name's next
+  // address, if one is left untried, on a fresh connection. False: nothing was tried.
+  bool tryNextAddress(Connection& c);
   void writeSome(Connection& c);
   // Adds or deletes `c.writable` when that changes something: most writes find the socket
   // with room, and libevent would be asked to delete an event that was never added.

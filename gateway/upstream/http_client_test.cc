@@ -648,6 +648,89 @@ TEST(HeaderCheckTest, ClientOwnedHeadersInAnyCaseAndNothingElse) {
   }
 }
 
+// ---- host names ----
+
+config::ListenAddress named(std::string host, int port) {
+  config::ListenAddress a;
+  a.kind = config::ListenAddress::Kind::kTcp;
+  a.host = std::move(host);
+  a.port = port;
+  return a;
+}
+
+// "localhost:PORT" reaches the upstream through either engine (libcurl resolves it; the
+// native engine takes discovery's addresses), and the Host header is the endpoint as
+// written, as Triton's clients send it.
+TEST_P(HttpClientTest, AHostNameEndpointIsReachedAndIsTheHostHeader) {
+  auto hosts = std::make_shared<HostAddresses>();
+  hosts->resolved("localhost", {"127.0.0.1"});
+  options_.hosts = hosts;
+  const config::ListenAddress endpoint = named("localhost", endpoint_.port);
+  client_thread_.run([&] {
+    EXPECT_EQ(client().sendsAsArrives(endpoint), GetParam() == HttpClientEngine::kAuto);
+  });
+  auto r = fetch(post("/echo", "by name"), &endpoint);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "by name");
+  const Seen seen = lastSeen();
+  ASSERT_NE(seen.headers.find("Host"), nullptr);
+  EXPECT_EQ(*seen.headers.find("Host"), "localhost:" + std::to_string(endpoint_.port));
+}
+
+// The native engine with discovery's addresses (libcurl never reads them).
+class NativeHostNameTest : public HttpClientTest {
+ protected:
+  std::shared_ptr<HostAddresses> hosts_ = std::make_shared<HostAddresses>();
+  void SetUp() override {
+    HttpClientTest::SetUp();
+    options_.hosts = hosts_;
+  }
+};
+
+// 127.0.0.2 refuses (nothing listens there), 127.0.0.1 answers; the next connection
+// starts at the address that connected.
+TEST_P(NativeHostNameTest, AHostNameIsReachedAtTheFirstOfItsAddressesThatTakesTheConnection) {
+  hosts_->resolved("upstream.test", {"127.0.0.2", "127.0.0.1"});
+  const config::ListenAddress endpoint = named("upstream.test", endpoint_.port);
+  auto r = fetch(post("/echo", "second address"), &endpoint);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "second address");
+  EXPECT_EQ(hosts_->find("upstream.test")->preferred.load(), 1u);
+  EXPECT_EQ(*lastSeen().headers.find("Host"), "upstream.test:" + std::to_string(endpoint_.port));
+}
+
+TEST_P(NativeHostNameTest, AHostNameWhoseAddressesAllRefuseIsUnavailableAndUnsent) {
+  hosts_->resolved("upstream.test", {"127.0.0.2", "127.0.0.3"});
+  const config::ListenAddress endpoint = named("upstream.test", endpoint_.port);
+  auto r = fetch(post("/echo", "x"), &endpoint);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_TRUE(wasNotSent(r.status()));
+  EXPECT_NE(r.status().message().find("upstream 'triton-a' (upstream.test:"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("connection refused"), std::string::npos) << r.status();
+  EXPECT_EQ(seenCount(), 0u);
+}
+
+TEST_P(NativeHostNameTest, AHostNameWithoutAddressesIsUnavailableNamingWhy) {
+  hosts_->failed("gone.test", absl::NotFoundError("the name resolves to nothing"));
+  const config::ListenAddress gone = named("gone.test", endpoint_.port);
+  auto r = fetch(get("/echo"), &gone);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_TRUE(wasNotSent(r.status()));
+  EXPECT_NE(r.status().message().find("cannot resolve 'gone.test': the name resolves to nothing"),
+            std::string::npos) << r.status();
+  // A failure after a success keeps the addresses that worked.
+  hosts_->resolved("upstream.test", {"127.0.0.1"});
+  hosts_->failed("upstream.test", absl::UnavailableError("resolver down"));
+  const config::ListenAddress endpoint = named("upstream.test", endpoint_.port);
+  r = fetch(get("/echo"), &endpoint);
+  EXPECT_TRUE(r.ok()) << r.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(Native, NativeHostNameTest, ::testing::Values(HttpClientEngine::kAuto),
+                         [](const ::testing::TestParamInfo<HttpClientEngine>&) { return "Native"; });
+
 INSTANTIATE_TEST_SUITE_P(Engines, HttpClientTest,
                          ::testing::Values(HttpClientEngine::kAuto, HttpClientEngine::kLibcurl),
                          [](const ::testing::TestParamInfo<HttpClientEngine>& info) {

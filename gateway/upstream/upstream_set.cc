@@ -41,9 +41,11 @@ codecs::StatusOr<std::shared_ptr<const tls::ClientContext>> clientContext(
 }
 
 codecs::StatusOr<HttpClientOptions> httpClientOptions(const config::UpstreamConfig& c,
-                                                      const std::shared_ptr<const tls::ClientTls>& loaded) {
+                                                      const std::shared_ptr<const tls::ClientTls>& loaded,
+                                                      std::shared_ptr<const HostAddresses> hosts) {
   HttpClientOptions options;
   options.upstream_name = c.name;
+  options.hosts = std::move(hosts);
   options.max_connections_per_endpoint = c.max_connections;
   options.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
   if (loaded != nullptr) {
@@ -115,7 +117,7 @@ bool Upstream::reachable() const {
 
 codecs::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::build(
     const std::vector<config::UpstreamConfig>& upstreams, http::WorkerPool& pool,
-    const UpstreamSet* previous) {
+    const UpstreamSet* previous, std::shared_ptr<const HostAddresses> hosts) {
   auto set = std::make_unique<UpstreamSet>();
   for (const config::UpstreamConfig& c : upstreams) {
     std::unique_ptr<Upstream> u(new Upstream(c));
@@ -150,6 +152,7 @@ codecs::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::build(
             }
             for (const config::HeaderValue& h : c.headers) options.headers.emplace_back(h.name, h.value);
             options.connect_timeout = std::chrono::milliseconds(c.connect_timeout_ms);
+            options.hosts = hosts;
             for (size_t i = 0; i < pool.size(); ++i) {
               u->grpc_loop_.emplace_back(&pool.loop(i), onItsLoop(pool.loop(i), new GrpcLoopClient(pool.loop(i), options)));
             }
@@ -160,7 +163,7 @@ codecs::StatusOr<std::unique_ptr<UpstreamSet>> UpstreamSet::build(
           u->http_ = before->http_;
           break;
         }
-        INFERGATE_ASSIGN_OR_RETURN(const HttpClientOptions options, httpClientOptions(c, u->tls_));
+        INFERGATE_ASSIGN_OR_RETURN(const HttpClientOptions options, httpClientOptions(c, u->tls_, hosts));
         for (size_t i = 0; i < pool.size(); ++i) {
           http::EventLoop& loop = pool.loop(i);
           u->http_.emplace_back(&loop, onItsLoop(loop, new HttpUpstreamClient(loop, options)));

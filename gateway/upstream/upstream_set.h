@@ -35,6 +35,7 @@
 #include "gateway/http/worker_pool.h"
 #include "gateway/upstream/builtin/repository.h"
 #include "gateway/upstream/fleet.h"
+#include "gateway/upstream/host_addresses.h"
 #include "gateway/upstream/grpc_client_native.h"
 #include "gateway/upstream/http_client.h"
 #include "tls/client_credentials.h"
@@ -85,9 +86,11 @@ class UpstreamSet {
   // Errors: INVALID_ARGUMENT for a builtin upstream naming unknown demo models, or a `tls`
   // file that does not load ("FILE:LINE:COL: upstreams[u].tls.ca: PATH: ...").
   // `previous`: the set this one replaces (a reload), whose state is carried over.
+  // `hosts`: the addresses discovery resolves for host-name endpoints, with which the
+  // worker's own clients serve those too (null: grpc++ and libcurl resolve them).
   static codecs::StatusOr<std::unique_ptr<UpstreamSet>> build(
       const std::vector<config::UpstreamConfig>& upstreams, http::WorkerPool& pool,
-      const UpstreamSet* previous = nullptr);
+      const UpstreamSet* previous = nullptr, std::shared_ptr<const HostAddresses> hosts = nullptr);
   // One builtin upstream named `name` serving `repository` (tests, embeddings).
   static std::unique_ptr<UpstreamSet> builtinOnly(
       std::string name, std::shared_ptr<builtin::ModelRepository> repository);
