@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
 from harness import LOOPBACK_HEAD  # noqa: E402
-from infergate_process import start_with_config as start  # noqa: E402
+from infergate_process import cpu_seconds, start_with_config as start, write_results  # noqa: E402
 
 U_CONFIG = LOOPBACK_HEAD + """upstreams:
   - { name: demo, protocol: builtin, models: [simple] }
@@ -50,15 +50,6 @@ routes:
   - match: { model: "*" }
     upstream: u
 """
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_ticks(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
 
 def load(loadgen, protocol, port, concurrency, duration):
     target = ("grpc://127.0.0.1:%d" % port) if protocol == "grpc" else ("http://127.0.0.1:%d" % port)
@@ -104,14 +95,14 @@ def main():
                 for arm in order:
                     protocol = arm.rsplit("_", 1)[1]
                     process = u if arm.startswith("direct") else gateways[arm]
-                    before = cpu_ticks(process.pid)
+                    before = cpu_seconds(process.pid)
                     result = load(loadgen, protocol, process.port(protocol), concurrency, args.duration)
-                    ticks = cpu_ticks(process.pid) - before
+                    cpu = cpu_seconds(process.pid) - before
                     seconds = result["requests"] / result["rps"] if result["rps"] else args.duration
                     rows.append({"round": r + 1, "arm": arm, "concurrency": concurrency,
                                  "p50_us": result["p50_us"], "rps": result["rps"],
                                  # The warm-up's half second is counted in the ticks too.
-                                 "cpu_us_per_request": ticks / TICK * 1e6 /
+                                 "cpu_us_per_request": cpu * 1e6 /
                                  (result["rps"] * (seconds + 0.5)) if result["rps"] else None})
                     print("round %d c=%-2d %-16s p50 %6.0f us  %7.0f rps" % (
                         r + 1, concurrency, arm, result["p50_us"], result["rps"]), file=sys.stderr)
@@ -143,11 +134,7 @@ def main():
     table = "\n".join(lines)
     print(table)
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "host_names.json"), "w") as f:
-            json.dump(rows, f, indent=1)
-        with open(os.path.join(args.out, "host_names.md"), "w") as f:
-            f.write("`%s`\n\n%s\n" % (" ".join(["bench/host_names.py"] + sys.argv[1:]), table))
+        write_results(args.out, "host_names", rows, table, ["bench/host_names.py"] + sys.argv[1:])
 
 
 if __name__ == "__main__":

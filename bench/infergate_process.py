@@ -90,3 +90,20 @@ def start_with_config(binary, label, text, scratch):
     if not process.wait_ready():
         raise RuntimeError("%s did not start (see %s)" % (label, scratch))
     return process
+
+
+def cpu_seconds(pid):
+    """utime + stime of every thread of `pid` so far (/proc, clock ticks), in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def write_results(out, stem, rows, table, argv):
+    """A driver's results: `<out>/<stem>.json` (the rows) and `<out>/<stem>.md` (the command
+    `argv`, then the Markdown `table`)."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, stem + ".json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    with open(os.path.join(out, stem + ".md"), "w") as f:
+        f.write("`%s`\n\n%s\n" % (" ".join(argv), table))

@@ -34,8 +34,8 @@ bool scrapes(const config::UpstreamConfig& u) {
 }
 
 template <typename Response>
-bool answeredReady(const grpc::Status& status, const grpc::ByteBuffer& answer) {
-  if (!status.ok()) return false;
+bool answeredReady(bool ok, const grpc::ByteBuffer& answer) {
+  if (!ok || !answer.Valid()) return false;
   codecs::StatusOr<codecs::Buffer> flat = codecs::fromByteBuffer(answer);
   Response typed;
   return flat.ok() && typed.ParseFromArray(flat->data(), static_cast<int>(flat->size())) &&
@@ -155,31 +155,45 @@ struct HealthChecker::State : std::enable_shared_from_this<State> {
       self->loop.post([self, e, check, ready] { self->probed(e, check, ready); });
     };
     if (u.protocol() == Upstream::Protocol::kGrpc) {
-      // A replica that is back must be seen at its first probe: its channels may still sit
-      // in a reconnect backoff from the failures, and a probe failing at once would delay
-      // re-admission by a whole interval. So a probe of an endpoint not known healthy
-      // resets the backoff and waits (up to its timeout) for the connection; a probe of a
-      // healthy one fails at once when it cannot connect, so a death is seen quickly.
-      const bool doubtful = e->activeHealth() != upstream::ActiveHealth::kHealthy;
-      if (doubtful) e->grpc()->resetConnectBackoff();
       upstream::GrpcCallOptions options;
       options.deadline = std::chrono::system_clock::now() + timeout;
-      options.wait_for_ready = doubtful;
-      if (check.model.empty()) {
-        e->grpc()->unary(codecs::strCat(kService, "ServerReady"),
-                         codecs::toByteBuffer(inference::ServerReadyRequest()), std::move(options),
-                         [done](grpc::Status status, grpc::ByteBuffer answer) {
-                           done(answeredReady<inference::ServerReadyResponse>(status, answer));
-                         });
-      } else {
-        inference::ModelReadyRequest request;
-        request.set_name(check.model);
-        request.set_version(check.version);
-        e->grpc()->unary(codecs::strCat(kService, "ModelReady"), codecs::toByteBuffer(request),
-                         std::move(options), [done](grpc::Status status, grpc::ByteBuffer answer) {
-                           done(answeredReady<inference::ModelReadyResponse>(status, answer));
-                         });
+      const bool server = check.model.empty();
+      const std::string method = codecs::strCat(kService, server ? "ServerReady" : "ModelReady");
+      inference::ModelReadyRequest model;
+      model.set_name(check.model);
+      model.set_version(check.version);
+      const grpc::ByteBuffer request =
+          server ? codecs::toByteBuffer(inference::ServerReadyRequest()) : codecs::toByteBuffer(model);
+      auto ready = [server](bool ok, const grpc::ByteBuffer& answer) {
+        return server ? answeredReady<inference::ServerReadyResponse>(ok, answer)
+                      : answeredReady<inference::ModelReadyResponse>(ok, answer);
+      };
+      // The worker's own client where it reaches the endpoint: the connection ModelInfer
+      // takes, and no grpc++ call (about 200k instructions each) on the worker's loop. It
+      // keeps no reconnect backoff: a probe opens a connection when there is none, so a
+      // replica that is back is seen at its first probe, and one that refuses fails it at once.
+      if (std::shared_ptr<upstream::GrpcLoopClient> native = u.grpcOnLoop(loop);
+          native != nullptr && native->serves(e->address())) {
+        native->unary(e->address(), method, codecs::MovableByteBuffer(request), options,
+                      [self = shared_from_this(), e, check, ready](codecs::Status status,
+                                                                   codecs::MovableByteBuffer answer) {
+                        self->probed(e, check, ready(status.ok(), answer.grpc()));
+                      });
+        return;
       }
+      // grpc++ (an endpoint the worker's client does not reach). A replica that is back
+      // must be seen at its first probe: its channels may still sit in a reconnect backoff
+      // from the failures, and a probe failing at once would delay re-admission by a whole
+      // interval. So a probe of an endpoint not known healthy resets the backoff and waits
+      // (up to its timeout) for the connection; a probe of a healthy one fails at once when
+      // it cannot connect, so a death is seen quickly.
+      const bool doubtful = e->activeHealth() != upstream::ActiveHealth::kHealthy;
+      if (doubtful) e->grpc()->resetConnectBackoff();
+      options.wait_for_ready = doubtful;
+      e->grpc()->unary(method, request, std::move(options),
+                       [done, ready](grpc::Status status, grpc::ByteBuffer answer) {
+                         done(ready(status.ok(), answer));
+                       });
       return;
     }
     upstream::HttpUpstreamRequest request;

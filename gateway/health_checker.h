@@ -5,7 +5,9 @@
 //
 //   every health_check.interval_ms (readiness.probe_interval_ms when 0), on one worker
 //   loop, each endpoint of each remote upstream is asked whether it is ready: gRPC
-//   ServerReady on the endpoint's own channels, HTTP GET /v2/health/ready; and, when
+//   ServerReady through that loop's own client (grpc_client_native.h: the connection
+//   ModelInfer takes; grpc++'s channels only for an endpoint it does not reach), HTTP GET
+//   /v2/health/ready; and, when
 //   health_check.model is set, that model's ready too. The answer (ready within
 //   timeout_ms, or not) goes to Endpoint::recordProbe, whose thresholds decide the
 //   endpoint's active health. One probe per endpoint at a time.

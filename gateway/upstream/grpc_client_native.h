@@ -12,8 +12,8 @@
 // at 218 us after a 0 ms upstream call and 759 us after a 30 ms one, against 54 and 107 us
 // for the HTTP hop driven by the loop). Fleet calls that name a worker's client
 // (GrpcCallOptions::on_loop) use it: every call of the HTTP frontend, and the gRPC
-// frontend's ModelInfer (posted once to the reactor's loop). The grpc++ client
-// (grpc_client.h) keeps streams, the other RPCs and health probes.
+// frontend's ModelInfer (posted once to the reactor's loop), and the health checker's
+// probes. The grpc++ client (grpc_client.h) keeps streams and the other RPCs.
 //
 //   serves(endpoint)     an IPv4/IPv6 literal or unix: path, or a host name with
 //                        options.hosts (resolved by the gateway's discovery; its
@@ -120,7 +120,8 @@ class GrpcLoopClient {
   bool serves(const config::ListenAddress& endpoint) const;
 
   // `method` is a full name ("/inference.GRPCInferenceService/ModelInfer"); options'
-  // wait_for_ready is not honoured (the health checker's probes use grpc_client.h).
+  // wait_for_ready is not honoured (there is no reconnect backoff to wait out: a call
+  // opens a connection when there is none).
   std::shared_ptr<GrpcCallHandle> unary(const config::ListenAddress& endpoint,
                                         std::string_view method, const codecs::MovableByteBuffer& request,
                                         const GrpcCallOptions& options, Done done);

@@ -1,14 +1,16 @@
-"""End-to-end: upstream endpoints written as a host name ("localhost:8001", "triton:8001"),
-the way a sidecar or a docker-compose file names its inference server.
+"""End-to-end: what the workers' own clients (gateway/upstream/*_native) carry toward an
+upstream: endpoints written as a host name ("localhost:8001", "triton:8001", the way a
+sidecar or a docker-compose file names its inference server), and gRPC health probes.
 
   U         a builtin-only infergate on 127.0.0.1 (gRPC and HTTP listeners)
-  recorder  a Python gRPC upstream that keeps each call's user-agent (which client sent it)
+  recorder  a Python gRPC upstream that keeps each call's method and user-agent (which
+            client sent it: the workers' own say "infergate", grpc++ "grpc-c++/...")
 
-Each test starts its own gateway whose upstream endpoint is a name. The gateway's
-discovery resolves the name (system resolver) and its worker's own clients connect to what
-it resolved to; the name stays one endpoint, shown as written in the admin API. A name that
-resolves to nothing fails each request with the upstream's UNAVAILABLE naming the name, is
-logged once, and the gateway keeps serving.
+Each test starts its own gateway. For a host name, the gateway's discovery resolves it
+(system resolver) and the workers' clients connect to what it resolved to; the name stays
+one endpoint, shown as written in the admin API. A name that resolves to nothing fails each
+request with the upstream's UNAVAILABLE naming the name, is logged once, and the gateway
+keeps serving.
 
 Every process must exit 0 on SIGTERM without a sanitizer report.
 """
@@ -22,7 +24,7 @@ from concurrent import futures
 import grpc
 
 import grpc_stubs
-from harness import LOOPBACK_HEAD, Gateway
+from harness import LOOPBACK_HEAD, Gateway, wait_until
 
 pb = pb_grpc = None
 U = None
@@ -33,7 +35,7 @@ upstreams:
   - name: named
     protocol: $protocol
     endpoints: ["$endpoint"]
-    health_check: { enabled: false }
+    health_check: $health_check
     outlier: { consecutive_failures: 1000 }
 routes:
   - match: { model: "*" }
@@ -48,18 +50,25 @@ def setUpModule():
 
 
 class UserAgentRecorder:
-    """A Python gRPC upstream on 127.0.0.1 that keeps the user-agent of every ModelInfer
-    and answers OUTPUT0 = [7]."""
+    """A Python gRPC upstream on 127.0.0.1 that keeps (method, user-agent) of every call;
+    ModelInfer answers OUTPUT0 = [7], ServerReady ready."""
 
     def __init__(self):
-        self.agents = []
+        self.calls = []
         self.lock = threading.Lock()
         recorder = self
 
+        def keep(method, context):
+            with recorder.lock:
+                recorder.calls.append((method, dict(context.invocation_metadata()).get("user-agent", "")))
+
         class Servicer(pb_grpc.GRPCInferenceServiceServicer):
+            def ServerReady(self, request, context):
+                keep("ServerReady", context)
+                return pb.ServerReadyResponse(ready=True)
+
             def ModelInfer(self, request, context):
-                with recorder.lock:
-                    recorder.agents.append(dict(context.invocation_metadata()).get("user-agent", ""))
+                keep("ModelInfer", context)
                 resp = pb.ModelInferResponse(model_name=request.model_name, model_version="1")
                 out = resp.outputs.add()
                 out.name, out.datatype = "OUTPUT0", "INT32"
@@ -71,6 +80,10 @@ class UserAgentRecorder:
         pb_grpc.add_GRPCInferenceServiceServicer_to_server(Servicer(), self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
+
+    def agents(self, method):
+        with self.lock:
+            return [agent for m, agent in self.calls if m == method]
 
     def stop(self):
         self.server.stop(grace=None)
@@ -109,8 +122,9 @@ def admin_endpoints(g):
 
 
 class HostNameEndpointTest(unittest.TestCase):
-    def gateway(self, protocol, endpoint):
-        g = Gateway(config=string.Template(TEMPLATE).substitute(protocol=protocol, endpoint=endpoint))
+    def gateway(self, protocol, endpoint, health_check="{ enabled: false }"):
+        g = Gateway(config=string.Template(TEMPLATE).substitute(
+            protocol=protocol, endpoint=endpoint, health_check=health_check))
         g.start()
         self.addCleanup(self.stop, g)
         return g
@@ -152,11 +166,31 @@ class HostNameEndpointTest(unittest.TestCase):
                 status, _, body = http_infer(g, 0)
                 self.assertEqual(status, 200, body)
                 self.assertEqual(json.loads(body)["outputs"][0]["data"], [7])
-        with recorder.lock:
-            agents = list(recorder.agents)
+        agents = recorder.agents("ModelInfer")
         self.assertEqual(len(agents), 2, agents)
         for agent in agents:
             self.assertTrue(agent.startswith("infergate"), agents)
+
+    def test_grpc_health_probes_go_through_the_workers_own_client(self):
+        # Before, grpc++ carried every gRPC probe: ~200k instructions on the worker's loop
+        # each, and a connection of its own beside the one ModelInfer takes.
+        recorder = UserAgentRecorder()
+        self.addCleanup(recorder.stop)
+        for host in ("127.0.0.1", "localhost"):
+            with self.subTest(endpoint=host):
+                endpoint = "%s:%d" % (host, recorder.port)
+                g = self.gateway("grpc", endpoint, health_check="{ interval_ms: 50, timeout_ms: 5000 }")
+                self.assertTrue(wait_until(lambda: admin_endpoints(g)[endpoint]["probes_good"] >= 3),
+                                admin_endpoints(g))
+                seen = admin_endpoints(g)[endpoint]
+                self.assertEqual(seen["health"], "healthy", seen)
+                self.assertEqual(seen["probes_bad"], 0, seen)
+                agents = recorder.agents("ServerReady")
+                self.assertGreaterEqual(len(agents), 3, agents)
+                self.assertTrue(all(a.startswith("infergate") for a in agents), agents)
+                self.stop(g)
+                with recorder.lock:
+                    recorder.calls.clear()
 
     def test_a_name_that_does_not_resolve_fails_each_request_naming_it_and_is_logged(self):
         endpoint = "no-such-host.invalid:8001"
