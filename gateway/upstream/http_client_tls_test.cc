@@ -258,6 +258,36 @@ TEST_P(HttpClientTlsTest, ServerNameNotInTheCertificateIsRefusedBeforeSending) {
   EXPECT_EQ(codecs::originOf(r.status()), codecs::ErrorOrigin::kUpstream);
 }
 
+// An endpoint written as a host name is verified against that name (libcurl resolves it
+// itself; the native engine takes the gateway's discovery's addresses): the certificate is
+// for "localhost", and a name it does not hold is refused before anything is sent.
+TEST_P(HttpClientTlsTest, AHostNameEndpointIsVerifiedByItsName) {
+  serve();
+  auto hosts = std::make_shared<HostAddresses>();
+  hosts->resolved("localhost", {"127.0.0.1"});
+  hosts->resolved("other.test", {"127.0.0.1"});
+  options_.hosts = hosts;
+  useTls(trusting());
+  config::ListenAddress named = endpoint_;
+  named.host = "localhost";
+  named.text = "localhost:" + std::to_string(endpoint_.port);
+  auto r = fetch("by name", &named);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body.view(), "by name");
+  EXPECT_EQ(*r->headers.find("X-Seen-Host"), named.text);
+  if (GetParam() == Engine::kNative) {
+    config::ListenAddress other = named;
+    other.host = "other.test";
+    other.text = "other.test:" + std::to_string(endpoint_.port);
+    r = fetch("x", &other);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+    EXPECT_NE(r.status().message().find("the certificate is not for other.test"), std::string::npos)
+        << r.status();
+    EXPECT_TRUE(wasNotSent(r.status()));
+  }
+}
+
 TEST_P(HttpClientTlsTest, AnotherCaIsRefused) {
   serve();
   tls::testing::TestPki other("another CA");
