@@ -40,6 +40,7 @@ Discovery::~Discovery() { stop(); }
 void Discovery::stop() {
   if (watcher_) watcher_->stop();
   watcher_.reset();
+  if (router_ && router_->hosts()) router_->hosts()->setRefresher(nullptr);
   if (host_watcher_) host_watcher_->stop();
   host_watcher_.reset();
 }
@@ -81,6 +82,7 @@ void Discovery::watchHosts(const config::GatewayConfig& config) {
   }
   const uint64_t refresh_ms = std::max<uint64_t>(config.discovery.dns_refresh_ms, 1);
   if (host_watcher_ && names == host_names_ && refresh_ms == host_refresh_ms_) return;
+  hosts->setRefresher(nullptr);
   if (host_watcher_) host_watcher_->stop();
   host_watcher_.reset();
   hosts->retain(names);
@@ -100,6 +102,7 @@ void Discovery::watchHosts(const config::GatewayConfig& config) {
   host_watcher_ = std::make_unique<upstream::DnsWatcher>(names, std::chrono::milliseconds(refresh_ms),
                                                          std::string(), on_change, on_error);
   host_watcher_->start();
+  hosts->setRefresher([watcher = host_watcher_.get()] { watcher->refreshNow(); });
 }
 
 void Discovery::watch(const config::GatewayConfig& config) {

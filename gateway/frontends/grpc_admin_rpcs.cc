@@ -152,6 +152,9 @@ template <typename Request, typename Response>
       upstream::GrpcCallOptions options;
       options.deadline = deadline;
       options.metadata = shared.router->forwardedMetadata(context->client_metadata(), true);
+      // A worker's own client, as for ModelInfer: the call starts on its loop, and grpc++
+      // connects for streams alone.
+      options.on_loop = d->upstream->grpcOnLoop(shared.nextLoop());
       grpc::ByteBuffer bytes = codecs::toByteBuffer(copy);
       upstream::fleetUnary(
           d->upstream->fleet(), codecs::strCat(kService, rpc.method), std::move(bytes),
@@ -291,6 +294,7 @@ void gather(const CountedCall& call, Shared& shared, Response* response,
       case upstream::Upstream::Protocol::kGrpc: {
         upstream::GrpcCallOptions options;
         if (u.timeout().count()) options.deadline = std::chrono::system_clock::now() + u.timeout();
+        options.on_loop = u.grpcOnLoop(shared.nextLoop());
         upstream::fleetUnary(u.fleet(), codecs::strCat(kService, rpc.method),
                         codecs::toByteBuffer(rpc.request),
                         std::move(options), upstream::PickContext{},

@@ -13,7 +13,8 @@
 // for the HTTP hop driven by the loop). Fleet calls that name a worker's client
 // (GrpcCallOptions::on_loop) use it: every call of the HTTP frontend, and the gRPC
 // frontend's ModelInfer (posted once to the reactor's loop), and the health checker's
-// probes. The grpc++ client (grpc_client.h) keeps streams and the other RPCs.
+// probes, and the gRPC frontend's other RPCs. The grpc++ client (grpc_client.h) keeps
+// streams and the handoff's registrations.
 //
 //   serves(endpoint)     an IPv4/IPv6 literal or unix: path, or a host name with
 //                        options.hosts (resolved by the gateway's discovery; its

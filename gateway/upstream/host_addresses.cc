@@ -41,6 +41,20 @@ std::shared_ptr<const HostAddresses::Entry> HostAddresses::find(std::string_view
   return it == entries_.end() ? nullptr : it->second;
 }
 
+void HostAddresses::setRefresher(std::function<void()> refresh) {
+  std::lock_guard<std::mutex> lock(refresh_mu_);
+  refresher_ = std::move(refresh);
+  last_refresh_ = {};
+}
+
+void HostAddresses::missed() const {
+  std::lock_guard<std::mutex> lock(refresh_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (!refresher_ || now - last_refresh_ < kMinRefreshGap) return;
+  last_refresh_ = now;
+  refresher_();
+}
+
 void HostAddresses::retain(const std::vector<std::string>& names) {
   std::vector<std::string> keep;
   keep.reserve(names.size());

@@ -9,6 +9,11 @@
 //   failed(name, error)         a lookup failed: the addresses known stay, and the error is
 //                               what a connection is told while none is known
 //   find(name)                  what is known now; null when the name was never looked up
+//   missed()                    a connection found no address to go to: discovery is asked
+//                               to look every name up again now (setRefresher), at most
+//                               once per kMinRefreshGap, rather than at its next refresh
+//                               (a name that appears after the gateway started, such as a
+//                               container started after it, is used at once)
 //
 // One name is one endpoint, however many addresses it has: a connection tries them in
 // turn, starting from the one that connected last (Entry::preferred), as grpc's pick_first
@@ -19,7 +24,9 @@
 // never changed once published, except its `preferred` hint.
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,15 +49,27 @@ class HostAddresses {
     mutable std::atomic<size_t> preferred{0};
   };
 
+  static constexpr std::chrono::milliseconds kMinRefreshGap{1000};
+
   void resolved(std::string_view name, std::vector<std::string> addresses);
   void failed(std::string_view name, const codecs::Status& error);
   std::shared_ptr<const Entry> find(std::string_view name) const;
   // Forgets every name not in `names` (a reload's configuration dropped it).
   void retain(const std::vector<std::string>& names);
 
+  // What missed() calls (discovery's watcher's refreshNow; it must return at once); null:
+  // nothing. Once this returns, the one before is no longer running nor called.
+  void setRefresher(std::function<void()> refresh);
+  void missed() const;
+
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Entry>, std::less<>> entries_;  // lowercase names
+
+  // Held while the refresher runs, so that setRefresher() waits it out.
+  mutable std::mutex refresh_mu_;
+  std::function<void()> refresher_;  // guarded by refresh_mu_
+  mutable std::chrono::steady_clock::time_point last_refresh_{};  // guarded by refresh_mu_
 };
 
 }  // namespace infergate::gateway::upstream

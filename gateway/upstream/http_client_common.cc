@@ -153,6 +153,7 @@ codecs::StatusOr<ConnectTarget> connectTarget(const config::ListenAddress& endpo
   }
   target.host = hosts->find(endpoint.host);
   if (target.host == nullptr || target.host->addresses.empty()) {
+    hosts->missed();
     const std::string why = target.host == nullptr ? std::string("it was not looked up yet")
                                                    : std::string(codecs::messageOf(target.host->error));
     return absl::UnavailableError(codecs::strCat("cannot resolve '", endpoint.host, "': ", why));

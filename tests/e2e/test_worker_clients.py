@@ -67,6 +67,15 @@ class UserAgentRecorder:
                 keep("ServerReady", context)
                 return pb.ServerReadyResponse(ready=True)
 
+            def ModelMetadata(self, request, context):
+                keep("ModelMetadata", context)
+                return pb.ModelMetadataResponse(name=request.name, versions=["1"], platform="recorded")
+
+            def RepositoryIndex(self, request, context):
+                keep("RepositoryIndex", context)
+                return pb.RepositoryIndexResponse(models=[pb.RepositoryIndexResponse.ModelIndex(
+                    name="recorded", version="1", state="READY")])
+
             def ModelInfer(self, request, context):
                 keep("ModelInfer", context)
                 resp = pb.ModelInferResponse(model_name=request.model_name, model_version="1")
@@ -154,7 +163,7 @@ class HostNameEndpointTest(unittest.TestCase):
 
     def test_a_host_name_endpoint_is_called_by_the_workers_own_client(self):
         # The worker's own gRPC client says "infergate"; grpc++, which carried host names
-        # before, says "grpc-c++/...".
+        # and the gRPC frontend's other RPCs before, says "grpc-c++/...".
         recorder = UserAgentRecorder()
         self.addCleanup(recorder.stop)
         g = self.gateway("grpc", "localhost:%d" % recorder.port)
@@ -170,6 +179,16 @@ class HostNameEndpointTest(unittest.TestCase):
         self.assertEqual(len(agents), 2, agents)
         for agent in agents:
             self.assertTrue(agent.startswith("infergate"), agents)
+        # The gRPC frontend's other RPCs: one routed by model, one merged over upstreams.
+        stub = grpc_stubs.stub_of(g)
+        metadata = stub.ModelMetadata(pb.ModelMetadataRequest(name="simple"), timeout=30)
+        self.assertEqual((metadata.name, metadata.platform), ("simple", "recorded"))
+        index = stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=30)
+        self.assertEqual([m.name for m in index.models], ["recorded"])
+        for method in ("ModelMetadata", "RepositoryIndex"):
+            agents = recorder.agents(method)
+            self.assertEqual(len(agents), 1, (method, agents))
+            self.assertTrue(agents[0].startswith("infergate"), (method, agents))
 
     def test_grpc_health_probes_go_through_the_workers_own_client(self):
         # Before, grpc++ carried every gRPC probe: ~200k instructions on the worker's loop
