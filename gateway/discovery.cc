@@ -7,6 +7,15 @@
 #include "gateway/upstream/http_client_common.h"
 
 namespace infergate::gateway {
+namespace {
+
+std::vector<std::string> sortedOnce(std::vector<std::string> names) {
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+}  // namespace
 
 std::vector<std::string> dnsNames(const config::GatewayConfig& config) {
   std::vector<std::string> names;
@@ -15,9 +24,7 @@ std::vector<std::string> dnsNames(const config::GatewayConfig& config) {
       if (e.kind == config::ListenAddress::Kind::kDns) names.push_back(e.host);
     }
   }
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  return names;
+  return sortedOnce(std::move(names));
 }
 
 std::vector<std::string> hostNames(const config::GatewayConfig& config) {
@@ -30,9 +37,7 @@ std::vector<std::string> hostNames(const config::GatewayConfig& config) {
       names.push_back(std::move(name));
     }
   }
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  return names;
+  return sortedOnce(std::move(names));
 }
 
 Discovery::~Discovery() { stop(); }
@@ -77,8 +82,7 @@ void Discovery::watchHosts(const config::GatewayConfig& config) {
   if (std::shared_ptr<const RouterSnapshot> current = router_->snapshot(); current != nullptr) {
     std::vector<std::string> served = hostNames(*current->config);
     names.insert(names.end(), served.begin(), served.end());
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
+    names = sortedOnce(std::move(names));
   }
   const uint64_t refresh_ms = std::max<uint64_t>(config.discovery.dns_refresh_ms, 1);
   if (host_watcher_ && names == host_names_ && refresh_ms == host_refresh_ms_) return;

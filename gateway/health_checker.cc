@@ -159,11 +159,15 @@ struct HealthChecker::State : std::enable_shared_from_this<State> {
       options.deadline = std::chrono::system_clock::now() + timeout;
       const bool server = check.model.empty();
       const std::string method = codecs::strCat(kService, server ? "ServerReady" : "ModelReady");
-      inference::ModelReadyRequest model;
-      model.set_name(check.model);
-      model.set_version(check.version);
-      const grpc::ByteBuffer request =
-          server ? codecs::toByteBuffer(inference::ServerReadyRequest()) : codecs::toByteBuffer(model);
+      grpc::ByteBuffer request;
+      if (server) {
+        request = codecs::toByteBuffer(inference::ServerReadyRequest());
+      } else {
+        inference::ModelReadyRequest model;
+        model.set_name(check.model);
+        model.set_version(check.version);
+        request = codecs::toByteBuffer(model);
+      }
       auto ready = [server](bool ok, const grpc::ByteBuffer& answer) {
         return server ? answeredReady<inference::ServerReadyResponse>(ok, answer)
                       : answeredReady<inference::ModelReadyResponse>(ok, answer);
